@@ -1,0 +1,70 @@
+import { parseDuration, type Duration } from './duration.js'
+import type { Policy } from './options.js'
+
+/** What a loader receives. */
+export interface LoaderContext<V = unknown> {
+  /** The key being loaded. */
+  readonly key: string
+  /**
+   * Fires when this process lost the lock (renewal failed, another process took over,
+   * or `lock.maxHold` passed). The load may carry on; its result is then only stored
+   * if no newer value got there first.
+   */
+  readonly signal: AbortSignal
+  /** The stale value in hand, if any: what callers get if this load fails (fail-safe). */
+  readonly staleValue: V | undefined
+  /** Sets the lifetimes of this result only, e.g. from an HTTP `Cache-Control` header. */
+  cacheFor(lifetimes: { ttl?: Duration; staleTtl?: Duration; staleIfError?: Duration }): void
+  /**
+   * Do not store this result.
+   * - `share` (default `true`): may callers waiting in this process receive it? With
+   *   `false`, each of them, and every waiter in other processes, runs its own loader.
+   * - `passFor` (default `0`): hit-for-miss. For this long, every caller in every process
+   *   runs its own loader at once instead of queueing behind a lock for nothing.
+   */
+  doNotCache(options?: { share?: boolean; passFor?: Duration }): void
+}
+
+export type Loader<V> = (context: LoaderContext<V>) => V | Promise<V>
+
+/** The loader's context, plus what the loader asked for, read back by the cache. */
+export class LoadContext<V> implements LoaderContext<V> {
+  ttl: number
+  staleTtl: number
+  staleIfError: number
+  skip: { share: boolean; passMs: number } | undefined
+
+  constructor(
+    readonly key: string,
+    readonly signal: AbortSignal,
+    readonly staleValue: V | undefined,
+    policy: Policy,
+  ) {
+    this.ttl = policy.ttl
+    this.staleTtl = policy.staleTtl
+    this.staleIfError = policy.staleIfError
+  }
+
+  cacheFor(lifetimes: { ttl?: Duration; staleTtl?: Duration; staleIfError?: Duration }): void {
+    if (lifetimes.ttl !== undefined) this.ttl = parseDuration('ttl', lifetimes.ttl)
+    if (lifetimes.staleTtl !== undefined) this.staleTtl = parseDuration('staleTtl', lifetimes.staleTtl, true)
+    if (lifetimes.staleIfError !== undefined) this.staleIfError = parseDuration('staleIfError', lifetimes.staleIfError, true)
+  }
+
+  doNotCache(options: { share?: boolean; passFor?: Duration } = {}): void {
+    this.skip = {
+      share: options.share ?? true,
+      passMs: options.passFor === undefined ? 0 : parseDuration('passFor', options.passFor, true),
+    }
+  }
+
+  /** Remaining lifetimes of a value stored now. */
+  lifetimes(loadMs: number): { freshMs: number; graceMs: number; fallbackMs: number; loadMs: number } {
+    return {
+      freshMs: this.ttl,
+      graceMs: this.ttl + this.staleTtl,
+      fallbackMs: this.ttl + Math.max(this.staleTtl, this.staleIfError),
+      loadMs,
+    }
+  }
+}

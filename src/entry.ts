@@ -1,0 +1,70 @@
+/**
+ * The value envelope as each tier sees it, and the codec seam.
+ *
+ * Redis keeps absolute deadlines by its own clock (see scripts/*.lua); a process
+ * only ever holds *remaining* lifetimes, turned into deadlines on the local
+ * monotonic clock, so clock skew between app servers cannot disagree on freshness.
+ */
+
+/** Turns values into strings for Redis and back. Must throw on what it cannot encode. */
+export interface Codec {
+  encode(value: unknown): string
+  decode(text: string): unknown
+}
+
+/**
+ * JSON, with the two silent losses made loud: `JSON.stringify(undefined)` returns
+ * `undefined` and functions vanish, so those throw instead of storing nothing.
+ */
+export const jsonCodec: Codec = {
+  encode(value) {
+    const text = JSON.stringify(value)
+    if (text === undefined) throw new TypeError(`cannot encode ${typeof value} as JSON`)
+    return text
+  },
+  decode(text) {
+    return JSON.parse(text)
+  },
+}
+
+/** Remaining lifetimes of an entry, in ms from "now" as Redis saw it. */
+export interface Lifetimes {
+  /** Fresh for this long. */
+  freshMs: number
+  /** Served stale at once (grace) until this long from now. */
+  graceMs: number
+  /** Kept as a fail-safe fallback until this long from now. */
+  fallbackMs: number
+  /** How long the load that produced it took (XFetch's δ). */
+  loadMs: number
+}
+
+/** A value with deadlines on the local monotonic clock (`performance.now()`). */
+export interface Entry<V = unknown> {
+  value: V
+  freshUntil: number
+  graceUntil: number
+  fallbackUntil: number
+  loadMs: number
+  /** Local time before which this process will not try another early/background refresh. */
+  refreshBlockedUntil: number
+  /** Fail-safe backoff: until then the stale value is served and no load is tried. */
+  backoffUntil: number
+}
+
+export function entryFrom<V>(value: V, life: Lifetimes, now: number): Entry<V> {
+  return {
+    value,
+    freshUntil: now + life.freshMs,
+    graceUntil: now + life.graceMs,
+    fallbackUntil: now + life.fallbackMs,
+    loadMs: life.loadMs,
+    refreshBlockedUntil: 0,
+    backoffUntil: 0,
+  }
+}
+
+/** Is a stale fallback still usable at `now`? */
+export function fallbackValid(entry: Entry | undefined, now: number): entry is Entry {
+  return entry !== undefined && now < entry.fallbackUntil
+}

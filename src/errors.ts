@@ -1,0 +1,90 @@
+/**
+ * Every error stampede-guard throws is a `StampedeGuardError` with a stable
+ * `code`, so callers can branch on `err.code` without string matching.
+ */
+export class StampedeGuardError extends Error {
+  readonly code: string
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = new.target.name
+    this.code = code
+  }
+}
+
+/** A bad option or argument. `argument` names it, e.g. `'ttl'` or `'key'`. */
+export class InvalidArgumentError extends StampedeGuardError {
+  readonly argument: string
+  constructor(argument: string, message: string) {
+    super('ERR_SG_INVALID_ARGUMENT', `${argument}: ${message}`)
+    this.argument = argument
+  }
+}
+
+/**
+ * The loader failed in another process (or the failure reached this caller
+ * over pub/sub). The original error cannot cross processes, so this carries
+ * its name and message.
+ */
+export class RemoteLoaderError extends StampedeGuardError {
+  readonly key: string
+  readonly remoteName: string
+  constructor(key: string, remoteName: string, remoteMessage: string) {
+    super('ERR_SG_REMOTE_LOADER', `loader for "${key}" failed in another process: ${remoteName}: ${remoteMessage}`)
+    this.key = key
+    this.remoteName = remoteName
+  }
+}
+
+/** `hardTimeout` elapsed before the loader finished. The load may still complete and fill the cache. */
+export class LoaderTimeoutError extends StampedeGuardError {
+  readonly key: string
+  readonly timeoutMs: number
+  constructor(key: string, timeoutMs: number) {
+    super('ERR_SG_LOADER_TIMEOUT', `loader for "${key}" did not finish within hardTimeout (${timeoutMs} ms); it keeps running and may still fill the cache`)
+    this.key = key
+    this.timeoutMs = timeoutMs
+  }
+}
+
+/** A waiter gave up after `waitTimeout` with `onWaitTimeout: 'throw'` and no stale value in hand. */
+export class LockWaitTimeoutError extends StampedeGuardError {
+  readonly key: string
+  readonly timeoutMs: number
+  constructor(key: string, timeoutMs: number) {
+    super('ERR_SG_LOCK_WAIT_TIMEOUT', `gave up waiting ${timeoutMs} ms for another process to load "${key}"`)
+    this.key = key
+    this.timeoutMs = timeoutMs
+  }
+}
+
+/** The codec could not encode or decode a value. Reported through the `error` event, never thrown to callers. */
+export class SerializationError extends StampedeGuardError {
+  readonly key: string
+  constructor(key: string, message: string, cause?: unknown) {
+    super('ERR_SG_SERIALIZATION', `"${key}": ${message}`, { cause })
+    this.key = key
+  }
+}
+
+/** The lock was lost (extension failed or max hold reached); the reason the loader's AbortSignal fired. */
+export class LockLostError extends StampedeGuardError {
+  readonly key: string
+  constructor(key: string, why: string) {
+    super('ERR_SG_LOCK_LOST', `lock for "${key}" lost: ${why}`)
+    this.key = key
+  }
+}
+
+/** A Redis command failed, timed out, or was refused because the circuit breaker is open. Handled internally: callers fall back to the loader. */
+export class RedisUnavailableError extends StampedeGuardError {
+  constructor(message: string, cause?: unknown) {
+    super('ERR_SG_REDIS_UNAVAILABLE', message, { cause })
+  }
+}
+
+/** The cache was closed; no new calls are accepted. */
+export class CacheClosedError extends StampedeGuardError {
+  constructor() {
+    super('ERR_SG_CLOSED', 'the cache is closed')
+  }
+}

@@ -1,0 +1,76 @@
+import { EventEmitter } from 'node:events'
+
+/** Why a stale value was served instead of a fresh one. */
+export type StaleReason = 'grace' | 'fail-safe' | 'backoff' | 'soft-timeout' | 'wait-timeout' | 'redis-down'
+
+/** Every event the cache emits, with its payload. Each also bumps a counter of the same name in `stats()`. */
+export interface CacheEvents {
+  /** A fresh value was served. */
+  hit: { key: string; tier: 'l1' | 'redis' }
+  /** A stale value was served. */
+  stale: { key: string; reason: StaleReason }
+  /** Neither tier had a usable value. */
+  miss: { key: string }
+  /** This process won the lock and will run the loader. */
+  leader: { key: string }
+  /** Another process holds the lock; this process waits for its result. */
+  wait: { key: string }
+  /** A loader finished; `error` is set when it failed. */
+  load: { key: string; durationMs: number; error?: unknown }
+  /** A loader failed but a stale value covered it. */
+  'fail-safe': { key: string; error: unknown }
+  /** softTimeout, hardTimeout or waitTimeout elapsed. */
+  timeout: { key: string; kind: 'soft' | 'hard' | 'wait' }
+  /** A loaded value was not stored: unencodable, `undefined`, or the loader said doNotCache. */
+  uncacheable: { key: string; reason: string; error?: unknown }
+  /** Foreign or malformed data at an entry key; treated as a miss and overwritten. */
+  corrupt: { key: string; error?: unknown }
+  /** A late commit was refused because a newer value (or an invalidation) got there first. */
+  fenced: { key: string }
+  /** The lock was lost while the loader ran (its AbortSignal fired). */
+  'lock-lost': { key: string; reason: string }
+  /** A Redis command failed or timed out; the call carried on without Redis. */
+  'redis-error': { operation: string; error: unknown }
+  /** The circuit breaker opened: Redis is skipped until it closes. */
+  'circuit-open': { failures: number }
+  /** The circuit breaker closed again after a successful probe. */
+  'circuit-close': Record<string, never>
+}
+
+export type CacheEventName = keyof CacheEvents
+export type CacheStats = Record<CacheEventName, number>
+
+const EVENT_NAMES: CacheEventName[] = [
+  'hit', 'stale', 'miss', 'leader', 'wait', 'load', 'fail-safe', 'timeout', 'uncacheable',
+  'corrupt', 'fenced', 'lock-lost', 'redis-error', 'circuit-open', 'circuit-close',
+]
+
+/** A typed emitter that also counts. Emitting with no listener costs one increment. */
+export class CacheEmitter {
+  private readonly emitter = new EventEmitter()
+  private readonly counters = Object.fromEntries(EVENT_NAMES.map((name) => [name, 0])) as CacheStats
+
+  on<E extends CacheEventName>(event: E, listener: (payload: CacheEvents[E]) => void): () => void {
+    this.emitter.on(event, listener)
+    return () => this.emitter.off(event, listener)
+  }
+
+  emit<E extends CacheEventName>(event: E, payload: CacheEvents[E]): void {
+    this.counters[event]++
+    if (this.emitter.listenerCount(event) > 0) {
+      try {
+        this.emitter.emit(event, payload)
+      } catch {
+        // A throwing listener must not break a cache call.
+      }
+    }
+  }
+
+  stats(): CacheStats {
+    return { ...this.counters }
+  }
+
+  removeAll(): void {
+    this.emitter.removeAllListeners()
+  }
+}

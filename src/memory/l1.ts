@@ -1,0 +1,47 @@
+import { LRUCache } from 'lru-cache'
+import type { Entry } from '../entry.js'
+
+/**
+ * The per-process tier. Freshness is judged by the deadlines inside each entry;
+ * lru-cache's own ttl only evicts an entry once even its fail-safe fallback is
+ * useless, so stale values stay at hand for grace and fail-safe serving.
+ */
+export class MemoryTier {
+  private readonly lru: LRUCache<string, Entry>
+
+  constructor(max: number, private readonly maxTtl: number) {
+    this.lru = new LRUCache<string, Entry>({ max, ttl: 0, ttlAutopurge: false, allowStale: false })
+  }
+
+  get(key: string): Entry | undefined {
+    return this.lru.get(key)
+  }
+
+  set(key: string, entry: Entry, now: number): void {
+    const ttl = Math.min(Math.max(entry.fallbackUntil, entry.freshUntil) - now, this.maxTtl)
+    if (ttl < 1) {
+      this.lru.delete(key)
+      return
+    }
+    if (this.maxTtl !== Infinity) {
+      // An entry must not outlive maxTtl as fresh either, or it would be served fresh from a dead slot.
+      const cap = now + this.maxTtl
+      entry.freshUntil = Math.min(entry.freshUntil, cap)
+      entry.graceUntil = Math.min(entry.graceUntil, cap)
+      entry.fallbackUntil = Math.min(entry.fallbackUntil, cap)
+    }
+    this.lru.set(key, entry, { ttl: Math.ceil(ttl) })
+  }
+
+  delete(key: string): void {
+    this.lru.delete(key)
+  }
+
+  clear(): void {
+    this.lru.clear()
+  }
+
+  get size(): number {
+    return this.lru.size
+  }
+}

@@ -1,0 +1,242 @@
+import type { Cluster, Redis } from 'ioredis'
+import { parseDuration, type Duration } from './duration.js'
+import { InvalidArgumentError } from './errors.js'
+import { jsonCodec, type Codec } from './entry.js'
+
+export type { Duration }
+
+/**
+ * Early refresh keeps hot keys from ever missing: one process reloads an entry
+ * shortly before it expires while everyone keeps getting the fresh value.
+ * - a number in (0, 1): refresh once the entry is older than that fraction of its ttl (0.8 = in its last 20%);
+ * - `'xfetch'`: probabilistic early expiration (Vattani et al.), refresh when
+ *   `now − δ·β·ln(rand()) ≥ expiry`, δ being the last measured load time; β = 1;
+ * - `{ beta }`: XFetch with another β (> 1 refreshes earlier);
+ * - `false`: off (the default).
+ */
+export type EarlyRefresh = false | number | 'xfetch' | { beta: number }
+
+/** Options that can be set on the cache and overridden per `getOrLoad` call. */
+export interface PolicyOptions {
+  /** How long a loaded value is fresh. Milliseconds or a string such as `'30s'`. Required on the cache. */
+  ttl?: Duration
+  /**
+   * Grace (stale-while-revalidate): how long after `ttl` a stale value is still served
+   * at once, to every caller in every process, while exactly one process refreshes it
+   * in the background. Default `0` (off).
+   */
+  staleTtl?: Duration
+  /**
+   * Fail-safe window, counted from the end of `ttl`: while it lasts, a stale value is
+   * kept as a fallback and served instead of a loader error, a `softTimeout` or a
+   * `waitTimeout`. Default `0` (off).
+   */
+  staleIfError?: Duration
+  /**
+   * After a failed refresh that was covered by a stale value, no process retries the
+   * loader for this long (the backoff is stored in Redis), and callers get the stale
+   * value at once. Default `'5s'`.
+   */
+  failSafeBackoff?: Duration
+  /**
+   * With a stale value in hand, a loader slower than this answers the callers with the
+   * stale value; the loader keeps running and fills the cache when it finishes.
+   * Default `0` (off).
+   */
+  softTimeout?: Duration
+  /**
+   * Callers get a `LoaderTimeoutError` once the loader has run this long (and no stale
+   * value covers it). The loader keeps running and may still fill the cache.
+   * Default `0` (off).
+   */
+  hardTimeout?: Duration
+  /**
+   * How long a caller waits for another process that holds the lock. Afterwards it
+   * serves a stale value if it has one, else follows `onWaitTimeout`. Default `'10s'`.
+   */
+  waitTimeout?: Duration
+  /**
+   * What a waiter does after `waitTimeout` with no stale value: `'load'` runs its own
+   * loader (its result is still stored, fenced), `'throw'` rejects with
+   * `LockWaitTimeoutError`. Default `'load'`.
+   */
+  onWaitTimeout?: 'load' | 'throw'
+  /** See {@link EarlyRefresh}. Default `false`. */
+  earlyRefresh?: EarlyRefresh
+}
+
+/** Per-process L1 tier (lru-cache). */
+export interface L1Options {
+  /** Most entries kept per process. Default `10_000`. */
+  max?: number
+  /**
+   * Upper bound on how long an entry stays in L1, whatever its ttl. Bounds how stale a
+   * process can be when it missed an invalidation message. Default: no extra bound.
+   */
+  maxTtl?: Duration
+}
+
+/** The Redis lock that elects one loader per key. */
+export interface LockOptions {
+  /** Lock lease; renewed every lease/3 while the loader runs. A crashed leader blocks others at most this long. Default `'5s'`. */
+  lease?: Duration
+  /** Renewal stops after this long and the loader's AbortSignal fires. Default `'60s'`. */
+  maxHold?: Duration
+  /** First safety poll while waiting (pub/sub normally wakes waiters first); doubles with jitter. Default `'50ms'`. */
+  pollInterval?: Duration
+  /** Cap on the safety poll interval. Default `'1s'`. */
+  maxPollInterval?: Duration
+}
+
+/** Keeps the cache answering when Redis is down: after `threshold` consecutive failures Redis is skipped for `openFor`. */
+export interface CircuitBreakerOptions {
+  /** Consecutive Redis failures that open the breaker. Default `3`. */
+  threshold?: number
+  /** How long the breaker stays open before one probe command may try Redis again. Default `'2s'`. */
+  openFor?: Duration
+}
+
+export interface CacheOptions extends PolicyOptions {
+  /** An ioredis client. Without it the cache runs in-process: L1 plus single-flight. The cache never closes it. */
+  redis?: Redis | Cluster
+  /** Prefix of every Redis key and channel. Default `'sg'`. */
+  namespace?: string
+  /** L1 settings, or `false` to read Redis on every call. Default `{ max: 10_000 }`. */
+  l1?: L1Options | false
+  lock?: LockOptions
+  /** Timeout for each Redis command stampede-guard sends, whatever the client's own settings. Default `'1s'`. */
+  redisTimeout?: Duration
+  circuitBreaker?: CircuitBreakerOptions
+  /** Encodes values for Redis. Default JSON (`null` is a value; `undefined`, BigInt and cycles cannot be stored). */
+  codec?: Codec
+  /** Longest accepted key, in UTF-16 code units. Default `1024`. */
+  maxKeyLength?: number
+}
+
+export type ResolvedEarlyRefresh = { kind: 'off' } | { kind: 'threshold'; fraction: number } | { kind: 'xfetch'; beta: number }
+
+/** A policy with every duration parsed to milliseconds. */
+export interface Policy {
+  ttl: number
+  staleTtl: number
+  staleIfError: number
+  failSafeBackoff: number
+  softTimeout: number
+  hardTimeout: number
+  waitTimeout: number
+  onWaitTimeout: 'load' | 'throw'
+  earlyRefresh: ResolvedEarlyRefresh
+}
+
+export interface Settings {
+  namespace: string
+  policy: Policy
+  l1: { max: number; maxTtl: number } | false
+  lock: { lease: number; maxHold: number; pollInterval: number; maxPollInterval: number }
+  redisTimeout: number
+  breaker: { threshold: number; openFor: number }
+  codec: Codec
+  maxKeyLength: number
+}
+
+const POLICY_KEYS = ['ttl', 'staleTtl', 'staleIfError', 'failSafeBackoff', 'softTimeout', 'hardTimeout', 'waitTimeout', 'onWaitTimeout', 'earlyRefresh'] as const
+const CACHE_KEYS = new Set<string>([...POLICY_KEYS, 'redis', 'namespace', 'l1', 'lock', 'redisTimeout', 'circuitBreaker', 'codec', 'maxKeyLength'])
+const CALL_KEYS = new Set<string>(POLICY_KEYS)
+
+function rejectUnknown(where: string, options: object, known: Set<string>): void {
+  for (const name of Object.keys(options)) {
+    if (!known.has(name)) throw new InvalidArgumentError(`${where}.${name}`, 'unknown option')
+  }
+}
+
+function positiveInteger(argument: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
+    throw new InvalidArgumentError(argument, `must be a positive integer, got ${String(value)}`)
+  }
+  return value
+}
+
+function resolveEarlyRefresh(value: EarlyRefresh): ResolvedEarlyRefresh {
+  if (value === false) return { kind: 'off' }
+  if (value === 'xfetch') return { kind: 'xfetch', beta: 1 }
+  if (typeof value === 'number') {
+    if (!(value > 0 && value < 1)) throw new InvalidArgumentError('earlyRefresh', `a threshold must be between 0 and 1 (exclusive), got ${value}`)
+    return { kind: 'threshold', fraction: value }
+  }
+  if (typeof value === 'object' && value !== null && typeof value.beta === 'number' && value.beta > 0 && Number.isFinite(value.beta)) {
+    return { kind: 'xfetch', beta: value.beta }
+  }
+  throw new InvalidArgumentError('earlyRefresh', `expected false, a fraction, 'xfetch' or { beta > 0 }, got ${JSON.stringify(value)}`)
+}
+
+/** Merges `overrides` onto `base`, parsing and validating each given field. */
+export function resolvePolicy(base: Policy | undefined, overrides: PolicyOptions): Policy {
+  const ttl = overrides.ttl ?? base?.ttl
+  if (ttl === undefined) throw new InvalidArgumentError('ttl', 'is required')
+  const duration = (name: keyof PolicyOptions, fallback: number, allowZero: boolean): number => {
+    const given = overrides[name] as Duration | undefined
+    return given === undefined ? fallback : parseDuration(name, given, allowZero)
+  }
+  const onWaitTimeout = overrides.onWaitTimeout ?? base?.onWaitTimeout ?? 'load'
+  if (onWaitTimeout !== 'load' && onWaitTimeout !== 'throw') {
+    throw new InvalidArgumentError('onWaitTimeout', `must be 'load' or 'throw', got ${JSON.stringify(onWaitTimeout)}`)
+  }
+  return {
+    ttl: overrides.ttl === undefined ? base!.ttl : parseDuration('ttl', overrides.ttl),
+    staleTtl: duration('staleTtl', base?.staleTtl ?? 0, true),
+    staleIfError: duration('staleIfError', base?.staleIfError ?? 0, true),
+    failSafeBackoff: duration('failSafeBackoff', base?.failSafeBackoff ?? 5_000, true),
+    softTimeout: duration('softTimeout', base?.softTimeout ?? 0, true),
+    hardTimeout: duration('hardTimeout', base?.hardTimeout ?? 0, true),
+    waitTimeout: duration('waitTimeout', base?.waitTimeout ?? 10_000, false),
+    onWaitTimeout,
+    earlyRefresh: overrides.earlyRefresh === undefined ? (base?.earlyRefresh ?? { kind: 'off' }) : resolveEarlyRefresh(overrides.earlyRefresh),
+  }
+}
+
+/** Validates per-call options; fails with the option's name in the message. */
+export function resolveCallPolicy(base: Policy, options: PolicyOptions): Policy {
+  if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('options', 'must be an object')
+  rejectUnknown('options', options, CALL_KEYS)
+  return resolvePolicy(base, options)
+}
+
+/** Validates everything given to `createCache`, failing fast with the option's name. */
+export function resolveSettings(options: CacheOptions): Settings {
+  if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('options', 'createCache needs an options object with at least { ttl }')
+  rejectUnknown('options', options, CACHE_KEYS)
+  const namespace = options.namespace ?? 'sg'
+  if (typeof namespace !== 'string' || namespace === '' || /[{}\s]/.test(namespace)) {
+    throw new InvalidArgumentError('namespace', 'must be a non-empty string without braces or spaces')
+  }
+  const l1 = options.l1 ?? {}
+  const lock = options.lock ?? {}
+  const breaker = options.circuitBreaker ?? {}
+  const codec = options.codec ?? jsonCodec
+  if (typeof codec?.encode !== 'function' || typeof codec?.decode !== 'function') {
+    throw new InvalidArgumentError('codec', 'must have encode(value) and decode(text) functions')
+  }
+  const lease = parseDuration('lock.lease', lock.lease ?? 5_000)
+  if (lease < 30) throw new InvalidArgumentError('lock.lease', `must be at least 30 ms, got ${lease}`)
+  return {
+    namespace,
+    policy: resolvePolicy(undefined, options),
+    l1: l1 === false ? false : {
+      max: positiveInteger('l1.max', l1.max ?? 10_000),
+      maxTtl: l1.maxTtl === undefined ? Infinity : parseDuration('l1.maxTtl', l1.maxTtl),
+    },
+    lock: {
+      lease,
+      maxHold: parseDuration('lock.maxHold', lock.maxHold ?? 60_000),
+      pollInterval: parseDuration('lock.pollInterval', lock.pollInterval ?? 50),
+      maxPollInterval: parseDuration('lock.maxPollInterval', lock.maxPollInterval ?? 1_000),
+    },
+    redisTimeout: parseDuration('redisTimeout', options.redisTimeout ?? 1_000),
+    breaker: {
+      threshold: positiveInteger('circuitBreaker.threshold', breaker.threshold ?? 3),
+      openFor: parseDuration('circuitBreaker.openFor', breaker.openFor ?? 2_000),
+    },
+    codec,
+    maxKeyLength: positiveInteger('maxKeyLength', options.maxKeyLength ?? 1024),
+  }
+}

@@ -1,0 +1,27 @@
+import { createHash } from 'node:crypto'
+
+/** The Redis names of one cache entry. All share one hash tag, so one slot in Cluster. */
+export interface EntryKeys {
+  /** Hash holding the value, its deadlines, the fence and the token counter. */
+  entry: string
+  /** String `<owner>:<token>` with PX = lease. */
+  lock: string
+  /** Pub/sub channel on which commits and failures are announced. */
+  channel: string
+}
+
+/**
+ * `<ns>:{k:<key>}`; a key containing braces would break the hash tag, so it is
+ * replaced by its SHA-256 as `{h:<hex>}`. The `k:`/`h:` prefixes keep the two
+ * spaces apart, so no plain key can collide with a hashed one.
+ */
+export function entryKeys(namespace: string, key: string): EntryKeys {
+  const tag = key.includes('{') || key.includes('}') ? `h:${createHash('sha256').update(key).digest('hex')}` : `k:${key}`
+  const entry = `${namespace}:{${tag}}`
+  return { entry, lock: `${entry}:lock`, channel: `${entry}:ch` }
+}
+
+/** Channel on which deletions are broadcast so every process drops its L1 copy. */
+export function invalidationChannel(namespace: string): string {
+  return `${namespace}:__invalidations`
+}

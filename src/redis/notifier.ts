@@ -1,0 +1,125 @@
+import type { Cluster, Redis } from 'ioredis'
+import { RedisUnavailableError } from '../errors.js'
+import { delay, withTimeout } from '../timers.js'
+
+/** One key's wait for news: messages queue up until read, so none falls between two reads. */
+export interface Subscription {
+  /** The next message, or `undefined` after `timeoutMs` without one. */
+  next(timeoutMs: number): Promise<string | undefined>
+  release(): void
+}
+
+class ChannelSubscription implements Subscription {
+  private readonly queue: string[] = []
+  private wake: (() => void) | undefined
+
+  constructor(private readonly onRelease: (subscription: ChannelSubscription) => void) {}
+
+  push(message: string): void {
+    this.queue.push(message)
+    this.wake?.()
+  }
+
+  async next(timeoutMs: number): Promise<string | undefined> {
+    if (this.queue.length === 0) {
+      const wait = delay(timeoutMs)
+      this.wake = () => wait.cancel()
+      await wait.promise
+      this.wake = undefined
+    }
+    return this.queue.shift()
+  }
+
+  release(): void {
+    this.wake?.()
+    this.onRelease(this)
+  }
+}
+
+interface ChannelState {
+  subscriptions: Set<ChannelSubscription>
+  ready: Promise<unknown>
+}
+
+/**
+ * Pub/sub for waiters. One dedicated subscriber connection per cache, opened on
+ * first use with `duplicate()`, and one Redis subscription per channel however many
+ * waiters share it (reference-counted). Pub/sub is at-most-once, so callers always
+ * bound their wait and re-check; this class only makes the common case instant.
+ */
+export class Notifier {
+  private subscriber: Redis | Cluster | undefined
+  private readonly channels = new Map<string, ChannelState>()
+  private readonly listeners = new Map<string, (message: string) => void>()
+  private readonly prefix: string
+
+  constructor(
+    private readonly client: Redis | Cluster,
+    private readonly timeoutMs: number,
+  ) {
+    // ioredis prefixes KEYS (and so our channel names inside scripts) but not SUBSCRIBE arguments.
+    this.prefix = (client.options as { keyPrefix?: string }).keyPrefix ?? ''
+  }
+
+  private connection(): Redis | Cluster {
+    if (this.subscriber) return this.subscriber
+    const subscriber = (this.client as Redis).duplicate() as Redis | Cluster
+    const events = subscriber as unknown as NodeJS.EventEmitter
+    events.on('error', () => {
+      // Reconnects are ioredis' job and waits are bounded; commands report outages.
+    })
+    events.on('message', (channel: string, message: string) => this.dispatch(channel, message))
+    this.subscriber = subscriber
+    return subscriber
+  }
+
+  private dispatch(channel: string, message: string): void {
+    this.listeners.get(channel)?.(message)
+    const state = this.channels.get(channel)
+    if (state) for (const subscription of state.subscriptions) subscription.push(message)
+  }
+
+  /** Subscribes (or joins the existing subscription) and resolves once Redis confirmed it. */
+  async subscribe(channel: string): Promise<Subscription> {
+    const name = this.prefix + channel
+    let state = this.channels.get(name)
+    if (!state) {
+      const ready = this.connection().subscribe(name)
+      state = { subscriptions: new Set(), ready }
+      this.channels.set(name, state)
+    }
+    const subscription = new ChannelSubscription((s) => this.unsubscribe(name, s))
+    state.subscriptions.add(subscription)
+    try {
+      await withTimeout(state.ready, this.timeoutMs, () => new RedisUnavailableError(`subscribe timed out after ${this.timeoutMs} ms`))
+    } catch (error) {
+      subscription.release()
+      throw error instanceof RedisUnavailableError ? error : new RedisUnavailableError(`subscribe failed: ${(error as Error)?.message}`, error)
+    }
+    return subscription
+  }
+
+  /** A permanent subscription with a callback (the L1 invalidation bus). */
+  listen(channel: string, onMessage: (message: string) => void): void {
+    const name = this.prefix + channel
+    this.listeners.set(name, onMessage)
+    this.connection().subscribe(name).catch(() => {
+      // Retried by ioredis' auto-resubscribe once the connection is back.
+    })
+  }
+
+  private unsubscribe(name: string, subscription: ChannelSubscription): void {
+    const state = this.channels.get(name)
+    if (!state || !state.subscriptions.delete(subscription) || state.subscriptions.size > 0) return
+    this.channels.delete(name)
+    this.subscriber?.unsubscribe(name).catch(() => {})
+  }
+
+  close(): void {
+    for (const state of this.channels.values()) for (const subscription of state.subscriptions) subscription.release()
+    this.channels.clear()
+    this.listeners.clear()
+    this.subscriber?.disconnect()
+    this.subscriber = undefined
+  }
+}

@@ -1,0 +1,63 @@
+-- commit: fenced write + lock release + notification, atomically.
+-- A value is written only if its token is above the fence high-water mark, so a
+-- leader that stalled past its lease (or a load that began before an invalidation)
+-- can never overwrite a newer value.
+--
+-- KEYS[1]  entry hash  <ns>:{tag}
+-- KEYS[2]  lock        <ns>:{tag}:lock
+-- KEYS[3]  channel     <ns>:{tag}:ch   (declared as a key so Cluster routes SPUBLISH to this slot)
+-- ARGV[1]  lockValue   "<owner>:<token>" we hold, or '' when we hold no lock
+-- ARGV[2]  token       fencing token, or '' to take a new one now (a plain set)
+-- ARGV[3]  data        encoded value
+-- ARGV[4]  freshMs     fresh for this long from now (ttl)
+-- ARGV[5]  graceMs     served stale at once until this long from now (ttl + staleTtl)
+-- ARGV[6]  fallbackMs  kept as fail-safe fallback until this long from now (≥ graceMs)
+-- ARGV[7]  loadMs      how long the load took (XFetch's delta)
+-- ARGV[8]  publish     'PUBLISH' or 'SPUBLISH'
+--
+-- Returns {written, released}. Publishes 'c|fresh|grace|fallback|loadMs|data' when
+-- written, or 'r|' (re-check) when only the lock was released.
+
+local entry, lock, channel = KEYS[1], KEYS[2], KEYS[3]
+local lockValue, data, publish = ARGV[1], ARGV[3], ARGV[8]
+local freshMs, graceMs, fallbackMs, loadMs = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local function integer(n) return string.format('%.0f', n) end
+
+local kind = redis.call('TYPE', entry)['ok']
+if kind ~= 'hash' and kind ~= 'none' then redis.call('DEL', entry) end
+
+local token = ARGV[2]
+if token == '' then
+  if redis.call('HEXISTS', entry, 'c') == 0 then
+    redis.call('HSET', entry, 'c', integer(tonumber(time[1]) * 1000000 + tonumber(time[2])))
+  end
+  token = integer(redis.call('HINCRBY', entry, 'c', 1))
+end
+
+local written = 0
+local highWater = tonumber(redis.call('HGET', entry, 'f') or '0')
+if tonumber(token) > highWater then
+  local x = now + freshMs
+  local s = now + graceMs
+  local e = now + math.max(graceMs, fallbackMs)
+  redis.call('HSET', entry, 'd', data, 'x', integer(x), 's', integer(s), 'e', integer(e), 'l', integer(loadMs), 'f', token)
+  redis.call('HDEL', entry, 'b', 'p')
+  redis.call('PEXPIREAT', entry, integer(e))
+  written = 1
+end
+
+local released = 0
+if lockValue ~= '' and redis.call('GET', lock) == lockValue then
+  redis.call('DEL', lock)
+  released = 1
+end
+
+if written == 1 then
+  redis.call(publish, channel, 'c|' .. integer(freshMs) .. '|' .. integer(graceMs) .. '|' .. integer(math.max(graceMs, fallbackMs)) .. '|' .. integer(loadMs) .. '|' .. data)
+elseif released == 1 then
+  redis.call(publish, channel, 'r|')
+end
+return {written, released}

@@ -1,0 +1,23 @@
+-- invalidate: delete the value and raise the fence above every token handed out so
+-- far, so a load that started before this call cannot store its (possibly old)
+-- result afterwards: stale-set protection, as memcache leases give. A lock in
+-- flight is left alone; its commit is refused and its waiters re-check.
+--
+-- KEYS[1]  entry hash  <ns>:{tag}
+-- ARGV[1]  retention   ms to keep the fence (longest time a leader may hold its lock)
+--
+-- Returns 1.
+
+local entry = KEYS[1]
+local time = redis.call('TIME')
+local nowMicros = tonumber(time[1]) * 1000000 + tonumber(time[2])
+
+local counter = 0
+if redis.call('TYPE', entry)['ok'] == 'hash' then
+  counter = tonumber(redis.call('HGET', entry, 'c') or '0')
+end
+local highWater = string.format('%.0f', math.max(counter, nowMicros))
+redis.call('DEL', entry)
+redis.call('HSET', entry, 'c', highWater, 'f', highWater)
+redis.call('PEXPIRE', entry, ARGV[1])
+return 1

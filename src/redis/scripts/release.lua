@@ -1,0 +1,38 @@
+-- release: give the lock back without a value (the loader failed, or its result is
+-- not cacheable), and tell the waiters why. Does nothing unless we still hold the lock,
+-- so a leader that lost its lease cannot disturb the next leader's waiters.
+--
+-- KEYS[1]  entry hash  <ns>:{tag}
+-- KEYS[2]  lock        <ns>:{tag}:lock
+-- KEYS[3]  channel     <ns>:{tag}:ch
+-- ARGV[1]  lockValue   "<owner>:<token>" we hold
+-- ARGV[2]  message     'e|<name>|<message>' loader error, 'u|' not cacheable (waiters load
+--                      for themselves), 'r|' plain re-check
+-- ARGV[3]  backoffMs   fail-safe backoff to store when a value is kept (0 = none)
+-- ARGV[4]  passMs      hit-for-miss window to store (0 = none)
+-- ARGV[5]  publish     'PUBLISH' or 'SPUBLISH'
+--
+-- Returns 1 if the lock was ours and was released, else 0.
+
+local entry, lock, channel = KEYS[1], KEYS[2], KEYS[3]
+local lockValue, message, publish = ARGV[1], ARGV[2], ARGV[5]
+local backoffMs, passMs = tonumber(ARGV[3]), tonumber(ARGV[4])
+
+if redis.call('GET', lock) ~= lockValue then return 0 end
+redis.call('DEL', lock)
+
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local function integer(n) return string.format('%.0f', n) end
+
+if redis.call('TYPE', entry)['ok'] == 'hash' then
+  if backoffMs > 0 and redis.call('HEXISTS', entry, 'd') == 1 then
+    redis.call('HSET', entry, 'b', integer(now + backoffMs))
+  end
+  if passMs > 0 then
+    redis.call('HSET', entry, 'p', integer(now + passMs))
+    if redis.call('PTTL', entry) < passMs then redis.call('PEXPIRE', entry, passMs) end
+  end
+end
+redis.call(publish, channel, message)
+return 1

@@ -1,0 +1,100 @@
+import type { Cluster, Redis } from 'ioredis'
+import type { Lifetimes } from '../entry.js'
+import type { CacheEmitter } from '../events.js'
+import { RedisUnavailableError } from '../errors.js'
+import { withTimeout } from '../timers.js'
+import type { CircuitBreaker } from './breaker.js'
+import type { EntryKeys } from './keys.js'
+import { defineScripts, type ScriptedClient } from './scripts.js'
+
+export type LookupMode = 'read' | 'refresh' | 'token'
+
+/** What getOrLock found. `data` is '' when there is no usable value. */
+export interface Lookup {
+  state: 'fresh' | 'grace' | 'fallback' | 'miss'
+  lock: 'none' | 'won' | 'held' | 'backoff' | 'pass' | 'token'
+  /** Token when won/token; ms left when held/backoff/pass. */
+  lockArg: string
+  data: string
+  life: Lifetimes
+  corrupt: boolean
+}
+
+/** What the leader writes: the encoded value and its lifetimes from now, in ms. */
+export interface CommitRequest {
+  lockValue: string
+  token: string
+  data: string
+  freshMs: number
+  graceMs: number
+  fallbackMs: number
+  loadMs: number
+}
+
+/**
+ * The L2 tier: one method per script, each bounded by `timeoutMs` and guarded by
+ * the circuit breaker. Every failure surfaces as `RedisUnavailableError`, which
+ * the state machine answers by carrying on without Redis.
+ */
+export class RedisStore {
+  private readonly client: ScriptedClient
+  private readonly publish: 'PUBLISH' | 'SPUBLISH' = 'PUBLISH'
+
+  constructor(
+    client: Redis | Cluster,
+    private readonly timeoutMs: number,
+    private readonly breaker: CircuitBreaker,
+    private readonly events: CacheEmitter,
+  ) {
+    this.client = defineScripts(client)
+  }
+
+  async getOrLock(keys: EntryKeys, owner: string, leaseMs: number, mode: LookupMode, retentionMs: number): Promise<Lookup> {
+    const reply = (await this.call('getOrLock', () =>
+      this.client.stampedeGuardGetOrLock(keys.entry, keys.lock, owner, leaseMs, mode, retentionMs),
+    )) as [Lookup['state'], Lookup['lock'], string, string, number, number, number, number, number]
+    const [state, lock, lockArg, data, freshMs, graceMs, fallbackMs, loadMs, corrupt] = reply
+    return { state, lock, lockArg, data, life: { freshMs, graceMs, fallbackMs, loadMs }, corrupt: corrupt === 1 }
+  }
+
+  /** Returns whether the value was written (false: fenced out by a newer token). */
+  async commit(keys: EntryKeys, request: CommitRequest): Promise<boolean> {
+    const { lockValue, token, data, freshMs, graceMs, fallbackMs, loadMs } = request
+    const [written] = (await this.call('commit', () =>
+      this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), this.publish),
+    )) as [number, number]
+    return written === 1
+  }
+
+  async release(keys: EntryKeys, lockValue: string, message: string, backoffMs: number, passMs: number): Promise<boolean> {
+    const released = await this.call('release', () =>
+      this.client.stampedeGuardRelease(keys.entry, keys.lock, keys.channel, lockValue, message, backoffMs, passMs, this.publish),
+    )
+    return released === 1
+  }
+
+  async extend(keys: EntryKeys, lockValue: string, leaseMs: number): Promise<boolean> {
+    return (await this.call('extend', () => this.client.stampedeGuardExtend(keys.lock, lockValue, leaseMs))) === 1
+  }
+
+  async invalidate(keys: EntryKeys, retentionMs: number): Promise<void> {
+    await this.call('invalidate', () => this.client.stampedeGuardInvalidate(keys.entry, retentionMs))
+  }
+
+  async broadcast(channel: string, message: string): Promise<void> {
+    await this.call('publish', () => this.client.publish(channel, message))
+  }
+
+  private async call<T>(operation: string, command: () => Promise<T>): Promise<T> {
+    if (!this.breaker.allow()) throw new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`)
+    try {
+      const result = await withTimeout(command(), this.timeoutMs, () => new RedisUnavailableError(`redis ${operation} timed out after ${this.timeoutMs} ms`))
+      this.breaker.success()
+      return result
+    } catch (error) {
+      this.breaker.failure()
+      this.events.emit('redis-error', { operation, error })
+      throw error instanceof RedisUnavailableError ? error : new RedisUnavailableError(`redis ${operation} failed: ${(error as Error)?.message}`, error)
+    }
+  }
+}
