@@ -1,0 +1,88 @@
+/**
+ * Command-line options of `npm run load` (and the subset `npm run demo` accepts).
+ */
+import { parseArgs } from 'node:util'
+import { isModeName, MODE_NAMES, type ModeName } from './modes.js'
+import { isScenarioName, SCENARIO_NAMES, type ScenarioName } from './scenarios.js'
+
+export interface CliOptions {
+  scenarios: ScenarioName[]
+  modes: ModeName[]
+  workers: number
+  dbLatencyMs: number
+  timeScale: number
+  connections: number | undefined
+  noPrivateRedis: boolean
+  writeFiles: boolean
+  help: boolean
+}
+
+export const DEFAULT_SCENARIOS: ScenarioName[] = ['cold', 'expiry', 'zipf', 'flaky']
+
+export const USAGE = `Usage: npm run load -- [options]
+
+  --scenario LIST     comma-separated: ${SCENARIO_NAMES.join(', ')}, or all
+                      (default: ${DEFAULT_SCENARIOS.join(',')})
+  --modes LIST        comma-separated: ${MODE_NAMES.join(', ')} (default: all)
+  --workers N         app worker processes (default: 4)
+  --db-latency MS     latency of one database query (default: 50)
+  --time-scale X      multiply every scenario's duration (default: 1; 0.5 = half as long)
+  --connections N     override every scenario's number of connections
+  --no-private-redis  never start a redis-server (in-process mode unless REDIS_URL is set)
+  --no-files          do not write load/results/<timestamp>.json and the SVG charts
+  -h, --help          this text
+
+Environment:
+  REDIS_URL           use this Redis instead of a private redis-server
+  DATABASE_URL        use this PostgreSQL (the harness creates and seeds its own table)
+                      instead of the built-in slow source
+`
+
+function list<T extends string>(raw: string, valid: readonly T[], is: (v: string) => v is T, what: string): T[] {
+  if (raw === 'all') return [...valid]
+  const items = raw.split(',').map((s) => s.trim()).filter(Boolean)
+  for (const item of items) if (!is(item)) throw new Error(`unknown ${what} '${item}' (expected one of: ${valid.join(', ')})`)
+  if (items.length === 0) throw new Error(`no ${what} given`)
+  return items as T[]
+}
+
+function positive(raw: string, name: string, allowZero = false): number {
+  const n = Number(raw)
+  if (!Number.isFinite(n) || n < 0 || (!allowZero && n === 0)) throw new Error(`--${name} must be a ${allowZero ? 'non-negative' : 'positive'} number, got '${raw}'`)
+  return n
+}
+
+export function parseCliArgs(argv: string[]): CliOptions {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      scenario: { type: 'string' },
+      scenarios: { type: 'string' },
+      modes: { type: 'string' },
+      mode: { type: 'string' },
+      workers: { type: 'string' },
+      'db-latency': { type: 'string' },
+      'time-scale': { type: 'string' },
+      connections: { type: 'string' },
+      'no-private-redis': { type: 'boolean' },
+      'no-files': { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+  })
+  const scenarioArg = values.scenario ?? values.scenarios
+  const modeArg = values.modes ?? values.mode
+  // Keep the modes in the canonical order whatever order they were given in: the table reads none → full.
+  const modes = modeArg ? list(modeArg, MODE_NAMES, isModeName, 'mode') : [...MODE_NAMES]
+  return {
+    scenarios: scenarioArg ? list(scenarioArg, SCENARIO_NAMES, isScenarioName, 'scenario') : DEFAULT_SCENARIOS,
+    modes: MODE_NAMES.filter((m) => modes.includes(m)),
+    workers: values.workers ? Math.round(positive(values.workers, 'workers')) : 4,
+    dbLatencyMs: values['db-latency'] ? positive(values['db-latency'], 'db-latency', true) : 50,
+    timeScale: values['time-scale'] ? positive(values['time-scale'], 'time-scale') : 1,
+    connections: values.connections ? Math.round(positive(values.connections, 'connections')) : undefined,
+    noPrivateRedis: values['no-private-redis'] ?? false,
+    writeFiles: !(values['no-files'] ?? false),
+    help: values.help ?? false,
+  }
+}

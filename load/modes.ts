@@ -1,0 +1,37 @@
+/**
+ * The cache configurations compared side by side. One table row and one chart line each.
+ */
+import type { ModeCacheOptions } from './app/protocol.js'
+
+export const MODE_NAMES = ['none', 'naive', 'lock', 'full'] as const
+export type ModeName = (typeof MODE_NAMES)[number]
+
+export const MODE_DESCRIPTIONS: Record<ModeName, string> = {
+  none: 'no cache: every request queries the database',
+  naive: 'GET/SET read-through cache in Redis, no lock (what most apps start with)',
+  lock: 'stampede-guard, lock only: one loader per miss across all processes; no stale, no early refresh, no L1',
+  full: 'stampede-guard, everything on: lock + stale-while-revalidate + early refresh + stale-if-error + L1',
+}
+
+/** Modes that need Redis (naive stores in Redis; the others can run in-process). */
+export const NEEDS_REDIS: ReadonlySet<ModeName> = new Set<ModeName>(['naive'])
+
+export function isModeName(value: string): value is ModeName {
+  return (MODE_NAMES as readonly string[]).includes(value)
+}
+
+/** Scenario knobs a mode's options derive from. */
+export interface ScenarioCachePolicy {
+  ttlMs: number
+  /** Grace for `full`: how long past ttl a stale value may be served while one process refreshes. */
+  staleTtlMs: number
+  /** Fail-safe window for `full`: stale values cover loader errors for this long. */
+  staleIfErrorMs: number
+}
+
+/** What each mode turns on. `none` and `naive` only read `ttl`. */
+export function cacheOptionsFor(mode: ModeName, policy: ScenarioCachePolicy): ModeCacheOptions {
+  const off: ModeCacheOptions = { ttl: policy.ttlMs, staleTtl: 0, staleIfError: 0, earlyRefresh: false, l1: false }
+  if (mode !== 'full') return off
+  return { ttl: policy.ttlMs, staleTtl: policy.staleTtlMs, staleIfError: policy.staleIfErrorMs, earlyRefresh: 'xfetch', l1: true }
+}

@@ -1,0 +1,44 @@
+/**
+ * The same chart as an SVG file, rendered headlessly by Vega-Lite → Vega → view.toSVG()
+ * (no browser, no canvas, no native module).
+ */
+import * as vega from 'vega'
+import * as vegaLite from 'vega-lite'
+import type { ScenarioResult } from '../results.js'
+import { chartData } from './series.js'
+
+/** Same colors as the terminal chart's lines. */
+const MODE_DOMAIN = ['none', 'naive', 'lock', 'full']
+const MODE_RANGE = ['#d62728', '#e6a700', '#1f77b4', '#2ca02c']
+
+export async function renderSvgChart(scenario: ScenarioResult, subtitle: string): Promise<string> {
+  const data = chartData(scenario, 100)
+  const values = data.series.flatMap((s) =>
+    s.values.map((q, i) => ({ mode: s.mode, seconds: ((i + 1) * data.bucketMs) / 1000, queriesPerSecond: q })),
+  )
+  const spec: vegaLite.TopLevelSpec = {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title: { text: scenario.title, subtitle, anchor: 'start' },
+    width: 640,
+    height: 280,
+    background: 'white',
+    data: { values },
+    mark: { type: 'line', interpolate: 'step-before', strokeWidth: 2 },
+    encoding: {
+      x: { field: 'seconds', type: 'quantitative', title: 'seconds since the traffic started', scale: { domain: [0, data.durationMs / 1000] } },
+      y: {
+        field: 'queriesPerSecond',
+        type: 'quantitative',
+        title: `DB queries per second (symlog scale, ${data.bucketMs} ms buckets)`,
+        scale: { type: 'symlog' },
+      },
+      color: { field: 'mode', type: 'nominal', title: 'mode', scale: { domain: MODE_DOMAIN, range: MODE_RANGE } },
+    },
+  }
+  const view = new vega.View(vega.parse(vegaLite.compile(spec).spec), { renderer: 'none' })
+  try {
+    return await view.toSVG()
+  } finally {
+    view.finalize()
+  }
+}
