@@ -1,0 +1,160 @@
+import type { Redis } from 'ioredis'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { createCache, RemoteLoaderError, SerializationError, type Cache, type CacheOptions } from '../../src/index.js'
+import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** Calls of each Redis command since the last reset (INFO commandstats). */
+async function commandCalls(redis: Redis): Promise<Record<string, number>> {
+  const info = await redis.info('commandstats')
+  const calls: Record<string, number> = {}
+  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls[match[1]!] = Number(match[2])
+  return calls
+}
+
+describe.skipIf(!redisAvailable)('with Redis', () => {
+  let server: RedisServer
+  let redis: Redis
+  let admin: Redis
+  const caches: Cache[] = []
+
+  beforeAll(async () => {
+    server = await startRedis()
+    redis = server.client()
+    admin = server.client()
+  })
+  afterAll(async () => {
+    await server?.stop()
+  })
+  afterEach(async () => {
+    await Promise.all(caches.splice(0).map((cache) => cache.close()))
+    await admin.flushall()
+  })
+
+  function cache(options: Partial<CacheOptions> = {}): Cache {
+    const created = createCache({ redis, ttl: '30s', ...options })
+    caches.push(created)
+    return created
+  }
+
+  it('costs one Redis command per hit without L1, and none with an L1 hit', async () => {
+    const remote = cache({ l1: false })
+    await remote.getOrLoad('hit', async () => 'v')
+    await admin.config('RESETSTAT')
+    for (let i = 0; i < 10; i++) expect(await remote.getOrLoad('hit', async () => 'other')).toBe('v')
+    const calls = await commandCalls(admin)
+    // commandstats also counts the commands a script runs; each hit is one script run (one TIME).
+    expect(calls.evalsha).toBe(10)
+    expect(calls.time).toBe(10)
+    expect(calls.get ?? 0).toBe(0)
+    expect(calls.subscribe ?? 0).toBe(0)
+
+    const local = cache()
+    await local.getOrLoad('hit', async () => 'other')
+    await admin.config('RESETSTAT')
+    for (let i = 0; i < 10; i++) expect(await local.getOrLoad('hit', async () => 'other')).toBe('v')
+    expect((await commandCalls(admin)).evalsha ?? 0).toBe(0)
+  })
+
+  it('recovers from malformed data at an entry key: a miss, overwritten, with an event', async () => {
+    const c = cache({ l1: false })
+    const corrupt: string[] = []
+    c.on('corrupt', ({ key }) => corrupt.push(key))
+    await admin.hset('sg:{k:bad-json}', 'd', '{not json', 'x', '99999999999999', 's', '99999999999999', 'e', '99999999999999')
+    expect(await c.getOrLoad('bad-json', async () => 'repaired')).toBe('repaired')
+    expect(await admin.hget('sg:{k:bad-json}', 'd')).toBe('"repaired"')
+
+    await admin.set('sg:{k:foreign}', 'someone else wrote a string here')
+    expect(await c.getOrLoad('foreign', async () => 'mine')).toBe('mine')
+    expect(await admin.hget('sg:{k:foreign}', 'd')).toBe('"mine"')
+    expect(corrupt).toEqual(expect.arrayContaining(['bad-json', 'foreign']))
+  })
+
+  it('returns an unencodable value without caching it and says why', async () => {
+    const c = cache()
+    const events: unknown[] = []
+    c.on('uncacheable', ({ error }) => events.push(error))
+    const circular: Record<string, unknown> = { name: 'loop' }
+    circular.self = circular
+    expect(await c.getOrLoad('bigint', async () => 10n)).toBe(10n)
+    expect(await c.getOrLoad('circular', async () => circular)).toBe(circular)
+    expect(await admin.hexists('sg:{k:bigint}', 'd')).toBe(0)
+    expect(await admin.hexists('sg:{k:circular}', 'd')).toBe(0)
+    expect(await admin.exists('sg:{k:bigint}:lock')).toBe(0)
+    expect(events).toHaveLength(2)
+    expect(events.every((e) => e instanceof SerializationError)).toBe(true)
+  })
+
+  it('a loader error rejects waiters in other caches at once and releases the lock', async () => {
+    const leader = cache()
+    const waiter = cache()
+    let started!: () => void
+    const leaderStarted = new Promise<void>((resolve) => (started = resolve))
+    const led = leader.getOrLoad('boom', async () => {
+      started()
+      await sleep(300)
+      throw new TypeError('query failed')
+    })
+    await leaderStarted
+    let waiterLoads = 0
+    const waited = waiter.getOrLoad('boom', async () => (waiterLoads++, 'should not run'))
+    await expect(led).rejects.toThrow('query failed')
+    const error = await waited.catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(RemoteLoaderError)
+    expect((error as RemoteLoaderError).message).toMatch(/TypeError: query failed/)
+    expect(waiterLoads).toBe(0)
+    expect(await admin.exists('sg:{k:boom}:lock')).toBe(0)
+    expect(await admin.hexists('sg:{k:boom}', 'd')).toBe(0)
+    expect(await waiter.getOrLoad('boom', async () => 'retried')).toBe('retried')
+  })
+
+  it('keys containing braces get their own hashed slot and never collide', async () => {
+    const c = cache({ l1: false })
+    await c.getOrLoad('user:{1}', async () => 'one')
+    await c.getOrLoad('user:{2}', async () => 'two')
+    expect(await c.getOrLoad('user:{1}', async () => 'x')).toBe('one')
+    expect(await c.getOrLoad('user:{2}', async () => 'x')).toBe('two')
+    const keys = (await admin.keys('sg:*')).sort()
+    expect(keys).toHaveLength(2)
+    expect(keys.every((k) => /^sg:\{h:[0-9a-f]{64}\}$/.test(k))).toBe(true)
+  })
+
+  it('delete reaches other processes\' L1 and fences a load that was in flight', async () => {
+    const a = cache()
+    const b = cache()
+    await a.getOrLoad('shared', async () => 'v1')
+    expect(await b.getOrLoad('shared', async () => 'unused')).toBe('v1') // now in b's L1
+    let finish!: () => void
+    const slow = a.getOrLoad('other', () => new Promise<string>((resolve) => (finish = () => resolve('before-delete'))))
+    await sleep(20)
+    await b.delete('other')
+    finish()
+    expect(await slow).toBe('before-delete')
+    expect(a.stats().fenced).toBe(1)
+    expect(await admin.hexists('sg:{k:other}', 'd')).toBe(0)
+
+    await a.delete('shared')
+    const deadline = Date.now() + 5_000
+    let seen = 'v1'
+    while (seen === 'v1' && Date.now() < deadline) {
+      seen = await b.getOrLoad('shared', async () => 'v2')
+      if (seen === 'v1') await sleep(10)
+    }
+    expect(seen).toBe('v2')
+  })
+
+  it('answers from the loader when Redis is unreachable (fail open)', async () => {
+    const dead = await startRedis()
+    const client = dead.client({ maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => 200 })
+    client.on('error', () => {})
+    const c = createCache({ redis: client, ttl: '30s', redisTimeout: 200 })
+    await c.getOrLoad('warm', async () => 'ok')
+    await dead.kill()
+    const results = await Promise.all(Array.from({ length: 5 }, (_, i) => c.getOrLoad(`k${i}`, async () => `v${i}`)))
+    expect(results).toEqual(['v0', 'v1', 'v2', 'v3', 'v4'])
+    expect(c.stats()['redis-error']).toBeGreaterThan(0)
+    await c.close()
+    client.disconnect()
+  })
+})
