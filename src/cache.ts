@@ -42,6 +42,8 @@ interface Claim {
 }
 
 const NEVER_ABORTED = new AbortController().signal
+/** Slack for the round trip between reading an entry's remaining life and asking Redis. */
+const REFRESH_TOLERANCE_MS = 50
 
 /**
  * The cache. Every `getOrLoad` walks one state machine:
@@ -309,9 +311,11 @@ export class Cache {
     if (!this.store) return this.lead(key, loader, policy, undefined, current)
     const keys = entryKeys(this.settings.namespace, key)
     const owner = randomBytes(16).toString('hex')
+    // Skip the reload if Redis already holds a value fresher than ours (another process refreshed).
+    const refreshBelow = current.freshUntil - performance.now() + REFRESH_TOLERANCE_MS
     let found: Lookup
     try {
-      found = await this.store.getOrLock(keys, owner, this.settings.lock.lease, mode, this.retentionMs)
+      found = await this.store.getOrLock(keys, owner, this.settings.lock.lease, mode, this.retentionMs, refreshBelow)
     } catch {
       return this.lead(key, loader, policy, undefined, current)
     }

@@ -49,9 +49,10 @@ export class RedisStore {
     this.client = defineScripts(client)
   }
 
-  async getOrLock(keys: EntryKeys, owner: string, leaseMs: number, mode: LookupMode, retentionMs: number): Promise<Lookup> {
+  /** `refreshBelowMs`: in 'refresh' mode, only refresh a value fresh for at most this long (-1: always). */
+  async getOrLock(keys: EntryKeys, owner: string, leaseMs: number, mode: LookupMode, retentionMs: number, refreshBelowMs = -1): Promise<Lookup> {
     const reply = (await this.call('getOrLock', () =>
-      this.client.stampedeGuardGetOrLock(keys.entry, keys.lock, owner, leaseMs, mode, retentionMs),
+      this.client.stampedeGuardGetOrLock(keys.entry, keys.lock, owner, leaseMs, mode, retentionMs, Math.round(refreshBelowMs)),
     )) as [Lookup['state'], Lookup['lock'], string, string, number, number, number, number, number]
     const [state, lock, lockArg, data, freshMs, graceMs, fallbackMs, loadMs, corrupt] = reply
     return { state, lock, lockArg, data, life: { freshMs, graceMs, fallbackMs, loadMs }, corrupt: corrupt === 1 }

@@ -13,6 +13,9 @@
 --                      'refresh' lock unless held, even when fresh (early or background refresh)
 --                      'token'   no lock, only a fencing token (a waiter that gave up and loads itself)
 -- ARGV[4]  retention   ms to keep a hash that holds no value (counter, markers)
+-- ARGV[5]  refreshBelow  'refresh' mode only: skip the refresh (answer 'none' with the value)
+--                      when the value is fresh for longer than this, in ms: another process
+--                      refreshed it already. -1 = always refresh (corrupt data).
 --
 -- Returns {state, lockState, lockArg, data, freshRem, graceRem, fallbackRem, loadMs, corrupt}
 --   state      'fresh' | 'grace' (serve stale now) | 'fallback' (stale kept for errors) | 'miss'
@@ -23,6 +26,7 @@
 
 local entry, lock = KEYS[1], KEYS[2]
 local owner, lease, mode, retention = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
+local refreshBelow = tonumber(ARGV[5])
 
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -69,6 +73,9 @@ end
 if mode == 'read' then
   if state == 'fresh' then return reply('none', 0) end
   if now < passUntil then return reply('pass', passUntil - now) end
+end
+if mode == 'refresh' and state == 'fresh' and refreshBelow >= 0 and x - now > refreshBelow then
+  return reply('none', 0)
 end
 if mode ~= 'token' and state ~= 'miss' and now < backoffUntil then
   return reply('backoff', backoffUntil - now)

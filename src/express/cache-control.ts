@@ -1,0 +1,75 @@
+/**
+ * `Cache-Control` parsing and the freshness rules the middleware takes from a response
+ * (RFC 9111 §4.2.1, §5.2.2; RFC 5861).
+ */
+
+/** Directive name (lower case) → argument, or `true` for a directive without one. */
+export type Directives = Map<string, string | true>
+
+/**
+ * Parses `Cache-Control` (all field lines joined). Names are case-insensitive; quoted
+ * arguments may contain commas (`no-cache="Set-Cookie, Foo"`).
+ */
+export function parseCacheControl(value: string | undefined): Directives {
+  const directives: Directives = new Map()
+  if (!value) return directives
+  let at = 0
+  const skip = (chars: string) => {
+    while (at < value.length && chars.includes(value[at]!)) at++
+  }
+  while (at < value.length) {
+    skip(', \t')
+    const nameStart = at
+    while (at < value.length && value[at] !== '=' && value[at] !== ',') at++
+    const name = value.slice(nameStart, at).trim().toLowerCase()
+    let argument: string | true = true
+    if (value[at] === '=') {
+      at++
+      skip(' \t')
+      if (value[at] === '"') {
+        argument = ''
+        for (at++; at < value.length && value[at] !== '"'; at++) {
+          if (value[at] === '\\' && at + 1 < value.length) at++
+          argument += value[at]
+        }
+        while (at < value.length && value[at] !== ',') at++ // past the closing quote
+      } else {
+        const argumentStart = at
+        while (at < value.length && value[at] !== ',') at++
+        argument = value.slice(argumentStart, at).trim()
+      }
+    }
+    // The first occurrence wins, as in most caches; duplicates are invalid anyway.
+    if (name && !directives.has(name)) directives.set(name, argument)
+  }
+  return directives
+}
+
+/** A delta-seconds argument (`max-age=60`) in ms, or undefined when absent or malformed. */
+export function deltaSeconds(directives: Directives, name: string): number | undefined {
+  const argument = directives.get(name)
+  if (typeof argument !== 'string' || !/^\d+$/.test(argument)) return undefined
+  return Number(argument) * 1000
+}
+
+/** Does the response forbid serving it stale (RFC 9111 §4.2.4)? `s-maxage` implies `proxy-revalidate`. */
+export function forbidsStale(directives: Directives): boolean {
+  return directives.has('must-revalidate') || directives.has('proxy-revalidate') || directives.has('s-maxage')
+}
+
+/**
+ * The response's own freshness lifetime for a shared cache, in ms:
+ * `s-maxage` > `max-age` > `Expires − Date`. Undefined when it states none.
+ * A malformed `Expires` means "already expired" (RFC 9111 §5.3).
+ */
+export function responseLifetime(directives: Directives, expires: string | undefined, date: string | undefined, now: number): number | undefined {
+  const shared = deltaSeconds(directives, 's-maxage')
+  if (shared !== undefined) return shared
+  const maxAge = deltaSeconds(directives, 'max-age')
+  if (maxAge !== undefined) return maxAge
+  if (expires === undefined) return undefined
+  const expiresAt = Date.parse(expires)
+  if (Number.isNaN(expiresAt)) return 0
+  const dateAt = date === undefined ? Number.NaN : Date.parse(date)
+  return expiresAt - (Number.isNaN(dateAt) ? now : dateAt)
+}
