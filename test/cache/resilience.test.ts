@@ -1,0 +1,197 @@
+import { spawn } from 'node:child_process'
+import type { Redis } from 'ioredis'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { createCache, LoaderTimeoutError, LockLostError, type Cache, type CacheOptions } from '../../src/index.js'
+import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+describe('timeouts (in-process)', () => {
+  it('softTimeout answers with the stale value and the slow load still fills the cache', async () => {
+    const cache = createCache({ ttl: 50, staleIfError: '1m', softTimeout: 30 })
+    await cache.getOrLoad('k', async () => 'old')
+    await sleep(80)
+    let finished = false
+    const result = await cache.getOrLoadResult('k', async () => {
+      await sleep(300)
+      finished = true
+      return 'new'
+    })
+    expect(result).toEqual({ value: 'old', outcome: 'stale' })
+    expect(finished).toBe(false)
+    expect(cache.stats().timeout).toBe(1)
+    await cache.close() // waits for the load
+    expect(finished).toBe(true)
+  })
+
+  it('softTimeout without a stale value waits for the loader', async () => {
+    const cache = createCache({ ttl: '1m', softTimeout: 10 })
+    expect(await cache.getOrLoad('k', async () => (await sleep(60), 'v'))).toBe('v')
+    await cache.close()
+  })
+
+  it('hardTimeout throws LoaderTimeoutError, and the load still fills the cache', async () => {
+    const cache = createCache({ ttl: '1m', hardTimeout: 30 })
+    const error = await cache.getOrLoad('k', async () => (await sleep(200), 'late')).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(LoaderTimeoutError)
+    expect((error as LoaderTimeoutError).timeoutMs).toBe(30)
+    await sleep(250)
+    expect(await cache.getOrLoadResult('k', async () => 'unused')).toEqual({ value: 'late', outcome: 'hit' })
+    await cache.close()
+  })
+
+  it('hardTimeout with a stale fallback serves the stale value instead of throwing', async () => {
+    const cache = createCache({ ttl: 30, staleIfError: '1m', hardTimeout: 40 })
+    await cache.getOrLoad('k', async () => 'old')
+    await sleep(50)
+    expect(await cache.getOrLoad('k', async () => (await sleep(300), 'new'))).toBe('old')
+    await cache.close()
+  })
+
+  it('XFetch refreshes early with a probability that grows as expiry nears', async () => {
+    // δ = 100 ms load time, β = 1: P(refresh) = exp(-remaining/δ).
+    const cache = createCache({ ttl: '1m', earlyRefresh: 'xfetch' })
+    const due = (cache as unknown as { dueForEarlyRefresh(e: object, p: object, n: number): boolean }).dueForEarlyRefresh.bind(cache)
+    const policy = { ttl: 60_000, earlyRefresh: { kind: 'xfetch', beta: 1 } }
+    const rate = (remaining: number) => {
+      let hits = 0
+      for (let i = 0; i < 4000; i++) if (due({ freshUntil: 1000 + remaining, loadMs: 100, refreshBlockedUntil: 0 }, policy, 1000)) hits++
+      return hits / 4000
+    }
+    expect(rate(1_000)).toBeLessThan(0.01) // e^-10
+    expect(rate(100)).toBeGreaterThan(0.3) // e^-1 ≈ 0.37
+    expect(rate(100)).toBeLessThan(0.45)
+    expect(rate(5)).toBeGreaterThan(0.9)
+    await cache.close()
+  })
+})
+
+describe.skipIf(!redisAvailable)('resilience with Redis', () => {
+  let server: RedisServer
+  let admin: Redis
+  const caches: Cache[] = []
+  const clients: Redis[] = []
+
+  beforeAll(async () => {
+    server = await startRedis()
+    admin = server.client()
+  })
+  afterAll(async () => {
+    await server?.stop()
+  })
+  afterEach(async () => {
+    await Promise.all(caches.splice(0).map((cache) => cache.close()))
+    for (const client of clients.splice(0)) client.disconnect()
+    await admin.flushall()
+  })
+
+  function cache(options: Partial<CacheOptions> = {}): Cache {
+    const redis = server.client()
+    clients.push(redis)
+    const created = createCache({ redis, ttl: '30s', ...options })
+    caches.push(created)
+    return created
+  }
+
+  it('a paused (SIGSTOPped) Redis costs at most the command timeout: calls fall back to the loader', async () => {
+    const c = cache({ l1: false, redisTimeout: 300 })
+    await c.getOrLoad('warm', async () => 'cached')
+    server.pause()
+    try {
+      const started = performance.now()
+      const values = await Promise.all([c.getOrLoad('warm', async () => (await sleep(50), 'from-loader')), c.getOrLoad('cold', async () => 'cold')])
+      const elapsed = performance.now() - started
+      expect(values).toEqual(['from-loader', 'cold'])
+      // 300 ms timeout + 50 ms loader; the bound is loose so a busy machine cannot fail it, but a hang would.
+      expect(elapsed).toBeLessThan(5_000)
+    } finally {
+      server.resume()
+    }
+    expect(c.stats()['redis-error']).toBeGreaterThan(0)
+  })
+
+  it('DEBUG SLEEP on the server: calls still finish within the timeout plus the loader time', async () => {
+    const c = cache({ l1: false, redisTimeout: 200 })
+    const sleeper = server.client()
+    clients.push(sleeper)
+    const blocked = sleeper.call('DEBUG', 'SLEEP', '1.5')
+    await sleep(50)
+    const started = performance.now()
+    expect(await c.getOrLoad('k', async () => 'v')).toBe('v')
+    expect(performance.now() - started).toBeLessThan(1_400) // less than the sleep itself
+    await blocked
+  })
+
+  it('watchdog: a loader running 3× the lease keeps the lock (renewals observed) and no second leader starts', async () => {
+    const lease = 300
+    const leader = cache({ lock: { lease } })
+    const other = cache({ lock: { lease } })
+    await admin.config('RESETSTAT')
+    let otherLoads = 0
+    const led = leader.getOrLoad('slow', async () => (await sleep(lease * 3), 'v'))
+    await sleep(50)
+    const waited = other.getOrLoad('slow', async () => (otherLoads++, 'second'))
+    await sleep(lease * 1.5)
+    expect(await admin.get('sg:{k:slow}:lock')).not.toBeNull() // still held, past its first lease
+    expect(await led).toBe('v')
+    expect(await waited).toBe('v')
+    expect(otherLoads).toBe(0)
+    const stats = await admin.info('commandstats')
+    expect(Number(/cmdstat_pexpire:calls=(\d+)/.exec(stats)?.[1] ?? 0)).toBeGreaterThanOrEqual(2)
+  })
+
+  it('a stolen lock aborts the loader\'s signal and its late write is fenced', async () => {
+    const lease = 300
+    const victim = cache({ lock: { lease } })
+    const thief = cache({ lock: { lease } })
+    let abortReason: unknown
+    let release!: () => void
+    const held = new Promise<void>((resolve) => (release = resolve))
+    const victimLoad = victim.getOrLoad('stolen', async ({ signal }) => {
+      signal.addEventListener('abort', () => (abortReason = signal.reason))
+      await held
+      return 'late'
+    })
+    await sleep(50)
+    expect(await admin.del('sg:{k:stolen}:lock')).toBe(1)
+    const deadline = Date.now() + 5_000
+    while (abortReason === undefined && Date.now() < deadline) await sleep(20)
+    expect(abortReason).toBeInstanceOf(LockLostError)
+    expect(await thief.getOrLoad('stolen', async () => 'newer')).toBe('newer')
+    release()
+    expect(await victimLoad).toBe('late')
+    expect(victim.stats()['lock-lost']).toBe(1)
+    expect(victim.stats().fenced).toBe(1)
+    expect(JSON.parse((await admin.hget('sg:{k:stolen}', 'd'))!)).toBe('newer')
+  })
+
+  it('close() leaves the event loop empty and nothing unhandled (a child process exits by itself)', async () => {
+    const script = `
+      import { Redis } from 'ioredis'
+      import { createCache } from ${JSON.stringify(new URL('../../src/index.ts', import.meta.url).href)}
+      process.on('unhandledRejection', (e) => { console.error('unhandled', e); process.exit(3) })
+      const redis = new Redis(${JSON.stringify(server.url)})
+      const cache = createCache({ redis, ttl: '1s', staleTtl: '1s', earlyRefresh: 0.5, lock: { lease: 300 } })
+      await Promise.all([1, 2, 3].map((i) => cache.getOrLoad('k' + i, async () => { await new Promise((r) => setTimeout(r, 400)); return i })))
+      await cache.getOrLoad('bad', async () => { throw new Error('x') }).catch(() => {})
+      await cache.delete('k1')
+      await cache.close()
+      await redis.quit()
+    `
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: process.cwd(), stdio: ['ignore', 'pipe', 'pipe'] })
+    let stderr = ''
+    child.stderr.on('data', (chunk) => (stderr += chunk))
+    const code = await new Promise<number | null>((resolve) => {
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL')
+        resolve(null)
+      }, 20_000)
+      child.on('exit', (exitCode) => {
+        clearTimeout(timer)
+        resolve(exitCode)
+      })
+    })
+    expect(stderr).toBe('')
+    expect(code).toBe(0)
+  })
+})
