@@ -260,7 +260,10 @@ export class Cache {
         if (entry && found.state === 'fresh' && found.lock !== 'won') {
           this.remember(key, entry)
           this.events.emit('hit', { key, tier: 'redis' })
-          if (this.dueForEarlyRefresh(entry, policy, performance.now())) this.refreshInBackground(key, loader, policy, 'refresh', entry)
+          if (this.dueForEarlyRefresh(entry, policy, performance.now())) {
+            // After this flight has ended, or refreshInBackground would see it and stand down.
+            setImmediate(() => this.refreshInBackground(key, loader, policy, 'refresh', entry))
+          }
           return { value: entry.value, outcome: 'hit', shareable: true }
         }
         if (!entry && found.state !== 'miss' && found.lock !== 'won' && mode === 'read') {

@@ -195,3 +195,22 @@ describe.skipIf(!redisAvailable)('resilience with Redis', () => {
     expect(code).toBe(0)
   })
 })
+
+describe.skipIf(!redisAvailable)('early refresh without L1', () => {
+  it('refreshes from the Redis hit path too', async () => {
+    const server = await startRedis()
+    const redis = server.client()
+    const cache = createCache({ redis, ttl: 200, earlyRefresh: 0.5, l1: false })
+    let loads = 0
+    const loader = async () => ++loads
+    await cache.getOrLoad('k', loader)
+    await sleep(130) // past 50% of ttl, still fresh
+    expect(await cache.getOrLoadResult('k', loader)).toEqual({ value: 1, outcome: 'hit' })
+    const deadline = Date.now() + 5_000
+    while (loads < 2 && Date.now() < deadline) await sleep(10)
+    expect(loads).toBe(2)
+    await cache.close()
+    redis.disconnect()
+    await server.stop()
+  })
+})

@@ -1,0 +1,180 @@
+import type { Request } from 'express'
+import { parseDuration, type Duration } from '../duration.js'
+import { InvalidArgumentError } from '../errors.js'
+import type { PolicyOptions } from '../options.js'
+import { canonicalHeaderNames } from './key.js'
+
+/**
+ * The status codes RFC 9110 §15.1 calls heuristically cacheable (204 included), that is
+ * the default of `statuses`. 206 is left out: the middleware stores whole responses only.
+ */
+export const DEFAULT_STATUSES: readonly number[] = [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501]
+
+/**
+ * Options of one cached route. The resilience options (`staleIfError`, `softTimeout`,
+ * `hardTimeout`, `waitTimeout`, `onWaitTimeout`, `failSafeBackoff`, `earlyRefresh`)
+ * are passed to `getOrLoad` as given; unset ones follow the cache's own settings.
+ */
+export interface CacheRouteOptions extends Omit<PolicyOptions, 'ttl' | 'staleTtl'> {
+  /**
+   * How long a stored response is fresh. Milliseconds or a string like `'10s'`. Required.
+   * With `honorCacheControl`, the fallback when the response states no lifetime.
+   */
+  ttl: Duration
+  /**
+   * stale-while-revalidate window after `ttl`: a stale response is served at once while
+   * one request, in one process, refreshes it in the background. Default `0` (off).
+   */
+  staleTtl?: Duration
+  /**
+   * The cache key of a request, instead of Host + path + query. It must separate every
+   * pair of requests that can get different responses (with `allowAuthenticated`, it
+   * must include the user's identity). Unsafe methods invalidate `key(req)` of their
+   * own request, so return the same key for the POST as for the GET of a resource.
+   */
+  key?: (req: Request) => string
+  /** Status codes that may be stored. Default {@link DEFAULT_STATUSES}. 5xx are refused. */
+  statuses?: readonly number[]
+  /**
+   * Request headers that always select a variant, in addition to the response's own
+   * `Vary`, e.g. `['accept-language']` for a handler that reads it without saying so.
+   * Default `[]`.
+   */
+  varyOn?: readonly string[]
+  /**
+   * Store and serve responses to requests that carry `Authorization` or `Cookie`.
+   * Default `false`: such requests pass by uncached (a response that says `public`,
+   * `s-maxage` or `must-revalidate` to an `Authorization` request is still stored for
+   * everyone, RFC 9111 §3.5). When `true`, every variant is keyed on a hash of the
+   * request's `Authorization` and `Cookie` values, unless `key` is given, which then
+   * must include the identity. `private` and `Set-Cookie` responses are never stored.
+   */
+  allowAuthenticated?: boolean
+  /**
+   * Take the freshness lifetime from the response (`s-maxage` > `max-age` >
+   * `Expires − Date`, clamped to `maxTtl`), and its `stale-while-revalidate` /
+   * `stale-if-error` windows. A response that is already stale (`max-age=0`) is not
+   * stored. Default `false`: the route's `ttl` rules.
+   */
+  honorCacheControl?: boolean
+  /** Upper bound on a lifetime taken from the response with `honorCacheControl`. Default `'1d'`. */
+  maxTtl?: Duration
+  /**
+   * - `'keep'` (default): replay the handler's `ETag` and `Last-Modified` as they are;
+   * - `'strong'`: give a stored response without a strong `ETag` one computed from its
+   *   exact bytes (Express's default weak ETag is replaced);
+   * - `false`: store no `ETag` (conditional requests then rely on `Last-Modified`).
+   */
+  etag?: 'keep' | 'strong' | false
+  /**
+   * Add `X-Cache: HIT | MISS | STALE | BYPASS`. Default `false`: the header tells an
+   * attacker which inputs are keyed, so turn it on where that does not matter.
+   */
+  xCacheHeader?: boolean
+  /** Largest body that is stored, in bytes. A larger response streams to its client uncached. Default 1 MiB. */
+  maxBodyBytes?: number
+  /**
+   * Hit-for-miss: after a response that may not be stored (private, Set-Cookie, 5xx, too
+   * large, ...), requests for the same key run their own handler at once for this long,
+   * without queueing behind a leader. Default `'5s'`; `0` turns it off.
+   */
+  hitForMiss?: Duration
+  /**
+   * How long the handler may take before the middleware stops waiting to store its
+   * response: whatever the handler sends afterwards streams to its own client uncached,
+   * and requests waiting on it run their own handler. The client is never cut off.
+   * Default `'30s'`.
+   */
+  handlerTimeout?: Duration
+  /** Only these `Host` values (lower case, with port if not default) are cached; others pass by. Default: any valid host. */
+  allowedHosts?: readonly string[]
+  /**
+   * Opt-in bypass: when it returns true, the request skips the cache and runs the
+   * handler, uncached. Request `Cache-Control: no-cache` is ignored by default (RFC 9111
+   * §5.2.1 allows it), so anonymous clients cannot force origin work.
+   */
+  bypass?: (req: Request) => boolean
+  /** Told about every error the middleware swallows to fail open (Redis down, a key function that threw, ...). */
+  onError?: (error: unknown, req: Request) => void
+}
+
+/** The options with defaults applied and durations in ms. */
+export interface RouteSettings {
+  ttl: number
+  staleTtl: number | undefined
+  callOptions: PolicyOptions
+  key: ((req: Request) => string) | undefined
+  statuses: ReadonlySet<number>
+  varyOn: readonly string[]
+  allowAuthenticated: boolean
+  honorCacheControl: boolean
+  maxTtl: number
+  etag: 'keep' | 'strong' | false
+  xCacheHeader: boolean
+  maxBodyBytes: number
+  hitForMiss: number
+  handlerTimeout: number
+  allowedHosts: ReadonlySet<string> | undefined
+  bypass: ((req: Request) => boolean) | undefined
+  onError: (error: unknown, req: Request) => void
+  /** Headers every variant of this route is keyed on: `varyOn`, plus credentials when `allowAuthenticated` has no `key`. */
+  fixedVariantHeaders: readonly string[]
+}
+
+const KNOWN = new Set([
+  'ttl', 'staleTtl', 'staleIfError', 'failSafeBackoff', 'softTimeout', 'hardTimeout', 'waitTimeout', 'onWaitTimeout', 'earlyRefresh',
+  'key', 'statuses', 'varyOn', 'allowAuthenticated', 'honorCacheControl', 'maxTtl', 'etag', 'xCacheHeader', 'maxBodyBytes',
+  'hitForMiss', 'handlerTimeout', 'allowedHosts', 'bypass', 'onError',
+])
+
+/** Validates route options at `cacheRoute()` time; errors name the option. */
+export function resolveRouteOptions(options: CacheRouteOptions): RouteSettings {
+  if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('cacheRoute', 'needs an options object with at least { ttl }')
+  for (const name of Object.keys(options)) {
+    if (!KNOWN.has(name)) throw new InvalidArgumentError(`cacheRoute.${name}`, 'unknown option')
+  }
+  if (options.ttl === undefined) throw new InvalidArgumentError('cacheRoute.ttl', 'is required')
+  const ttl = parseDuration('cacheRoute.ttl', options.ttl)
+  const staleTtl = options.staleTtl === undefined ? undefined : parseDuration('cacheRoute.staleTtl', options.staleTtl, true)
+
+  const statuses = options.statuses ?? DEFAULT_STATUSES
+  for (const status of statuses) {
+    if (!Number.isInteger(status) || status < 100 || status > 499) {
+      throw new InvalidArgumentError('cacheRoute.statuses', `${status} cannot be cached (1xx-4xx only; 5xx are never stored)`)
+    }
+  }
+  const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024
+  if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 0) throw new InvalidArgumentError('cacheRoute.maxBodyBytes', `must be a non-negative integer, got ${maxBodyBytes}`)
+  const etag = options.etag ?? 'keep'
+  if (etag !== 'keep' && etag !== 'strong' && etag !== false) throw new InvalidArgumentError('cacheRoute.etag', `must be 'keep', 'strong' or false, got ${JSON.stringify(etag)}`)
+  for (const name of ['key', 'bypass', 'onError'] as const) {
+    if (options[name] !== undefined && typeof options[name] !== 'function') throw new InvalidArgumentError(`cacheRoute.${name}`, 'must be a function')
+  }
+
+  const varyOn = canonicalHeaderNames(options.varyOn ?? [])
+  const allowAuthenticated = options.allowAuthenticated ?? false
+  const keysOnCredentials = allowAuthenticated && options.key === undefined
+
+  const { ttl: _ttl, staleTtl: _staleTtl, key, statuses: _s, varyOn: _v, allowAuthenticated: _a, honorCacheControl, maxTtl, etag: _e,
+    xCacheHeader, maxBodyBytes: _m, hitForMiss, handlerTimeout, allowedHosts, bypass, onError, ...resilience } = options
+  return {
+    ttl,
+    staleTtl,
+    callOptions: { ...resilience, ttl, ...(staleTtl === undefined ? {} : { staleTtl }) },
+    key,
+    statuses: new Set(statuses),
+    varyOn,
+    allowAuthenticated,
+    honorCacheControl: honorCacheControl ?? false,
+    maxTtl: parseDuration('cacheRoute.maxTtl', maxTtl ?? '1d'),
+    etag,
+    xCacheHeader: xCacheHeader ?? false,
+    maxBodyBytes,
+    hitForMiss: parseDuration('cacheRoute.hitForMiss', hitForMiss ?? '5s', true),
+    handlerTimeout: parseDuration('cacheRoute.handlerTimeout', handlerTimeout ?? '30s'),
+    allowedHosts: allowedHosts ? new Set(allowedHosts.map((host) => host.toLowerCase())) : undefined,
+    bypass,
+    onError: onError ?? (() => {}),
+    fixedVariantHeaders: canonicalHeaderNames([...varyOn, ...(keysOnCredentials ? ['authorization', 'cookie'] : [])]),
+  }
+}

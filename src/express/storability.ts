@@ -1,0 +1,126 @@
+import type { Request } from 'express'
+import { deltaSeconds, forbidsStale, parseCacheControl, responseLifetime } from './cache-control.js'
+import { headerOf, tokensOf } from './headers.js'
+import { customUrlKey, defaultUrlKey, hasForeignForwardedHost, validatedHost } from './key.js'
+import type { RouteSettings } from './options.js'
+import type { ResponseSnapshot } from './stored-response.js'
+
+/**
+ * What may be looked up and what may be stored (HTTP-CACHING.md rules 1-6, 9-11, 18).
+ * Pure functions of the request, the response and the route settings.
+ */
+
+const UNSAFE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
+
+/** Why a request does not use the cache (`X-Cache: BYPASS`). */
+export type BypassReason = 'host' | 'forwarded-host' | 'cookie' | 'authorization' | 'bypass-option' | 'key-error'
+
+export type RequestVerdict =
+  /** GET/HEAD: look up `key`; on a miss, one request runs the handler. */
+  | { action: 'cache'; key: string }
+  /**
+   * Run the handler for this request alone. With `key`, its response may still be
+   * stored if it is explicitly shared (an `Authorization` request, RFC 9111 §3.5).
+   */
+  | { action: 'bypass'; reason: BypassReason; key?: string }
+  /** POST/PUT/PATCH/DELETE: run the handler; a 2xx/3xx answer invalidates `key`. */
+  | { action: 'invalidate'; key: string }
+  /** Any other method (OPTIONS, ...): not the cache's business. */
+  | { action: 'ignore' }
+
+export function classifyRequest(req: Request, settings: RouteSettings): RequestVerdict {
+  const method = req.method.toUpperCase()
+  const lookup = method === 'GET' || method === 'HEAD'
+  if (!lookup && !UNSAFE_METHODS.has(method)) return { action: 'ignore' }
+
+  const host = validatedHost(req, settings.allowedHosts)
+  if (host === undefined) return lookup ? { action: 'bypass', reason: 'host' } : { action: 'ignore' }
+  let key: string
+  if (settings.key) {
+    try {
+      key = customUrlKey(settings.key(req))
+    } catch (error) {
+      settings.onError(error, req)
+      return lookup ? { action: 'bypass', reason: 'key-error' } : { action: 'ignore' }
+    }
+  } else {
+    // The default key trusts Host alone, so a request that claims another host is not
+    // allowed near the cache. A custom key function decides for itself.
+    if (lookup && hasForeignForwardedHost(req, host)) return { action: 'bypass', reason: 'forwarded-host' }
+    key = defaultUrlKey(req, host)
+  }
+  if (!lookup) return { action: 'invalidate', key }
+
+  if (settings.bypass?.(req)) return { action: 'bypass', reason: 'bypass-option' }
+  if (!settings.allowAuthenticated) {
+    if (req.headers.cookie !== undefined) return { action: 'bypass', reason: 'cookie' }
+    if (req.headers.authorization !== undefined) return { action: 'bypass', reason: 'authorization', key }
+  }
+  return { action: 'cache', key }
+}
+
+/** Why a response was not stored. */
+export type UncacheableReason =
+  | 'status' | 'no-store' | 'private' | 'no-cache' | 'vary-star' | 'set-cookie' | 'authorization' | 'expired'
+
+/** Lifetimes handed to `ctx.cacheFor`, in ms; undefined fields keep the route's settings. */
+export interface Lifetimes {
+  ttl?: number
+  staleTtl?: number
+  staleIfError?: number
+}
+
+export type ResponseVerdict =
+  | { storable: false; reason: UncacheableReason }
+  /** `vary`: the request headers the response says it varies on (lower case). */
+  | { storable: true; life: Lifetimes; vary: string[] }
+
+/**
+ * May this response be stored, and for how long? `toAuthorizedRequest`: the request
+ * carried `Authorization` without the route opting in, so only an explicitly shared
+ * response may be stored (RFC 9111 §3.5).
+ */
+export function judgeResponse(response: ResponseSnapshot, settings: RouteSettings, toAuthorizedRequest = false): ResponseVerdict {
+  const { status, headers } = response
+  if (!settings.statuses.has(status)) return { storable: false, reason: 'status' }
+  const directives = parseCacheControl(headerOf(headers, 'cache-control'))
+  // Response directives are obeyed whatever the route says (RFC 9111 §5.2.2).
+  if (directives.has('no-store')) return { storable: false, reason: 'no-store' }
+  if (directives.has('private')) return { storable: false, reason: 'private' }
+  // no-cache: "revalidate before every reuse". Not storing it is the simple, safe reading.
+  if (directives.has('no-cache')) return { storable: false, reason: 'no-cache' }
+  const vary = tokensOf(headerOf(headers, 'vary'))
+  if (vary.includes('*')) return { storable: false, reason: 'vary-star' }
+  if (headerOf(headers, 'set-cookie') !== undefined) return { storable: false, reason: 'set-cookie' }
+  if (toAuthorizedRequest && !(directives.has('public') || directives.has('s-maxage') || directives.has('must-revalidate'))) {
+    return { storable: false, reason: 'authorization' }
+  }
+
+  const life: Lifetimes = {}
+  if (settings.honorCacheControl) {
+    const stated = responseLifetime(directives, headerOf(headers, 'expires'), headerOf(headers, 'date'), Date.now())
+    if (stated !== undefined) {
+      if (stated <= 0) return { storable: false, reason: 'expired' }
+      life.ttl = Math.min(stated, settings.maxTtl)
+    }
+    const revalidateWindow = deltaSeconds(directives, 'stale-while-revalidate')
+    if (revalidateWindow !== undefined) life.staleTtl = revalidateWindow
+    const errorWindow = deltaSeconds(directives, 'stale-if-error')
+    if (errorWindow !== undefined) life.staleIfError = errorWindow
+  }
+  if (forbidsStale(directives)) {
+    life.staleTtl = 0
+    life.staleIfError = 0
+  }
+  return { storable: true, life, vary }
+}
+
+/** 500, 502, 503, 504: the answers that stale-if-error covers (RFC 5861 §4). */
+export function isServerError(status: number): boolean {
+  return status === 500 || status === 502 || status === 503 || status === 504
+}
+
+/** 2xx and 3xx to an unsafe method invalidate the URL (RFC 9111 §4.4). */
+export function invalidates(status: number): boolean {
+  return status >= 200 && status < 400
+}

@@ -1,0 +1,46 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createCache } from '../../src/index.js'
+import { redisAvailable, startCluster, type RedisClusterHandle } from '../support/redis.js'
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+describe.skipIf(!redisAvailable)('Redis Cluster', () => {
+  let cluster: RedisClusterHandle
+
+  beforeAll(async () => {
+    cluster = await startCluster({ masters: 3 })
+  })
+  afterAll(async () => {
+    await cluster?.stop()
+  })
+
+  it('elects one loader across caches, wakes the waiters, and fences deletes, with keys spread over every master', async () => {
+    const clients = [cluster.client(), cluster.client()]
+    const [a, b] = clients.map((redis) => createCache({ redis, ttl: '30s' }))
+    const keys = Array.from({ length: 12 }, (_, i) => `product:${i}`)
+    const loads = new Map<string, number>()
+    const loader = (key: string) => async () => {
+      loads.set(key, (loads.get(key) ?? 0) + 1)
+      await sleep(100)
+      return `value-${key}`
+    }
+    const results = await Promise.all(keys.flatMap((key) => [a!, b!, a!, b!].map((cache) => cache.getOrLoad(key, loader(key)))))
+    expect(results).toEqual(keys.flatMap((key) => Array(4).fill(`value-${key}`)))
+    expect([...loads.values()]).toEqual(keys.map(() => 1))
+    expect(a!.stats().wait + b!.stats().wait).toBeGreaterThan(0) // waiters were woken over pub/sub
+
+    // The entries really are spread over the masters (each key's names share one slot).
+    const masters = await Promise.all(cluster.nodes.map((node) => node.client().dbsize()))
+    expect(masters.filter((size) => size > 0).length).toBeGreaterThan(1)
+
+    // The delete reaches b's L1 over the invalidation channel, which is asynchronous.
+    await a!.delete('product:0')
+    let seen = ''
+    for (const deadline = Date.now() + 5_000; seen !== 'reloaded' && Date.now() < deadline; await sleep(10)) {
+      seen = await b!.getOrLoad('product:0', async () => 'reloaded')
+    }
+    expect(seen).toBe('reloaded')
+    await Promise.all([a!.close(), b!.close()])
+    for (const client of clients) client.disconnect()
+  })
+})
