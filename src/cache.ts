@@ -53,6 +53,7 @@ const REFRESH_TOLERANCE_MS = 50
  *     Redis fresh → return          grace → return stale (+ refresh if we won the lock)
  *     lock won → `lead()`           lock held → subscribe, re-check, wait for the commit message
  *     backoff → return stale        pass (hit-for-miss) → run own loader, store nothing
+ *     error (negative caching) → the recent loader error, or stale
  *     Redis unavailable → `lead()` in-process only
  */
 export class Cache {
@@ -280,6 +281,7 @@ export class Cache {
           return this.stale(key, entry, found.lock === 'backoff' ? 'backoff' : 'grace')
         }
         if (found.lock === 'pass') return this.loadUncached(key, loader, policy)
+        if (found.lock === 'error') return this.onLeaderMessage(key, found.data, loader, policy, fallback)!
         if (found.lock === 'won') {
           this.events.emit('miss', { key })
           return this.lead(key, loader, policy, claim, fallback)
@@ -417,7 +419,7 @@ export class Cache {
     if (data === undefined) {
       if (context.skip || value === undefined) this.events.emit('uncacheable', { key, reason })
       // Waiters elsewhere cannot receive this value: they run their own loaders.
-      if (claim?.lockValue) await this.store?.release(claim.keys, claim.lockValue, 'u|', 0, context.skip?.passMs ?? 0).catch(() => {})
+      if (claim?.lockValue) await this.store?.release(claim.keys, claim.lockValue, 'u|', { passMs: context.skip?.passMs }).catch(() => {})
       return loaded
     }
 
@@ -440,7 +442,8 @@ export class Cache {
     if (claim?.lockValue) {
       const name = (error as Error)?.name ?? 'Error'
       const message = `e|${name}|${(error as Error)?.message ?? String(error)}`
-      await this.store?.release(claim.keys, claim.lockValue, message, covered ? policy.failSafeBackoff : 0, 0).catch(() => {})
+      const marks = covered ? { backoffMs: policy.failSafeBackoff } : { negativeMs: policy.negativeTtl }
+      await this.store?.release(claim.keys, claim.lockValue, message, marks).catch(() => {})
     }
     if (!covered) throw error
     fallback.backoffUntil = performance.now() + policy.failSafeBackoff

@@ -63,6 +63,12 @@ export interface PolicyOptions {
   onWaitTimeout?: 'load' | 'throw'
   /** See {@link EarlyRefresh}. Default `false`. */
   earlyRefresh?: EarlyRefresh
+  /**
+   * Negative caching: after a load fails with no stale value to cover it, callers in
+   * every process get that error (as `RemoteLoaderError`) for this long instead of each
+   * retrying the database in turn. Needs Redis. Default `0` (off: the next call retries).
+   */
+  negativeTtl?: Duration
 }
 
 /** Per-process L1 tier (lru-cache). */
@@ -126,6 +132,7 @@ export interface Policy {
   waitTimeout: number
   onWaitTimeout: 'load' | 'throw'
   earlyRefresh: ResolvedEarlyRefresh
+  negativeTtl: number
 }
 
 export interface Settings {
@@ -139,7 +146,7 @@ export interface Settings {
   maxKeyLength: number
 }
 
-const POLICY_KEYS = ['ttl', 'staleTtl', 'staleIfError', 'failSafeBackoff', 'softTimeout', 'hardTimeout', 'waitTimeout', 'onWaitTimeout', 'earlyRefresh'] as const
+const POLICY_KEYS = ['ttl', 'staleTtl', 'staleIfError', 'failSafeBackoff', 'softTimeout', 'hardTimeout', 'waitTimeout', 'onWaitTimeout', 'earlyRefresh', 'negativeTtl'] as const
 const CACHE_KEYS = new Set<string>([...POLICY_KEYS, 'redis', 'namespace', 'l1', 'lock', 'redisTimeout', 'circuitBreaker', 'codec', 'maxKeyLength'])
 const CALL_KEYS = new Set<string>(POLICY_KEYS)
 
@@ -191,6 +198,7 @@ export function resolvePolicy(base: Policy | undefined, overrides: PolicyOptions
     waitTimeout: duration('waitTimeout', base?.waitTimeout ?? 10_000, false),
     onWaitTimeout,
     earlyRefresh: overrides.earlyRefresh === undefined ? (base?.earlyRefresh ?? { kind: 'off' }) : resolveEarlyRefresh(overrides.earlyRefresh),
+    negativeTtl: duration('negativeTtl', base?.negativeTtl ?? 0, true),
   }
 }
 

@@ -12,8 +12,8 @@ export type LookupMode = 'read' | 'refresh' | 'token'
 /** What getOrLock found. `data` is '' when there is no usable value. */
 export interface Lookup {
   state: 'fresh' | 'grace' | 'fallback' | 'miss'
-  lock: 'none' | 'won' | 'held' | 'backoff' | 'pass' | 'token'
-  /** Token when won/token; ms left when held/backoff/pass. */
+  lock: 'none' | 'won' | 'held' | 'backoff' | 'pass' | 'token' | 'error'
+  /** Token when won/token; ms left when held/backoff/pass/error. */
   lockArg: string
   data: string
   life: Lifetimes
@@ -67,9 +67,10 @@ export class RedisStore {
     return written === 1
   }
 
-  async release(keys: EntryKeys, lockValue: string, message: string, backoffMs: number, passMs: number): Promise<boolean> {
+  async release(keys: EntryKeys, lockValue: string, message: string, marks: { backoffMs?: number; passMs?: number; negativeMs?: number } = {}): Promise<boolean> {
+    const { backoffMs = 0, passMs = 0, negativeMs = 0 } = marks
     const released = await this.call('release', () =>
-      this.client.stampedeGuardRelease(keys.entry, keys.lock, keys.channel, lockValue, message, backoffMs, passMs, this.publish),
+      this.client.stampedeGuardRelease(keys.entry, keys.lock, keys.channel, lockValue, message, backoffMs, passMs, this.publish, negativeMs),
     )
     return released === 1
   }

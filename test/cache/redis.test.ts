@@ -158,3 +158,25 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
     client.disconnect()
   })
 })
+
+describe.skipIf(!redisAvailable)('negative caching', () => {
+  it('with negativeTtl, callers in other caches get a recent loader error at once instead of retrying', async () => {
+    const server = await startRedis()
+    const [ra, rb] = [server.client(), server.client()]
+    const a = createCache({ redis: ra, ttl: '30s', negativeTtl: 500 })
+    const b = createCache({ redis: rb, ttl: '30s', negativeTtl: 500 })
+    await expect(a.getOrLoad('neg', async () => { throw new Error('db down') })).rejects.toThrow('db down')
+    let retries = 0
+    const error = await b.getOrLoad('neg', async () => (retries++, 'fine')).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(RemoteLoaderError)
+    expect((error as Error).message).toMatch(/db down/)
+    expect(retries).toBe(0)
+    await sleep(600)
+    expect(await b.getOrLoad('neg', async () => (retries++, 'fine'))).toBe('fine')
+    expect(retries).toBe(1)
+    await Promise.all([a.close(), b.close()])
+    ra.disconnect()
+    rb.disconnect()
+    await server.stop()
+  })
+})

@@ -5,7 +5,8 @@
 -- KEYS[1]  entry hash  <ns>:{tag}   fields: d data, x fresh-until, s grace-until,
 --                                    e fallback-until (all server ms), l load ms,
 --                                    f fence high-water mark, c token counter,
---                                    b backoff-until, p pass-until (hit-for-miss)
+--                                    b backoff-until, p pass-until (hit-for-miss),
+--                                    n negative-until + m its error message
 -- KEYS[2]  lock        <ns>:{tag}:lock   value "<owner>:<token>", PX lease
 -- ARGV[1]  owner       128 random bits, new for each call
 -- ARGV[2]  lease       lock lease, ms
@@ -22,6 +23,7 @@
 --   lockState  'none' | 'won' (lockArg = token) | 'held' (lockArg = lock PTTL)
 --              | 'backoff' (lockArg = ms left; fail-safe backoff, serve the stale value)
 --              | 'pass' (lockArg = ms left; hit-for-miss: load without queueing) | 'token'
+--              | 'error' (lockArg = ms left; negative caching: data holds the error message)
 --   corrupt    1 when foreign or malformed data was found (and removed from the decision)
 
 local entry, lock = KEYS[1], KEYS[2]
@@ -38,9 +40,10 @@ if kind ~= 'hash' and kind ~= 'none' then
   corrupt = 1
 end
 
-local f = redis.call('HMGET', entry, 'd', 'x', 's', 'e', 'l', 'b', 'p')
+local f = redis.call('HMGET', entry, 'd', 'x', 's', 'e', 'l', 'b', 'p', 'n', 'm')
 local data, x, s, e = f[1], tonumber(f[2]), tonumber(f[3]), tonumber(f[4])
 local loadMs, backoffUntil, passUntil = tonumber(f[5]) or 0, tonumber(f[6]) or 0, tonumber(f[7]) or 0
+local negativeUntil, negativeMessage = tonumber(f[8]) or 0, f[9]
 
 local state = 'miss'
 if data and x and s and e then
@@ -73,6 +76,10 @@ end
 if mode == 'read' then
   if state == 'fresh' then return reply('none', 0) end
   if now < passUntil then return reply('pass', passUntil - now) end
+  if state == 'miss' and now < negativeUntil and negativeMessage then
+    data = negativeMessage
+    return reply('error', negativeUntil - now)
+  end
 end
 if mode == 'refresh' and state == 'fresh' and refreshBelow >= 0 and x - now > refreshBelow then
   return reply('none', 0)

@@ -11,12 +11,14 @@
 -- ARGV[3]  backoffMs   fail-safe backoff to store when a value is kept (0 = none)
 -- ARGV[4]  passMs      hit-for-miss window to store (0 = none)
 -- ARGV[5]  publish     'PUBLISH' or 'SPUBLISH'
+-- ARGV[6]  negativeMs  negative caching: for this long, callers with no stale value get the
+--                      loader error (ARGV[2]) at once instead of retrying in turn (0 = none)
 --
 -- Returns 1 if the lock was ours and was released, else 0.
 
 local entry, lock, channel = KEYS[1], KEYS[2], KEYS[3]
 local lockValue, message, publish = ARGV[1], ARGV[2], ARGV[5]
-local backoffMs, passMs = tonumber(ARGV[3]), tonumber(ARGV[4])
+local backoffMs, passMs, negativeMs = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
 
 if redis.call('GET', lock) ~= lockValue then return 0 end
 redis.call('DEL', lock)
@@ -25,7 +27,13 @@ local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local function integer(n) return string.format('%.0f', n) end
 
-if redis.call('TYPE', entry)['ok'] == 'hash' then
+local kind = redis.call('TYPE', entry)['ok']
+if kind == 'none' and negativeMs > 0 then kind = 'hash' end
+if kind == 'hash' then
+  if negativeMs > 0 then
+    redis.call('HSET', entry, 'n', integer(now + negativeMs), 'm', message)
+    if redis.call('PTTL', entry) < negativeMs then redis.call('PEXPIRE', entry, negativeMs) end
+  end
   if backoffMs > 0 and redis.call('HEXISTS', entry, 'd') == 1 then
     redis.call('HSET', entry, 'b', integer(now + backoffMs))
   end

@@ -1,0 +1,349 @@
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
+import { HeaderMap, type HeaderList, type HeaderValue } from './headers.js'
+import type { ResponseSnapshot } from './stored-response.js'
+
+/**
+ * Runs a handler's output into a buffer instead of the socket.
+ *
+ * The handler, and every middleware after cacheRoute, writes to the real `res`
+ * object; Express gives us no other. So for the duration of a capture, the
+ * response API of that object (`writeHead`, `write`, `end`, the header methods,
+ * `statusCode`, `statusMessage`, `headersSent`) is shadowed by own properties that
+ * write into this object instead. Middleware after us (compression) wraps the
+ * shadows as it would wrap the real methods, so we capture exactly the bytes and
+ * headers it produces. Middleware before us keeps its wrappers, which the replay
+ * goes through.
+ *
+ * This is what lets the core call the loader in the background: the request whose
+ * client was already answered with a stale response can still run the handler,
+ * because nothing the handler does reaches that client.
+ *
+ * A capture ends one of two ways:
+ * - `complete`: the handler called `end()`; the snapshot is in hand.
+ * - `released`: buffering stopped (body over `maxBodyBytes`, a streaming response,
+ *   or `timeoutMs`). If the live client is still unanswered (`claimClient()`), what
+ *   was buffered is flushed to it and the rest streams through ("passthrough");
+ *   otherwise the rest is dropped ("discard").
+ */
+
+export type ReleaseReason = 'too-large' | 'streamed' | 'timeout'
+
+export type CaptureEnd =
+  | { kind: 'complete'; response: ResponseSnapshot }
+  | { kind: 'released'; reason: ReleaseReason; toClient: boolean }
+
+export interface CaptureOptions {
+  /** Larger bodies are not buffered to the end. */
+  maxBodyBytes: number
+  /** Release after this long without `end()`. */
+  timeoutMs: number
+  /** Headers already set by middleware before us; the handler sees them, as it would. */
+  initialHeaders: HeaderList
+  /** May a released capture stream to the live client? Called once, at release; true claims it. */
+  claimClient(): boolean
+  /** Awaited before anything is flushed to the client (an unsafe method invalidates first). */
+  beforeFlush?(status: number | undefined): Promise<void>
+}
+
+/**
+ * `buffer`: capturing. `flushing`: released to the client, waiting for beforeFlush,
+ * still buffering. `passthrough`: everything goes to the live response. `discard`:
+ * released with no client, output dropped. `complete`: ended normally.
+ */
+type Mode = 'buffer' | 'flushing' | 'passthrough' | 'discard' | 'complete'
+
+type AnyFunction = (...args: any[]) => any
+
+/** The response API we shadow. */
+const METHODS = [
+  'writeHead', 'write', 'end', 'flushHeaders', 'addTrailers',
+  'setHeader', 'appendHeader', 'setHeaders', 'getHeader', 'getHeaders', 'getHeaderNames', 'hasHeader', 'removeHeader',
+] as const
+type MethodName = (typeof METHODS)[number]
+const ACCESSORS = ['statusCode', 'statusMessage', 'headersSent'] as const
+
+export class ResponseCapture {
+  readonly done: Promise<CaptureEnd>
+  private settle!: (end: CaptureEnd) => void
+  private mode: Mode = 'buffer'
+  private status = 200
+  private statusMessage: string | undefined
+  private readonly headers: HeaderMap
+  private committed = false
+  private ended = false
+  private chunks: Buffer[] = []
+  private bytes = 0
+  private readonly timer: NodeJS.Timeout
+  /** The methods in place before us (the prototype's, or upstream middleware's wrappers). */
+  private readonly upstream = {} as Record<MethodName, AnyFunction>
+  /** The live response's own status, kept while ours are shadowed. */
+  private readonly live: { statusCode: number; statusMessage: string }
+  private readonly liveHeadersSent: () => boolean
+  /** Own property descriptors before we installed, to put back. */
+  private readonly before = new Map<string, PropertyDescriptor | undefined>()
+  private installed = false
+
+  constructor(private readonly res: ServerResponse, private readonly options: CaptureOptions) {
+    this.done = new Promise((resolve) => (this.settle = resolve))
+    this.headers = HeaderMap.from(options.initialHeaders)
+    this.live = { statusCode: res.statusCode, statusMessage: res.statusMessage }
+    this.liveHeadersSent = inheritedGetter(res, 'headersSent')
+    this.install()
+    this.timer = setTimeout(() => this.release('timeout'), options.timeoutMs)
+    this.timer.unref()
+  }
+
+  /** Still intercepting the live response (not released to it, not disposed)? */
+  get intercepting(): boolean {
+    return this.installed && this.mode !== 'passthrough'
+  }
+
+  /** Did the handler end normally (the snapshot is in `done`)? */
+  get completed(): boolean {
+    return this.mode === 'complete'
+  }
+
+  /** Stop buffering (see the class comment). No-op unless still buffering. */
+  release(reason: ReleaseReason): void {
+    if (this.mode !== 'buffer') return
+    clearTimeout(this.timer)
+    const toClient = this.options.claimClient()
+    this.settle({ kind: 'released', reason, toClient })
+    if (!toClient) {
+      this.mode = 'discard'
+      this.chunks = []
+      return
+    }
+    this.mode = 'flushing'
+    const gate = this.options.beforeFlush?.(this.committed ? this.status : undefined)
+    if (!gate) return this.flush()
+    gate.then(() => this.flush(), () => this.flush())
+  }
+
+  /**
+   * Runs `fn` (a synchronous replay) against the live response with our shadows
+   * lifted, then puts them back: the handler may still be running, e.g. after a
+   * soft timeout answered its client with a stale response.
+   */
+  withoutInterception<T>(fn: () => T): T {
+    if (!this.intercepting) return fn()
+    const current = this.ownDescriptors()
+    this.restore(this.before)
+    try {
+      return fn()
+    } finally {
+      this.live.statusCode = this.res.statusCode
+      this.live.statusMessage = this.res.statusMessage
+      this.restore(current)
+    }
+  }
+
+  /** Puts the live response's API back for good, dropping wrappers added after us. */
+  dispose(): void {
+    if (!this.intercepting) return
+    clearTimeout(this.timer)
+    this.restore(this.before)
+    this.installed = false
+  }
+
+  // ── the shadowed API ─────────────────────────────────────────────────────
+
+  private install(): void {
+    const res = this.res as unknown as Record<string, unknown>
+    for (const key of this.managedKeys()) this.before.set(key, Object.getOwnPropertyDescriptor(res, key))
+    for (const name of METHODS) this.upstream[name] = res[name] as AnyFunction
+    const shadows: Record<MethodName, AnyFunction> = {
+      writeHead: (...args) => this.writeHead(args),
+      write: (chunk, encoding, callback) => this.write(chunk, encoding, callback),
+      end: (chunk, encoding, callback) => this.end(chunk, encoding, callback),
+      flushHeaders: () => this.flushHeaders(),
+      addTrailers: (trailers) => (this.mode === 'passthrough' ? this.upstream.addTrailers.call(this.res, trailers) : this.release('streamed')),
+      setHeader: (name, value) => this.headerCall('setHeader', [name, value], () => (this.unsent('set'), this.headers.set(name, value), this.res)),
+      appendHeader: (name, value) => this.headerCall('appendHeader', [name, value], () => (this.unsent('set'), this.headers.append(name, value), this.res)),
+      setHeaders: (headers) => this.headerCall('setHeaders', [headers], () => this.setHeaders(headers)),
+      getHeader: (name) => this.headerCall('getHeader', [name], () => this.headers.get(name)),
+      getHeaders: () => this.headerCall('getHeaders', [], () => this.headers.toObject()),
+      getHeaderNames: () => this.headerCall('getHeaderNames', [], () => this.headers.names()),
+      hasHeader: (name) => this.headerCall('hasHeader', [name], () => this.headers.has(name)),
+      removeHeader: (name) => this.headerCall('removeHeader', [name], () => (this.unsent('remove'), this.headers.delete(name))),
+    }
+    for (const name of METHODS) Object.defineProperty(res, name, { value: shadows[name], writable: true, configurable: true, enumerable: false })
+    Object.defineProperty(res, 'statusCode', {
+      configurable: true,
+      enumerable: true,
+      get: () => (this.mode === 'passthrough' ? this.live.statusCode : this.status),
+      set: (code: number) => (this.mode === 'passthrough' ? (this.live.statusCode = code) : (this.status = code)),
+    })
+    Object.defineProperty(res, 'statusMessage', {
+      configurable: true,
+      enumerable: true,
+      get: () => (this.mode === 'passthrough' ? this.live.statusMessage : this.statusMessage),
+      set: (message: string) => (this.mode === 'passthrough' ? (this.live.statusMessage = message) : (this.statusMessage = message)),
+    })
+    Object.defineProperty(res, 'headersSent', {
+      configurable: true,
+      enumerable: false,
+      get: () => (this.mode === 'passthrough' ? this.liveHeadersSent() : this.committed),
+    })
+    this.installed = true
+  }
+
+  private headerCall<T>(name: MethodName, args: unknown[], captured: () => T): T {
+    return this.mode === 'passthrough' ? this.upstream[name].apply(this.res, args) : captured()
+  }
+
+  /** Node throws ERR_HTTP_HEADERS_SENT for header changes after the head; so do we. */
+  private unsent(action: string): void {
+    if (this.committed) throw Object.assign(new Error(`Cannot ${action} headers after they are sent to the client`), { code: 'ERR_HTTP_HEADERS_SENT' })
+  }
+
+  private setHeaders(headers: Headers | Map<string, HeaderValue>): ServerResponse {
+    this.unsent('set')
+    const cookies = headers instanceof Headers ? headers.getSetCookie() : []
+    for (const [name, value] of headers) {
+      if (headers instanceof Headers && name.toLowerCase() === 'set-cookie') continue
+      this.headers.set(name, value)
+    }
+    if (cookies.length) this.headers.set('set-cookie', cookies)
+    return this.res
+  }
+
+  private writeHead(args: unknown[]): ServerResponse {
+    if (this.mode === 'passthrough') return this.upstream.writeHead.apply(this.res, args)
+    if (this.committed) throw Object.assign(new Error('Cannot write headers after they are sent to the client'), { code: 'ERR_HTTP_HEADERS_SENT' })
+    let [status, reason, fields] = args as [number, unknown, unknown]
+    if (typeof reason !== 'string') [reason, fields] = [undefined, reason]
+    const code = Number(status) | 0
+    if (code < 100 || code > 999) throw Object.assign(new RangeError(`Invalid status code: ${String(status)}`), { code: 'ERR_HTTP_INVALID_STATUS_CODE' })
+    this.status = code
+    if (reason !== undefined) this.statusMessage = reason as string
+    if (Array.isArray(fields)) {
+      for (let i = 0; i + 1 < fields.length; i += 2) this.headers.append(String(fields[i]), fields[i + 1] as HeaderValue)
+    } else if (fields && typeof fields === 'object') {
+      for (const [name, value] of Object.entries(fields as OutgoingHttpHeaders)) if (value !== undefined) this.headers.set(name, value)
+    }
+    this.committed = true
+    // Server-sent events never end: not a response to buffer.
+    if (String(this.headers.get('content-type') ?? '').toLowerCase().startsWith('text/event-stream')) this.release('streamed')
+    return this.res
+  }
+
+  /** Like Node's implicit header: dispatched on the instance, so wrappers after us (on-headers) run. */
+  private commitHead(): void {
+    if (!this.committed) this.res.writeHead(this.res.statusCode)
+  }
+
+  private write(chunk: unknown, encoding?: unknown, callback?: unknown): boolean {
+    if (this.mode === 'passthrough') return this.upstream.write.call(this.res, chunk, encoding, callback)
+    if (typeof encoding === 'function') [encoding, callback] = [undefined, encoding]
+    if (this.ended) {
+      if (typeof callback === 'function') process.nextTick(callback, Object.assign(new Error('write after end'), { code: 'ERR_STREAM_WRITE_AFTER_END' }))
+      return false
+    }
+    this.commitHead()
+    if (this.mode === 'passthrough') return this.upstream.write.call(this.res, chunk, encoding, callback)
+    this.append(chunk, encoding)
+    if (typeof callback === 'function') process.nextTick(callback)
+    return true
+  }
+
+  private end(chunk?: unknown, encoding?: unknown, callback?: unknown): ServerResponse {
+    if (this.mode === 'passthrough') return this.upstream.end.call(this.res, chunk, encoding, callback)
+    if (typeof chunk === 'function') [chunk, encoding, callback] = [undefined, undefined, chunk]
+    if (typeof encoding === 'function') [encoding, callback] = [undefined, encoding]
+    if (this.ended) {
+      if (typeof callback === 'function') process.nextTick(callback)
+      return this.res
+    }
+    this.commitHead()
+    if (this.mode === 'passthrough') return this.upstream.end.call(this.res, chunk, encoding, callback)
+    if (chunk !== undefined && chunk !== null) this.append(chunk, encoding)
+    this.ended = true
+    if (typeof callback === 'function') process.nextTick(callback)
+    if (this.mode === 'buffer') this.complete()
+    // (this.mode as Mode): append() may have released us, and a synchronous flush switched to passthrough.
+    else if ((this.mode as Mode) === 'passthrough') this.upstream.end.call(this.res)
+    return this.res
+  }
+
+  private flushHeaders(): void {
+    if (this.mode === 'passthrough') return this.upstream.flushHeaders.call(this.res)
+    this.commitHead()
+    this.release('streamed')
+    if ((this.mode as Mode) === 'passthrough') this.upstream.flushHeaders.call(this.res)
+  }
+
+  private append(chunk: unknown, encoding: unknown): void {
+    if (this.mode === 'discard') return
+    let buffer: Buffer
+    if (typeof chunk === 'string') buffer = Buffer.from(chunk, (typeof encoding === 'string' ? encoding : 'utf8') as BufferEncoding)
+    else if (chunk instanceof Uint8Array) buffer = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+    else throw Object.assign(new TypeError('The "chunk" argument must be of type string or an instance of Buffer or Uint8Array'), { code: 'ERR_INVALID_ARG_TYPE' })
+    if (buffer.length === 0) return
+    this.chunks.push(buffer)
+    this.bytes += buffer.length
+    if (this.mode === 'buffer' && this.bytes > this.options.maxBodyBytes) this.release('too-large')
+  }
+
+  private complete(): void {
+    clearTimeout(this.timer)
+    this.mode = 'complete'
+    const response: ResponseSnapshot = { status: this.status, headers: this.headers.toList(), body: Buffer.concat(this.chunks) }
+    if (this.statusMessage !== undefined) response.statusMessage = this.statusMessage
+    this.chunks = []
+    this.settle({ kind: 'complete', response })
+  }
+
+  /** Released to the client: make the live response what the handler has produced so far, then stream. */
+  private flush(): void {
+    this.mode = 'passthrough'
+    const { res, upstream } = this
+    const names = upstream.getHeaderNames.call(res) as string[]
+    for (const name of names) if (!this.headers.has(name)) upstream.removeHeader.call(res, name)
+    for (const [name, value] of this.headers.toList()) upstream.setHeader.call(res, name, value)
+    this.live.statusCode = this.status
+    if (this.statusMessage !== undefined) this.live.statusMessage = this.statusMessage
+    if (this.committed) upstream.writeHead.call(res, this.status)
+    for (const chunk of this.chunks) upstream.write.call(res, chunk)
+    this.chunks = []
+    if (this.ended) upstream.end.call(res)
+  }
+
+  // ── property bookkeeping ─────────────────────────────────────────────────
+
+  /** Our names plus every own function property (wrappers that middleware after us added). */
+  private managedKeys(): string[] {
+    const res = this.res as unknown as Record<string, unknown>
+    const own = Object.keys(res).filter((key) => typeof res[key] === 'function')
+    return [...new Set<string>([...METHODS, ...ACCESSORS, ...own, ...this.before.keys()])]
+  }
+
+  private ownDescriptors(): Map<string, PropertyDescriptor | undefined> {
+    return new Map(this.managedKeys().map((key) => [key, Object.getOwnPropertyDescriptor(this.res, key)]))
+  }
+
+  /** Sets every managed key back to `descriptors`; `statusCode`/`statusMessage` carry the live values. */
+  private restore(descriptors: Map<string, PropertyDescriptor | undefined>): void {
+    const res = this.res as unknown as Record<string, unknown>
+    for (const key of this.managedKeys()) {
+      const descriptor = descriptors.get(key)
+      if (descriptors === this.before && (key === 'statusCode' || key === 'statusMessage')) {
+        Object.defineProperty(res, key, { value: this.live[key], writable: true, enumerable: true, configurable: true })
+      } else if (descriptor) {
+        Object.defineProperty(res, key, descriptor)
+      } else {
+        delete res[key]
+      }
+    }
+  }
+}
+
+/** The getter `name` resolves to through the prototype chain, bound to `target`. */
+function inheritedGetter(target: object, name: string): () => boolean {
+  for (let proto: object | null = target; proto; proto = Object.getPrototypeOf(proto)) {
+    const descriptor = Object.getOwnPropertyDescriptor(proto, name)
+    if (descriptor?.get) return () => Boolean(descriptor.get!.call(target))
+    if (descriptor) return () => Boolean((target as Record<string, unknown>)[name])
+  }
+  return () => false
+}

@@ -1,0 +1,159 @@
+import type { NextFunction, Request, Response } from 'express'
+import type { Cache } from '../cache.js'
+import { ResponseCapture, type CaptureEnd } from './capture.js'
+import type { Validators } from './conditional.js'
+import { HeaderMap, type HeaderList } from './headers.js'
+import type { RouteSettings } from './options.js'
+import { replay, type CacheStatus, type Replayable } from './replay.js'
+import { bodyOf, type StoredResponse } from './stored-response.js'
+
+/**
+ * One request through cacheRoute: its `next` (the handler), its live client, and what
+ * the middleware learned along the way. The rules it enforces:
+ * - `next` runs at most once: the handler runs for this request once, captured, or
+ *   once uncached (fail open), never both;
+ * - the client is answered at most once: by a replay, or by a released capture
+ *   streaming to it, whichever claims it first.
+ */
+export class Exchange {
+  readonly head: boolean
+  /** The client's validators, saved before the capture hides them from the handler. */
+  readonly validators: Validators
+  /** Headers set by middleware before cacheRoute: per-request, so never stored. */
+  readonly upstreamHeaders: HeaderList
+  /** Set by the loader when this request's handler produced a stored response (`X-Cache: MISS`). */
+  storedOwn: StoredResponse | undefined
+  private handlerRun: Promise<CaptureEnd> | undefined
+  private capture: ResponseCapture | undefined
+  private nextCalled = false
+  private clientClaimed = false
+
+  constructor(
+    readonly req: Request,
+    readonly res: Response,
+    private readonly next: NextFunction,
+    readonly cache: Cache,
+    readonly settings: RouteSettings,
+    readonly key: string,
+  ) {
+    this.head = req.method.toUpperCase() === 'HEAD'
+    this.validators = { ifNoneMatch: req.headers['if-none-match'], ifModifiedSince: req.headers['if-modified-since'] }
+    this.upstreamHeaders = HeaderMap.from(res.getHeaders()).toList()
+  }
+
+  /** Has this request's handler been started (captured)? */
+  get handlerStarted(): boolean {
+    return this.handlerRun !== undefined
+  }
+
+  /**
+   * Runs the handler for this request, once, into a buffer (see capture.ts). With
+   * `asOrigin`, the handler sees the request a cache fetches with: HEAD becomes GET
+   * (so the body exists to store) and the client's validators and Range are hidden
+   * (so it answers a full 200 worth storing; the cache answers the validators).
+   */
+  runHandler(options: { asOrigin: boolean; beforeFlush?: (status: number | undefined) => Promise<void> }): Promise<CaptureEnd> {
+    if (this.handlerRun) return this.handlerRun
+    if (this.nextCalled) return Promise.resolve({ kind: 'released', reason: 'timeout', toClient: false })
+    const restoreRequest = options.asOrigin ? this.presentAsOrigin() : () => {}
+    this.capture = new ResponseCapture(this.res, {
+      maxBodyBytes: this.settings.maxBodyBytes,
+      timeoutMs: this.settings.handlerTimeout,
+      initialHeaders: this.upstreamHeaders,
+      claimClient: () => this.claimClient(),
+      ...(options.beforeFlush ? { beforeFlush: options.beforeFlush } : {}),
+    })
+    this.handlerRun = this.capture.done.then((end) => {
+      if (end.kind === 'complete') restoreRequest()
+      return end
+    })
+    this.nextCalled = true
+    this.next()
+    return this.handlerRun
+  }
+
+  /** Stop buffering the handler: whatever it sends from now on streams to the client. */
+  releaseHandler(): void {
+    this.capture?.release('timeout')
+  }
+
+  /** The route runs as if uncached (fail open, bypass). No-op if the handler already ran. */
+  passThrough(): void {
+    if (this.nextCalled) return
+    this.nextCalled = true
+    this.clientClaimed = true
+    if (this.settings.xCacheHeader && !this.res.headersSent) this.res.setHeader('X-Cache', 'BYPASS')
+    this.next()
+  }
+
+  /** Sends a stored response, with `Age` and the validators answered. */
+  replayStored(stored: StoredResponse, status: CacheStatus): void {
+    this.answer({ ...stored, body: bodyOf(stored) }, {
+      head: this.head,
+      validators: this.validators,
+      ageSeconds: (Date.now() - stored.storedAt) / 1000,
+      ...this.cacheStatus(status),
+    })
+  }
+
+  /** Sends what this request's own handler produced (`headers` already prepared, see stored-form.ts). */
+  replayOwn(response: Replayable, status: CacheStatus | undefined, conditional = true): void {
+    this.answer(response, {
+      head: this.head,
+      ...(conditional ? { validators: this.validators } : {}),
+      ...(status ? this.cacheStatus(status) : {}),
+    })
+  }
+
+  reportError(error: unknown): void {
+    try {
+      this.settings.onError(error, this.req)
+    } catch {
+      // An observer that throws must not break the request.
+    }
+  }
+
+  private cacheStatus(status: CacheStatus): { cacheStatus?: CacheStatus } {
+    return this.settings.xCacheHeader ? { cacheStatus: status } : {}
+  }
+
+  private claimClient(): boolean {
+    if (this.clientClaimed) return false
+    this.clientClaimed = true
+    return true
+  }
+
+  private answer(response: Replayable, options: Parameters<typeof replay>[2]): void {
+    if (!this.claimClient()) return
+    const capture = this.capture
+    const send = () => replay(this.res, response, options)
+    if (capture?.completed) {
+      capture.dispose()
+      send()
+    } else if (capture?.intercepting) {
+      // The handler is still running (the core answered early, e.g. a soft timeout
+      // served stale): lift the capture just for this synchronous replay.
+      capture.withoutInterception(send)
+    } else {
+      send()
+    }
+  }
+
+  /** Hides what a cache's fetch would not send; returns the undo. */
+  private presentAsOrigin(): () => void {
+    const { req } = this
+    const method = req.method
+    const hidden: Array<[string, string | string[] | undefined]> = []
+    for (const name of ['if-none-match', 'if-modified-since', 'if-match', 'if-unmodified-since', 'if-range', 'range']) {
+      if (req.headers[name] !== undefined) {
+        hidden.push([name, req.headers[name]])
+        delete req.headers[name]
+      }
+    }
+    if (method.toUpperCase() === 'HEAD') req.method = 'GET'
+    return () => {
+      req.method = method
+      for (const [name, value] of hidden) req.headers[name] = value
+    }
+  }
+}
