@@ -98,6 +98,11 @@ export class ResponseCapture {
     return this.installed && this.mode !== 'passthrough'
   }
 
+  /** Everything goes straight to the live response. (A getter, so TypeScript does not narrow it across calls that change it.) */
+  private get forwarding(): boolean {
+    return this.mode === 'passthrough'
+  }
+
   /** Did the handler end normally (the snapshot is in `done`)? */
   get completed(): boolean {
     return this.mode === 'complete'
@@ -157,7 +162,7 @@ export class ResponseCapture {
       write: (chunk, encoding, callback) => this.write(chunk, encoding, callback),
       end: (chunk, encoding, callback) => this.end(chunk, encoding, callback),
       flushHeaders: () => this.flushHeaders(),
-      addTrailers: (trailers) => (this.mode === 'passthrough' ? this.upstream.addTrailers.call(this.res, trailers) : this.release('streamed')),
+      addTrailers: (trailers) => (this.forwarding ? this.upstream.addTrailers.call(this.res, trailers) : this.release('streamed')),
       setHeader: (name, value) => this.headerCall('setHeader', [name, value], () => (this.unsent('set'), this.headers.set(name, value), this.res)),
       appendHeader: (name, value) => this.headerCall('appendHeader', [name, value], () => (this.unsent('set'), this.headers.append(name, value), this.res)),
       setHeaders: (headers) => this.headerCall('setHeaders', [headers], () => this.setHeaders(headers)),
@@ -171,25 +176,25 @@ export class ResponseCapture {
     Object.defineProperty(res, 'statusCode', {
       configurable: true,
       enumerable: true,
-      get: () => (this.mode === 'passthrough' ? this.live.statusCode : this.status),
-      set: (code: number) => (this.mode === 'passthrough' ? (this.live.statusCode = code) : (this.status = code)),
+      get: () => (this.forwarding ? this.live.statusCode : this.status),
+      set: (code: number) => (this.forwarding ? (this.live.statusCode = code) : (this.status = code)),
     })
     Object.defineProperty(res, 'statusMessage', {
       configurable: true,
       enumerable: true,
-      get: () => (this.mode === 'passthrough' ? this.live.statusMessage : this.statusMessage),
-      set: (message: string) => (this.mode === 'passthrough' ? (this.live.statusMessage = message) : (this.statusMessage = message)),
+      get: () => (this.forwarding ? this.live.statusMessage : this.statusMessage),
+      set: (message: string) => (this.forwarding ? (this.live.statusMessage = message) : (this.statusMessage = message)),
     })
     Object.defineProperty(res, 'headersSent', {
       configurable: true,
       enumerable: false,
-      get: () => (this.mode === 'passthrough' ? this.liveHeadersSent() : this.committed),
+      get: () => (this.forwarding ? this.liveHeadersSent() : this.committed),
     })
     this.installed = true
   }
 
   private headerCall<T>(name: MethodName, args: unknown[], captured: () => T): T {
-    return this.mode === 'passthrough' ? this.upstream[name].apply(this.res, args) : captured()
+    return this.forwarding ? this.upstream[name].apply(this.res, args) : captured()
   }
 
   /** Node throws ERR_HTTP_HEADERS_SENT for header changes after the head; so do we. */
@@ -209,7 +214,7 @@ export class ResponseCapture {
   }
 
   private writeHead(args: unknown[]): ServerResponse {
-    if (this.mode === 'passthrough') return this.upstream.writeHead.apply(this.res, args)
+    if (this.forwarding) return this.upstream.writeHead.apply(this.res, args)
     if (this.committed) throw Object.assign(new Error('Cannot write headers after they are sent to the client'), { code: 'ERR_HTTP_HEADERS_SENT' })
     let [status, reason, fields] = args as [number, unknown, unknown]
     if (typeof reason !== 'string') [reason, fields] = [undefined, reason]
@@ -234,21 +239,21 @@ export class ResponseCapture {
   }
 
   private write(chunk: unknown, encoding?: unknown, callback?: unknown): boolean {
-    if (this.mode === 'passthrough') return this.upstream.write.call(this.res, chunk, encoding, callback)
+    if (this.forwarding) return this.upstream.write.call(this.res, chunk, encoding, callback)
     if (typeof encoding === 'function') [encoding, callback] = [undefined, encoding]
     if (this.ended) {
       if (typeof callback === 'function') process.nextTick(callback, Object.assign(new Error('write after end'), { code: 'ERR_STREAM_WRITE_AFTER_END' }))
       return false
     }
     this.commitHead()
-    if (this.mode === 'passthrough') return this.upstream.write.call(this.res, chunk, encoding, callback)
+    if (this.forwarding) return this.upstream.write.call(this.res, chunk, encoding, callback)
     this.append(chunk, encoding)
     if (typeof callback === 'function') process.nextTick(callback)
     return true
   }
 
   private end(chunk?: unknown, encoding?: unknown, callback?: unknown): ServerResponse {
-    if (this.mode === 'passthrough') return this.upstream.end.call(this.res, chunk, encoding, callback)
+    if (this.forwarding) return this.upstream.end.call(this.res, chunk, encoding, callback)
     if (typeof chunk === 'function') [chunk, encoding, callback] = [undefined, undefined, chunk]
     if (typeof encoding === 'function') [encoding, callback] = [undefined, encoding]
     if (this.ended) {
@@ -256,21 +261,21 @@ export class ResponseCapture {
       return this.res
     }
     this.commitHead()
-    if (this.mode === 'passthrough') return this.upstream.end.call(this.res, chunk, encoding, callback)
+    if (this.forwarding) return this.upstream.end.call(this.res, chunk, encoding, callback)
     if (chunk !== undefined && chunk !== null) this.append(chunk, encoding)
     this.ended = true
     if (typeof callback === 'function') process.nextTick(callback)
     if (this.mode === 'buffer') this.complete()
-    // (this.mode as Mode): append() may have released us, and a synchronous flush switched to passthrough.
-    else if ((this.mode as Mode) === 'passthrough') this.upstream.end.call(this.res)
+    // append() may have released us, and a synchronous flush switched to passthrough.
+    else if (this.forwarding) this.upstream.end.call(this.res)
     return this.res
   }
 
   private flushHeaders(): void {
-    if (this.mode === 'passthrough') return this.upstream.flushHeaders.call(this.res)
+    if (this.forwarding) return this.upstream.flushHeaders.call(this.res)
     this.commitHead()
     this.release('streamed')
-    if ((this.mode as Mode) === 'passthrough') this.upstream.flushHeaders.call(this.res)
+    if (this.forwarding) this.upstream.flushHeaders.call(this.res)
   }
 
   private append(chunk: unknown, encoding: unknown): void {

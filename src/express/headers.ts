@@ -26,7 +26,7 @@ export class HeaderMap {
   /** Like `res.setHeader`: validates, replaces. */
   set(name: string, value: HeaderValue): void {
     validateHeaderName(name)
-    validateHeaderValue(name, value)
+    validateHeaderValue(name, value as string) // Node checks arrays and numbers too
     const lower = name.toLowerCase()
     this.fields.set(lower, { name: this.fields.get(lower)?.name ?? name, value: copy(value) })
   }
@@ -34,7 +34,7 @@ export class HeaderMap {
   /** Like `res.appendHeader`: adds values after the existing ones. */
   append(name: string, value: HeaderValue): void {
     validateHeaderName(name)
-    validateHeaderValue(name, value)
+    validateHeaderValue(name, value as string) // Node checks arrays and numbers too
     const existing = this.fields.get(name.toLowerCase())
     if (!existing) return this.set(name, value)
     existing.value = [...asArray(existing.value), ...asArray(value)]

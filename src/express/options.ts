@@ -33,7 +33,7 @@ export interface CacheRouteOptions extends Omit<PolicyOptions, 'ttl' | 'staleTtl
    * own request, so return the same key for the POST as for the GET of a resource.
    */
   key?: (req: Request) => string
-  /** Status codes that may be stored. Default {@link DEFAULT_STATUSES}. 5xx are refused. */
+  /** Status codes that may be stored. Default {@link DEFAULT_STATUSES}. 5xx other than 501 are refused. */
   statuses?: readonly number[]
   /**
    * Request headers that always select a variant, in addition to the response's own
@@ -139,8 +139,10 @@ export function resolveRouteOptions(options: CacheRouteOptions): RouteSettings {
 
   const statuses = options.statuses ?? DEFAULT_STATUSES
   for (const status of statuses) {
-    if (!Number.isInteger(status) || status < 100 || status > 499) {
-      throw new InvalidArgumentError('cacheRoute.statuses', `${status} cannot be cached (1xx-4xx only; 5xx are never stored)`)
+    // 501 is in RFC 9110's heuristically cacheable set (a method the resource will not
+    // implement); every other 5xx is a failure of the moment and is never stored.
+    if (!Number.isInteger(status) || status < 100 || status > 599 || (status >= 500 && status !== 501)) {
+      throw new InvalidArgumentError('cacheRoute.statuses', `${status} cannot be cached (1xx-4xx and 501 only; other 5xx are never stored)`)
     }
   }
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024

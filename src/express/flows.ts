@@ -1,0 +1,88 @@
+import type { LoadResult } from '../cache.js'
+import type { Exchange } from './exchange.js'
+import { variantKey } from './key.js'
+import { urlLoader, variantLoader } from './loaders.js'
+import { invalidates, judgeResponse } from './storability.js'
+import { ownForm, storedForm } from './stored-form.js'
+import { isRouteEntry, type RouteEntry } from './stored-response.js'
+
+/**
+ * What each kind of request goes through. Every flow fails open: an error from the
+ * cache is reported (`onError`) and the request is answered by its own handler.
+ */
+
+/**
+ * GET/HEAD: look up the URL key, then the variant key if the URL has variants. A miss
+ * elects one request (across processes) to run its handler; see loaders.ts.
+ */
+export async function serveCached(exchange: Exchange): Promise<void> {
+  const { cache, settings, key, req } = exchange
+  try {
+    let found = await cache.getOrLoadResult<RouteEntry>(key, urlLoader(exchange), settings.callOptions)
+    const list = found.value
+    if (isRouteEntry(list) && list.kind === 'variants' && !ranOwnHandler(exchange, found)) {
+      found = await cache.getOrLoadResult<RouteEntry>(variantKey(key, list.generation, list.headers, req), variantLoader(exchange, list), settings.callOptions)
+    }
+    if (ranOwnHandler(exchange, found)) return await answerWithOwnResponse(exchange)
+    const entry = found.value
+    if (!isRouteEntry(entry) || entry.kind !== 'response') throw new TypeError(`cacheRoute: unexpected value at "${key}"`)
+    exchange.replayStored(entry.response, found.outcome === 'stale' ? 'STALE' : 'HIT')
+  } catch (error) {
+    exchange.reportError(error)
+    await failOpen(exchange)
+  }
+}
+
+/**
+ * A request with `Authorization` on a route that did not opt in: never served from
+ * the cache. Its response is stored for everyone only when it says it is shared
+ * (`public`, `s-maxage`, `must-revalidate`; RFC 9111 §3.5) and has no variants.
+ */
+export async function serveAuthorized(exchange: Exchange, key: string): Promise<void> {
+  const { cache, settings } = exchange
+  const end = await exchange.runHandler({ asOrigin: true })
+  if (end.kind !== 'complete') return
+  exchange.replayOwn(ownForm(end.response, exchange.upstreamHeaders), 'BYPASS')
+  const verdict = judgeResponse(end.response, settings, true)
+  if (!verdict.storable || verdict.vary.length > 0 || settings.fixedVariantHeaders.length > 0) return
+  const response = storedForm(end.response, exchange.upstreamHeaders, settings.etag)
+  await cache.set<RouteEntry>(key, { kind: 'response', response }, { ...settings.callOptions, ...verdict.life }).catch((error) => exchange.reportError(error))
+}
+
+/**
+ * POST/PUT/PATCH/DELETE: the handler runs as usual. A 2xx/3xx answer invalidates the
+ * URL (and so all its variants) before the client sees the answer, so the client's
+ * next GET cannot be served the old entry (RFC 9111 §4.4).
+ */
+export async function serveUnsafe(exchange: Exchange, key: string): Promise<void> {
+  const invalidate = () => exchange.cache.delete(key).catch((error) => exchange.reportError(error))
+  const end = await exchange.runHandler({
+    asOrigin: false,
+    // Released mid-response (large or slow): the status may be unknown yet, so invalidate anyway.
+    beforeFlush: (status) => (status === undefined || invalidates(status) ? invalidate() : Promise.resolve()),
+  })
+  if (end.kind !== 'complete') return
+  if (invalidates(end.response.status)) await invalidate()
+  exchange.replayOwn(ownForm(end.response, exchange.upstreamHeaders), undefined, false)
+}
+
+/** Did this very request's handler produce the value? Then its client gets that response. */
+function ranOwnHandler(exchange: Exchange, found: LoadResult<unknown>): boolean {
+  return found.outcome === 'loaded' && exchange.handlerStarted
+}
+
+async function answerWithOwnResponse(exchange: Exchange): Promise<void> {
+  const end = await exchange.runHandler({ asOrigin: true }) // already run: its result
+  if (end.kind !== 'complete') return // streamed to the client (or, with no client left, dropped)
+  const stored = exchange.storedOwn
+  if (stored) exchange.replayStored(stored, 'MISS')
+  else exchange.replayOwn(ownForm(end.response, exchange.upstreamHeaders), 'BYPASS')
+}
+
+/** The route runs as if uncached. A handler already running keeps running and answers its client. */
+async function failOpen(exchange: Exchange): Promise<void> {
+  if (!exchange.handlerStarted) return exchange.passThrough()
+  exchange.releaseHandler()
+  const end = await exchange.runHandler({ asOrigin: true })
+  if (end.kind === 'complete') exchange.replayOwn(ownForm(end.response, exchange.upstreamHeaders), 'BYPASS')
+}

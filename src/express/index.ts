@@ -1,0 +1,7 @@
+/**
+ * `stampede-guard/express`: the route middleware. Express is an optional peer
+ * dependency; only this entry point needs it.
+ */
+export { cacheRoute } from './middleware.js'
+export { DEFAULT_STATUSES, type CacheRouteOptions } from './options.js'
+export type { CacheStatus } from './replay.js'

@@ -1,0 +1,108 @@
+import { randomBytes } from 'node:crypto'
+import type { Loader, LoaderContext } from '../context.js'
+import { StampedeGuardError } from '../errors.js'
+import type { Exchange } from './exchange.js'
+import { canonicalHeaderNames, variantKey } from './key.js'
+import { isServerError, judgeResponse, type Lifetimes } from './storability.js'
+import { storedForm } from './stored-form.js'
+import { isRouteEntry, UNCACHED, type RouteEntry, type StoredResponse, type VariantList } from './stored-response.js'
+
+/**
+ * The two loaders a cached GET uses: one for the URL key, one for a variant key.
+ * Each runs this request's handler through the capture and decides what the core
+ * stores. Whatever may not be stored is never shared: `doNotCache({ share: false })`
+ * makes every waiting request, in every process, run its own handler (rule 15).
+ */
+
+/** The variant list of a URL outlives its variants by this much when idle; reused, it is kept alive for free. */
+const VARIANT_LIST_GRACE_MS = 24 * 3600_000
+
+/** A 5xx from the handler while a stale response exists: thrown so the core serves that instead (stale-if-error). */
+export class HandlerFailedError extends StampedeGuardError {
+  constructor(readonly status: number) {
+    super('ERR_SG_HANDLER_FAILED', `the route handler answered ${status}; a stale response covers it`)
+  }
+}
+
+/** What the handler produced, judged. */
+type Produced =
+  | { storable: false; entry: RouteEntry }
+  | { storable: true; response: StoredResponse; life: Lifetimes; variantHeaders: string[] }
+
+/** The loader for the URL key: a response, or the list of headers its variants are keyed on. */
+export function urlLoader(exchange: Exchange): Loader<RouteEntry> {
+  return async (context) => {
+    // A stale variant list is still right (a Vary change is caught per variant, see
+    // variantLoader): keep it, without running the handler for nothing.
+    const stale = context.staleValue
+    if (isRouteEntry(stale) && stale.kind === 'variants') {
+      context.cacheFor(stale.life)
+      return stale
+    }
+    const produced = await produce(exchange, context)
+    if (!produced.storable) return produced.entry
+    const { response, life, variantHeaders } = produced
+    exchange.storedOwn = response
+    if (variantHeaders.length === 0) {
+      context.cacheFor(life)
+      return { kind: 'response', response }
+    }
+    // Store our own variant first, so requests woken by the list find it.
+    const list: VariantList = {
+      kind: 'variants',
+      generation: randomBytes(6).toString('base64url'),
+      headers: variantHeaders,
+      life: { ttl: life.ttl ?? exchange.settings.ttl, staleTtl: VARIANT_LIST_GRACE_MS },
+    }
+    const key = variantKey(exchange.key, list.generation, list.headers, exchange.req)
+    await exchange.cache.set(key, { kind: 'response', response }, { ...exchange.settings.callOptions, ...life }).catch((error) => exchange.reportError(error))
+    context.cacheFor(list.life)
+    return list
+  }
+}
+
+/** The loader for one variant of a URL whose variant list is `list`. */
+export function variantLoader(exchange: Exchange, list: VariantList): Loader<RouteEntry> {
+  return async (context) => {
+    const produced = await produce(exchange, context)
+    if (!produced.storable) return produced.entry
+    // Vary now names a header the list does not key on: storing it under this key
+    // would serve it to requests it does not fit. Not stored, not shared.
+    if (!produced.variantHeaders.every((name) => list.headers.includes(name))) return uncacheable(exchange, context)
+    exchange.storedOwn = produced.response
+    context.cacheFor(produced.life)
+    return { kind: 'response', response: produced.response }
+  }
+}
+
+async function produce(exchange: Exchange, context: LoaderContext<RouteEntry>): Promise<Produced> {
+  // The core may call a background-refresh loader before our own getOrLoad call has
+  // returned the stale value we are about to replay. One macrotask lets that replay
+  // go first, so the capture never starts under it.
+  await new Promise<void>((resolve) => setImmediate(resolve))
+  const end = await exchange.runHandler({ asOrigin: true })
+  if (end.kind === 'released') {
+    // Too large or streamed: the client got it directly. A timeout is not a property of the URL: no hit-for-miss.
+    return { storable: false, entry: uncacheable(exchange, context, end.reason !== 'timeout') }
+  }
+  const snapshot = end.response
+  const verdict = judgeResponse(snapshot, exchange.settings)
+  if (!verdict.storable) {
+    const stale = context.staleValue
+    if (isServerError(snapshot.status) && isRouteEntry(stale) && stale.kind === 'response') throw new HandlerFailedError(snapshot.status)
+    return { storable: false, entry: uncacheable(exchange, context) }
+  }
+  return {
+    storable: true,
+    response: storedForm(snapshot, exchange.upstreamHeaders, exchange.settings.etag),
+    life: verdict.life,
+    variantHeaders: canonicalHeaderNames([...exchange.settings.fixedVariantHeaders, ...verdict.vary]),
+  }
+}
+
+/** Not stored, not shared, and (by default) remembered briefly as hit-for-miss. */
+function uncacheable(exchange: Exchange, context: LoaderContext<RouteEntry>, hitForMiss = true): RouteEntry {
+  exchange.storedOwn = undefined
+  context.doNotCache({ share: false, passFor: hitForMiss ? exchange.settings.hitForMiss : 0 })
+  return UNCACHED
+}

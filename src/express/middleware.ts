@@ -1,0 +1,57 @@
+import type { NextFunction, Request, RequestHandler, Response } from 'express'
+import type { Cache } from '../cache.js'
+import { resolvePolicy } from '../options.js'
+import { Exchange } from './exchange.js'
+import { serveAuthorized, serveCached, serveUnsafe } from './flows.js'
+import { resolveRouteOptions, type CacheRouteOptions } from './options.js'
+import { classifyRequest } from './storability.js'
+
+/**
+ * Express middleware that caches the responses of the route it is mounted on, in
+ * `cache`, shared by every process using the same Redis:
+ *
+ * ```ts
+ * app.get('/products/:id', cacheRoute(cache, { ttl: '10s', staleTtl: '1m' }), handler)
+ * ```
+ *
+ * On a miss exactly one request runs the handler; the others wait for its stored
+ * response or get a stale one. See docs/express.md for every rule and option.
+ * Options are validated here, at startup; errors name the option.
+ */
+export function cacheRoute(cache: Cache, options: CacheRouteOptions): RequestHandler {
+  const settings = resolveRouteOptions(options)
+  resolvePolicy(undefined, settings.callOptions) // fail fast on a bad resilience option, too
+
+  return function cacheRouteMiddleware(req: Request, res: Response, next: NextFunction): void {
+    let exchange: Exchange | undefined
+    const failOpen = (error: unknown) => {
+      exchange?.reportError(error)
+      if (!exchange) settings.onError(error, req)
+      if (exchange) exchange.passThrough()
+      else next()
+    }
+    try {
+      const verdict = classifyRequest(req, settings)
+      if (verdict.action === 'ignore') return next()
+      const key = 'key' in verdict && verdict.key !== undefined ? verdict.key : ''
+      exchange = new Exchange(req, res, next, cache, settings, key)
+      switch (verdict.action) {
+        case 'cache':
+          void serveCached(exchange).catch(failOpen)
+          return
+        case 'invalidate':
+          void serveUnsafe(exchange, verdict.key).catch(failOpen)
+          return
+        case 'bypass':
+          if (verdict.reason === 'authorization' && verdict.key !== undefined) {
+            void serveAuthorized(exchange, verdict.key).catch(failOpen)
+            return
+          }
+          exchange.passThrough()
+          return
+      }
+    } catch (error) {
+      failOpen(error)
+    }
+  }
+}
