@@ -16,6 +16,10 @@ export async function renderSvgChart(scenario: ScenarioResult, subtitle: string)
   const values = data.series.flatMap((s) =>
     s.values.map((q, i) => ({ mode: s.mode, seconds: ((i + 1) * data.bucketMs) / 1000, queriesPerSecond: q })),
   )
+  // Symlog keeps 0 on the axis (a log scale cannot) while spacing 1, 10, 100… evenly;
+  // explicit ticks because Vega's automatic symlog ticks skip the small values that matter.
+  const max = Math.max(1, ...values.map((v) => v.queriesPerSecond))
+  const ticks = [0, 1, 10, 100, 1_000, 10_000, 100_000].filter((t) => t <= max * 1.5)
   const spec: vegaLite.TopLevelSpec = {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     title: { text: scenario.title, subtitle, anchor: 'start' },
@@ -25,12 +29,13 @@ export async function renderSvgChart(scenario: ScenarioResult, subtitle: string)
     data: { values },
     mark: { type: 'line', interpolate: 'step-before', strokeWidth: 2 },
     encoding: {
-      x: { field: 'seconds', type: 'quantitative', title: 'seconds since the traffic started', scale: { domain: [0, data.durationMs / 1000] } },
+      x: { field: 'seconds', type: 'quantitative', title: `seconds since the traffic started (${data.bucketMs} ms buckets)`, scale: { domain: [0, data.durationMs / 1000] } },
       y: {
         field: 'queriesPerSecond',
         type: 'quantitative',
-        title: `DB queries per second (symlog scale, ${data.bucketMs} ms buckets)`,
-        scale: { type: 'symlog' },
+        title: 'DB queries per second (symlog)',
+        scale: { type: 'symlog', constant: 1 },
+        axis: { values: ticks, format: ',d' },
       },
       color: { field: 'mode', type: 'nominal', title: 'mode', scale: { domain: MODE_DOMAIN, range: MODE_RANGE } },
     },
