@@ -1,3 +1,5 @@
+import { parseHttpDate } from './headers.js'
+
 /**
  * `Cache-Control` parsing and the freshness rules the middleware takes from a response
  * (RFC 9111 §4.2.1, §5.2.2; RFC 5861).
@@ -68,8 +70,8 @@ export function responseLifetime(directives: Directives, expires: string | undef
   const maxAge = deltaSeconds(directives, 'max-age')
   if (maxAge !== undefined) return maxAge
   if (expires === undefined) return undefined
-  const expiresAt = Date.parse(expires)
+  const expiresAt = parseHttpDate(expires)
   if (Number.isNaN(expiresAt)) return 0
-  const dateAt = date === undefined ? Number.NaN : Date.parse(date)
+  const dateAt = parseHttpDate(date)
   return expiresAt - (Number.isNaN(dateAt) ? now : dateAt)
 }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { headerOf, type HeaderList } from './headers.js'
+import { headerOf, parseHttpDate, type HeaderList } from './headers.js'
 
 /**
  * Conditional GET against a stored response (RFC 9110 §13; HTTP-CACHING.md rule 13).
@@ -55,8 +55,8 @@ export function isNotModified(validators: Validators, status: number, headers: H
   if (status < 200 || status > 299) return false
   if (validators.ifNoneMatch !== undefined) return weakMatch(validators.ifNoneMatch, headerOf(headers, 'etag'))
   if (validators.ifModifiedSince === undefined) return false
-  const since = Date.parse(validators.ifModifiedSince)
-  const lastModified = Date.parse(headerOf(headers, 'last-modified') ?? '')
+  const since = parseHttpDate(validators.ifModifiedSince)
+  const lastModified = parseHttpDate(headerOf(headers, 'last-modified'))
   if (Number.isNaN(since) || Number.isNaN(lastModified)) return false
   return lastModified <= since
 }

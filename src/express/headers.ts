@@ -112,3 +112,18 @@ export function withoutFields(headers: HeaderList, names: readonly string[]): He
   const drop = new Set(names.map((name) => name.toLowerCase()))
   return headers.filter(([name]) => !drop.has(name.toLowerCase()))
 }
+
+/** IMF-fixdate, and the two obsolete forms recipients must accept (RFC 9110 §5.6.7). */
+const HTTP_DATE = [
+  /^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/, // Sun, 06 Nov 1994 08:49:37 GMT
+  /^[A-Z][a-z]+, \d{2}-[A-Z][a-z]{2}-\d{2} \d{2}:\d{2}:\d{2} GMT$/, // Sunday, 06-Nov-94 08:49:37 GMT
+  /^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}$/, // Sun Nov  6 08:49:37 1994
+]
+
+/** An HTTP-date in ms since the epoch, or NaN. Stricter than Date.parse, which reads "0" as the year 2000. */
+export function parseHttpDate(value: string | undefined): number {
+  if (value === undefined) return Number.NaN
+  const text = value.trim()
+  if (!HTTP_DATE.some((pattern) => pattern.test(text))) return Number.NaN
+  return Date.parse(/GMT$/.test(text) ? text : `${text} GMT`)
+}

@@ -121,8 +121,11 @@ export interface RouteSettings {
   fixedVariantHeaders: readonly string[]
 }
 
+/** The core's per-call policy options, passed through to getOrLoad (keep in sync with PolicyOptions). */
+const POLICY_OPTIONS = ['ttl', 'staleTtl', 'staleIfError', 'failSafeBackoff', 'softTimeout', 'hardTimeout', 'waitTimeout', 'onWaitTimeout', 'earlyRefresh', 'negativeTtl']
+
 const KNOWN = new Set([
-  'ttl', 'staleTtl', 'staleIfError', 'failSafeBackoff', 'softTimeout', 'hardTimeout', 'waitTimeout', 'onWaitTimeout', 'earlyRefresh',
+  ...POLICY_OPTIONS,
   'key', 'statuses', 'varyOn', 'allowAuthenticated', 'honorCacheControl', 'maxTtl', 'etag', 'xCacheHeader', 'maxBodyBytes',
   'hitForMiss', 'handlerTimeout', 'allowedHosts', 'bypass', 'onError',
 ])

@@ -1,0 +1,94 @@
+/**
+ * Shared pieces of the route-middleware tests: one listening server per app (so every
+ * request has the same Host, which is part of the key), raw HTTP for byte-level checks,
+ * a cache per test on the file's real redis-server, and gates to hold handlers.
+ */
+import http, { type IncomingHttpHeaders } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import type { Express } from 'express'
+import request from 'supertest'
+import { createCache, type Cache, type CacheOptions } from '../../src/index.js'
+import type { RedisServer } from '../support/redis.js'
+
+/** The Host every test request sends: keys depend on it, ports do not. */
+export const HOST = 'shop.test'
+
+export interface Served {
+  port: number
+  /** supertest on this server, with `Host: shop.test` preset. */
+  get(path: string): request.Test
+  head(path: string): request.Test
+  post(path: string): request.Test
+  close(): Promise<void>
+}
+
+export async function serve(app: Express): Promise<Served> {
+  const server = http.createServer(app)
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const agent = request(server)
+  return {
+    port: (server.address() as AddressInfo).port,
+    get: (path) => agent.get(path).set('Host', HOST),
+    head: (path) => agent.head(path).set('Host', HOST),
+    post: (path) => agent.post(path).set('Host', HOST),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  }
+}
+
+export interface RawResponse {
+  status: number
+  headers: IncomingHttpHeaders
+  /** Exactly the bytes on the wire (no decompression). */
+  body: Buffer
+}
+
+/** A plain HTTP request, without supertest's decompression or parsing. */
+export function raw(port: number, path: string, options: { method?: string; headers?: Record<string, string> } = {}): Promise<RawResponse> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: '127.0.0.1', port, path, method: options.method ?? 'GET', headers: { host: HOST, ...options.headers }, agent: false },
+      (res) => {
+        const chunks: Buffer[] = []
+        res.on('data', (chunk: Buffer) => chunks.push(chunk))
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }))
+        res.on('error', reject)
+      },
+    )
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+let namespaces = 0
+
+/** A cache on `server` with a namespace of its own, so tests never see each other's entries. */
+export function testCache(server: RedisServer | undefined, options: Partial<CacheOptions> = {}): Cache {
+  return createCache({
+    ...(server ? { redis: server.client({ maxRetriesPerRequest: 1 }) } : {}),
+    namespace: `t${process.pid}-${++namespaces}`,
+    ttl: '30s',
+    ...options,
+  })
+}
+
+/** A promise the test opens when it wants: holds a handler mid-flight. */
+export function gate(): { promise: Promise<void>; open(): void } {
+  let open!: () => void
+  const promise = new Promise<void>((resolve) => (open = resolve))
+  return { promise, open }
+}
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** Polls `condition` until true; fails after `timeoutMs` (generous: this is a 2-core machine). */
+export async function until(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await sleep(10)
+  }
+}

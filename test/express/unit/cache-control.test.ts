@@ -1,0 +1,49 @@
+import { describe, expect, it } from 'vitest'
+import { forbidsStale, parseCacheControl, responseLifetime } from '../../../src/express/cache-control.js'
+
+describe('parseCacheControl', () => {
+  it('reads names case-insensitively, with and without arguments', () => {
+    const directives = parseCacheControl('Public, MAX-AGE=60,s-maxage = 30 , no-transform')
+    expect([...directives]).toEqual([['public', true], ['max-age', '60'], ['s-maxage', '30'], ['no-transform', true]])
+  })
+
+  it('keeps commas inside quoted arguments and unescapes them', () => {
+    const directives = parseCacheControl('no-cache="Set-Cookie, X-Foo", private="a\\"b", max-age=5')
+    expect(directives.get('no-cache')).toBe('Set-Cookie, X-Foo')
+    expect(directives.get('private')).toBe('a"b')
+    expect(directives.get('max-age')).toBe('5')
+  })
+
+  it('takes the first of duplicate directives and survives junk', () => {
+    expect(parseCacheControl('max-age=10, max-age=99').get('max-age')).toBe('10')
+    expect([...parseCacheControl(',, ,')]).toEqual([])
+    expect([...parseCacheControl(undefined)]).toEqual([])
+  })
+})
+
+describe('responseLifetime', () => {
+  const now = Date.parse('2026-01-01T00:00:00Z')
+  const lifetime = (cc: string, expires?: string, date?: string) => responseLifetime(parseCacheControl(cc), expires, date, now)
+
+  it('prefers s-maxage, then max-age, then Expires − Date', () => {
+    expect(lifetime('max-age=60, s-maxage=10', 'Thu, 01 Jan 2026 01:00:00 GMT')).toBe(10_000)
+    expect(lifetime('max-age=60', 'Thu, 01 Jan 2026 01:00:00 GMT')).toBe(60_000)
+    expect(lifetime('', 'Thu, 01 Jan 2026 00:02:00 GMT', 'Thu, 01 Jan 2026 00:01:00 GMT')).toBe(60_000)
+    expect(lifetime('', 'Thu, 01 Jan 2026 00:00:30 GMT')).toBe(30_000) // no Date: counted from now
+  })
+
+  it('treats a malformed Expires as already expired, and no statement as undefined', () => {
+    expect(lifetime('', '0')).toBe(0)
+    expect(lifetime('public')).toBeUndefined()
+    expect(lifetime('max-age=abc')).toBeUndefined()
+  })
+})
+
+describe('forbidsStale', () => {
+  it('is true for must-revalidate, proxy-revalidate and s-maxage', () => {
+    expect(forbidsStale(parseCacheControl('must-revalidate'))).toBe(true)
+    expect(forbidsStale(parseCacheControl('proxy-revalidate'))).toBe(true)
+    expect(forbidsStale(parseCacheControl('s-maxage=5'))).toBe(true)
+    expect(forbidsStale(parseCacheControl('max-age=5, public'))).toBe(false)
+  })
+})

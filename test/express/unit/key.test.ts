@@ -1,0 +1,76 @@
+import type { IncomingMessage } from 'node:http'
+import { describe, expect, it } from 'vitest'
+import { canonicalHeaderNames, customUrlKey, defaultUrlKey, hasForeignForwardedHost, normalizedHeader, validatedHost, variantKey } from '../../../src/express/key.js'
+
+const req = (headers: Record<string, string | string[]>, url = '/p?q=1', method = 'GET') =>
+  ({ headers, url, originalUrl: url, method }) as unknown as IncomingMessage & { originalUrl: string }
+
+describe('validatedHost', () => {
+  it('accepts host names, IPs and ports, lower-cased', () => {
+    expect(validatedHost(req({ host: 'Shop.Example.COM:8080' }), undefined)).toBe('shop.example.com:8080')
+    expect(validatedHost(req({ host: '127.0.0.1' }), undefined)).toBe('127.0.0.1')
+    expect(validatedHost(req({ host: '[::1]:3000' }), undefined)).toBe('[::1]:3000')
+  })
+
+  it('refuses anything that is not a host', () => {
+    for (const host of ['', 'evil.com/path', 'a b', 'evil.com@x', 'x:99999999', '-bad.com', 'a..b']) {
+      expect(validatedHost(req({ host }), undefined), host).toBeUndefined()
+    }
+    expect(validatedHost(req({}), undefined)).toBeUndefined()
+  })
+
+  it('honours allowedHosts', () => {
+    const allowed = new Set(['shop.test'])
+    expect(validatedHost(req({ host: 'shop.test' }), allowed)).toBe('shop.test')
+    expect(validatedHost(req({ host: 'other.test' }), allowed)).toBeUndefined()
+  })
+})
+
+describe('forwarded hosts', () => {
+  it('flags X-Forwarded-Host, X-Host and Forwarded host= that differ from Host', () => {
+    expect(hasForeignForwardedHost(req({ host: 'shop.test', 'x-forwarded-host': 'evil.test' }), 'shop.test')).toBe(true)
+    expect(hasForeignForwardedHost(req({ host: 'shop.test', 'x-forwarded-host': 'shop.test, evil.test' }), 'shop.test')).toBe(true)
+    expect(hasForeignForwardedHost(req({ host: 'shop.test', 'x-host': 'evil.test' }), 'shop.test')).toBe(true)
+    expect(hasForeignForwardedHost(req({ host: 'shop.test', forwarded: 'for=1.2.3.4;host="evil.test";proto=https' }), 'shop.test')).toBe(true)
+  })
+
+  it('accepts forwarded hosts that agree with Host', () => {
+    expect(hasForeignForwardedHost(req({ host: 'shop.test', 'x-forwarded-host': 'SHOP.test' }), 'shop.test')).toBe(false)
+    expect(hasForeignForwardedHost(req({ host: 'shop.test', forwarded: 'for=1.2.3.4;host=shop.test' }), 'shop.test')).toBe(false)
+    expect(hasForeignForwardedHost(req({ host: 'shop.test' }), 'shop.test')).toBe(false)
+  })
+})
+
+describe('keys', () => {
+  it('is host + raw path + full query, never the method', () => {
+    expect(defaultUrlKey(req({}, '/p?b=2&a=1'), 'shop.test')).toBe('url:shop.test/p?b=2&a=1')
+    expect(defaultUrlKey(req({}, '/p?b=2&a=1', 'HEAD'), 'shop.test')).toBe(defaultUrlKey(req({}, '/p?b=2&a=1', 'GET'), 'shop.test'))
+    expect(defaultUrlKey(req({}, '/p?a=1'), 'shop.test')).not.toBe(defaultUrlKey(req({}, '/p?a=2'), 'shop.test'))
+  })
+
+  it('hashes long URLs so keys stay short, without merging different ones', () => {
+    const long = `/p?x=${'a'.repeat(2000)}`
+    const key = defaultUrlKey(req({}, long), 'shop.test')
+    expect(key.length).toBeLessThan(100)
+    expect(key).not.toBe(defaultUrlKey(req({}, `${long}b`), 'shop.test'))
+  })
+
+  it('keeps custom keys apart from default ones and rejects empty ones', () => {
+    expect(customUrlKey('url:shop.test/p')).toBe('key:url:shop.test/p')
+    expect(() => customUrlKey('')).toThrow(TypeError)
+  })
+
+  it('derives variant keys from normalised header values; absent differs from empty', () => {
+    const names = canonicalHeaderNames(['Accept-Language', 'accept-encoding', 'ACCEPT-ENCODING'])
+    expect(names).toEqual(['accept-encoding', 'accept-language'])
+    const a = variantKey('url:x/', 'g1', names, req({ 'accept-encoding': 'gzip,  br', 'accept-language': 'en' }))
+    const b = variantKey('url:x/', 'g1', names, req({ 'accept-encoding': 'gzip , br', 'accept-language': 'en' }))
+    const c = variantKey('url:x/', 'g1', names, req({ 'accept-encoding': 'br, gzip', 'accept-language': 'en' }))
+    expect(a).toBe(b)
+    expect(a).not.toBe(c) // order can change negotiation: not merged
+    expect(variantKey('url:x/', 'g2', names, req({ 'accept-encoding': 'gzip, br', 'accept-language': 'en' }))).not.toBe(a)
+    expect(normalizedHeader(req({}), 'accept')).toBeNull()
+    expect(normalizedHeader(req({ accept: '' }), 'accept')).toBe('')
+    expect(a).not.toContain('gzip') // values enter only as a digest
+  })
+})
