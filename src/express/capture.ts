@@ -41,6 +41,8 @@ export interface CaptureOptions {
   initialHeaders: HeaderList
   /** May a released capture stream to the live client? Called once, at release; true claims it. */
   claimClient(): boolean
+  /** Added to the live response when a released capture streams to it (`X-Cache: BYPASS`). */
+  releasedHeaders?: HeaderList
   /** Awaited before anything is flushed to the client (an unsafe method invalidates first). */
   beforeFlush?(status: number | undefined): Promise<void>
 }
@@ -305,7 +307,7 @@ export class ResponseCapture {
     const { res, upstream } = this
     const names = upstream.getHeaderNames.call(res) as string[]
     for (const name of names) if (!this.headers.has(name)) upstream.removeHeader.call(res, name)
-    for (const [name, value] of this.headers.toList()) upstream.setHeader.call(res, name, value)
+    for (const [name, value] of [...this.headers.toList(), ...(this.options.releasedHeaders ?? [])]) upstream.setHeader.call(res, name, value)
     this.live.statusCode = this.status
     if (this.statusMessage !== undefined) this.live.statusMessage = this.statusMessage
     if (this.committed) upstream.writeHead.call(res, this.status)

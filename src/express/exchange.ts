@@ -61,6 +61,7 @@ export class Exchange {
       timeoutMs: this.settings.handlerTimeout,
       initialHeaders: this.upstreamHeaders,
       claimClient: () => this.claimClient(),
+      ...(this.settings.xCacheHeader && options.asOrigin ? { releasedHeaders: [['X-Cache', 'BYPASS']] as HeaderList } : {}),
       ...(options.beforeFlush ? { beforeFlush: options.beforeFlush } : {}),
     })
     this.handlerRun = this.capture.done.then((end) => {

@@ -19,6 +19,8 @@ export interface Served {
   get(path: string): request.Test
   head(path: string): request.Test
   post(path: string): request.Test
+  /** Any method, e.g. `call('patch', '/r')`. */
+  call(method: 'get' | 'head' | 'post' | 'put' | 'patch' | 'delete' | 'options', path: string): request.Test
   close(): Promise<void>
 }
 
@@ -31,6 +33,7 @@ export async function serve(app: Express): Promise<Served> {
     get: (path) => agent.get(path).set('Host', HOST),
     head: (path) => agent.head(path).set('Host', HOST),
     post: (path) => agent.post(path).set('Host', HOST),
+    call: (method, path) => agent[method](path).set('Host', HOST),
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections()
