@@ -88,7 +88,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
     if (options.source.kind === 'postgres') await seedPostgres(options.source.url)
     app = await startAppCluster({ workers: options.workers, redisUrl: redis.url, source: options.source })
 
-    const scenarios = options.scenarios.map((name) => getScenario(name, options.timeScale))
+    const scenarios = options.scenarios.map((name) => getScenario(name, options.timeScale, options.connections))
     const runnable = (s: Scenario) => !s.needsPrivateRedis || redis.privateServer !== undefined
     for (const s of scenarios.filter((s) => !runnable(s))) {
       notes.push(`Skipped scenario ${s.name}: it stops and restarts Redis, which the harness only does to a redis-server it started itself (unset REDIS_URL).`)
@@ -110,7 +110,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
 
     const results: ScenarioResult[] = []
     for (const scenario of scenarios) {
-      const base = { name: scenario.name, title: scenario.title, explain: scenario.explain, durationMs: scenario.durationMs, connections: options.connections ?? scenario.connections }
+      const base = { name: scenario.name, title: scenario.title, explain: scenario.explain, durationMs: scenario.durationMs, connections: scenario.connections }
       if (!runnable(scenario)) {
         results.push({ ...base, modes: [], skipped: notes.find((n) => n.includes(`scenario ${scenario.name}`)) ?? 'skipped' })
         continue

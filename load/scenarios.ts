@@ -31,12 +31,24 @@ export interface Scenario {
   needsPrivateRedis: boolean
 }
 
-const scenarios: Record<ScenarioName, Scenario> = {
+/** A scenario as defined: title and explanation are written from the actual duration and connections. */
+interface ScenarioDefinition extends Omit<Scenario, 'title' | 'explain'> {
+  title: (p: TextParams) => string
+  explain: (p: TextParams) => string
+}
+interface TextParams {
+  /** Traffic time per mode, e.g. "10 s". */
+  duration: string
+  seconds: number
+  connections: number
+}
+
+const scenarios: Record<ScenarioName, ScenarioDefinition> = {
   cold: {
     name: 'cold',
-    title: 'cold: 200 connections hit one key that is not cached yet',
-    explain:
-      'Right after a deploy or a cache flush, a popular page is requested by 200 clients at once and nobody has it cached. ' +
+    title: (p) => `cold: ${p.connections} connections hit one key that is not cached yet`,
+    explain: (p) =>
+      `Right after a deploy or a cache flush, a popular page is requested by ${p.connections} clients at once and nobody has it cached. ` +
       'Every request that misses goes to the database, so what matters is how many queries the FIRST burst causes.',
     durationMs: 3_000,
     connections: 200,
@@ -47,10 +59,10 @@ const scenarios: Record<ScenarioName, Scenario> = {
   },
   expiry: {
     name: 'expiry',
-    title: 'expiry: one hot key with a 1 s TTL, hammered for 10 s',
-    explain:
+    title: (p) => `expiry: one hot key with a 1 s TTL, hammered for ${p.duration}`,
+    explain: (p) =>
       'A hot key expires every second. Each time it does, every request in flight misses at the same moment. ' +
-      'A good cache makes about one query per TTL window (about 10 here); a naive one makes a burst each time.',
+      `A good cache makes about one query per TTL window (about ${Math.round(p.seconds)} here); a naive one makes a burst each time.`,
     durationMs: 10_000,
     connections: 50,
     keys: { kind: 'single', id: 2 },
@@ -60,8 +72,8 @@ const scenarios: Record<ScenarioName, Scenario> = {
   },
   zipf: {
     name: 'zipf',
-    title: 'zipf: 1,000 keys with Zipf-like popularity, 2 s TTL',
-    explain:
+    title: () => 'zipf: 1,000 keys with Zipf-like popularity, 2 s TTL',
+    explain: () =>
       'Real traffic: a few keys are very hot, most are lukewarm. Entries keep expiring all over the key space, ' +
       'so concurrent misses on the same key happen constantly on the hot ones.',
     durationMs: 8_000,
@@ -73,8 +85,8 @@ const scenarios: Record<ScenarioName, Scenario> = {
   },
   flaky: {
     name: 'flaky',
-    title: 'flaky: after a 2 s warm-up the database fails half its queries',
-    explain:
+    title: (p) => `flaky: after a ${Number((p.seconds / 4).toFixed(1))} s warm-up the database fails half its queries`,
+    explain: () =>
       'The database starts failing every other query. Without a fallback those failures reach the users (non-2xx); ' +
       'with stale-if-error the last good value is served instead, and the database is not hammered with retries.',
     durationMs: 8_000,
@@ -86,8 +98,8 @@ const scenarios: Record<ScenarioName, Scenario> = {
   },
   outage: {
     name: 'outage',
-    title: 'outage: Redis is down for 3 s in the middle of the run',
-    explain:
+    title: () => 'outage: Redis is down for 3 s in the middle of the run',
+    explain: () =>
       'The cache server goes away and comes back empty. A cache that treats Redis as required turns this into errors; ' +
       'a degraded-not-down cache keeps answering from the processes and single-flights the reloads.',
     durationMs: 10_000,
@@ -103,12 +115,17 @@ const scenarios: Record<ScenarioName, Scenario> = {
  * A scenario with its run time (and timeline) multiplied by `timeScale` (tests use a
  * short form). The outage length is not scaled: it is the event being studied.
  */
-export function getScenario(name: ScenarioName, timeScale = 1): Scenario {
+export function getScenario(name: ScenarioName, timeScale = 1, connections?: number): Scenario {
   const s = scenarios[name]
-  if (timeScale === 1) return s
+  const durationMs = timeScale === 1 ? s.durationMs : Math.max(1_000, Math.round(s.durationMs * timeScale))
+  const seconds = durationMs / 1000
+  const params: TextParams = { duration: `${Number(seconds.toFixed(1))} s`, seconds, connections: connections ?? s.connections }
   return {
     ...s,
-    durationMs: Math.max(1_000, Math.round(s.durationMs * timeScale)),
+    durationMs,
+    connections: params.connections,
     timeline: s.timeline.map((e) => ({ ...e, atMs: Math.round(e.atMs * timeScale) })),
+    title: s.title(params),
+    explain: s.explain(params),
   }
 }
