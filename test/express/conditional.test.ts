@@ -1,0 +1,102 @@
+/**
+ * Rule 13 / acceptance 5: conditional requests against stored responses.
+ */
+import express from 'express'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import type { Cache } from '../../src/index.js'
+import { cacheRoute, type CacheRouteOptions } from '../../src/express/index.js'
+import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { serve, testCache, type Served } from './helpers.js'
+
+const LAST_MODIFIED = 'Wed, 01 Jan 2025 00:00:00 GMT'
+
+describe.skipIf(!redisAvailable)('conditional requests', () => {
+  let redis: RedisServer
+  let cache: Cache
+  let served: Served | undefined
+  let runs = 0
+
+  beforeAll(async () => {
+    redis = await startRedis()
+  })
+  afterAll(async () => {
+    await redis?.stop()
+  })
+  afterEach(async () => {
+    await served?.close()
+    await cache?.close()
+    served = undefined
+    runs = 0
+  })
+
+  async function app(options: Partial<CacheRouteOptions> = {}, etag = '"v1"'): Promise<Served> {
+    cache = testCache(redis)
+    const application = express()
+    application.get('/r', cacheRoute(cache, { ttl: '30s', xCacheHeader: true, ...options }), (_req, res) => {
+      runs++
+      if (etag) res.set('ETag', etag)
+      res.set({ 'Last-Modified': LAST_MODIFIED, 'Cache-Control': 'public, max-age=30', Expires: 'Thu, 01 Jan 2037 00:00:00 GMT', Vary: 'Accept-Language', 'Content-Location': '/r' })
+      res.type('text').send('representation')
+    })
+    served = await serve(application)
+    return served
+  }
+
+  it('If-None-Match yields a 304 carrying ETag, Vary, Cache-Control, Expires, Date (and Age)', async () => {
+    const server = await app()
+    const full = await server.get('/r')
+    const notModified = await server.get('/r').set('If-None-Match', '"v1"')
+    expect(notModified.status).toBe(304)
+    expect(notModified.text).toBe('')
+    for (const name of ['etag', 'vary', 'cache-control', 'expires', 'date', 'content-location']) {
+      expect(notModified.headers[name], name).toBe(full.headers[name])
+    }
+    expect(notModified.headers.age).toBeDefined()
+    expect(notModified.headers['content-type']).toBeUndefined()
+    expect(runs).toBe(1)
+  })
+
+  it('uses the weak comparison, lists and *', async () => {
+    const server = await app({}, 'W/"v1"')
+    await server.get('/r')
+    const statuses = []
+    for (const condition of ['"v1"', 'W/"v1"', '"x", W/"v1", "y"', '*', '"v2"', '"x", "y"']) {
+      statuses.push((await server.get('/r').set('If-None-Match', condition)).status)
+    }
+    expect(statuses).toEqual([304, 304, 304, 304, 200, 200])
+  })
+
+  it('If-None-Match takes precedence over If-Modified-Since; If-Modified-Since alone uses Last-Modified', async () => {
+    const server = await app()
+    await server.get('/r')
+    const later = 'Thu, 02 Jan 2025 00:00:00 GMT'
+    expect((await server.get('/r').set('If-None-Match', '"other"').set('If-Modified-Since', later)).status).toBe(200)
+    expect((await server.get('/r').set('If-Modified-Since', later)).status).toBe(304)
+    expect((await server.get('/r').set('If-Modified-Since', 'Tue, 31 Dec 2024 00:00:00 GMT')).status).toBe(200)
+  })
+
+  it('answers the validators on the miss too: the handler always produced a full response to store', async () => {
+    const server = await app()
+    const miss = await server.get('/r').set('If-None-Match', '"v1"')
+    expect(miss.status).toBe(304)
+    expect(miss.headers['x-cache']).toBe('MISS')
+    const hit = await server.get('/r')
+    expect(hit.status).toBe(200)
+    expect(hit.text).toBe('representation')
+    expect(runs).toBe(1)
+  })
+
+  it("etag: 'strong' replaces Express's weak ETag with one computed from the body; etag: false drops it", async () => {
+    let server = await app({ etag: 'strong' }, '')
+    const strong = await server.get('/r')
+    expect(strong.headers.etag).toMatch(/^"[\w-]{27}"$/)
+    expect((await server.get('/r').set('If-None-Match', strong.headers.etag!)).status).toBe(304)
+    await served!.close()
+    await cache.close()
+    server = await app({ etag: false })
+    const none = await server.get('/r')
+    expect(none.headers.etag).toBeUndefined()
+    expect((await server.get('/r').set('If-None-Match', '"v1"')).status).toBe(200)
+    expect((await server.get('/r').set('If-Modified-Since', LAST_MODIFIED)).status).toBe(304)
+  })
+})

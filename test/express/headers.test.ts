@@ -1,0 +1,72 @@
+/**
+ * Rule 12 / acceptance 4: Age on every response served from the cache, and X-Cache
+ * reporting HIT, MISS, STALE and BYPASS (only when the route turns it on).
+ */
+import express from 'express'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import type { Cache } from '../../src/index.js'
+import { cacheRoute, type CacheRouteOptions } from '../../src/express/index.js'
+import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { serve, sleep, testCache, until, type Served } from './helpers.js'
+
+describe.skipIf(!redisAvailable)('Age and X-Cache', () => {
+  let redis: RedisServer
+  let cache: Cache
+  let served: Served | undefined
+  let runs = 0
+
+  beforeAll(async () => {
+    redis = await startRedis()
+  })
+  afterAll(async () => {
+    await redis?.stop()
+  })
+  afterEach(async () => {
+    await served?.close()
+    await cache?.close()
+    served = undefined
+    runs = 0
+  })
+
+  async function app(options: Partial<CacheRouteOptions> = {}): Promise<Served> {
+    cache = testCache(redis)
+    const application = express()
+    application.get('/r', cacheRoute(cache, { ttl: '30s', ...options }), (req, res) => {
+      runs++
+      if (req.query.private) res.set('Cache-Control', 'private')
+      res.set('Age', '500').send(`run ${runs}`) // an upstream Age must not survive
+    })
+    served = await serve(application)
+    return served
+  }
+
+  it('Age counts seconds since the response was stored and replaces the stored Age', async () => {
+    const server = await app({ xCacheHeader: true })
+    const miss = await server.get('/r')
+    expect(miss.headers.age).toBe('0')
+    await sleep(1100)
+    const hit = await server.get('/r')
+    expect(hit.headers['x-cache']).toBe('HIT')
+    expect(Number(hit.headers.age)).toBeGreaterThanOrEqual(1)
+    expect(Number(hit.headers.age)).toBeLessThan(5)
+    // The stored Date is the generation time, so Date + Age agree for downstream caches.
+    expect(hit.headers.date).toBe(miss.headers.date)
+  })
+
+  it('X-Cache says MISS, HIT, STALE and BYPASS', async () => {
+    const server = await app({ xCacheHeader: true, ttl: 200, staleTtl: '30s' })
+    const seen = [(await server.get('/r')).headers['x-cache'], (await server.get('/r')).headers['x-cache']]
+    await sleep(300)
+    seen.push((await server.get('/r')).headers['x-cache'])
+    seen.push((await server.get('/r').set('Cookie', 'a=b')).headers['x-cache'])
+    seen.push((await server.get('/r?private=1')).headers['x-cache'])
+    expect(seen).toEqual(['MISS', 'HIT', 'STALE', 'BYPASS', 'BYPASS'])
+    await until(() => runs === 4, 'the background refresh') // run 1, refresh, Cookie, private
+  })
+
+  it('X-Cache is off by default: it tells attackers which inputs are keyed', async () => {
+    const server = await app()
+    for (let i = 0; i < 2; i++) expect((await server.get('/r')).headers['x-cache']).toBeUndefined()
+    expect((await server.get('/r').set('Cookie', 'a=b')).headers['x-cache']).toBeUndefined()
+  })
+})

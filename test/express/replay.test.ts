@@ -1,0 +1,147 @@
+/**
+ * Rule 5 / acceptance 2: replay is byte-exact, with the compression middleware before
+ * and after cacheRoute; a compressed body never travels without its Content-Encoding,
+ * nor an identity body with one.
+ */
+import { gunzipSync, brotliDecompressSync } from 'node:zlib'
+import { readFileSync } from 'node:fs'
+import { connect } from 'node:net'
+import { fileURLToPath } from 'node:url'
+import compression from 'compression'
+import express, { type RequestHandler } from 'express'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import type { Cache } from '../../src/index.js'
+import { cacheRoute } from '../../src/express/index.js'
+import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { raw, serve, testCache, type RawResponse, type Served } from './helpers.js'
+
+/** Every byte value, several times: any text decoding or re-encoding would show. */
+const BINARY = Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 7) % 256))
+const TEXT = 'The quick brown fox. '.repeat(200)
+
+/** The body a client really decodes, checked against the header that says how. */
+function decoded(res: RawResponse): string {
+  const encoding = res.headers['content-encoding']
+  if (encoding === 'gzip') {
+    expect(res.body.subarray(0, 2)).toEqual(Buffer.from([0x1f, 0x8b]))
+    return gunzipSync(res.body).toString()
+  }
+  if (encoding === 'br') return brotliDecompressSync(res.body).toString()
+  expect(encoding).toBeUndefined()
+  expect(res.body.subarray(0, 2)).not.toEqual(Buffer.from([0x1f, 0x8b]))
+  return res.body.toString()
+}
+
+describe.skipIf(!redisAvailable)('replay', () => {
+  let redis: RedisServer
+  let cache: Cache
+  let served: Served | undefined
+  let runs = 0
+
+  beforeAll(async () => {
+    redis = await startRedis()
+  })
+  afterAll(async () => {
+    await redis?.stop()
+  })
+  afterEach(async () => {
+    await served?.close()
+    await cache?.close()
+    served = undefined
+    runs = 0
+  })
+
+  async function app(handler: RequestHandler, around: { before?: RequestHandler[]; after?: RequestHandler[] } = {}): Promise<Served> {
+    cache = testCache(redis)
+    const application = express()
+    application.get('/r', ...(around.before ?? []), cacheRoute(cache, { ttl: '30s', xCacheHeader: true }), ...(around.after ?? []), (req, res, next) => {
+      runs++
+      return handler(req, res, next)
+    })
+    served = await serve(application)
+    return served
+  }
+
+  it('replays status, reason phrase, headers and binary body exactly', async () => {
+    const server = await app((_req, res) => {
+      res.writeHead(203, 'Partly True', { 'Content-Type': 'application/x-thing', 'X-Multi': ['a', 'b'], 'Content-Disposition': 'inline; filename="x.bin"' })
+      res.write(BINARY.subarray(0, 1000))
+      res.end(BINARY.subarray(1000))
+    })
+    const miss = await raw(server.port, '/r')
+    const hit = await raw(server.port, '/r')
+    expect(hit.headers['x-cache']).toBe('HIT')
+    for (const res of [miss, hit]) {
+      expect(res.status).toBe(203)
+      expect(res.body.equals(BINARY)).toBe(true)
+      expect(res.headers['content-type']).toBe('application/x-thing')
+      expect(res.headers['x-multi']).toBe('a, b')
+      expect(res.headers['content-length']).toBe(String(BINARY.length))
+    }
+    const statusLine = await new Promise<string>((resolve) => {
+      const socket = connect(server.port, '127.0.0.1', () => socket.write('GET /r HTTP/1.1\r\nHost: shop.test\r\nConnection: close\r\n\r\n'))
+      let text = ''
+      socket.on('data', (d: Buffer) => (text += d.toString('latin1')))
+      socket.on('end', () => resolve(text.split('\r\n')[0]!))
+    })
+    expect(statusLine).toBe('HTTP/1.1 203 Partly True')
+    expect(runs).toBe(1)
+  })
+
+  it('replays res.json, res.sendFile and res.send(Buffer) byte for byte', async () => {
+    const file = fileURLToPath(import.meta.url)
+    const server = await app((req, res) => {
+      if (req.query.kind === 'json') return void res.json({ list: [1, 2, 3], text: 'héllo ✓' })
+      if (req.query.kind === 'file') return void res.sendFile(file)
+      res.type('bin').send(BINARY)
+    })
+    for (const kind of ['json', 'file', 'buffer']) {
+      const miss = await raw(server.port, `/r?kind=${kind}`)
+      const hit = await raw(server.port, `/r?kind=${kind}`)
+      expect(hit.headers['x-cache'], kind).toBe('HIT')
+      expect(hit.body.equals(miss.body), kind).toBe(true)
+      expect(hit.headers['content-type']).toBe(miss.headers['content-type'])
+      expect(hit.headers.etag).toBe(miss.headers.etag)
+    }
+    expect((await raw(server.port, '/r?kind=file')).body.equals(readFileSync(file))).toBe(true)
+    expect(runs).toBe(3)
+  })
+
+  it('compression AFTER cacheRoute: the compressed bytes are stored with their Content-Encoding, per Accept-Encoding variant', async () => {
+    const server = await app((_req, res) => void res.type('text').send(TEXT), { after: [compression({ threshold: 0 })] })
+    const gzipMiss = await raw(server.port, '/r', { headers: { 'accept-encoding': 'gzip' } })
+    const gzipHit = await raw(server.port, '/r', { headers: { 'accept-encoding': 'gzip' } })
+    const plainMiss = await raw(server.port, '/r', { headers: { 'accept-encoding': 'identity' } })
+    const plainHit = await raw(server.port, '/r', { headers: { 'accept-encoding': 'identity' } })
+    const brHit = [await raw(server.port, '/r', { headers: { 'accept-encoding': 'br' } }), await raw(server.port, '/r', { headers: { 'accept-encoding': 'br' } })][1]!
+    expect([gzipMiss, gzipHit, plainMiss, plainHit, brHit].map((r) => r.headers['x-cache'])).toEqual(['MISS', 'HIT', 'MISS', 'HIT', 'HIT'])
+    expect(gzipHit.headers['content-encoding']).toBe('gzip')
+    expect(gzipHit.body.equals(gzipMiss.body)).toBe(true)
+    expect(brHit.headers['content-encoding']).toBe('br')
+    for (const res of [gzipMiss, gzipHit, plainMiss, plainHit, brHit]) {
+      expect(decoded(res)).toBe(TEXT)
+      expect(res.headers.vary).toBe('Accept-Encoding')
+    }
+    expect(runs).toBe(3)
+  })
+
+  it('compression BEFORE cacheRoute: the identity bytes are stored and compressed anew for each client', async () => {
+    const server = await app((_req, res) => void res.type('text').send(TEXT), { before: [compression({ threshold: 0 })] })
+    const responses = []
+    for (const encoding of ['gzip', 'identity', 'gzip', 'identity', 'br']) {
+      responses.push(await raw(server.port, '/r', { headers: { 'accept-encoding': encoding } }))
+    }
+    expect(responses.map((r) => r.headers['x-cache'])).toEqual(['MISS', 'HIT', 'HIT', 'HIT', 'HIT'])
+    expect(responses.map((r) => r.headers['content-encoding'])).toEqual(['gzip', undefined, 'gzip', undefined, 'br'])
+    for (const res of responses) expect(decoded(res)).toBe(TEXT)
+    expect(runs).toBe(1)
+  })
+
+  it('compression on both sides never double-encodes', async () => {
+    const server = await app((_req, res) => void res.type('text').send(TEXT), { before: [compression({ threshold: 0 })], after: [compression({ threshold: 0 })] })
+    for (const encoding of ['gzip', 'gzip', 'identity', 'identity']) {
+      const res = await raw(server.port, '/r', { headers: { 'accept-encoding': encoding } })
+      expect(decoded(res)).toBe(TEXT)
+    }
+  })
+})
