@@ -2,9 +2,8 @@
  * Harness side of the load-test app: starts the cluster primary (load/app/primary.ts) in
  * a child process and gives the harness typed, promise-returning calls over its IPC.
  */
-import { fork, type ChildProcess } from 'node:child_process'
-import { createRequire } from 'node:module'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { fileURLToPath } from 'node:url'
+import { forkTs } from '../fork-ts.js'
 import type { SourceKind } from '../db/source.js'
 import type { HarnessToPrimary, PrimaryToHarness, QueryBins, RunConfig } from './protocol.js'
 
@@ -34,23 +33,13 @@ export interface AppCluster {
   stop(): Promise<void>
 }
 
-/** The workers are TypeScript: every process of the app runs with tsx's loader. */
-function tsxImportArgs(): string[] {
-  const loader = createRequire(import.meta.url).resolve('tsx')
-  return ['--import', pathToFileURL(loader).href]
-}
-
 export async function startAppCluster(options: AppClusterOptions): Promise<AppCluster> {
   const primaryPath = fileURLToPath(new URL('./primary.ts', import.meta.url))
-  const child = fork(primaryPath, [], {
-    execArgv: tsxImportArgs(),
-    env: {
-      ...process.env,
-      LOAD_WORKERS: String(options.workers),
-      LOAD_REDIS_URL: options.redisUrl ?? '',
-      LOAD_SOURCE: JSON.stringify(options.source),
-    },
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  // The workers inherit the primary's execArgv, so tsx's loader too.
+  const child = forkTs(primaryPath, {
+    LOAD_WORKERS: String(options.workers),
+    LOAD_REDIS_URL: options.redisUrl ?? '',
+    LOAD_SOURCE: JSON.stringify(options.source),
   })
 
   let fatal: Error | undefined

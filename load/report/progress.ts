@@ -19,7 +19,7 @@ export function progressBar(stream: NodeJS.WriteStream = process.stderr): Progre
   let totalMs = 0
   let doneMs = 0
   let currentDurationMs = 0
-  let payload = { scenario: '', mode: '', db: '0', elapsed: '0', total: '0' }
+  let payload = { scenario: '', mode: '', db: '0', secs: '0', totalSecs: '0' }
   let value = 0
 
   const show = () => {
@@ -27,7 +27,7 @@ export function progressBar(stream: NodeJS.WriteStream = process.stderr): Progre
     bar = new cliProgress.SingleBar(
       {
         stream,
-        format: ' {bar} {percentage}% | {scenario} · {mode} | DB queries: {db} | {elapsed}/{total} s of traffic',
+        format: ' {bar} {percentage}% | {scenario} · {mode} | DB queries: {db} | {secs}/{totalSecs} s of traffic',
         barsize: 24,
         hideCursor: true,
         clearOnComplete: true,
@@ -49,7 +49,7 @@ export function progressBar(stream: NodeJS.WriteStream = process.stderr): Progre
   return {
     onPlan(plan) {
       totalMs = plan.totalMs
-      payload.total = (totalMs / 1000).toFixed(0)
+      payload.totalSecs = (totalMs / 1000).toFixed(0)
       show()
     },
     onRunStart(scenario, mode) {
@@ -59,11 +59,11 @@ export function progressBar(stream: NodeJS.WriteStream = process.stderr): Progre
     },
     onTick(tick) {
       const elapsed = Math.min(doneMs + tick.elapsedMs, totalMs)
-      update({ db: int(tick.dbQueries), elapsed: (elapsed / 1000).toFixed(0) }, Math.round(elapsed / 100))
+      update({ db: int(tick.dbQueries), secs: (elapsed / 1000).toFixed(0) }, Math.round(elapsed / 100))
     },
     onRunEnd(_scenario, result) {
       doneMs += currentDurationMs
-      update({ db: int(result.dbQueries), elapsed: (doneMs / 1000).toFixed(0) }, Math.round(doneMs / 100))
+      update({ db: int(result.dbQueries), secs: (doneMs / 1000).toFixed(0) }, Math.round(doneMs / 100))
     },
     printAbove(print) {
       const wasShown = bar !== undefined
