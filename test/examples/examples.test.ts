@@ -1,0 +1,66 @@
+/**
+ * Smoke tests: every example runs against a private test Redis and exits 0 on its own.
+ * The PostgreSQL example runs when a PostgreSQL answers at DATABASE_URL (default
+ * 127.0.0.1:5432/test, as in CI); otherwise it is skipped with a visible reason.
+ */
+import pg from 'pg'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { runExample, type ExampleRun } from './run-example.js'
+
+const DATABASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+
+async function postgresReachable(url: string): Promise<string | undefined> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2_000 })
+  try {
+    await client.connect()
+    await client.query('SELECT 1')
+    return undefined
+  } catch (err) {
+    return err instanceof Error ? err.message : String(err)
+  } finally {
+    await client.end().catch(() => {})
+  }
+}
+
+const postgresUnavailable = await postgresReachable(DATABASE_URL)
+if (postgresUnavailable) {
+  console.warn(`[test/examples] SKIPPING examples/express-postgres.ts: no PostgreSQL at ${new URL(DATABASE_URL).host} (${postgresUnavailable}). Set DATABASE_URL to run it.`)
+}
+
+const explain = (run: ExampleRun) => `exit ${run.code} signal ${run.signal}\n--- stdout\n${run.stdout}\n--- stderr\n${run.stderr}`
+
+describe.skipIf(!redisAvailable)('examples (against a private redis-server)', () => {
+  let redis: RedisServer
+  beforeAll(async () => {
+    redis = await startRedis()
+  })
+  afterAll(async () => {
+    await redis?.stop()
+  })
+
+  it('get-or-load.ts: 50 concurrent callers, one call of the expensive function', async () => {
+    const run = await runExample('get-or-load.ts', { REDIS_URL: redis.url })
+    expect(run.code, explain(run)).toBe(0)
+    expect(run.stdout).toContain('fetchExchangeRates ran 1 time(s) in total')
+  })
+
+  it('express-route.ts: one handler run for a burst of 20 requests', async () => {
+    const run = await runExample('express-route.ts', { REDIS_URL: redis.url })
+    expect(run.code, explain(run)).toBe(0)
+    expect(run.stdout).toContain('the handler ran 1 time(s) in total')
+  })
+
+  it('cluster-workers.ts: one loader run across 4 worker processes', async () => {
+    const run = await runExample('cluster-workers.ts', { REDIS_URL: redis.url })
+    expect(run.code, explain(run)).toBe(0)
+    expect(run.stdout).toMatch(/40 getOrLoad calls in 4 processes → the loader ran 1 time\(s\)/)
+  })
+
+  it.skipIf(postgresUnavailable !== undefined)('express-postgres.ts: cached GET, invalidated by PUT', async () => {
+    const run = await runExample('express-postgres.ts', { REDIS_URL: redis.url, DATABASE_URL })
+    expect(run.code, explain(run)).toBe(0)
+    expect(run.stdout).toContain('SQL queries so far: 1')
+    expect(run.stdout).toContain('price 1999 (fresh from the database); SQL queries so far: 2')
+  })
+})
