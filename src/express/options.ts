@@ -83,7 +83,7 @@ export interface CacheRouteOptions extends Omit<PolicyOptions, 'ttl' | 'staleTtl
    * How long the handler may take before the middleware stops waiting to store its
    * response: whatever the handler sends afterwards streams to its own client uncached,
    * and requests waiting on it run their own handler. The client is never cut off.
-   * Default `'30s'`.
+   * Default `'10s'` (the core's default `waitTimeout`).
    */
   handlerTimeout?: Duration
   /** Only these `Host` values (lower case, with port if not default) are cached; others pass by. Default: any valid host. */
@@ -176,7 +176,7 @@ export function resolveRouteOptions(options: CacheRouteOptions): RouteSettings {
     xCacheHeader: xCacheHeader ?? false,
     maxBodyBytes,
     hitForMiss: parseDuration('cacheRoute.hitForMiss', hitForMiss ?? '5s', true),
-    handlerTimeout: parseDuration('cacheRoute.handlerTimeout', handlerTimeout ?? '30s'),
+    handlerTimeout: parseDuration('cacheRoute.handlerTimeout', handlerTimeout ?? '10s'),
     allowedHosts: allowedHosts ? new Set(allowedHosts.map((host) => host.toLowerCase())) : undefined,
     bypass,
     onError: onError ?? (() => {}),
