@@ -2,22 +2,22 @@ import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
 import { LoadContext, type Loader } from './context.js'
 import { entryFrom, fallbackValid, type Entry, type Lifetimes } from './entry.js'
-import { CacheClosedError, InvalidArgumentError, SerializationError, LoaderTimeoutError, LockWaitTimeoutError, RedisUnavailableError, RemoteLoaderError } from './errors.js'
+import { CacheClosedError, InvalidArgumentError, LoaderTimeoutError, LockWaitTimeoutError, RedisUnavailableError, RemoteLoaderError, SerializationError } from './errors.js'
 import { CacheEmitter, type CacheEventName, type CacheEvents, type CacheStats, type StaleReason } from './events.js'
 import { MemoryTier } from './memory/l1.js'
-import { SingleFlight } from './memory/single-flight.js'
+import { SingleFlight, type Flight } from './memory/single-flight.js'
 import { resolveCallPolicy, resolveSettings, type CacheOptions, type Policy, type PolicyOptions, type Settings } from './options.js'
 import { CircuitBreaker } from './redis/breaker.js'
 import { entryKeys, invalidationChannel, type EntryKeys } from './redis/keys.js'
 import { Lease } from './redis/lease.js'
 import { Notifier, type Subscription } from './redis/notifier.js'
 import { RedisStore, type Lookup, type LookupMode } from './redis/store.js'
-import { delay } from './timers.js'
+import { withTimeout } from './timers.js'
 
 /**
  * How a caller's value was obtained:
  * - `hit`: fresh, from L1 or Redis;
- * - `stale`: a stale value (grace, fail-safe, backoff, soft or wait timeout);
+ * - `stale`: a stale value (grace, fail-safe, backoff, or a soft, hard or wait timeout);
  * - `loaded`: this caller's own loader produced it;
  * - `coalesced`: another caller's loader produced it (in this process or another).
  */
@@ -29,11 +29,25 @@ export interface LoadResult<V> {
 }
 
 /** What one flight resolves to. `shareable: false` means its followers must run their own loaders. */
-interface Resolution<V> extends LoadResult<V> {
+interface Resolution<V = unknown> extends LoadResult<V> {
   shareable: boolean
 }
 
-/** A lock (or bare token) this process holds for one load. */
+/** One request as it goes through the state machine. */
+interface Call {
+  key: string
+  loader: Loader<unknown>
+  policy: Policy
+  /** `deletions` when the call started: a delete after it keeps its result out of L1. */
+  epoch: number
+}
+
+/** What a flight has learned that its callers' timeouts can use. */
+interface FlightNotes {
+  fallback: Entry | undefined
+}
+
+/** A lock (or a bare fencing token) this process holds for one load. */
 interface Claim {
   keys: EntryKeys
   token: string
@@ -44,28 +58,35 @@ interface Claim {
 const NEVER_ABORTED = new AbortController().signal
 /** Slack for the round trip between reading an entry's remaining life and asking Redis. */
 const REFRESH_TOLERANCE_MS = 50
+/** Bound on remembered refresh holds; pruned of expired ones past it. */
+const MAX_REFRESH_HOLDS = 10_000
 
 /**
  * The cache. Every `getOrLoad` walks one state machine:
  *
- *   L1 fresh → return (no await)                     L1 in grace → return stale, refresh in background
- *   else, once per key per process (single-flight): `resolve()`
- *     Redis fresh → return          grace → return stale (+ refresh if we won the lock)
- *     lock won → `lead()`           lock held → subscribe, re-check, wait for the commit message
- *     backoff → return stale        pass (hit-for-miss) → run own loader, store nothing
- *     error (negative caching) → the recent loader error, or stale
+ *   L1 fresh → return (no await)        L1 in grace → return stale, refresh in background
+ *   else, once per key per process (single-flight), `resolve()` asks Redis in ONE script:
+ *     fresh → return                    grace → return stale (+ refresh if we won the lock)
+ *     lock won → `lead()`               lock held → subscribe, re-check, wait for the commit message
+ *     backoff → return stale            pass (hit-for-miss) → run own loader, store nothing
+ *     error (negative caching) → the recent error, or stale
  *     Redis unavailable → `lead()` in-process only
+ *   Each caller's softTimeout / hardTimeout race the flight; the flight itself runs on.
  */
 export class Cache {
   private readonly settings: Settings
   private readonly events = new CacheEmitter()
   private readonly memory: MemoryTier | undefined
-  private readonly flights = new SingleFlight<Resolution<unknown>>()
-  /** Keys deleted while a flight for them was in flight; that flight must not fill L1. */
-  private readonly invalidated = new Set<string>()
+  private readonly flights = new SingleFlight<Resolution, FlightNotes>()
   private readonly background = new Set<Promise<unknown>>()
+  /** Key → local time until which no early or background refresh is tried (one is under way elsewhere). */
+  private readonly refreshHolds = new Map<string, number>()
+  /** Key → value of `deletions` when it was deleted while a flight for it was running. */
+  private readonly deletedAt = new Map<string, number>()
+  private deletions = 0
   private readonly store: RedisStore | undefined
   private readonly notifier: Notifier | undefined
+  /** How long a delete's fence outlives it: the longest a load may still commit. */
   private readonly retentionMs: number
   private closed = false
 
@@ -82,6 +103,8 @@ export class Cache {
       this.store = new RedisStore(client, redisTimeout, new CircuitBreaker(breaker.threshold, breaker.openFor, this.events), this.events)
       this.notifier = new Notifier(client, redisTimeout)
       if (this.memory) this.notifier.listen(invalidationChannel(namespace), (key) => this.forget(key))
+    } else if (this.settings.policy.negativeTtl > 0) {
+      throw new InvalidArgumentError('negativeTtl', 'needs Redis: it shares a failure across processes')
     }
   }
 
@@ -92,38 +115,38 @@ export class Cache {
    * `loader` if this caller is elected to run it. Resolves with no await on an L1 hit.
    */
   getOrLoad<V>(key: string, loader: Loader<V>, options?: PolicyOptions): Promise<V> {
-    let policy: Policy
-    try {
-      policy = this.prepare(key, loader, options)
-    } catch (error) {
-      return Promise.reject(error)
-    }
-    const served = this.serveFromMemory(key, loader as Loader<unknown>, policy)
-    if (served) return Promise.resolve(served.value as V)
-    return this.fly(key, loader, policy).then((resolution) => resolution.value)
+    const answer = this.lookup(key, loader, options)
+    return answer instanceof Promise ? answer.then((resolution) => resolution.value as V) : Promise.resolve(answer.value as V)
   }
 
   /** As `getOrLoad`, and also says how the value was obtained (the middleware's `X-Cache`). */
-  getOrLoadResult<V>(key: string, loader: Loader<V>, options?: PolicyOptions): Promise<LoadResult<V>> {
-    let policy: Policy
-    try {
-      policy = this.prepare(key, loader, options)
-    } catch (error) {
-      return Promise.reject(error)
-    }
-    const served = this.serveFromMemory(key, loader as Loader<unknown>, policy)
-    if (served) {
-      const outcome = performance.now() < served.freshUntil ? 'hit' : 'stale'
-      return Promise.resolve({ value: served.value as V, outcome })
-    }
-    return this.fly(key, loader, policy).then(({ value, outcome }) => ({ value, outcome }))
+  async getOrLoadResult<V>(key: string, loader: Loader<V>, options?: PolicyOptions): Promise<LoadResult<V>> {
+    const { value, outcome } = await this.lookup(key, loader, options)
+    return { value: value as V, outcome }
   }
 
-  /** Stores `value` as a fresh load would (fenced: it supersedes every load in flight). */
+  /**
+   * Stores `value` as a fresh load would, fenced: it supersedes every load in flight, and
+   * other processes drop their L1 copy. Rejects on `undefined`, on a value the codec cannot
+   * encode (`SerializationError`) and when Redis is unavailable (`RedisUnavailableError`).
+   */
   async set<V>(key: string, value: V, options?: PolicyOptions): Promise<void> {
-    const policy = this.prepare(key, () => value, options)
-    const context = new LoadContext<V>(key, NEVER_ABORTED, undefined, policy)
-    await this.storeLoaded(key, undefined, value, context, 0)
+    const call = this.call(key, () => value, options)
+    if (value === undefined) throw new InvalidArgumentError('value', 'undefined cannot be stored; use null for "nothing"')
+    let data: string
+    try {
+      data = this.settings.codec.encode(value)
+    } catch (error) {
+      throw new SerializationError(key, `the codec could not encode it: ${(error as Error)?.message}`, error)
+    }
+    this.forget(key)
+    const life = new LoadContext(key, NEVER_ABORTED, undefined, call.policy).lifetimes(0)
+    if (this.store) {
+      const written = await this.store.commit(entryKeys(this.settings.namespace, key), { lockValue: '', token: '', data, ...life })
+      if (!written) return
+      await this.broadcastForget(key)
+    }
+    this.remember({ ...call, epoch: this.deletions }, entryFrom(value, life, performance.now()))
   }
 
   /**
@@ -132,11 +155,11 @@ export class Cache {
    * Rejects with `RedisUnavailableError` if Redis could not be told.
    */
   async delete(key: string): Promise<void> {
-    this.prepare(key, () => undefined, undefined)
+    this.call(key, () => undefined, undefined)
     this.forget(key)
     if (!this.store) return
     await this.store.invalidate(entryKeys(this.settings.namespace, key), this.retentionMs)
-    if (this.memory) await this.store.broadcast(invalidationChannel(this.settings.namespace), key).catch(() => {})
+    await this.broadcastForget(key) // other processes may hold it in L1 even if this one has none
   }
 
   /** Subscribes to an event; returns the unsubscribe function. */
@@ -150,84 +173,159 @@ export class Cache {
   }
 
   /**
-   * Stops accepting calls, waits for loads and background refreshes in flight, then
-   * closes the subscriber connection. The Redis client you passed in stays open.
+   * Stops accepting calls, waits for loads and background refreshes in flight (each is
+   * bounded by `lock.maxHold`), then closes the subscriber connection. The Redis client
+   * you passed in stays open.
    */
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
-    await Promise.allSettled([this.flights.drain(), ...this.background])
+    while (this.background.size > 0) await Promise.allSettled([...this.background])
     this.notifier?.close()
     this.memory?.clear()
     this.events.removeAll()
   }
 
-  // ── L1 ────────────────────────────────────────────────────────────────────
+  // ── L1 and single-flight ──────────────────────────────────────────────────
 
-  private prepare(key: string, loader: unknown, options: PolicyOptions | undefined): Policy {
+  private call(key: string, loader: unknown, options: PolicyOptions | undefined): Call {
     if (this.closed) throw new CacheClosedError()
     if (typeof key !== 'string' || key.length === 0) throw new InvalidArgumentError('key', `must be a non-empty string, got ${key === '' ? 'an empty string' : typeof key}`)
     if (key.length > this.settings.maxKeyLength) throw new InvalidArgumentError('key', `is ${key.length} characters long; the maximum is ${this.settings.maxKeyLength} (maxKeyLength)`)
     if (typeof loader !== 'function') throw new InvalidArgumentError('loader', `must be a function, got ${typeof loader}`)
-    return options === undefined ? this.settings.policy : resolveCallPolicy(this.settings.policy, options)
+    const policy = options === undefined ? this.settings.policy : resolveCallPolicy(this.settings.policy, options)
+    return { key, loader: loader as Loader<unknown>, policy, epoch: this.deletions }
   }
 
-  /** The synchronous hit path: a fresh or grace entry from L1, or undefined. */
-  private serveFromMemory(key: string, loader: Loader<unknown>, policy: Policy): Entry | undefined {
-    const entry = this.memory?.get(key)
+  /** A resolution straight from L1 (synchronous), or the flight's promise. */
+  private lookup(key: string, loader: unknown, options: PolicyOptions | undefined): Resolution | Promise<Resolution> {
+    let call: Call
+    try {
+      call = this.call(key, loader, options)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return this.serveFromMemory(call) ?? this.fly(call)
+  }
+
+  private serveFromMemory(call: Call): Resolution | undefined {
+    const entry = this.memory?.get(call.key)
     if (!entry) return undefined
     const now = performance.now()
     if (now < entry.freshUntil) {
-      if (this.dueForEarlyRefresh(entry, policy, now)) this.refreshInBackground(key, loader, policy, 'refresh', entry)
-      this.events.emit('hit', { key, tier: 'l1' })
-      return entry
+      if (this.dueForEarlyRefresh(call, entry, now)) this.refreshInBackground(call, 'refresh', entry)
+      this.events.emit('hit', { key: call.key, tier: 'l1' })
+      return { value: entry.value, outcome: 'hit', shareable: true }
     }
-    if (now < entry.graceUntil || (now < entry.backoffUntil && now < entry.fallbackUntil)) {
-      const reason: StaleReason = now < entry.backoffUntil ? 'backoff' : 'grace'
-      if (reason === 'grace') this.refreshInBackground(key, loader, policy, 'read', entry)
-      this.events.emit('stale', { key, reason })
-      return entry
+    if (now < entry.backoffUntil && now < entry.fallbackUntil) return this.stale(call.key, entry, 'backoff')
+    if (now < entry.graceUntil) {
+      this.refreshInBackground(call, 'read', entry)
+      return this.stale(call.key, entry, 'grace')
     }
     return undefined
   }
 
-  private dueForEarlyRefresh(entry: Entry, policy: Policy, now: number): boolean {
-    const rule = policy.earlyRefresh
-    if (rule.kind === 'off' || now < entry.refreshBlockedUntil) return false
+  private dueForEarlyRefresh(call: Call, entry: Entry, now: number): boolean {
+    const rule = call.policy.earlyRefresh
+    if (rule.kind === 'off' || now < (this.refreshHolds.get(call.key) ?? 0)) return false
     const remaining = entry.freshUntil - now
-    if (rule.kind === 'threshold') return remaining <= policy.ttl * (1 - rule.fraction)
+    if (rule.kind === 'threshold') return remaining <= entry.ttlMs * (1 - rule.fraction)
     // XFetch: refresh when now − δ·β·ln(rand) ≥ expiry.
     return -entry.loadMs * rule.beta * Math.log(Math.random()) >= remaining
   }
 
-  private remember(key: string, entry: Entry, now = performance.now()): void {
-    if (!this.invalidated.has(key)) this.memory?.set(key, entry, now)
+  private holdRefresh(key: string, until: number): void {
+    if (this.refreshHolds.size >= MAX_REFRESH_HOLDS) {
+      const now = performance.now()
+      for (const [held, expiry] of this.refreshHolds) if (expiry <= now) this.refreshHolds.delete(held)
+      if (this.refreshHolds.size >= MAX_REFRESH_HOLDS) this.refreshHolds.clear()
+    }
+    this.refreshHolds.set(key, until)
   }
 
-  /** Drops `key` from L1 and marks a flight in progress as outdated. */
+  private remember(call: Call, entry: Entry): void {
+    if ((this.deletedAt.get(call.key) ?? -1) > call.epoch) return // deleted since this call began
+    this.memory?.set(call.key, entry, performance.now())
+  }
+
+  /** Drops `key` from L1; a flight already running keeps its callers but cannot fill L1 or gain new callers. */
   private forget(key: string): void {
     this.memory?.delete(key)
-    if (this.flights.has(key)) this.invalidated.add(key)
+    this.refreshHolds.delete(key)
+    this.deletions++
+    if (this.flights.busy(key)) {
+      this.deletedAt.set(key, this.deletions)
+      this.flights.detach(key)
+    }
   }
 
-  // ── single-flight ─────────────────────────────────────────────────────────
+  private async broadcastForget(key: string): Promise<void> {
+    await this.store?.broadcast(invalidationChannel(this.settings.namespace), key).catch(() => {})
+  }
 
-  private fly<V>(key: string, loader: Loader<V>, policy: Policy): Promise<Resolution<V>> {
-    const { promise, joined } = this.flights.run(key, () => this.resolve(key, loader as Loader<unknown>, policy).finally(() => this.invalidated.delete(key)))
-    const flight = promise as Promise<Resolution<V>>
-    if (!joined) return flight
-    return flight.then((resolution) => {
-      if (!resolution.shareable) return this.loadUncached(key, loader, policy)
+  private fly(call: Call): Promise<Resolution> {
+    const { flight, joined } = this.flights.run(call.key, { fallback: undefined }, (notes) => this.resolve(call, notes).finally(() => this.settleDeletion(call.key)))
+    const answered = this.withTimeouts(call, flight)
+    if (!joined) {
+      this.track(flight.promise)
+      return answered
+    }
+    return answered.then((resolution) => {
+      if (!resolution.shareable) return this.loadUncached(call)
       return resolution.outcome === 'loaded' ? { ...resolution, outcome: 'coalesced' } : resolution
     })
   }
 
-  private refreshInBackground(key: string, loader: Loader<unknown>, policy: Policy, mode: LookupMode, entry: Entry): void {
+  private settleDeletion(key: string): void {
+    if (!this.flights.busy(key)) this.deletedAt.delete(key)
+  }
+
+  /**
+   * This caller's softTimeout and hardTimeout, raced against the flight (leading or
+   * waiting alike). The flight runs on, so a process still loads each key once.
+   */
+  private withTimeouts(call: Call, flight: Flight<Resolution, FlightNotes>): Promise<Resolution> {
+    const { softTimeout, hardTimeout } = call.policy
+    if (!softTimeout && !hardTimeout) return flight.promise
+    return new Promise<Resolution>((resolve, reject) => {
+      const timers: NodeJS.Timeout[] = []
+      let done = false
+      const finish = (settle: () => void) => {
+        if (done) return
+        done = true
+        for (const timer of timers) clearTimeout(timer)
+        settle()
+      }
+      const fallback = () => (fallbackValid(flight.notes.fallback, performance.now()) ? flight.notes.fallback : undefined)
+      flight.promise.then((resolution) => finish(() => resolve(resolution)), (error: unknown) => finish(() => reject(error)))
+      const after = (ms: number, onTimeout: () => void) => timers.push(setTimeout(onTimeout, ms).unref())
+      if (softTimeout) {
+        after(softTimeout, () => {
+          const stale = fallback()
+          if (!stale) return // nothing to answer with: keep waiting
+          finish(() => {
+            this.events.emit('timeout', { key: call.key, kind: 'soft' })
+            resolve(this.stale(call.key, stale, 'soft-timeout'))
+          })
+        })
+      }
+      if (hardTimeout) {
+        after(hardTimeout, () => finish(() => {
+          this.events.emit('timeout', { key: call.key, kind: 'hard' })
+          const stale = fallback()
+          if (stale) resolve(this.stale(call.key, stale, 'hard-timeout'))
+          else reject(new LoaderTimeoutError(call.key, hardTimeout))
+        }))
+      }
+    })
+  }
+
+  private refreshInBackground(call: Call, mode: LookupMode, current: Entry): void {
     const now = performance.now()
-    if (this.closed || now < entry.refreshBlockedUntil || this.flights.has(key)) return
-    entry.refreshBlockedUntil = now + this.settings.lock.lease
-    const { promise } = this.flights.run(key, () => this.refresh(key, loader, policy, mode, entry))
-    this.track(promise)
+    if (this.closed || now < (this.refreshHolds.get(call.key) ?? 0) || this.flights.has(call.key)) return
+    this.holdRefresh(call.key, now + this.settings.lock.lease)
+    const { flight } = this.flights.run(call.key, { fallback: current }, () => this.refresh(call, mode, current).finally(() => this.settleDeletion(call.key)))
+    this.track(flight.promise)
   }
 
   private track(work: Promise<unknown>): void {
@@ -239,10 +337,11 @@ export class Cache {
   // ── the Redis state machine ───────────────────────────────────────────────
 
   /** One flight: decide from Redis who loads, then lead, wait, or serve. */
-  private async resolve(key: string, loader: Loader<unknown>, policy: Policy): Promise<Resolution<unknown>> {
+  private async resolve(call: Call, notes: FlightNotes): Promise<Resolution> {
+    const { key } = call
     const inMemory = this.memory?.get(key)
-    let fallback = fallbackValid(inMemory, performance.now()) ? inMemory : undefined
-    if (!this.store) return this.lead(key, loader, policy, undefined, fallback)
+    if (fallbackValid(inMemory, performance.now())) notes.fallback = inMemory
+    if (!this.store) return this.lead(call, undefined, notes)
 
     const keys = entryKeys(this.settings.namespace, key)
     const owner = randomBytes(16).toString('hex')
@@ -251,70 +350,97 @@ export class Cache {
     let subscription: Subscription | undefined
     let waitDeadline = 0
     let poll = pollInterval
+    let handedOff = false // past this point a RedisUnavailableError is the loader's own
     try {
       for (;;) {
         const found = await this.store.getOrLock(keys, owner, lease, mode, this.retentionMs)
         const entry = this.decode(key, found)
-        if (entry) fallback = entry
-        const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}` }
-
-        if (entry && found.state === 'fresh' && found.lock !== 'won') {
-          this.remember(key, entry)
-          this.events.emit('hit', { key, tier: 'redis' })
-          if (this.dueForEarlyRefresh(entry, policy, performance.now())) {
-            // After this flight has ended, or refreshInBackground would see it and stand down.
-            setImmediate(() => this.refreshInBackground(key, loader, policy, 'refresh', entry))
+        if (entry) notes.fallback = entry
+        switch (found.lock) {
+          case 'none': // fresh
+            if (!entry) {
+              mode = 'refresh' // corrupt data: take the lock and overwrite it
+              continue
+            }
+            return this.hit(call, entry)
+          case 'backoff':
+            if (!entry) return this.loadUncached(call)
+            entry.backoffUntil = performance.now() + Number(found.lockArg)
+            this.remember(call, entry)
+            return this.stale(key, entry, 'backoff')
+          case 'pass':
+            return this.loadUncached(call)
+          case 'error':
+            return this.remoteFailure(call, found.data, notes.fallback)
+          case 'token':
+            throw new Error(`unexpected lookup ${found.lock} in mode ${mode}`)
+          case 'won': {
+            const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}` }
+            if (entry && found.state === 'grace') {
+              this.remember(call, entry)
+              this.holdRefresh(key, performance.now() + lease) // we are the one refreshing it
+              this.track(this.lead(call, claim, { fallback: entry }))
+              return this.stale(key, entry, 'grace')
+            }
+            this.events.emit('miss', { key })
+            handedOff = true
+            return await this.lead(call, claim, notes)
           }
-          return { value: entry.value, outcome: 'hit', shareable: true }
-        }
-        if (!entry && found.state !== 'miss' && found.lock !== 'won' && mode === 'read') {
-          mode = 'refresh' // corrupt data: take the lock to overwrite it
-          continue
-        }
-        if (entry && (found.state === 'grace' || found.lock === 'backoff')) {
-          if (found.lock === 'backoff') entry.backoffUntil = performance.now() + Number(found.lockArg)
-          this.remember(key, entry)
-          if (found.lock === 'won') {
-            entry.refreshBlockedUntil = performance.now() + this.settings.lock.maxHold
-            this.track(this.lead(key, loader, policy, claim, entry))
+          case 'held': {
+            const pttl = Number(found.lockArg)
+            if (entry && found.state === 'grace') {
+              this.remember(call, entry)
+              this.holdRefresh(key, performance.now() + pttl) // another process is refreshing it
+              return this.stale(key, entry, 'grace')
+            }
+            // Subscribe first, then re-check, so the leader's commit message cannot
+            // fall between our check and our subscription.
+            if (!subscription) {
+              this.events.emit('wait', { key })
+              subscription = await this.notifier!.subscribe(keys.channel)
+              waitDeadline = performance.now() + call.policy.waitTimeout
+              continue
+            }
+            const left = waitDeadline - performance.now()
+            if (left <= 0) {
+              const timedOut = this.waitTimedOut(call, notes)
+              if (timedOut) return timedOut
+              // Load without the lock; a fresh token still fences the result against newer ones.
+              const { lockArg: token } = await this.store.getOrLock(keys, owner, lease, 'token', this.retentionMs)
+              handedOff = true
+              return await this.lead(call, { keys, token, lockValue: '' }, notes)
+            }
+            const message = await subscription.next(Math.min(pttl + 1, poll, left))
+            poll = Math.min(maxPollInterval, poll * 2) * (0.75 + Math.random() / 2)
+            const answer = message === undefined ? undefined : this.onLeaderMessage(call, message, notes.fallback)
+            if (answer) return await answer
+            continue // no news, or the lock was released without a value: re-check
           }
-          return this.stale(key, entry, found.lock === 'backoff' ? 'backoff' : 'grace')
         }
-        if (found.lock === 'pass') return this.loadUncached(key, loader, policy)
-        if (found.lock === 'error') return this.onLeaderMessage(key, found.data, loader, policy, fallback)!
-        if (found.lock === 'won') {
-          this.events.emit('miss', { key })
-          return this.lead(key, loader, policy, claim, fallback)
-        }
-
-        // Another process holds the lock. Subscribe first, then re-check, so its
-        // commit message cannot fall between our check and our subscription.
-        if (!subscription) {
-          this.events.emit('wait', { key })
-          subscription = await this.notifier!.subscribe(keys.channel)
-          waitDeadline = performance.now() + policy.waitTimeout
-          continue
-        }
-        const left = waitDeadline - performance.now()
-        if (left <= 0) return this.waitTimedOut(key, keys, owner, loader, policy, fallback)
-        const message = await subscription.next(Math.min(Number(found.lockArg) + 1, poll, left))
-        poll = Math.min(maxPollInterval, poll * 2) * (0.75 + Math.random() / 2)
-        if (message === undefined) continue
-        const outcome = this.onLeaderMessage(key, message, loader, policy, fallback)
-        if (outcome) return outcome
       }
     } catch (error) {
-      if (!(error instanceof RedisUnavailableError)) throw error
-      return this.lead(key, loader, policy, undefined, fallback)
+      if (handedOff || !(error instanceof RedisUnavailableError)) throw error
+      return this.lead(call, undefined, notes)
     } finally {
       subscription?.release()
     }
   }
 
+  private hit(call: Call, entry: Entry): Resolution {
+    this.remember(call, entry)
+    this.events.emit('hit', { key: call.key, tier: 'redis' })
+    if (this.dueForEarlyRefresh(call, entry, performance.now())) {
+      // After this flight has ended, or refreshInBackground would see it and stand down.
+      setImmediate(() => this.refreshInBackground(call, 'refresh', entry))
+    }
+    return { value: entry.value, outcome: 'hit', shareable: true }
+  }
+
   /** A background refresh: take the lock without waiting; someone else refreshing is fine. */
-  private async refresh(key: string, loader: Loader<unknown>, policy: Policy, mode: LookupMode, current: Entry): Promise<Resolution<unknown>> {
-    if (!this.store) return this.lead(key, loader, policy, undefined, current)
-    const keys = entryKeys(this.settings.namespace, key)
+  private async refresh(call: Call, mode: LookupMode, current: Entry): Promise<Resolution> {
+    const notes = { fallback: current }
+    if (!this.store) return this.lead(call, undefined, notes)
+    const keys = entryKeys(this.settings.namespace, call.key)
     const owner = randomBytes(16).toString('hex')
     // Skip the reload if Redis already holds a value fresher than ours (another process refreshed).
     const refreshBelow = current.freshUntil - performance.now() + REFRESH_TOLERANCE_MS
@@ -322,48 +448,53 @@ export class Cache {
     try {
       found = await this.store.getOrLock(keys, owner, this.settings.lock.lease, mode, this.retentionMs, refreshBelow)
     } catch {
-      return this.lead(key, loader, policy, undefined, current)
+      return this.lead(call, undefined, notes)
     }
-    if (found.lock === 'won') return this.lead(key, loader, policy, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}` }, current)
-    const newer = this.decode(key, found)
+    if (found.lock === 'won') return this.lead(call, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}` }, notes)
+    const newer = this.decode(call.key, found)
     const now = performance.now()
     if (newer && found.state === 'fresh') {
-      this.remember(key, newer, now)
+      this.remember(call, newer)
+      this.refreshHolds.delete(call.key)
       return { value: newer.value, outcome: 'hit', shareable: true }
     }
-    if (found.lock === 'held' || found.lock === 'backoff') current.refreshBlockedUntil = now + Number(found.lockArg)
+    if (found.lock === 'held' || found.lock === 'backoff') this.holdRefresh(call.key, now + Number(found.lockArg))
     return { value: current.value, outcome: 'stale', shareable: true }
   }
 
-  /** A message on the key's channel, from the leader in another process. */
-  private onLeaderMessage(key: string, message: string, loader: Loader<unknown>, policy: Policy, fallback: Entry | undefined): Resolution<unknown> | Promise<Resolution<unknown>> | undefined {
-    const kind = message[0]
-    if (kind === 'c') {
-      const entry = this.decodeCommitMessage(key, message)
-      if (!entry) return undefined // re-check in Redis
-      this.remember(key, entry)
-      return { value: entry.value, outcome: 'coalesced', shareable: true }
-    }
-    if (kind === 'e') {
-      const [, name = 'Error', ...rest] = message.split('|')
-      const error = new RemoteLoaderError(key, name, rest.join('|'))
-      if (fallbackValid(fallback, performance.now())) {
-        this.events.emit('fail-safe', { key, error })
-        return this.stale(key, fallback, 'fail-safe')
+  /** A message on the key's channel, from the leader in another process; undefined = re-check. */
+  private onLeaderMessage(call: Call, message: string, fallback: Entry | undefined): Resolution | Promise<Resolution> | undefined {
+    switch (message[0]) {
+      case 'c': {
+        const entry = this.decodeCommitMessage(call.key, message)
+        if (!entry) return undefined
+        this.remember(call, entry)
+        return { value: entry.value, outcome: 'coalesced', shareable: true }
       }
-      throw error
+      case 'e':
+        return this.remoteFailure(call, message, fallback)
+      case 'u':
+        return this.loadUncached(call)
+      default:
+        return undefined
     }
-    if (kind === 'u') return this.loadUncached(key, loader, policy)
-    return undefined // 'r': the lock was released without a value; re-check
   }
 
-  private async waitTimedOut(key: string, keys: EntryKeys, owner: string, loader: Loader<unknown>, policy: Policy, fallback: Entry | undefined): Promise<Resolution<unknown>> {
-    this.events.emit('timeout', { key, kind: 'wait' })
-    if (fallbackValid(fallback, performance.now())) return this.stale(key, fallback, 'wait-timeout')
-    if (policy.onWaitTimeout === 'throw') throw new LockWaitTimeoutError(key, policy.waitTimeout)
-    // Load without the lock; a fresh token still fences the result against newer ones.
-    const found = await this.store!.getOrLock(keys, owner, this.settings.lock.lease, 'token', this.retentionMs)
-    return this.lead(key, loader, policy, { keys, token: found.lockArg, lockValue: '' }, fallback)
+  /** `e|name|message`: a load failed elsewhere. Stale if covered, else the error. */
+  private remoteFailure(call: Call, message: string, fallback: Entry | undefined): Resolution {
+    const [, name = 'Error', ...rest] = message.split('|')
+    const error = new RemoteLoaderError(call.key, name, rest.join('|'))
+    if (!fallbackValid(fallback, performance.now())) throw error
+    this.events.emit('fail-safe', { key: call.key, error })
+    return this.stale(call.key, fallback, 'fail-safe')
+  }
+
+  /** After waitTimeout: stale if we can, a LockWaitTimeoutError if asked, else undefined (load it ourselves). */
+  private waitTimedOut(call: Call, notes: FlightNotes): Resolution | undefined {
+    this.events.emit('timeout', { key: call.key, kind: 'wait' })
+    if (fallbackValid(notes.fallback, performance.now())) return this.stale(call.key, notes.fallback, 'wait-timeout')
+    if (call.policy.onWaitTimeout === 'throw') throw new LockWaitTimeoutError(call.key, call.policy.waitTimeout)
+    return undefined
   }
 
   // ── leading a load ────────────────────────────────────────────────────────
@@ -371,53 +502,50 @@ export class Cache {
   /**
    * Runs the loader and stores its result: in Redis when `claim` is given (fenced
    * commit, lock released, waiters notified in the same script), else in L1 only.
-   * Timeouts answer the callers early while the load goes on in the background.
+   * A load is given up after `lock.maxHold`, so a loader that never settles cannot pin
+   * its key, and a result that late is never stored (the delete fence lasts that long).
    */
-  private lead(key: string, loader: Loader<unknown>, policy: Policy, claim: Claim | undefined, fallback: Entry | undefined): Promise<Resolution<unknown>> {
+  private async lead(call: Call, claim: Claim | undefined, notes: FlightNotes): Promise<Resolution> {
+    const { key } = call
     if (claim) this.events.emit('leader', { key })
+    const { lease: leaseMs, maxHold } = this.settings.lock
     const lease = claim?.lockValue && this.store
-      ? new Lease(this.store, claim.keys, claim.lockValue, this.settings.lock.lease, this.settings.lock.maxHold, key, (reason) => this.events.emit('lock-lost', { key, reason }))
+      ? new Lease(this.store, claim.keys, claim.lockValue, leaseMs, maxHold, key, (reason) => this.events.emit('lock-lost', { key, reason }))
       : undefined
-    const context = new LoadContext(key, lease?.signal ?? NEVER_ABORTED, fallback?.value, policy)
+    const context = new LoadContext(key, lease?.signal ?? NEVER_ABORTED, notes.fallback?.value, call.policy)
     const startedAt = performance.now()
-    const settled = (async () => {
-      let value: unknown
-      try {
-        value = await loader(context)
-      } catch (error) {
-        await lease?.stop()
-        this.events.emit('load', { key, durationMs: performance.now() - startedAt, error })
-        return this.loadFailed(key, claim, error, fallback, policy)
-      }
+    let value: unknown
+    try {
+      value = await withTimeout(Promise.resolve().then(() => call.loader(context)), maxHold, () => new LoaderTimeoutError(key, maxHold, 'lock.maxHold'))
+    } catch (error) {
       await lease?.stop()
-      const loadMs = performance.now() - startedAt
-      this.events.emit('load', { key, durationMs: loadMs })
-      return this.storeLoaded(key, claim, value, context, loadMs)
-    })()
-    this.track(settled)
-    return this.withTimeouts(key, settled, policy, fallback)
+      this.events.emit('load', { key, durationMs: performance.now() - startedAt, error })
+      return this.loadFailed(call, claim, error, notes.fallback)
+    }
+    await lease?.stop()
+    const loadMs = performance.now() - startedAt
+    this.events.emit('load', { key, durationMs: loadMs })
+    return this.storeLoaded(call, claim, value, context, loadMs)
   }
 
   /** Encodes and stores a loaded value; the callers get it whatever happens to the write. */
-  private async storeLoaded(key: string, claim: Claim | undefined, value: unknown, context: LoadContext<unknown>, loadMs: number): Promise<Resolution<unknown>> {
-    const loaded: Resolution<unknown> = { value, outcome: 'loaded', shareable: true }
+  private async storeLoaded(call: Call, claim: Claim | undefined, value: unknown, context: LoadContext<unknown>, loadMs: number): Promise<Resolution> {
+    const { key } = call
+    const loaded: Resolution = { value, outcome: 'loaded', shareable: context.skip?.share ?? true }
     let data: string | undefined
-    let reason = ''
     if (context.skip) {
-      loaded.shareable = context.skip.share
-      reason = 'the loader called doNotCache()'
+      this.events.emit('uncacheable', { key, reason: 'the loader called doNotCache()' })
     } else if (value === undefined) {
-      reason = 'the loader returned undefined (return null to cache "nothing")'
+      this.events.emit('uncacheable', { key, reason: 'the loader returned undefined (return null to cache "nothing")' })
     } else {
       try {
         data = this.settings.codec.encode(value)
       } catch (error) {
-        reason = `the codec could not encode it: ${(error as Error)?.message}`
+        const reason = `the codec could not encode it: ${(error as Error)?.message}`
         this.events.emit('uncacheable', { key, reason, error: new SerializationError(key, reason, error) })
       }
     }
     if (data === undefined) {
-      if (context.skip || value === undefined) this.events.emit('uncacheable', { key, reason })
       // Waiters elsewhere cannot receive this value: they run their own loaders.
       if (claim?.lockValue) await this.store?.release(claim.keys, claim.lockValue, 'u|', { passMs: context.skip?.passMs }).catch(() => {})
       return loaded
@@ -433,56 +561,44 @@ export class Cache {
         // Redis is unavailable: keep the value in L1; the lock expires by itself.
       }
     }
-    if (written) this.remember(key, entryFrom(value, life, performance.now()))
+    if (written) {
+      this.remember(call, entryFrom(value, life, performance.now()))
+      this.refreshHolds.delete(key) // the next early refresh is due for this new value
+    }
     return loaded
   }
 
-  private async loadFailed(key: string, claim: Claim | undefined, error: unknown, fallback: Entry | undefined, policy: Policy): Promise<Resolution<unknown>> {
+  private async loadFailed(call: Call, claim: Claim | undefined, error: unknown, fallback: Entry | undefined): Promise<Resolution> {
+    const { key, policy } = call
     const covered = fallbackValid(fallback, performance.now())
     if (claim?.lockValue) {
-      const name = (error as Error)?.name ?? 'Error'
-      const message = `e|${name}|${(error as Error)?.message ?? String(error)}`
+      const message = `e|${(error as Error)?.name ?? 'Error'}|${(error as Error)?.message ?? String(error)}`
       const marks = covered ? { backoffMs: policy.failSafeBackoff } : { negativeMs: policy.negativeTtl }
       await this.store?.release(claim.keys, claim.lockValue, message, marks).catch(() => {})
     }
     if (!covered) throw error
-    fallback.backoffUntil = performance.now() + policy.failSafeBackoff
+    const retryAt = performance.now() + policy.failSafeBackoff
+    fallback.backoffUntil = retryAt
+    this.holdRefresh(key, retryAt)
     this.events.emit('fail-safe', { key, error })
     return this.stale(key, fallback, 'fail-safe')
   }
 
-  /** softTimeout serves the fallback, hardTimeout the fallback or a LoaderTimeoutError; the load goes on. */
-  private withTimeouts(key: string, settled: Promise<Resolution<unknown>>, policy: Policy, fallback: Entry | undefined): Promise<Resolution<unknown>> {
-    const hasFallback = fallbackValid(fallback, performance.now())
-    const soft = hasFallback && policy.softTimeout > 0 ? policy.softTimeout : 0
-    const hard = policy.hardTimeout
-    if (!soft && !hard) return settled
-    const timer = delay(soft && (!hard || soft < hard) ? soft : hard)
-    const timedOut = timer.promise.then((): Resolution<unknown> => {
-      const kind = soft && (!hard || soft < hard) ? 'soft' : 'hard'
-      this.events.emit('timeout', { key, kind })
-      if (hasFallback && fallbackValid(fallback, performance.now())) return this.stale(key, fallback, 'soft-timeout')
-      throw new LoaderTimeoutError(key, hard)
-    })
-    settled.catch(() => {})
-    return Promise.race([settled, timedOut]).finally(() => timer.cancel())
-  }
-
   /** Runs a caller's own loader and stores nothing (hit-for-miss, or a leader's private result). */
-  private async loadUncached<V>(key: string, loader: Loader<V>, policy: Policy): Promise<Resolution<V>> {
-    const context = new LoadContext<V>(key, NEVER_ABORTED, undefined, policy)
+  private async loadUncached(call: Call): Promise<Resolution> {
+    const context = new LoadContext(call.key, NEVER_ABORTED, undefined, call.policy)
     const startedAt = performance.now()
     try {
-      const value = await loader(context)
-      this.events.emit('load', { key, durationMs: performance.now() - startedAt })
+      const value = await call.loader(context)
+      this.events.emit('load', { key: call.key, durationMs: performance.now() - startedAt })
       return { value, outcome: 'loaded', shareable: false }
     } catch (error) {
-      this.events.emit('load', { key, durationMs: performance.now() - startedAt, error })
+      this.events.emit('load', { key: call.key, durationMs: performance.now() - startedAt, error })
       throw error
     }
   }
 
-  private stale<V>(key: string, entry: Entry<V>, reason: StaleReason): Resolution<V> {
+  private stale(key: string, entry: Entry, reason: StaleReason): Resolution {
     this.events.emit('stale', { key, reason })
     return { value: entry.value, outcome: 'stale', shareable: true }
   }
@@ -491,7 +607,7 @@ export class Cache {
 
   private decode(key: string, found: Lookup): Entry | undefined {
     if (found.corrupt) this.events.emit('corrupt', { key })
-    if (found.data === '') return undefined
+    if (found.data === '' || found.state === 'miss') return undefined
     return this.decodeData(key, found.data, found.life)
   }
 
@@ -504,7 +620,7 @@ export class Cache {
     }
   }
 
-  /** `c|fresh|grace|fallback|loadMs|data` as published by commit.lua. */
+  /** `c|fresh|grace|fallback|loadMs|data` as published by commit.lua (fresh = the ttl). */
   private decodeCommitMessage(key: string, message: string): Entry | undefined {
     const fields: number[] = []
     let at = 2
@@ -515,7 +631,7 @@ export class Cache {
       at = bar + 1
     }
     const [freshMs = 0, graceMs = 0, fallbackMs = 0, loadMs = 0] = fields
-    return this.decodeData(key, message.slice(at), { freshMs, graceMs, fallbackMs, loadMs })
+    return this.decodeData(key, message.slice(at), { freshMs, graceMs, fallbackMs, loadMs, ttlMs: freshMs })
   }
 }
 

@@ -1,4 +1,5 @@
 import { parseDuration, type Duration } from './duration.js'
+import type { Lifetimes } from './entry.js'
 import type { Policy } from './options.js'
 
 /** What a loader receives. */
@@ -59,8 +60,9 @@ export class LoadContext<V> implements LoaderContext<V> {
   }
 
   /** Remaining lifetimes of a value stored now. */
-  lifetimes(loadMs: number): { freshMs: number; graceMs: number; fallbackMs: number; loadMs: number } {
+  lifetimes(loadMs: number): Lifetimes {
     return {
+      ttlMs: this.ttl,
       freshMs: this.ttl,
       graceMs: this.ttl + this.staleTtl,
       fallbackMs: this.ttl + Math.max(this.staleTtl, this.staleIfError),

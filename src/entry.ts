@@ -37,6 +37,8 @@ export interface Lifetimes {
   fallbackMs: number
   /** How long the load that produced it took (XFetch's δ). */
   loadMs: number
+  /** The ttl it was stored with (early refresh thresholds are a fraction of it). */
+  ttlMs: number
 }
 
 /** A value with deadlines on the local monotonic clock (`performance.now()`). */
@@ -46,8 +48,7 @@ export interface Entry<V = unknown> {
   graceUntil: number
   fallbackUntil: number
   loadMs: number
-  /** Local time before which this process will not try another early/background refresh. */
-  refreshBlockedUntil: number
+  ttlMs: number
   /** Fail-safe backoff: until then the stale value is served and no load is tried. */
   backoffUntil: number
 }
@@ -59,7 +60,7 @@ export function entryFrom<V>(value: V, life: Lifetimes, now: number): Entry<V> {
     graceUntil: now + life.graceMs,
     fallbackUntil: now + life.fallbackMs,
     loadMs: life.loadMs,
-    refreshBlockedUntil: 0,
+    ttlMs: life.ttlMs,
     backoffUntil: 0,
   }
 }

@@ -35,14 +35,20 @@ export class RemoteLoaderError extends StampedeGuardError {
   }
 }
 
-/** `hardTimeout` elapsed before the loader finished. The load may still complete and fill the cache. */
+/**
+ * A load took too long: `hardTimeout` for this caller, or `lock.maxHold` for the load
+ * itself. After `hardTimeout` the load may still complete and fill the cache.
+ */
 export class LoaderTimeoutError extends StampedeGuardError {
   readonly key: string
   readonly timeoutMs: number
-  constructor(key: string, timeoutMs: number) {
-    super('ERR_SG_LOADER_TIMEOUT', `loader for "${key}" did not finish within hardTimeout (${timeoutMs} ms); it keeps running and may still fill the cache`)
+  readonly option: 'hardTimeout' | 'lock.maxHold'
+  constructor(key: string, timeoutMs: number, option: 'hardTimeout' | 'lock.maxHold' = 'hardTimeout') {
+    const after = option === 'hardTimeout' ? 'it keeps running and may still fill the cache' : 'its result will be ignored'
+    super('ERR_SG_LOADER_TIMEOUT', `loader for "${key}" did not finish within ${option} (${timeoutMs} ms); ${after}`)
     this.key = key
     this.timeoutMs = timeoutMs
+    this.option = option
   }
 }
 

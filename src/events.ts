@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events'
 
 /** Why a stale value was served instead of a fresh one. */
-export type StaleReason = 'grace' | 'fail-safe' | 'backoff' | 'soft-timeout' | 'wait-timeout' | 'redis-down'
+export type StaleReason = 'grace' | 'fail-safe' | 'backoff' | 'soft-timeout' | 'hard-timeout' | 'wait-timeout'
 
 /** Every event the cache emits, with its payload. Each also bumps a counter of the same name in `stats()`. */
 export interface CacheEvents {

@@ -86,7 +86,11 @@ export interface L1Options {
 export interface LockOptions {
   /** Lock lease; renewed every lease/3 while the loader runs. A crashed leader blocks others at most this long. Default `'5s'`. */
   lease?: Duration
-  /** Renewal stops after this long and the loader's AbortSignal fires. Default `'60s'`. */
+  /**
+   * The longest a load may run. Then the lock is given up, the loader's AbortSignal fires,
+   * and callers get a `LoaderTimeoutError` (or a stale value); a result after that is never
+   * stored. Also bounds `close()`. At least `lease`. Default `'60s'`.
+   */
   maxHold?: Duration
   /** First safety poll while waiting (pub/sub normally wakes waiters first); doubles with jitter. Default `'50ms'`. */
   pollInterval?: Duration
@@ -149,8 +153,12 @@ export interface Settings {
 const POLICY_KEYS = ['ttl', 'staleTtl', 'staleIfError', 'failSafeBackoff', 'softTimeout', 'hardTimeout', 'waitTimeout', 'onWaitTimeout', 'earlyRefresh', 'negativeTtl'] as const
 const CACHE_KEYS = new Set<string>([...POLICY_KEYS, 'redis', 'namespace', 'l1', 'lock', 'redisTimeout', 'circuitBreaker', 'codec', 'maxKeyLength'])
 const CALL_KEYS = new Set<string>(POLICY_KEYS)
+const L1_KEYS = new Set(['max', 'maxTtl'])
+const LOCK_KEYS = new Set(['lease', 'maxHold', 'pollInterval', 'maxPollInterval'])
+const BREAKER_KEYS = new Set(['threshold', 'openFor'])
 
 function rejectUnknown(where: string, options: object, known: Set<string>): void {
+  if (typeof options !== 'object' || options === null) throw new InvalidArgumentError(where, 'must be an object')
   for (const name of Object.keys(options)) {
     if (!known.has(name)) throw new InvalidArgumentError(`${where}.${name}`, 'unknown option')
   }
@@ -220,12 +228,20 @@ export function resolveSettings(options: CacheOptions): Settings {
   const l1 = options.l1 ?? {}
   const lock = options.lock ?? {}
   const breaker = options.circuitBreaker ?? {}
+  if (l1 !== false) rejectUnknown('l1', l1, L1_KEYS)
+  rejectUnknown('lock', lock, LOCK_KEYS)
+  rejectUnknown('circuitBreaker', breaker, BREAKER_KEYS)
   const codec = options.codec ?? jsonCodec
   if (typeof codec?.encode !== 'function' || typeof codec?.decode !== 'function') {
     throw new InvalidArgumentError('codec', 'must have encode(value) and decode(text) functions')
   }
   const lease = parseDuration('lock.lease', lock.lease ?? 5_000)
   if (lease < 30) throw new InvalidArgumentError('lock.lease', `must be at least 30 ms, got ${lease}`)
+  const maxHold = parseDuration('lock.maxHold', lock.maxHold ?? 60_000)
+  if (maxHold < lease) throw new InvalidArgumentError('lock.maxHold', `must be at least lock.lease (${lease} ms), got ${maxHold}`)
+  const pollInterval = parseDuration('lock.pollInterval', lock.pollInterval ?? 50)
+  const maxPollInterval = parseDuration('lock.maxPollInterval', lock.maxPollInterval ?? 1_000)
+  if (maxPollInterval < pollInterval) throw new InvalidArgumentError('lock.maxPollInterval', `must be at least lock.pollInterval (${pollInterval} ms), got ${maxPollInterval}`)
   return {
     namespace,
     policy: resolvePolicy(undefined, options),
@@ -233,12 +249,7 @@ export function resolveSettings(options: CacheOptions): Settings {
       max: positiveInteger('l1.max', l1.max ?? 10_000),
       maxTtl: l1.maxTtl === undefined ? Infinity : parseDuration('l1.maxTtl', l1.maxTtl),
     },
-    lock: {
-      lease,
-      maxHold: parseDuration('lock.maxHold', lock.maxHold ?? 60_000),
-      pollInterval: parseDuration('lock.pollInterval', lock.pollInterval ?? 50),
-      maxPollInterval: parseDuration('lock.maxPollInterval', lock.maxPollInterval ?? 1_000),
-    },
+    lock: { lease, maxHold, pollInterval, maxPollInterval },
     redisTimeout: parseDuration('redisTimeout', options.redisTimeout ?? 1_000),
     breaker: {
       threshold: positiveInteger('circuitBreaker.threshold', breaker.threshold ?? 3),

@@ -1,6 +1,7 @@
 import type { Cluster, Redis } from 'ioredis'
 import { RedisUnavailableError } from '../errors.js'
 import { delay, withTimeout } from '../timers.js'
+import { keyPrefixOf } from './store.js'
 
 /** One key's wait for news: messages queue up until read, so none falls between two reads. */
 export interface Subscription {
@@ -57,8 +58,7 @@ export class Notifier {
     private readonly client: Redis | Cluster,
     private readonly timeoutMs: number,
   ) {
-    // ioredis prefixes KEYS (and so our channel names inside scripts) but not SUBSCRIBE arguments.
-    this.prefix = (client.options as { keyPrefix?: string }).keyPrefix ?? ''
+    this.prefix = keyPrefixOf(client)
   }
 
   private connection(): Redis | Cluster {

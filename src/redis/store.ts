@@ -9,6 +9,11 @@ import { defineScripts, type ScriptedClient } from './scripts.js'
 
 export type LookupMode = 'read' | 'refresh' | 'token'
 
+/** ioredis prefixes KEYS (so our channels inside scripts) but neither PUBLISH nor SUBSCRIBE arguments. */
+export function keyPrefixOf(client: Redis | Cluster): string {
+  return (client.options as { keyPrefix?: string }).keyPrefix ?? ''
+}
+
 /** What getOrLock found. `data` is '' when there is no usable value. */
 export interface Lookup {
   state: 'fresh' | 'grace' | 'fallback' | 'miss'
@@ -39,6 +44,7 @@ export interface CommitRequest {
 export class RedisStore {
   private readonly client: ScriptedClient
   private readonly publish: 'PUBLISH' | 'SPUBLISH' = 'PUBLISH'
+  private readonly keyPrefix: string
 
   constructor(
     client: Redis | Cluster,
@@ -47,20 +53,21 @@ export class RedisStore {
     private readonly events: CacheEmitter,
   ) {
     this.client = defineScripts(client)
+    this.keyPrefix = keyPrefixOf(client)
   }
 
   /** `refreshBelowMs`: in 'refresh' mode, only refresh a value fresh for at most this long (-1: always). */
   async getOrLock(keys: EntryKeys, owner: string, leaseMs: number, mode: LookupMode, retentionMs: number, refreshBelowMs = -1): Promise<Lookup> {
     const reply = (await this.call('getOrLock', () =>
       this.client.stampedeGuardGetOrLock(keys.entry, keys.lock, owner, leaseMs, mode, retentionMs, Math.round(refreshBelowMs)),
-    )) as [Lookup['state'], Lookup['lock'], string, string, number, number, number, number, number]
-    const [state, lock, lockArg, data, freshMs, graceMs, fallbackMs, loadMs, corrupt] = reply
-    return { state, lock, lockArg, data, life: { freshMs, graceMs, fallbackMs, loadMs }, corrupt: corrupt === 1 }
+    )) as [Lookup['state'], Lookup['lock'], string, string, number, number, number, number, number, number]
+    const [state, lock, lockArg, data, freshMs, graceMs, fallbackMs, loadMs, corrupt, ttlMs] = reply
+    return { state, lock, lockArg, data, life: { freshMs, graceMs, fallbackMs, loadMs, ttlMs: ttlMs || freshMs }, corrupt: corrupt === 1 }
   }
 
   /** Returns whether the value was written (false: fenced out by a newer token). */
   async commit(keys: EntryKeys, request: CommitRequest): Promise<boolean> {
-    const { lockValue, token, data, freshMs, graceMs, fallbackMs, loadMs } = request
+    const { lockValue, token, data, freshMs, graceMs, fallbackMs, loadMs } = request // freshMs is the ttl
     const [written] = (await this.call('commit', () =>
       this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), this.publish),
     )) as [number, number]
@@ -83,8 +90,9 @@ export class RedisStore {
     await this.call('invalidate', () => this.client.stampedeGuardInvalidate(keys.entry, retentionMs))
   }
 
+  /** PUBLISH takes no key, so ioredis does not apply `keyPrefix`: add it, as the subscriber does. */
   async broadcast(channel: string, message: string): Promise<void> {
-    await this.call('publish', () => this.client.publish(channel, message))
+    await this.call('publish', () => this.client.publish(this.keyPrefix + channel, message))
   }
 
   private async call<T>(operation: string, command: () => Promise<T>): Promise<T> {

@@ -51,11 +51,11 @@ describe('timeouts (in-process)', () => {
   it('XFetch refreshes early with a probability that grows as expiry nears', async () => {
     // δ = 100 ms load time, β = 1: P(refresh) = exp(-remaining/δ).
     const cache = createCache({ ttl: '1m', earlyRefresh: 'xfetch' })
-    const due = (cache as unknown as { dueForEarlyRefresh(e: object, p: object, n: number): boolean }).dueForEarlyRefresh.bind(cache)
-    const policy = { ttl: 60_000, earlyRefresh: { kind: 'xfetch', beta: 1 } }
+    const due = (cache as unknown as { dueForEarlyRefresh(c: object, e: object, n: number): boolean }).dueForEarlyRefresh.bind(cache)
+    const call = { key: 'k', policy: { ttl: 60_000, earlyRefresh: { kind: 'xfetch', beta: 1 } } }
     const rate = (remaining: number) => {
       let hits = 0
-      for (let i = 0; i < 4000; i++) if (due({ freshUntil: 1000 + remaining, loadMs: 100, refreshBlockedUntil: 0 }, policy, 1000)) hits++
+      for (let i = 0; i < 4000; i++) if (due(call, { freshUntil: 1000 + remaining, loadMs: 100, ttlMs: 60_000 }, 1000)) hits++
       return hits / 4000
     }
     expect(rate(1_000)).toBeLessThan(0.01) // e^-10

@@ -43,7 +43,7 @@ if tonumber(token) > highWater then
   local x = now + freshMs
   local s = now + graceMs
   local e = now + math.max(graceMs, fallbackMs)
-  redis.call('HSET', entry, 'd', data, 'x', integer(x), 's', integer(s), 'e', integer(e), 'l', integer(loadMs), 'f', token)
+  redis.call('HSET', entry, 'd', data, 'x', integer(x), 's', integer(s), 'e', integer(e), 'l', integer(loadMs), 't', integer(freshMs), 'f', token)
   redis.call('HDEL', entry, 'b', 'p', 'n', 'm')
   redis.call('PEXPIREAT', entry, integer(e))
   written = 1

@@ -3,7 +3,7 @@
 -- tries the lock and hands out a fencing token.
 --
 -- KEYS[1]  entry hash  <ns>:{tag}   fields: d data, x fresh-until, s grace-until,
---                                    e fallback-until (all server ms), l load ms,
+--                                    e fallback-until (all server ms), l load ms, t ttl ms,
 --                                    f fence high-water mark, c token counter,
 --                                    b backoff-until, p pass-until (hit-for-miss),
 --                                    n negative-until + m its error message
@@ -18,7 +18,7 @@
 --                      when the value is fresh for longer than this, in ms: another process
 --                      refreshed it already. -1 = always refresh (corrupt data).
 --
--- Returns {state, lockState, lockArg, data, freshRem, graceRem, fallbackRem, loadMs, corrupt}
+-- Returns {state, lockState, lockArg, data, freshRem, graceRem, fallbackRem, loadMs, corrupt, ttlMs}
 --   state      'fresh' | 'grace' (serve stale now) | 'fallback' (stale kept for errors) | 'miss'
 --   lockState  'none' | 'won' (lockArg = token) | 'held' (lockArg = lock PTTL)
 --              | 'backoff' (lockArg = ms left; fail-safe backoff, serve the stale value)
@@ -40,10 +40,10 @@ if kind ~= 'hash' and kind ~= 'none' then
   corrupt = 1
 end
 
-local f = redis.call('HMGET', entry, 'd', 'x', 's', 'e', 'l', 'b', 'p', 'n', 'm')
+local f = redis.call('HMGET', entry, 'd', 'x', 's', 'e', 'l', 'b', 'p', 'n', 'm', 't')
 local data, x, s, e = f[1], tonumber(f[2]), tonumber(f[3]), tonumber(f[4])
 local loadMs, backoffUntil, passUntil = tonumber(f[5]) or 0, tonumber(f[6]) or 0, tonumber(f[7]) or 0
-local negativeUntil, negativeMessage = tonumber(f[8]) or 0, f[9]
+local negativeUntil, negativeMessage, ttlMs = tonumber(f[8]) or 0, f[9], tonumber(f[10]) or 0
 
 local state = 'miss'
 if data and x and s and e then
@@ -57,7 +57,7 @@ if state == 'miss' then data, x, s, e = '', now, now, now end
 local function integer(n) return string.format('%.0f', n) end
 
 local function reply(lockState, lockArg)
-  return {state, lockState, integer(lockArg), data, x - now, s - now, e - now, loadMs, corrupt}
+  return {state, lockState, integer(lockArg), data, x - now, s - now, e - now, loadMs, corrupt, ttlMs}
 end
 
 -- The counter starts at the server time in microseconds, so a counter that expired

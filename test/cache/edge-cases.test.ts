@@ -1,0 +1,191 @@
+import type { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createCache, InvalidArgumentError, LoaderTimeoutError, SerializationError, type CacheOptions } from '../../src/index.js'
+import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+describe('timeouts and flights (in-process)', () => {
+  it('a load that beats its timeouts reports no timeout', async () => {
+    const cache = createCache({ ttl: 10, staleIfError: '1m', softTimeout: 500, hardTimeout: 1_000 })
+    await cache.getOrLoad('k', async () => 1)
+    await sleep(20)
+    expect(await cache.getOrLoadResult('k', async () => 2)).toEqual({ value: 2, outcome: 'loaded' })
+    await sleep(1_100)
+    expect(cache.stats().timeout).toBe(0)
+    expect(cache.stats().stale).toBe(0)
+    await cache.close()
+  })
+
+  it('after a hardTimeout, later callers join the load still running instead of starting another', async () => {
+    const cache = createCache({ ttl: '1m', hardTimeout: 50 })
+    let loads = 0
+    const slow = async () => {
+      loads++
+      await sleep(600)
+      return 'done'
+    }
+    const outcomes: unknown[] = []
+    for (let i = 0; i < 5; i++) {
+      outcomes.push(await cache.getOrLoad('k', slow).catch((e: unknown) => e))
+    }
+    expect(outcomes.every((o) => o instanceof LoaderTimeoutError)).toBe(true)
+    expect(loads).toBe(1)
+    await cache.close()
+    expect(cache.stats().load).toBe(1)
+  })
+
+  it('softTimeout alone never invents a hardTimeout error when the fallback runs out', async () => {
+    const cache = createCache({ ttl: 30, staleIfError: 60, softTimeout: 200 })
+    await cache.getOrLoad('k', async () => 'old')
+    await sleep(40) // stale, fallback valid for ~50 ms more
+    expect(await cache.getOrLoad('k', async () => (await sleep(300), 'new'))).toBe('new')
+    await cache.close()
+  })
+
+  it('lock.maxHold bounds a loader that never settles, and close() does not hang on it', async () => {
+    const cache = createCache({ ttl: '1m', lock: { lease: 50, maxHold: 100 } })
+    const error = await cache.getOrLoad('stuck', () => new Promise<never>(() => {})).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(LoaderTimeoutError)
+    expect((error as LoaderTimeoutError).option).toBe('lock.maxHold')
+    expect(await cache.getOrLoad('stuck', async () => 'next')).toBe('next')
+    await cache.close()
+  })
+
+  it('a caller after `await delete()` never receives the value loaded before it', async () => {
+    const cache = createCache({ ttl: '1m' })
+    let db = 'old'
+    const loader = async () => {
+      const read = db
+      await sleep(100)
+      return read
+    }
+    const first = cache.getOrLoad('k', loader)
+    await sleep(10)
+    db = 'new'
+    await cache.delete('k')
+    expect(await cache.getOrLoadResult('k', loader)).toEqual({ value: 'new', outcome: 'loaded' })
+    expect(await first).toBe('old')
+    expect(await cache.getOrLoad('k', loader)).toBe('new')
+    await cache.close()
+  })
+
+  it('early refresh follows the ttl a loader set with cacheFor, without a refresh storm', async () => {
+    const cache = createCache({ ttl: '1m', earlyRefresh: 0.8 })
+    let loads = 0
+    const loader = async (ctx: { cacheFor(o: { ttl: number }): void }) => {
+      loads++
+      ctx.cacheFor({ ttl: 1_000 })
+      return loads
+    }
+    await cache.getOrLoad('k', loader)
+    for (let i = 0; i < 200; i++) await cache.getOrLoad('k', loader)
+    expect(loads).toBe(1) // fresh and far from 80% of its own 1 s ttl
+    await sleep(850)
+    await cache.getOrLoad('k', loader)
+    await sleep(20)
+    expect(loads).toBe(2)
+    await cache.close()
+  })
+
+  it('set() rejects undefined and unencodable values', async () => {
+    const cache = createCache({ ttl: '1m' })
+    await expect(cache.set('k', undefined)).rejects.toBeInstanceOf(InvalidArgumentError)
+    await expect(cache.set('k', 1n)).rejects.toBeInstanceOf(SerializationError)
+    await cache.close()
+  })
+
+  it.each([
+    ['a typo inside lock', { lock: { leaseMs: 100 } }, /^lock\.leaseMs: unknown option/],
+    ['a typo inside l1', { l1: { maxSize: 5 } }, /^l1\.maxSize: unknown option/],
+    ['a typo inside circuitBreaker', { circuitBreaker: { treshold: 2 } }, /^circuitBreaker\.treshold: unknown option/],
+    ['pollInterval above maxPollInterval', { lock: { pollInterval: 500, maxPollInterval: 100 } }, /^lock\.maxPollInterval: /],
+    ['maxHold below lease', { lock: { lease: 1000, maxHold: 500 } }, /^lock\.maxHold: /],
+    ['negativeTtl without Redis', { negativeTtl: 1000 }, /^negativeTtl: needs Redis/],
+  ])('rejects %s', (_, options, message) => {
+    expect(() => createCache({ ttl: 1000, ...options } as CacheOptions)).toThrow(message)
+  })
+})
+
+describe.skipIf(!redisAvailable)('deletes and timeouts across caches', () => {
+  let server: RedisServer
+  let admin: Redis
+  beforeAll(async () => {
+    server = await startRedis()
+    admin = server.client()
+  })
+  afterAll(async () => {
+    await server?.stop()
+  })
+
+  async function eventually(read: () => Promise<string>, expected: string): Promise<string> {
+    let seen = await read()
+    for (const deadline = Date.now() + 5_000; seen !== expected && Date.now() < deadline; await sleep(10)) seen = await read()
+    return seen
+  }
+
+  it('a delete from a cache without L1 still reaches other caches\' L1', async () => {
+    const [rw, rr] = [server.client(), server.client()]
+    const writer = createCache({ redis: rw, ttl: '1m', l1: false })
+    const reader = createCache({ redis: rr, ttl: '1m' })
+    await reader.getOrLoad('k', async () => 'old')
+    await writer.delete('k')
+    expect(await eventually(() => reader.getOrLoad('k', async () => 'new'), 'new')).toBe('new')
+    await Promise.all([writer.close(), reader.close()])
+    rw.disconnect()
+    rr.disconnect()
+  })
+
+  it('deletes reach other caches when the client uses a keyPrefix', async () => {
+    const [ra, rb] = [server.client({ keyPrefix: 'app:' }), server.client({ keyPrefix: 'app:' })]
+    const a = createCache({ redis: ra, ttl: '1m' })
+    const b = createCache({ redis: rb, ttl: '1m' })
+    await b.getOrLoad('k', async () => 'old')
+    expect(await admin.exists('app:sg:{k:k}')).toBe(1)
+    await a.delete('k')
+    expect(await eventually(() => b.getOrLoad('k', async () => 'new'), 'new')).toBe('new')
+    await Promise.all([a.close(), b.close()])
+    ra.disconnect()
+    rb.disconnect()
+  })
+
+  it('a waiter holding a stale value honours softTimeout while another cache loads', async () => {
+    const [ra, rb] = [server.client(), server.client()]
+    const a = createCache({ redis: ra, ttl: 50, staleIfError: '1m', softTimeout: 100 })
+    const b = createCache({ redis: rb, ttl: 50, staleIfError: '1m', softTimeout: 100, l1: false })
+    await a.getOrLoad('w', async () => 'old')
+    await sleep(80)
+    const leading = a.getOrLoad('w', async () => (await sleep(1_500), 'new'))
+    await sleep(20)
+    const started = performance.now()
+    expect(await b.getOrLoadResult('w', async () => 'unused')).toEqual({ value: 'old', outcome: 'stale' })
+    expect(performance.now() - started).toBeLessThan(1_200) // answered at the soft timeout, not after the load
+    expect(await leading).toBe('old')
+    await Promise.all([a.close(), b.close()])
+    ra.disconnect()
+    rb.disconnect()
+  })
+
+  it('a failed grace refresh is retried after failSafeBackoff, not after the lock hold', async () => {
+    const redis = server.client()
+    const cache = createCache({ redis, ttl: 50, staleTtl: '1m', failSafeBackoff: 200, l1: false })
+    let attempts = 0
+    let fail = true
+    const loader = async () => {
+      attempts++
+      if (fail && attempts > 1) throw new Error('down')
+      return `v${attempts}`
+    }
+    await cache.getOrLoad('g', loader)
+    await sleep(80)
+    expect(await cache.getOrLoad('g', loader)).toBe('v1') // stale; refresh fails in the background
+    await sleep(50)
+    expect(attempts).toBe(2)
+    fail = false
+    await sleep(250) // past the backoff
+    await cache.getOrLoad('g', loader) // triggers the retry
+    expect(await eventually(async () => String(await cache.getOrLoad('g', loader)), 'v3')).toBe('v3')
+    await cache.close()
+    redis.disconnect()
+  })
+})
