@@ -4,7 +4,8 @@
  *
  * One leader process and W waiter processes share a Redis. Each round uses a new key:
  *   1. the leader calls getOrLoad; its loader signals "loading" and holds the lock for a
- *      random 40–120 ms (random, so the spin-lock's poll phase is uniformly distributed);
+ *      random 40–240 ms: spread over two whole poll intervals, so the moment the value
+ *      lands is uniformly placed within the spin lock's 100 ms poll cycle (a fair baseline);
  *   2. on "loading", every waiter process calls getOrLoad on the same key and waits;
  *   3. the leader's loader returns (t0, the value is ready); each waiter records when its
  *      call returned (t1). Wake-up latency = t1 − t0. It includes the leader's commit
@@ -142,7 +143,7 @@ async function main(): Promise<void> {
       let lateStarts = 0
       for (let round = 0; round < ROUNDS; round++) {
         const key = `${strategy}-${round}`
-        const holdMs = 40 + Math.random() * 80
+        const holdMs = 40 + Math.random() * 200
         const loading = leader.next('loading', (m) => m.key === key)
         const led = leader.next('led', (m) => m.key === key)
         leader.send({ type: 'lead', strategy, key, holdMs })
