@@ -14,6 +14,7 @@ export interface CliOptions {
   connections: number | undefined
   noPrivateRedis: boolean
   writeFiles: boolean
+  markdown: boolean
   help: boolean
 }
 
@@ -31,6 +32,7 @@ export const USAGE = `Usage: npm run load -- [options]
   --connections N     override every scenario's number of connections
   --no-private-redis  never start a redis-server (in-process mode unless REDIS_URL is set)
   --no-files          do not write load/results/<timestamp>.json and the SVG charts
+  --markdown          also print every table as Markdown at the end (for the README)
   -h, --help          this text
 
 Environment:
@@ -67,6 +69,7 @@ export function parseCliArgs(argv: string[]): CliOptions {
       connections: { type: 'string' },
       'no-private-redis': { type: 'boolean' },
       'no-files': { type: 'boolean' },
+      markdown: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -84,6 +87,7 @@ export function parseCliArgs(argv: string[]): CliOptions {
     connections: values.connections ? Math.round(positive(values.connections, 'connections')) : undefined,
     noPrivateRedis: values['no-private-redis'] ?? false,
     writeFiles: !(values['no-files'] ?? false),
+    markdown: values.markdown ?? false,
     help: values.help ?? false,
   }
 }

@@ -7,7 +7,7 @@ import { runLoad } from './harness.js'
 import { sourceKindFromEnv } from './db/source.js'
 import { progressBar } from './report/progress.js'
 import { bold, dim } from './report/format.js'
-import { renderTable } from './report/table.js'
+import { renderMarkdownTable, renderTable } from './report/table.js'
 import { renderTerminalChart } from './report/terminal-chart.js'
 import { writeResults } from './report/results-file.js'
 import path from 'node:path'
@@ -62,8 +62,14 @@ async function main(): Promise<void> {
     },
   }).finally(() => progress.stop())
 
-  const notes = results.notes
-  for (const note of notes) console.log(`note: ${note}`)
+  for (const note of results.notes) console.log(`note: ${note}`)
+  if (options.markdown) {
+    for (const scenario of results.scenarios.filter((s) => s.modes.length > 0)) {
+      console.log(`\n**${scenario.title}** (${scenario.connections} connections, ${(scenario.durationMs / 1000).toFixed(1)} s per mode)\n`)
+      console.log(renderMarkdownTable(scenario))
+    }
+    console.log('')
+  }
   if (options.writeFiles) {
     const files = await writeResults(results)
     console.log(`results: ${path.relative(process.cwd(), files.json)}`)
