@@ -25,7 +25,9 @@ const WORKERS = 4
 const DB_LATENCY_MS = 50
 
 const redisUrl = process.env.REDIS_URL || undefined
-const sharedRedis = Boolean(redisUrl || findRedisServer())
+/** `--no-private-redis` shows what a machine without redis-server gets (in-process mode). */
+const noPrivateRedis = process.argv.includes('--no-private-redis')
+const sharedRedis = Boolean(redisUrl || (!noPrivateRedis && findRedisServer()))
 const wrap = (text: string, indent = '  ') => text.replace(/(.{1,88})(\s+|$)/g, `${indent}$1\n`).trimEnd()
 
 console.log(bold('stampede-guard demo'))
@@ -43,7 +45,7 @@ console.log(`  a "database" where every query takes ${DB_LATENCY_MS} ms (${sourc
 if (redisUrl) console.log(`  Redis from REDIS_URL`)
 else if (sharedRedis) console.log(`  a private redis-server on a free 127.0.0.1 port, started now and stopped at the end`)
 else {
-  console.log(`  ${bold('no Redis')}: REDIS_URL is not set and redis-server is not installed, so this runs in IN-PROCESS mode:`)
+  console.log(`  ${bold('no Redis')}: REDIS_URL is not set and ${noPrivateRedis ? '--no-private-redis was given' : 'redis-server is not installed'}, so this runs in IN-PROCESS mode:`)
   console.log(`  each process has its own cache, and "one loader per miss" holds per process, not across all ${WORKERS}.`)
   console.log(`  Install redis-server (apt-get install redis-server) to see the real thing.`)
 }
@@ -72,6 +74,7 @@ const results = await runLoad({
   dbLatencyMs: DB_LATENCY_MS,
   timeScale: TIME_SCALE,
   redisUrl,
+  noPrivateRedis,
   source: sourceKindFromEnv(),
   events: {
     ...progress,

@@ -120,7 +120,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
         const runId = `${scenario.name}-${mode}-${randomBytes(4).toString('hex')}`
         const namespace = `sg-load:${runId}`
         namespaces.push(namespace)
-        await app.configure({ runId, mode, namespace, cache: cacheOptionsFor(mode, scenario.cache), dbLatencyMs: options.dbLatencyMs })
+        await app.configure({ runId, mode, namespace, cache: cacheOptionsFor(mode, scenario.cache, redis.url !== undefined), dbLatencyMs: options.dbLatencyMs })
         events.onRunStart?.(scenario, mode)
         liveRunId = runId
         liveQueries = 0

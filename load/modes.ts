@@ -9,7 +9,7 @@ export type ModeName = (typeof MODE_NAMES)[number]
 export const MODE_DESCRIPTIONS: Record<ModeName, string> = {
   none: 'no cache: every request queries the database',
   naive: 'GET/SET read-through cache in Redis, no lock (what most apps start with)',
-  lock: 'stampede-guard, lock only: one loader per miss across all processes; no stale, no early refresh, no L1',
+  lock: 'stampede-guard, lock only: one loader per miss across all processes; no stale, no early refresh, no L1 (with Redis)',
   full: 'stampede-guard, everything on: lock + stale-while-revalidate + early refresh + stale-if-error + L1',
 }
 
@@ -29,9 +29,13 @@ export interface ScenarioCachePolicy {
   staleIfErrorMs: number
 }
 
-/** What each mode turns on. `none` and `naive` only read `ttl`. */
-export function cacheOptionsFor(mode: ModeName, policy: ScenarioCachePolicy): ModeCacheOptions {
-  const off: ModeCacheOptions = { ttl: policy.ttlMs, staleTtl: 0, staleIfError: 0, earlyRefresh: false, l1: false }
+/**
+ * What each mode turns on. `none` and `naive` only read `ttl`.
+ * `lock` runs without L1 so that, like `naive`, every request goes to Redis; in
+ * in-process mode (no Redis) L1 is the only place a value can live, so it stays on there.
+ */
+export function cacheOptionsFor(mode: ModeName, policy: ScenarioCachePolicy, withRedis = true): ModeCacheOptions {
+  const off: ModeCacheOptions = { ttl: policy.ttlMs, staleTtl: 0, staleIfError: 0, earlyRefresh: false, l1: !withRedis }
   if (mode !== 'full') return off
   return { ttl: policy.ttlMs, staleTtl: policy.staleTtlMs, staleIfError: policy.staleIfErrorMs, earlyRefresh: 'xfetch', l1: true }
 }

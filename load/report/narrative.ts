@@ -44,7 +44,11 @@ export function explainResults(scenario: ScenarioResult, context: { workers: num
               `(in-process single-flight), so up to one query per process. With Redis it is exactly one across all of them.`,
       )
     }
-    if (full) lines.push(`full:  ${plural(full.dbQueries, 'query')} as well; on top of the lock it serves repeat hits from process memory (L1), hence the higher req/s.`)
+    if (full) {
+      const same = lock?.dbQueries === full.dbQueries ? ' as well' : ''
+      const why = context.sharedRedis ? '; on top of the lock it serves repeat hits from process memory (L1), hence the higher req/s' : ''
+      lines.push(`full:  ${plural(full.dbQueries, 'query')}${same}${why}.`)
+    }
   }
 
   if (scenario.name === 'expiry') {
@@ -56,8 +60,9 @@ export function explainResults(scenario: ScenarioResult, context: { workers: num
       )
     }
     if (lock) {
+      const perExpiry = context.sharedRedis ? 'one reload per expiry, whatever the traffic' : `one reload per expiry in each of the ${context.workers} processes (without Redis they share nothing)`
       lines.push(
-        `lock:  ${plural(lock.dbQueries, 'query')} in ${windows} TTL windows: one reload per expiry, whatever the traffic. ` +
+        `lock:  ${plural(lock.dbQueries, 'query')} in ${windows} TTL windows: ${perExpiry}. ` +
           `But requests that arrive during a reload wait for it (p99 ${ms(lock.traffic.latencyMs.p99)} ms).`,
       )
     }
