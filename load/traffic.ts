@@ -49,7 +49,7 @@ export async function runTraffic(options: TrafficOptions): Promise<TrafficResult
       reqPerSec: result.requests.total / (result.duration || durationSec),
       latencyMs: { p50: result.latency.p50, p99: result.latency.p99, max: result.latency.max },
       non2xx: result.non2xx,
-      errors: result.errors + result.timeouts,
+      errors: result.errors, // autocannon's `errors` already includes its `timeouts`
       durationMs: result.duration * 1000,
     }
   } finally {
