@@ -63,7 +63,7 @@ function ping(port: number): Promise<boolean> {
 }
 
 const livePids = new Set<number>()
-process.on('exit', () => {
+function killAllSync(): void {
   for (const pid of livePids) {
     try {
       process.kill(pid, 'SIGKILL')
@@ -71,7 +71,16 @@ process.on('exit', () => {
       /* already gone */
     }
   }
-})
+  livePids.clear()
+}
+process.on('exit', killAllSync)
+// Ctrl-C does not run 'exit' handlers: kill our servers, then die of the signal as usual.
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  process.once(signal, () => {
+    killAllSync()
+    if (process.listenerCount(signal) === 0) process.kill(process.pid, signal)
+  })
+}
 
 export async function startPrivateRedis(binary: string): Promise<PrivateRedis> {
   const port = await freePort()
