@@ -105,6 +105,8 @@ export class Cache {
       if (this.memory) this.notifier.listen(invalidationChannel(namespace), (key) => this.forget(key))
     } else if (this.settings.policy.negativeTtl > 0) {
       throw new InvalidArgumentError('negativeTtl', 'needs Redis: it shares a failure across processes')
+    } else if (!this.memory) {
+      throw new InvalidArgumentError('l1', 'cannot be false without redis: nothing would be cached')
     }
   }
 

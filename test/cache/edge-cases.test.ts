@@ -102,6 +102,7 @@ describe('timeouts and flights (in-process)', () => {
     ['pollInterval above maxPollInterval', { lock: { pollInterval: 500, maxPollInterval: 100 } }, /^lock\.maxPollInterval: /],
     ['maxHold below lease', { lock: { lease: 1000, maxHold: 500 } }, /^lock\.maxHold: /],
     ['negativeTtl without Redis', { negativeTtl: 1000 }, /^negativeTtl: needs Redis/],
+    ['l1: false without Redis', { l1: false }, /^l1: cannot be false without redis/],
   ])('rejects %s', (_, options, message) => {
     expect(() => createCache({ ttl: 1000, ...options } as CacheOptions)).toThrow(message)
   })
