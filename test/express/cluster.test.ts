@@ -9,7 +9,8 @@ import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { forkWorker, type Worker } from '../support/workers.js'
-import { COLD_BODY } from './fixtures/cluster-app.js'
+
+const COLD_BODY = JSON.stringify({ product: 7, name: 'Cold widget', stock: 3 })
 
 describe.skipIf(!redisAvailable)('a 4-process cluster under a burst', () => {
   let server: RedisServer
@@ -19,7 +20,7 @@ describe.skipIf(!redisAvailable)('a 4-process cluster under a burst', () => {
   beforeAll(async () => {
     server = await startRedis()
     redis = server.client()
-    primary = await forkWorker(new URL('./fixtures/cluster-app.ts', import.meta.url), { env: { REDIS_URL: server.url, NAMESPACE: 'burst' } })
+    primary = await forkWorker(new URL('./fixtures/cluster-app.ts', import.meta.url), { env: { REDIS_URL: server.url, NAMESPACE: 'burst', COLD_BODY } })
   })
   afterAll(async () => {
     await primary?.stop()
@@ -41,5 +42,9 @@ describe.skipIf(!redisAvailable)('a 4-process cluster under a burst', () => {
     expect(result.non2xx).toBe(0)
     expect(result.mismatches).toBe(0)
     expect(Number(await redis.get('runs:cold'))).toBe(1)
+    // The burst really was spread over the 4 processes.
+    const perProcess = Object.values(await redis.hgetall('requests-by-pid')).map(Number)
+    expect(perProcess).toHaveLength(4)
+    expect(perProcess.every((count) => count > 0)).toBe(true)
   })
 })
