@@ -3,12 +3,14 @@
  * refreshed once in the background) and stale-if-error (a handler that throws, answers
  * 5xx or is too slow), and the responses that must never be served stale.
  */
+import compression from 'compression'
 import express, { type RequestHandler } from 'express'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import type { Cache } from '../../src/index.js'
 import { cacheRoute, type CacheRouteOptions } from '../../src/express/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
-import { gate, serve, sleep, testCache, until, type Served } from './helpers.js'
+import { gate, raw, serve, sleep, testCache, until, type Served } from './helpers.js'
+import { gunzipSync } from 'node:zlib'
 
 describe.skipIf(!redisAvailable)('freshness and stale serving', () => {
   let redis: RedisServer
@@ -94,6 +96,35 @@ describe.skipIf(!redisAvailable)('freshness and stale serving', () => {
       expect(runs).toBe(2)
       expect((await server.get('/r')).headers['x-cache']).toBe('HIT')
     })
+
+    for (const position of ['before', 'after'] as const) {
+      it(`refreshes in the background through compression ${position} cacheRoute, per variant`, async () => {
+        cache = testCache(redis)
+        const application = express()
+        const squeeze = compression({ threshold: 0 })
+        const handler: RequestHandler = (req, res) => {
+          runs++
+          res.set('Vary', 'Accept-Language').type('text').send(`${req.headers['accept-language']} version ${runs} `.repeat(50))
+        }
+        const route = cacheRoute(cache, { ttl: 300, staleTtl: '30s', xCacheHeader: true })
+        if (position === 'before') application.get('/r', squeeze, route, handler)
+        else application.get('/r', route, squeeze, handler)
+        served = await serve(application)
+        const get = (language: string) => raw(served!.port, '/r', { headers: { 'accept-language': language, 'accept-encoding': 'gzip' } })
+        const text = (res: Awaited<ReturnType<typeof get>>) => gunzipSync(res.body).toString().slice(0, 12)
+        expect(text(await get('en'))).toBe('en version 1')
+        expect(text(await get('fr'))).toBe('fr version 2')
+        await sleep(400)
+        const stale = await get('fr')
+        expect(stale.headers['x-cache']).toBe('STALE')
+        expect(stale.headers['content-encoding']).toBe('gzip')
+        expect(text(stale)).toBe('fr version 2')
+        await until(async () => text(await get('fr')) === 'fr version 3', 'the background refresh')
+        const fresh = await get('fr')
+        expect(fresh.headers['x-cache']).toBe('HIT')
+        expect(text(await get('en'))).toMatch(/^en version [14]$/) // en: stale (1) or refreshed (4), never another variant
+      })
+    }
 
     it("the response's own stale-while-revalidate sets the window (honorCacheControl)", async () => {
       const server = await app((_req, res) => void res.set('Cache-Control', 'max-age=1, stale-while-revalidate=30').send(`version ${runs}`), { ttl: '30s', honorCacheControl: true })
