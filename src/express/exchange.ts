@@ -5,6 +5,7 @@ import type { Validators } from './conditional.js'
 import { HeaderMap, type HeaderList } from './headers.js'
 import type { RouteSettings } from './options.js'
 import { replay, type CacheStatus, type Replayable } from './replay.js'
+import { ownForm } from './stored-form.js'
 import { bodyOf, type StoredResponse } from './stored-response.js'
 
 /**
@@ -54,6 +55,7 @@ export class Exchange {
    */
   runHandler(options: { asOrigin: boolean; beforeFlush?: (status: number | undefined) => Promise<void> }): Promise<CaptureEnd> {
     if (this.handlerRun) return this.handlerRun
+    // next() already ran uncached (fail open): there is nothing to capture, and no client.
     if (this.nextCalled) return Promise.resolve({ kind: 'released', reason: 'timeout', toClient: false })
     const restoreRequest = options.asOrigin ? this.presentAsOrigin() : () => {}
     this.capture = new ResponseCapture(this.res, {
@@ -73,18 +75,27 @@ export class Exchange {
     return this.handlerRun
   }
 
-  /** Stop buffering the handler: whatever it sends from now on streams to the client. */
-  releaseHandler(): void {
+  /**
+   * Fail open: the request is answered as if the route were uncached. If its handler
+   * has not run, it runs now, uncached. If it is running, what it sends from now on
+   * streams to the client. If it has finished, its response is sent.
+   */
+  async failOpen(): Promise<void> {
+    if (!this.handlerRun) {
+      this.nextCalled = true
+      this.clientClaimed = true
+      passThrough(this.res, this.next, this.settings)
+      return
+    }
     this.capture?.release('timeout')
-  }
-
-  /** The route runs as if uncached (fail open, bypass). No-op if the handler already ran. */
-  passThrough(): void {
-    if (this.nextCalled) return
-    this.nextCalled = true
-    this.clientClaimed = true
-    if (this.settings.xCacheHeader && !this.res.headersSent) this.res.setHeader('X-Cache', 'BYPASS')
-    this.next()
+    const end = await this.handlerRun
+    if (end.kind !== 'complete') return
+    try {
+      this.replayOwn(ownForm(end.response, this.upstreamHeaders), 'BYPASS')
+    } catch (error) {
+      this.reportError(error)
+      if (!this.res.headersSent) this.res.writeHead(502).end()
+    }
   }
 
   /** Sends a stored response, with `Age` and the validators answered. */
@@ -107,11 +118,7 @@ export class Exchange {
   }
 
   reportError(error: unknown): void {
-    try {
-      this.settings.onError(error, this.req)
-    } catch {
-      // An observer that throws must not break the request.
-    }
+    reportError(this.settings, error, this.req)
   }
 
   private cacheStatus(status: CacheStatus): { cacheStatus?: CacheStatus } {
@@ -156,5 +163,20 @@ export class Exchange {
       req.method = method
       for (const [name, value] of hidden) req.headers[name] = value
     }
+  }
+}
+
+/** The route runs uncached for this request (`X-Cache: BYPASS`). */
+export function passThrough(res: Response, next: NextFunction, settings: RouteSettings): void {
+  if (settings.xCacheHeader && !res.headersSent) res.setHeader('X-Cache', 'BYPASS')
+  next()
+}
+
+/** Tells `onError`; an observer that throws must not break the request. */
+export function reportError(settings: RouteSettings, error: unknown, req: Request): void {
+  try {
+    settings.onError(error, req)
+  } catch {
+    // ignored
   }
 }

@@ -29,7 +29,7 @@ export async function serveCached(exchange: Exchange): Promise<void> {
     exchange.replayStored(entry.response, found.outcome === 'stale' ? 'STALE' : 'HIT')
   } catch (error) {
     exchange.reportError(error)
-    await failOpen(exchange)
+    await exchange.failOpen()
   }
 }
 
@@ -38,8 +38,8 @@ export async function serveCached(exchange: Exchange): Promise<void> {
  * the cache. Its response is stored for everyone only when it says it is shared
  * (`public`, `s-maxage`, `must-revalidate`; RFC 9111 §3.5) and has no variants.
  */
-export async function serveAuthorized(exchange: Exchange, key: string): Promise<void> {
-  const { cache, settings } = exchange
+export async function serveAuthorized(exchange: Exchange): Promise<void> {
+  const { cache, settings, key } = exchange
   const end = await exchange.runHandler({ asOrigin: true })
   if (end.kind !== 'complete') return
   exchange.replayOwn(ownForm(end.response, exchange.upstreamHeaders), 'BYPASS')
@@ -54,8 +54,8 @@ export async function serveAuthorized(exchange: Exchange, key: string): Promise<
  * URL (and so all its variants) before the client sees the answer, so the client's
  * next GET cannot be served the old entry (RFC 9111 §4.4).
  */
-export async function serveUnsafe(exchange: Exchange, key: string): Promise<void> {
-  const invalidate = () => exchange.cache.delete(key).catch((error) => exchange.reportError(error))
+export async function serveUnsafe(exchange: Exchange): Promise<void> {
+  const invalidate = () => exchange.cache.delete(exchange.key).catch((error) => exchange.reportError(error))
   const end = await exchange.runHandler({
     asOrigin: false,
     // Released mid-response (large or slow): the status may be unknown yet, so invalidate anyway.
@@ -77,12 +77,4 @@ async function answerWithOwnResponse(exchange: Exchange): Promise<void> {
   const stored = exchange.storedOwn
   if (stored) exchange.replayStored(stored, 'MISS')
   else exchange.replayOwn(ownForm(end.response, exchange.upstreamHeaders), 'BYPASS')
-}
-
-/** The route runs as if uncached. A handler already running keeps running and answers its client. */
-async function failOpen(exchange: Exchange): Promise<void> {
-  if (!exchange.handlerStarted) return exchange.passThrough()
-  exchange.releaseHandler()
-  const end = await exchange.runHandler({ asOrigin: true })
-  if (end.kind === 'complete') exchange.replayOwn(ownForm(end.response, exchange.upstreamHeaders), 'BYPASS')
 }

@@ -1,7 +1,7 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express'
 import type { Cache } from '../cache.js'
 import { resolvePolicy } from '../options.js'
-import { Exchange } from './exchange.js'
+import { Exchange, passThrough, reportError } from './exchange.js'
 import { serveAuthorized, serveCached, serveUnsafe } from './flows.js'
 import { resolveRouteOptions, type CacheRouteOptions } from './options.js'
 import { classifyRequest } from './storability.js'
@@ -25,29 +25,28 @@ export function cacheRoute(cache: Cache, options: CacheRouteOptions): RequestHan
   return function cacheRouteMiddleware(req: Request, res: Response, next: NextFunction): void {
     let exchange: Exchange | undefined
     const failOpen = (error: unknown) => {
-      exchange?.reportError(error)
-      if (!exchange) settings.onError(error, req)
-      if (exchange) exchange.passThrough()
+      reportError(settings, error, req)
+      if (exchange) void exchange.failOpen()
       else next()
     }
     try {
       const verdict = classifyRequest(req, settings)
-      if (verdict.action === 'ignore') return next()
-      const key = 'key' in verdict && verdict.key !== undefined ? verdict.key : ''
-      exchange = new Exchange(req, res, next, cache, settings, key)
       switch (verdict.action) {
+        case 'ignore':
+          return next()
         case 'cache':
-          void serveCached(exchange).catch(failOpen)
+          exchange = new Exchange(req, res, next, cache, settings, verdict.key)
+          serveCached(exchange).catch(failOpen)
           return
         case 'invalidate':
-          void serveUnsafe(exchange, verdict.key).catch(failOpen)
+          exchange = new Exchange(req, res, next, cache, settings, verdict.key)
+          serveUnsafe(exchange).catch(failOpen)
           return
         case 'bypass':
-          if (verdict.reason === 'authorization' && verdict.key !== undefined) {
-            void serveAuthorized(exchange, verdict.key).catch(failOpen)
-            return
-          }
-          exchange.passThrough()
+          return passThrough(res, next, settings)
+        case 'authorized':
+          exchange = new Exchange(req, res, next, cache, settings, verdict.key)
+          serveAuthorized(exchange).catch(failOpen)
           return
       }
     } catch (error) {

@@ -13,16 +13,18 @@ import type { ResponseSnapshot } from './stored-response.js'
 const UNSAFE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 
 /** Why a request does not use the cache (`X-Cache: BYPASS`). */
-export type BypassReason = 'host' | 'forwarded-host' | 'cookie' | 'authorization' | 'bypass-option' | 'key-error'
+export type BypassReason = 'host' | 'forwarded-host' | 'cookie' | 'bypass-option' | 'key-error'
 
 export type RequestVerdict =
   /** GET/HEAD: look up `key`; on a miss, one request runs the handler. */
   | { action: 'cache'; key: string }
+  /** Run the handler for this request alone, uncached. */
+  | { action: 'bypass'; reason: BypassReason }
   /**
-   * Run the handler for this request alone. With `key`, its response may still be
-   * stored if it is explicitly shared (an `Authorization` request, RFC 9111 §3.5).
+   * GET/HEAD with `Authorization` on a route that did not opt in: never served from the
+   * cache, but its response is stored under `key` if it says it is shared (RFC 9111 §3.5).
    */
-  | { action: 'bypass'; reason: BypassReason; key?: string }
+  | { action: 'authorized'; key: string }
   /** POST/PUT/PATCH/DELETE: run the handler; a 2xx/3xx answer invalidates `key`. */
   | { action: 'invalidate'; key: string }
   /** Any other method (OPTIONS, ...): not the cache's business. */
@@ -54,7 +56,7 @@ export function classifyRequest(req: Request, settings: RouteSettings): RequestV
   if (settings.bypass?.(req)) return { action: 'bypass', reason: 'bypass-option' }
   if (!settings.allowAuthenticated) {
     if (req.headers.cookie !== undefined) return { action: 'bypass', reason: 'cookie' }
-    if (req.headers.authorization !== undefined) return { action: 'bypass', reason: 'authorization', key }
+    if (req.headers.authorization !== undefined) return { action: 'authorized', key }
   }
   return { action: 'cache', key }
 }
