@@ -61,6 +61,17 @@ describe.skipIf(!redisAvailable)('coalescing across processes', () => {
     expect(responses.filter((r) => r.headers['x-cache'] === 'MISS')).toHaveLength(1)
   })
 
+  it('rule 14 with variants: one handler run per Accept-Encoding variant across processes', async () => {
+    await start(2)
+    const gzip = await Promise.all(Array.from({ length: 20 }, (_, i) => raw(ports[i % 2]!, '/compressed', { headers: { 'accept-encoding': 'gzip' } })))
+    expect(await runs('compressed')).toBe(1)
+    expect(new Set(gzip.map((r) => r.body.toString('base64'))).size).toBe(1)
+    expect(gzip.every((r) => r.status === 200 && r.headers['content-encoding'] === 'gzip')).toBe(true)
+    const plain = await Promise.all(Array.from({ length: 20 }, (_, i) => raw(ports[i % 2]!, '/compressed', { headers: { 'accept-encoding': 'identity' } })))
+    expect(await runs('compressed')).toBe(2)
+    expect(plain.every((r) => r.status === 200 && r.headers['content-encoding'] === undefined && r.body.toString() === 'compressible '.repeat(100))).toBe(true)
+  })
+
   for (const kind of ['set-cookie', 'private', '500', 'large']) {
     it(`rule 15: a leader's ${kind} response goes to nobody else; each waiter runs its own handler, then hit-for-miss skips the queue`, async () => {
       await start(2, { hitForMiss: '30s', maxBodyBytes: 1000 })
