@@ -40,6 +40,8 @@ interface Call {
   policy: Policy
   /** `deletions` when the call started: a delete after it keeps its result out of L1. */
   epoch: number
+  /** A refresh nobody waits for (grace, early refresh). */
+  background?: boolean
 }
 
 /** What a flight has learned that its callers' timeouts can use. */
@@ -267,7 +269,7 @@ export class Cache {
 
   private fly(call: Call): Promise<Resolution> {
     const { flight, joined } = this.flights.run(call.key, { fallback: undefined }, (notes) => this.resolve(call, notes).finally(() => this.settleDeletion(call.key)))
-    const answered = this.withTimeouts(call, flight)
+    const answered = this.withTimeouts(call, flight, joined)
     if (!joined) {
       this.track(flight.promise)
       return answered
@@ -284,49 +286,62 @@ export class Cache {
 
   /**
    * This caller's softTimeout and hardTimeout, raced against the flight (leading or
-   * waiting alike). The flight runs on, so a process still loads each key once.
+   * waiting alike), and for a caller that joined another caller's flight, waitTimeout.
+   * The flight runs on, so a process still loads each key once.
    */
-  private withTimeouts(call: Call, flight: Flight<Resolution, FlightNotes>): Promise<Resolution> {
-    const { softTimeout, hardTimeout } = call.policy
-    if (!softTimeout && !hardTimeout) return flight.promise
+  private withTimeouts(call: Call, flight: Flight<Resolution, FlightNotes>, joined: boolean): Promise<Resolution> {
+    const { key, policy } = call
+    const fallback = () => (fallbackValid(flight.notes.fallback, performance.now()) ? flight.notes.fallback : undefined)
+    // Each deadline answers, throws, or returns undefined to keep waiting.
+    const deadlines: [number, () => Resolution | Promise<Resolution> | undefined][] = []
+    if (policy.softTimeout) {
+      deadlines.push([policy.softTimeout, () => {
+        const stale = fallback()
+        if (!stale) return undefined // nothing to answer with yet
+        this.events.emit('timeout', { key, kind: 'soft' })
+        return this.stale(key, stale, 'soft-timeout')
+      }])
+    }
+    if (joined) {
+      // The flight still stores its own result when it ends.
+      deadlines.push([policy.waitTimeout, () => this.waitTimedOut(call, fallback()) ?? this.loadUncached(call)])
+    }
+    if (policy.hardTimeout) {
+      deadlines.push([policy.hardTimeout, () => {
+        this.events.emit('timeout', { key, kind: 'hard' })
+        const stale = fallback()
+        if (stale) return this.stale(key, stale, 'hard-timeout')
+        throw new LoaderTimeoutError(key, policy.hardTimeout)
+      }])
+    }
+    if (deadlines.length === 0) return flight.promise
     return new Promise<Resolution>((resolve, reject) => {
-      const timers: NodeJS.Timeout[] = []
       let done = false
-      const finish = (settle: () => void) => {
+      const settle = (answer: () => void) => {
         if (done) return
         done = true
         for (const timer of timers) clearTimeout(timer)
-        settle()
+        answer()
       }
-      const fallback = () => (fallbackValid(flight.notes.fallback, performance.now()) ? flight.notes.fallback : undefined)
-      flight.promise.then((resolution) => finish(() => resolve(resolution)), (error: unknown) => finish(() => reject(error)))
-      const after = (ms: number, onTimeout: () => void) => timers.push(setTimeout(onTimeout, ms).unref())
-      if (softTimeout) {
-        after(softTimeout, () => {
-          const stale = fallback()
-          if (!stale) return // nothing to answer with: keep waiting
-          finish(() => {
-            this.events.emit('timeout', { key: call.key, kind: 'soft' })
-            resolve(this.stale(call.key, stale, 'soft-timeout'))
-          })
-        })
-      }
-      if (hardTimeout) {
-        after(hardTimeout, () => finish(() => {
-          this.events.emit('timeout', { key: call.key, kind: 'hard' })
-          const stale = fallback()
-          if (stale) resolve(this.stale(call.key, stale, 'hard-timeout'))
-          else reject(new LoaderTimeoutError(call.key, hardTimeout))
-        }))
-      }
+      const timers = deadlines.map(([ms, onDeadline]) => setTimeout(() => {
+        try {
+          const answer = onDeadline()
+          if (answer) settle(() => resolve(answer))
+        } catch (error) {
+          settle(() => reject(error))
+        }
+      }, ms).unref())
+      flight.promise.then((resolution) => settle(() => resolve(resolution)), (error: unknown) => settle(() => reject(error)))
     })
   }
+
 
   private refreshInBackground(call: Call, mode: LookupMode, current: Entry): void {
     const now = performance.now()
     if (this.closed || now < (this.refreshHolds.get(call.key) ?? 0) || this.flights.has(call.key)) return
     this.holdRefresh(call.key, now + this.settings.lock.lease)
-    const { flight } = this.flights.run(call.key, { fallback: current }, () => this.refresh(call, mode, current).finally(() => this.settleDeletion(call.key)))
+    const refresh = { ...call, background: true }
+    const { flight } = this.flights.run(call.key, { fallback: current }, () => this.refresh(refresh, mode, current).finally(() => this.settleDeletion(call.key)))
     this.track(flight.promise)
   }
 
@@ -381,7 +396,7 @@ export class Cache {
             if (entry && found.state === 'grace') {
               this.remember(call, entry)
               this.holdRefresh(key, performance.now() + lease) // we are the one refreshing it
-              this.track(this.lead(call, claim, { fallback: entry }))
+              this.track(this.lead({ ...call, background: true }, claim, { fallback: entry }))
               return this.stale(key, entry, 'grace')
             }
             this.events.emit('miss', { key })
@@ -405,7 +420,7 @@ export class Cache {
             }
             const left = waitDeadline - performance.now()
             if (left <= 0) {
-              const timedOut = this.waitTimedOut(call, notes)
+              const timedOut = this.waitTimedOut(call, notes.fallback)
               if (timedOut) return timedOut
               // Load without the lock; a fresh token still fences the result against newer ones.
               const { lockArg: token } = await this.store.getOrLock(keys, owner, lease, 'token', this.retentionMs)
@@ -492,9 +507,9 @@ export class Cache {
   }
 
   /** After waitTimeout: stale if we can, a LockWaitTimeoutError if asked, else undefined (load it ourselves). */
-  private waitTimedOut(call: Call, notes: FlightNotes): Resolution | undefined {
+  private waitTimedOut(call: Call, fallback: Entry | undefined): Resolution | undefined {
     this.events.emit('timeout', { key: call.key, kind: 'wait' })
-    if (fallbackValid(notes.fallback, performance.now())) return this.stale(call.key, notes.fallback, 'wait-timeout')
+    if (fallbackValid(fallback, performance.now())) return this.stale(call.key, fallback, 'wait-timeout')
     if (call.policy.onWaitTimeout === 'throw') throw new LockWaitTimeoutError(call.key, call.policy.waitTimeout)
     return undefined
   }
@@ -514,7 +529,9 @@ export class Cache {
     const lease = claim?.lockValue && this.store
       ? new Lease(this.store, claim.keys, claim.lockValue, leaseMs, maxHold, key, (reason) => this.events.emit('lock-lost', { key, reason }))
       : undefined
-    const context = new LoadContext(key, lease?.signal ?? NEVER_ABORTED, notes.fallback?.value, call.policy)
+    const context = new LoadContext(key, lease?.signal ?? NEVER_ABORTED, notes.fallback?.value, call.policy, call.background)
+    // A background loader starts after the caller that triggered it has its stale answer.
+    if (call.background) await new Promise((resolve) => setImmediate(resolve))
     const startedAt = performance.now()
     let value: unknown
     try {

@@ -14,6 +14,11 @@ export interface LoaderContext<V = unknown> {
   readonly signal: AbortSignal
   /** The stale value in hand, if any: what callers get if this load fails (fail-safe). */
   readonly staleValue: V | undefined
+  /**
+   * True for a refresh no caller waits for (grace or early refresh). It starts after the
+   * caller that triggered it has been answered with the stale value.
+   */
+  readonly background: boolean
   /** Sets the lifetimes of this result only, e.g. from an HTTP `Cache-Control` header. */
   cacheFor(lifetimes: { ttl?: Duration; staleTtl?: Duration; staleIfError?: Duration }): void
   /**
@@ -40,6 +45,7 @@ export class LoadContext<V> implements LoaderContext<V> {
     readonly signal: AbortSignal,
     readonly staleValue: V | undefined,
     policy: Policy,
+    readonly background = false,
   ) {
     this.ttl = policy.ttl
     this.staleTtl = policy.staleTtl

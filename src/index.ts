@@ -14,4 +14,4 @@ export {
   StampedeGuardError,
 } from './errors.js'
 export type { CacheEventName, CacheEvents, CacheStats, StaleReason } from './events.js'
-export type { CacheOptions, CircuitBreakerOptions, EarlyRefresh, L1Options, LockOptions, PolicyOptions } from './options.js'
+export { POLICY_OPTION_NAMES, type CacheOptions, type CircuitBreakerOptions, type EarlyRefresh, type L1Options, type LockOptions, type PolicyOptions } from './options.js'

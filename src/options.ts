@@ -150,9 +150,10 @@ export interface Settings {
   maxKeyLength: number
 }
 
-const POLICY_KEYS = ['ttl', 'staleTtl', 'staleIfError', 'failSafeBackoff', 'softTimeout', 'hardTimeout', 'waitTimeout', 'onWaitTimeout', 'earlyRefresh', 'negativeTtl'] as const
-const CACHE_KEYS = new Set<string>([...POLICY_KEYS, 'redis', 'namespace', 'l1', 'lock', 'redisTimeout', 'circuitBreaker', 'codec', 'maxKeyLength'])
-const CALL_KEYS = new Set<string>(POLICY_KEYS)
+/** Names of the options `getOrLoad` takes per call (for wrappers that pass them through). */
+export const POLICY_OPTION_NAMES = ['ttl', 'staleTtl', 'staleIfError', 'failSafeBackoff', 'softTimeout', 'hardTimeout', 'waitTimeout', 'onWaitTimeout', 'earlyRefresh', 'negativeTtl'] as const
+const CACHE_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'redis', 'namespace', 'l1', 'lock', 'redisTimeout', 'circuitBreaker', 'codec', 'maxKeyLength'])
+const CALL_KEYS = new Set<string>(POLICY_OPTION_NAMES)
 const L1_KEYS = new Set(['max', 'maxTtl'])
 const LOCK_KEYS = new Set(['lease', 'maxHold', 'pollInterval', 'maxPollInterval'])
 const BREAKER_KEYS = new Set(['threshold', 'openFor'])

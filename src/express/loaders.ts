@@ -76,10 +76,6 @@ export function variantLoader(exchange: Exchange, list: VariantList): Loader<Rou
 }
 
 async function produce(exchange: Exchange, context: LoaderContext<RouteEntry>): Promise<Produced> {
-  // The core may call a background-refresh loader before our own getOrLoad call has
-  // returned the stale value we are about to replay. One macrotask lets that replay
-  // go first, so the capture never starts under it.
-  await new Promise<void>((resolve) => setImmediate(resolve))
   const end = await exchange.runHandler({ asOrigin: true })
   if (end.kind === 'released') {
     // Too large or streamed: the client got it directly. A timeout is not a property of the URL: no hit-for-miss.

@@ -1,7 +1,7 @@
 import type { Request } from 'express'
 import { parseDuration, type Duration } from '../duration.js'
 import { InvalidArgumentError } from '../errors.js'
-import type { PolicyOptions } from '../options.js'
+import { POLICY_OPTION_NAMES, type PolicyOptions } from '../options.js'
 import { canonicalHeaderNames } from './key.js'
 
 /**
@@ -121,11 +121,9 @@ export interface RouteSettings {
   fixedVariantHeaders: readonly string[]
 }
 
-/** The core's per-call policy options, passed through to getOrLoad (keep in sync with PolicyOptions). */
-const POLICY_OPTIONS = ['ttl', 'staleTtl', 'staleIfError', 'failSafeBackoff', 'softTimeout', 'hardTimeout', 'waitTimeout', 'onWaitTimeout', 'earlyRefresh', 'negativeTtl']
 
 const KNOWN = new Set([
-  ...POLICY_OPTIONS,
+  ...POLICY_OPTION_NAMES,
   'key', 'statuses', 'varyOn', 'allowAuthenticated', 'honorCacheControl', 'maxTtl', 'etag', 'xCacheHeader', 'maxBodyBytes',
   'hitForMiss', 'handlerTimeout', 'allowedHosts', 'bypass', 'onError',
 ])

@@ -88,6 +88,36 @@ describe('timeouts and flights (in-process)', () => {
     await cache.close()
   })
 
+  it('callers joining a hung in-process load are bounded by waitTimeout', async () => {
+    const cache = createCache({ ttl: '1m', waitTimeout: 100, onWaitTimeout: 'throw', lock: { lease: 100, maxHold: 1_000 } })
+    const hung = cache.getOrLoad('k', () => new Promise<string>(() => {})).catch((e: unknown) => e)
+    const started = performance.now()
+    const error = await cache.getOrLoad('k', async () => 'unused').catch((e: unknown) => e)
+    expect(error).toMatchObject({ code: 'ERR_SG_LOCK_WAIT_TIMEOUT' })
+    expect(performance.now() - started).toBeLessThan(900) // before lock.maxHold gives the load up
+    expect(await hung).toBeInstanceOf(LoaderTimeoutError)
+    await cache.close()
+  })
+
+  it('a background refresh is flagged and starts only after its caller got the stale value', async () => {
+    const cache = createCache({ ttl: 20, staleTtl: '1m' })
+    await cache.getOrLoad('k', async () => 'old')
+    await sleep(40)
+    const seen: boolean[] = []
+    let startedBeforeAnswer = true
+    const answer = cache.getOrLoad('k', async (ctx) => {
+      seen.push(ctx.background)
+      return 'new'
+    })
+    answer.then(() => (startedBeforeAnswer = seen.length > 0))
+    expect(await answer).toBe('old')
+    await sleep(20)
+    expect(seen).toEqual([true])
+    expect(startedBeforeAnswer).toBe(false)
+    expect(await cache.getOrLoad('k', async () => 'unused')).toBe('new')
+    await cache.close()
+  })
+
   it('set() rejects undefined and unencodable values', async () => {
     const cache = createCache({ ttl: '1m' })
     await expect(cache.set('k', undefined)).rejects.toBeInstanceOf(InvalidArgumentError)
