@@ -1,40 +1,22 @@
-import type { Redis } from 'ioredis'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
-import { forkWorker, type Worker } from '../support/workers.js'
+import { describe, expect, it } from 'vitest'
+import { redisAvailable } from '../support/redis.js'
+import type { Worker } from '../support/workers.js'
+import { useWorkerSuite } from '../support/worker-suite.js'
 
 const WORKER = new URL('../fixtures/cache-worker.ts', import.meta.url)
 
 interface CallResult { ok: boolean; value?: { key: string; value: string; by: number }; error?: string }
 
 describe.skipIf(!redisAvailable)('across processes', () => {
-  let server: RedisServer
-  let redis: Redis
-  let workers: Worker[] = []
+  const suite = useWorkerSuite(WORKER)
+  const redis = suite.redis
 
-  beforeAll(async () => {
-    server = await startRedis()
-    redis = server.client()
-  })
-  afterAll(async () => {
-    await server?.stop()
-  })
-  afterEach(async () => {
-    await Promise.all(workers.map((worker) => worker.stop()))
-    workers = []
-    await redis.flushall()
-  })
-
-  async function spawn(count: number, cacheOptions: object = {}): Promise<Worker[]> {
-    const started = await Promise.all(
-      Array.from({ length: count }, () => forkWorker(WORKER, { env: { REDIS_URL: server.url, CACHE_OPTIONS: JSON.stringify(cacheOptions) } })),
-    )
-    workers.push(...started)
-    return started
+  function spawn(count: number, cacheOptions: object = {}): Promise<Worker[]> {
+    return suite.spawn(count, { CACHE_OPTIONS: JSON.stringify(cacheOptions) })
   }
 
   async function loads(key: string): Promise<number> {
-    return Number((await redis.get(`loads:${key}`)) ?? 0)
+    return Number((await redis().get(`loads:${key}`)) ?? 0)
   }
 
   async function until(condition: () => Promise<boolean>, what: string, timeoutMs = 15_000): Promise<void> {
@@ -90,12 +72,12 @@ describe.skipIf(!redisAvailable)('across processes', () => {
     const [stalled, next] = await spawn(2, { lock: { lease } })
     const late = stalled!.request<CallResult[]>({ op: 'burst', keys: ['fenced'], calls: 1, loaderMs: 0, busyMs: 2_000, value: 'old' })
     await until(async () => (await loads('fenced')) === 1, 'the stalled leader to start')
-    await until(async () => (await redis.exists('sg:{k:fenced}:lock')) === 0, 'the stalled lease to expire')
+    await until(async () => (await redis().exists('sg:{k:fenced}:lock')) === 0, 'the stalled lease to expire')
     const fresh = await next!.request<CallResult[]>({ op: 'burst', keys: ['fenced'], calls: 1, loaderMs: 0, value: 'new' })
     expect(fresh[0]?.value?.value).toBe('new')
     const stale = await late
     expect(stale[0]?.value?.value).toBe('old') // its own callers still get what they loaded
-    expect(JSON.parse((await redis.hget('sg:{k:fenced}', 'd'))!).value).toBe('new')
+    expect(JSON.parse((await redis().hget('sg:{k:fenced}', 'd'))!).value).toBe('new')
     const stats = await stalled!.request<Record<string, number>>({ op: 'stats' })
     expect(stats.fenced).toBe(1)
   })
@@ -105,8 +87,8 @@ describe.skipIf(!redisAvailable)('across processes', () => {
     const led = leader!.request<CallResult[]>({ op: 'burst', keys: ['lost'], calls: 1, loaderMs: 1_500 })
     await until(async () => (await loads('lost')) === 1, 'the leader to start')
     const waiting = Promise.all(waiters.map((w) => w.request<CallResult[]>({ op: 'burst', keys: ['lost'], calls: 10, loaderMs: 0 })))
-    await until(async () => ((await redis.pubsub('NUMSUB', 'sg:{k:lost}:ch')) as [string, number])[1] === 2, 'both waiters to subscribe')
-    const killed = (await redis.call('CLIENT', 'KILL', 'TYPE', 'pubsub')) as number
+    await until(async () => ((await redis().pubsub('NUMSUB', 'sg:{k:lost}:ch')) as [string, number])[1] === 2, 'both waiters to subscribe')
+    const killed = (await redis().call('CLIENT', 'KILL', 'TYPE', 'pubsub')) as number
     expect(killed).toBeGreaterThanOrEqual(2)
     const results = [...(await led), ...(await waiting).flat()]
     expect(results).toHaveLength(21)

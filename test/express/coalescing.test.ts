@@ -3,43 +3,22 @@
  * workers, each its own Express server and cache) share one redis-server, and the test
  * sends concurrent requests to both.
  */
-import type { Redis } from 'ioredis'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import type { CacheStats } from '../../src/index.js'
-import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
-import { forkWorker, type Worker } from '../support/workers.js'
+import { redisAvailable } from '../support/redis.js'
+import { useWorkerSuite } from '../support/worker-suite.js'
 import { raw, until, type RawResponse } from './helpers.js'
 
 const WORKER = new URL('./fixtures/route-worker.ts', import.meta.url)
 
 describe.skipIf(!redisAvailable)('coalescing across processes', () => {
-  let server: RedisServer
-  let redis: Redis
-  let workers: Worker[] = []
+  const suite = useWorkerSuite(WORKER)
+  const redis = suite.redis
   let ports: number[] = []
-
-  beforeAll(async () => {
-    server = await startRedis()
-    redis = server.client()
-  })
-  afterAll(async () => {
-    await server?.stop()
-  })
-  afterEach(async () => {
-    await Promise.all(workers.map((worker) => worker.stop()))
-    workers = []
-    await redis.flushall()
-  })
-
   let started = 0
 
   async function start(count: number, routeOptions: object = {}): Promise<void> {
-    const env = { REDIS_URL: server.url, NAMESPACE: `coalescing${++started}`, ROUTE_OPTIONS: JSON.stringify(routeOptions) }
-    workers = await Promise.all(
-      Array.from({ length: count }, () =>
-        forkWorker(WORKER, { env }),
-      ),
-    )
+    const workers = await suite.spawn(count, { NAMESPACE: `coalescing${++started}`, ROUTE_OPTIONS: JSON.stringify(routeOptions) })
     ports = await Promise.all(workers.map((worker) => worker.request<number>({ op: 'port' })))
   }
 
@@ -48,8 +27,8 @@ describe.skipIf(!redisAvailable)('coalescing across processes', () => {
     return Promise.all(Array.from({ length: count }, (_, i) => raw(ports[i % ports.length]!, path)))
   }
 
-  const runs = async (name: string) => Number((await redis.get(`runs:${name}`)) ?? 0)
-  const stats = async (): Promise<CacheStats[]> => Promise.all(workers.map((worker) => worker.request<CacheStats>({ op: 'stats' })))
+  const runs = async (name: string) => Number((await redis().get(`runs:${name}`)) ?? 0)
+  const stats = async (): Promise<CacheStats[]> => Promise.all(suite.workers().map((worker) => worker.request<CacheStats>({ op: 'stats' })))
   const total = (all: CacheStats[], event: keyof CacheStats) => all.reduce((sum, s) => sum + s[event], 0)
 
   it('rule 14: on a cold miss one handler runs for 40 requests on 2 processes; all get its response', async () => {
@@ -113,7 +92,7 @@ describe.skipIf(!redisAvailable)('coalescing across processes', () => {
     await until(async () => (await runs('hangs')) === 1, 'the leader to start')
     const waiters = await Promise.all(Array.from({ length: 10 }, (_, i) => raw(ports[i % 2]!, '/hangs')))
     expect(waiters.every((r) => r.status === 200 && /^answered by run \d+$/.test(r.body.toString()))).toBe(true)
-    await redis.set('release:hangs', '1')
+    await redis().set('release:hangs', '1')
     const late = await leader
     expect(late.status).toBe(200)
     expect(late.body.toString()).toBe('answered by run 1') // its own client still gets it, streamed, uncached

@@ -1,45 +1,22 @@
 /**
  * Rule 13 / acceptance 5: conditional requests against stored responses.
  */
-import express from 'express'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import type { Cache } from '../../src/index.js'
-import { cacheRoute, type CacheRouteOptions } from '../../src/express/index.js'
-import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
-import { serve, testCache, type Served } from './helpers.js'
+import { describe, expect, it } from 'vitest'
+import type { CacheRouteOptions } from '../../src/express/index.js'
+import { redisAvailable } from '../support/redis.js'
+import { useRouteHarness, type Served } from './helpers.js'
 
 const LAST_MODIFIED = 'Wed, 01 Jan 2025 00:00:00 GMT'
 
 describe.skipIf(!redisAvailable)('conditional requests', () => {
-  let redis: RedisServer
-  let cache: Cache
-  let served: Served | undefined
-  let runs = 0
+  const { route, runs, cache } = useRouteHarness({ method: 'get' })
 
-  beforeAll(async () => {
-    redis = await startRedis()
-  })
-  afterAll(async () => {
-    await redis?.stop()
-  })
-  afterEach(async () => {
-    await served?.close()
-    await cache?.close()
-    served = undefined
-    runs = 0
-  })
-
-  async function app(options: Partial<CacheRouteOptions> = {}, etag = '"v1"'): Promise<Served> {
-    cache = testCache(redis)
-    const application = express()
-    application.get('/r', cacheRoute(cache, { ttl: '30s', xCacheHeader: true, ...options }), (_req, res) => {
-      runs++
+  function app(options: Partial<CacheRouteOptions> = {}, etag = '"v1"'): Promise<Served> {
+    return route((_req, res) => {
       if (etag) res.set('ETag', etag)
       res.set({ 'Last-Modified': LAST_MODIFIED, 'Cache-Control': 'public, max-age=30', Expires: 'Thu, 01 Jan 2037 00:00:00 GMT', Vary: 'Accept-Language', 'Content-Location': '/r' })
       res.type('text').send('representation')
-    })
-    served = await serve(application)
-    return served
+    }, options)
   }
 
   it('If-None-Match yields a 304 carrying ETag, Vary, Cache-Control, Expires, Date (and Age)', async () => {
@@ -53,7 +30,7 @@ describe.skipIf(!redisAvailable)('conditional requests', () => {
     }
     expect(notModified.headers.age).toBeDefined()
     expect(notModified.headers['content-type']).toBeUndefined()
-    expect(runs).toBe(1)
+    expect(runs()).toBe(1)
   })
 
   it('uses the weak comparison, lists and *', async () => {
@@ -83,7 +60,7 @@ describe.skipIf(!redisAvailable)('conditional requests', () => {
     const hit = await server.get('/r')
     expect(hit.status).toBe(200)
     expect(hit.text).toBe('representation')
-    expect(runs).toBe(1)
+    expect(runs()).toBe(1)
   })
 
   it("etag: 'strong' replaces Express's weak ETag with one computed from the body; etag: false drops it", async () => {
@@ -91,8 +68,8 @@ describe.skipIf(!redisAvailable)('conditional requests', () => {
     const strong = await server.get('/r')
     expect(strong.headers.etag).toMatch(/^"[\w-]{27}"$/)
     expect((await server.get('/r').set('If-None-Match', strong.headers.etag!)).status).toBe(304)
-    await served!.close()
-    await cache.close()
+    await server.close()
+    await cache().close()
     server = await app({ etag: false })
     const none = await server.get('/r')
     expect(none.headers.etag).toBeUndefined()

@@ -2,42 +2,20 @@
  * Rule 12 / acceptance 4: Age on every response served from the cache, and X-Cache
  * reporting HIT, MISS, STALE and BYPASS (only when the route turns it on).
  */
-import express from 'express'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import type { Cache } from '../../src/index.js'
-import { cacheRoute, type CacheRouteOptions } from '../../src/express/index.js'
-import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
-import { serve, sleep, testCache, until, type Served } from './helpers.js'
+import { describe, expect, it } from 'vitest'
+import type { CacheRouteOptions } from '../../src/express/index.js'
+import { redisAvailable } from '../support/redis.js'
+import { sleep, until, useRouteHarness, type Served } from './helpers.js'
 
 describe.skipIf(!redisAvailable)('Age and X-Cache', () => {
-  let redis: RedisServer
-  let cache: Cache
-  let served: Served | undefined
-  let runs = 0
+  // No X-Cache unless a test asks for it.
+  const { route, runs } = useRouteHarness({ method: 'get', defaults: { ttl: '30s' } })
 
-  beforeAll(async () => {
-    redis = await startRedis()
-  })
-  afterAll(async () => {
-    await redis?.stop()
-  })
-  afterEach(async () => {
-    await served?.close()
-    await cache?.close()
-    served = undefined
-    runs = 0
-  })
-
-  async function app(options: Partial<CacheRouteOptions> = {}): Promise<Served> {
-    cache = testCache(redis)
-    const application = express()
-    application.get('/r', cacheRoute(cache, { ttl: '30s', ...options }), (req, res) => {
-      runs++
+  function app(options: Partial<CacheRouteOptions> = {}): Promise<Served> {
+    return route((req, res) => {
       if (req.query.private) res.set('Cache-Control', 'private')
-      res.set('Age', '500').send(`run ${runs}`) // an upstream Age must not survive
-    })
-    served = await serve(application)
-    return served
+      res.set('Age', '500').send(`run ${runs()}`) // an upstream Age must not survive
+    }, options)
   }
 
   it('Age counts seconds since the response was stored and replaces the stored Age', async () => {
@@ -61,7 +39,7 @@ describe.skipIf(!redisAvailable)('Age and X-Cache', () => {
     seen.push((await server.get('/r').set('Cookie', 'a=b')).headers['x-cache'])
     seen.push((await server.get('/r?private=1')).headers['x-cache'])
     expect(seen).toEqual(['MISS', 'HIT', 'STALE', 'BYPASS', 'BYPASS'])
-    await until(() => runs === 4, 'the background refresh') // run 1, refresh, Cookie, private
+    await until(() => runs() === 4, 'the background refresh') // run 1, refresh, Cookie, private
   })
 
   it('X-Cache is off by default: it tells attackers which inputs are keyed', async () => {

@@ -1,14 +1,17 @@
 /**
  * Shared pieces of the route-middleware tests: one listening server per app (so every
  * request has the same Host, which is part of the key), raw HTTP for byte-level checks,
- * a cache per test on the file's real redis-server, and gates to hold handlers.
+ * a cache per test on the file's real redis-server, a harness that builds the usual
+ * one-route app, and gates to hold handlers.
  */
 import http, { type IncomingHttpHeaders } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import type { Express } from 'express'
+import express, { type Express, type RequestHandler } from 'express'
 import request from 'supertest'
+import { afterAll, afterEach, beforeAll } from 'vitest'
+import { cacheRoute, type CacheRouteOptions } from '../../src/express/index.js'
 import { createCache, type Cache, type CacheOptions } from '../../src/index.js'
-import type { RedisServer } from '../support/redis.js'
+import { startRedis, type RedisServer } from '../support/redis.js'
 
 /** The Host every test request sends: keys depend on it, ports do not. */
 export const HOST = 'shop.test'
@@ -78,6 +81,90 @@ export function testCache(server: RedisServer | undefined, options: Partial<Cach
     ttl: '30s',
     ...options,
   })
+}
+
+export interface RouteHarnessOptions {
+  /** `'all'` (the default) routes every method to the handler; `'get'` only GET (and HEAD). */
+  method?: 'all' | 'get'
+  /** The cacheRoute options every route starts from; default `{ ttl: '30s', xCacheHeader: true }`. */
+  defaults?: CacheRouteOptions
+  /** Applied to each new app before the route is added (app settings such as 'trust proxy'). */
+  configure?: (app: Express) => void
+}
+
+/** Where the route sits: its path (default `/r`) and middleware around cacheRoute. */
+export interface RoutePlacement {
+  path?: string
+  before?: RequestHandler[]
+  after?: RequestHandler[]
+}
+
+export interface RouteHarness {
+  /**
+   * A new cache (on the file's redis-server) and app with one route behind cacheRoute
+   * (`defaults` then `options`), ending in `handler`, counted in `runs()`; served, and
+   * closed after the test.
+   */
+  route(handler: RequestHandler, options?: Partial<CacheRouteOptions>, placement?: RoutePlacement): Promise<Served>
+  /** How many times the handler ran in this test. */
+  runs(): number
+  /** The cache of the last `route()`. */
+  cache(): Cache
+  /** The file's redis-server. */
+  redis(): RedisServer
+}
+
+/**
+ * The setup of a file of route tests: call inside its describe. Starts one redis-server
+ * for the file; after each test closes the served app and its cache and resets `runs()`.
+ */
+export function useRouteHarness(harness: RouteHarnessOptions = {}): RouteHarness {
+  const { method = 'all', defaults = { ttl: '30s', xCacheHeader: true }, configure } = harness
+  let redis: RedisServer | undefined
+  let cache: Cache | undefined
+  let served: Served | undefined
+  let runs = 0
+
+  beforeAll(async () => {
+    redis = await startRedis()
+  })
+  afterAll(async () => {
+    await redis?.stop()
+  })
+  afterEach(async () => {
+    await served?.close()
+    await cache?.close()
+    served = undefined
+    runs = 0
+  })
+
+  return {
+    async route(handler, options = {}, { path = '/r', before = [], after = [] } = {}) {
+      cache = testCache(redis)
+      const app = express()
+      configure?.(app)
+      const handlers: RequestHandler[] = [
+        ...before,
+        cacheRoute(cache, { ...defaults, ...options }),
+        ...after,
+        (req, res, next) => {
+          runs++
+          return handler(req, res, next)
+        },
+      ]
+      if (method === 'get') app.get(path, ...handlers)
+      else app.all(path, ...handlers)
+      served = await serve(app)
+      return served
+    },
+    runs: () => runs,
+    cache: () => cache ?? unset('cache(): no route() yet in this test'),
+    redis: () => redis ?? unset('redis(): the redis-server has not started'),
+  }
+}
+
+function unset(what: string): never {
+  throw new Error(what)
 }
 
 /** A promise the test opens when it wants: holds a handler mid-flight. */

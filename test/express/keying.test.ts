@@ -2,43 +2,19 @@
  * Rule 7 / acceptance 11 (keys and cache poisoning) and rule 18 (request directives
  * cannot force origin work).
  */
-import express, { type RequestHandler } from 'express'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import type { Cache } from '../../src/index.js'
-import { cacheRoute, type CacheRouteOptions } from '../../src/express/index.js'
-import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
-import { raw, serve, testCache, type Served } from './helpers.js'
+import type { RequestHandler } from 'express'
+import { describe, expect, it } from 'vitest'
+import type { CacheRouteOptions } from '../../src/express/index.js'
+import { redisAvailable } from '../support/redis.js'
+import { raw, useRouteHarness } from './helpers.js'
 
 describe.skipIf(!redisAvailable)('keys, poisoning, request directives', () => {
-  let redis: RedisServer
-  let cache: Cache
-  let served: Served | undefined
-  let runs = 0
-
-  beforeAll(async () => {
-    redis = await startRedis()
-  })
-  afterAll(async () => {
-    await redis?.stop()
-  })
-  afterEach(async () => {
-    await served?.close()
-    await cache?.close()
-    served = undefined
-    runs = 0
+  const { route, runs } = useRouteHarness({
+    method: 'get',
+    configure: (application) => application.set('trust proxy', true), // req.hostname now reads X-Forwarded-Host: the classic unkeyed input
   })
 
-  async function app(handler: RequestHandler, options: Partial<CacheRouteOptions> = {}, path = '/r'): Promise<Served> {
-    cache = testCache(redis)
-    const application = express()
-    application.set('trust proxy', true) // req.hostname now reads X-Forwarded-Host: the classic unkeyed input
-    application.get(path, cacheRoute(cache, { ttl: '30s', xCacheHeader: true, ...options }), (req, res, next) => {
-      runs++
-      return handler(req, res, next)
-    })
-    served = await serve(application)
-    return served
-  }
+  const app = (handler: RequestHandler, options: Partial<CacheRouteOptions> = {}, path = '/r') => route(handler, options, { path })
 
   /** A page that builds an absolute link from req.hostname, as many apps do. */
   const linkPage: RequestHandler = (req, res) => void res.send(`<a href="https://${req.hostname}/checkout">buy</a>`)
@@ -88,7 +64,7 @@ describe.skipIf(!redisAvailable)('keys, poisoning, request directives', () => {
       const bodies = []
       for (const url of urls) bodies.push((await server.get(url)).text)
       expect(bodies).toEqual(urls)
-      expect(runs).toBe(5)
+      expect(runs()).toBe(5)
     })
 
     it('a custom key function decides (here: two URLs, one product)', async () => {
@@ -117,11 +93,11 @@ describe.skipIf(!redisAvailable)('keys, poisoning, request directives', () => {
       expect((await server.get('/r').set('Cache-Control', 'no-cache')).headers['x-cache']).toBe('HIT')
       expect((await server.get('/r').set('Cache-Control', 'no-store, max-age=0')).headers['x-cache']).toBe('HIT')
       expect((await server.get('/r').set('Pragma', 'no-cache')).headers['x-cache']).toBe('HIT')
-      expect(runs).toBe(1)
+      expect(runs()).toBe(1)
     })
 
     it('a bypass is opt-in, through the bypass option', async () => {
-      const server = await app((_req, res) => void res.send(`run ${runs}`), { bypass: (req) => req.headers['x-purge-token'] === 'secret' })
+      const server = await app((_req, res) => void res.send(`run ${runs()}`), { bypass: (req) => req.headers['x-purge-token'] === 'secret' })
       await server.get('/r')
       expect((await server.get('/r').set('X-Purge-Token', 'guess')).headers['x-cache']).toBe('HIT')
       const bypassed = await server.get('/r').set('X-Purge-Token', 'secret')

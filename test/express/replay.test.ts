@@ -8,12 +8,10 @@ import { readFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import compression from 'compression'
-import express, { type RequestHandler } from 'express'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import type { Cache } from '../../src/index.js'
-import { cacheRoute } from '../../src/express/index.js'
-import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
-import { raw, serve, testCache, type RawResponse, type Served } from './helpers.js'
+import type { RequestHandler } from 'express'
+import { describe, expect, it } from 'vitest'
+import { redisAvailable } from '../support/redis.js'
+import { raw, useRouteHarness, type RawResponse, type RoutePlacement } from './helpers.js'
 
 /** Every byte value, several times: any text decoding or re-encoding would show. */
 const BINARY = Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 7) % 256))
@@ -33,34 +31,9 @@ function decoded(res: RawResponse): string {
 }
 
 describe.skipIf(!redisAvailable)('replay', () => {
-  let redis: RedisServer
-  let cache: Cache
-  let served: Served | undefined
-  let runs = 0
+  const { route, runs } = useRouteHarness({ method: 'get' })
 
-  beforeAll(async () => {
-    redis = await startRedis()
-  })
-  afterAll(async () => {
-    await redis?.stop()
-  })
-  afterEach(async () => {
-    await served?.close()
-    await cache?.close()
-    served = undefined
-    runs = 0
-  })
-
-  async function app(handler: RequestHandler, around: { before?: RequestHandler[]; after?: RequestHandler[] } = {}): Promise<Served> {
-    cache = testCache(redis)
-    const application = express()
-    application.get('/r', ...(around.before ?? []), cacheRoute(cache, { ttl: '30s', xCacheHeader: true }), ...(around.after ?? []), (req, res, next) => {
-      runs++
-      return handler(req, res, next)
-    })
-    served = await serve(application)
-    return served
-  }
+  const app = (handler: RequestHandler, around: Pick<RoutePlacement, 'before' | 'after'> = {}) => route(handler, {}, around)
 
   it('replays status, reason phrase, headers and binary body exactly', async () => {
     const server = await app((_req, res) => {
@@ -85,7 +58,7 @@ describe.skipIf(!redisAvailable)('replay', () => {
       socket.on('end', () => resolve(text.split('\r\n')[0]!))
     })
     expect(statusLine).toBe('HTTP/1.1 203 Partly True')
-    expect(runs).toBe(1)
+    expect(runs()).toBe(1)
   })
 
   it('replays res.json, res.sendFile and res.send(Buffer) byte for byte', async () => {
@@ -104,7 +77,7 @@ describe.skipIf(!redisAvailable)('replay', () => {
       expect(hit.headers.etag).toBe(miss.headers.etag)
     }
     expect((await raw(server.port, '/r?kind=file')).body.equals(readFileSync(file))).toBe(true)
-    expect(runs).toBe(3)
+    expect(runs()).toBe(3)
   })
 
   it('compression AFTER cacheRoute: the compressed bytes are stored with their Content-Encoding, per Accept-Encoding variant', async () => {
@@ -122,7 +95,7 @@ describe.skipIf(!redisAvailable)('replay', () => {
       expect(decoded(res)).toBe(TEXT)
       expect(res.headers.vary).toBe('Accept-Encoding')
     }
-    expect(runs).toBe(3)
+    expect(runs()).toBe(3)
   })
 
   it('compression BEFORE cacheRoute: the identity bytes are stored and compressed anew for each client', async () => {
@@ -134,7 +107,7 @@ describe.skipIf(!redisAvailable)('replay', () => {
     expect(responses.map((r) => r.headers['x-cache'])).toEqual(['MISS', 'HIT', 'HIT', 'HIT', 'HIT'])
     expect(responses.map((r) => r.headers['content-encoding'])).toEqual(['gzip', undefined, 'gzip', undefined, 'br'])
     for (const res of responses) expect(decoded(res)).toBe(TEXT)
-    expect(runs).toBe(1)
+    expect(runs()).toBe(1)
   })
 
   it('compression on both sides never double-encodes', async () => {

@@ -4,47 +4,21 @@
  * 5xx or is too slow), and the responses that must never be served stale.
  */
 import compression from 'compression'
-import express, { type RequestHandler } from 'express'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import type { Cache } from '../../src/index.js'
-import { cacheRoute, type CacheRouteOptions } from '../../src/express/index.js'
-import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
-import { gate, raw, serve, sleep, testCache, until, type Served } from './helpers.js'
+import type { RequestHandler } from 'express'
+import { describe, expect, it } from 'vitest'
+import type { CacheRouteOptions } from '../../src/express/index.js'
+import { redisAvailable } from '../support/redis.js'
+import { gate, raw, sleep, until, useRouteHarness } from './helpers.js'
 import { gunzipSync } from 'node:zlib'
 
 describe.skipIf(!redisAvailable)('freshness and stale serving', () => {
-  let redis: RedisServer
-  let cache: Cache
-  let served: Served | undefined
-  let runs = 0
-
-  beforeAll(async () => {
-    redis = await startRedis()
-  })
-  afterAll(async () => {
-    await redis?.stop()
-  })
-  afterEach(async () => {
-    await served?.close()
-    await cache?.close()
-    served = undefined
-    runs = 0
-  })
-
-  async function app(handler: RequestHandler, options: Partial<CacheRouteOptions> = {}): Promise<Served> {
-    cache = testCache(redis)
-    const application = express()
-    application.get('/r', cacheRoute(cache, { ttl: '30s', xCacheHeader: true, ...options }), async (req, res, next) => {
-      runs++
-      return handler(req, res, next)
-    })
-    served = await serve(application)
-    return served
-  }
+  const { route, runs } = useRouteHarness({ method: 'get' })
+  /** The handler runs inside an async function: a throw reaches Express as a rejected promise. */
+  const app = (handler: RequestHandler, options: Partial<CacheRouteOptions> = {}) => route(async (req, res, next) => handler(req, res, next), options)
 
   describe('rule 9: freshness lifetime', () => {
     it("is the route's ttl, whatever the response says, unless honorCacheControl", async () => {
-      const server = await app((_req, res) => void res.set('Cache-Control', 'max-age=1').send(`run ${runs}`), { ttl: '30s' })
+      const server = await app((_req, res) => void res.set('Cache-Control', 'max-age=1').send(`run ${runs()}`), { ttl: '30s' })
       await server.get('/r')
       await sleep(1300)
       expect((await server.get('/r')).headers['x-cache']).toBe('HIT')
@@ -59,7 +33,7 @@ describe.skipIf(!redisAvailable)('freshness and stale serving', () => {
         'long-lived': { 'Cache-Control': 'max-age=60' },
         unstated: {},
       }
-      const server = await app((req, res) => void res.set(cases[req.query.case as string]!).send(`run ${runs}`), { ttl: '1s', honorCacheControl: true })
+      const server = await app((req, res) => void res.set(cases[req.query.case as string]!).send(`run ${runs()}`), { ttl: '1s', honorCacheControl: true })
       for (const name of Object.keys(cases)) await server.get(`/r?case=${name}`)
       await sleep(1500)
       const after: Record<string, string> = {}
@@ -68,7 +42,7 @@ describe.skipIf(!redisAvailable)('freshness and stale serving', () => {
     })
 
     it('maxTtl clamps a lifetime taken from the response; an already-stale response is not stored', async () => {
-      const server = await app((req, res) => void res.set('Cache-Control', req.query.zero ? 'max-age=0' : 'max-age=3600').send(`run ${runs}`), { ttl: '30s', honorCacheControl: true, maxTtl: 1000 })
+      const server = await app((req, res) => void res.set('Cache-Control', req.query.zero ? 'max-age=0' : 'max-age=3600').send(`run ${runs()}`), { ttl: '30s', honorCacheControl: true, maxTtl: 1000 })
       await server.get('/r')
       await server.get('/r?zero=1')
       expect((await server.get('/r?zero=1')).headers['x-cache']).toBe('BYPASS')
@@ -81,8 +55,8 @@ describe.skipIf(!redisAvailable)('freshness and stale serving', () => {
     it('serves the stale response at once and refreshes it once, in the background', async () => {
       const refresh = gate()
       const server = await app(async (_req, res) => {
-        if (runs > 1) await refresh.promise
-        res.send(`version ${runs}`)
+        if (runs() > 1) await refresh.promise
+        res.send(`version ${runs()}`)
       }, { ttl: 300, staleTtl: '30s' })
       expect((await server.get('/r')).text).toBe('version 1')
       await sleep(400)
@@ -90,27 +64,21 @@ describe.skipIf(!redisAvailable)('freshness and stale serving', () => {
       const stale = await Promise.all(Array.from({ length: 10 }, () => server.get('/r')))
       expect(stale.map((r) => r.text)).toEqual(Array(10).fill('version 1'))
       expect(stale.every((r) => r.headers['x-cache'] === 'STALE')).toBe(true)
-      await until(() => runs === 2, 'the background refresh to start')
+      await until(() => runs() === 2, 'the background refresh to start')
       refresh.open()
       await until(async () => (await server.get('/r')).text === 'version 2', 'the refreshed response')
-      expect(runs).toBe(2)
+      expect(runs()).toBe(2)
       expect((await server.get('/r')).headers['x-cache']).toBe('HIT')
     })
 
     for (const position of ['before', 'after'] as const) {
       it(`refreshes in the background through compression ${position} cacheRoute, per variant`, async () => {
-        cache = testCache(redis)
-        const application = express()
         const squeeze = compression({ threshold: 0 })
         const handler: RequestHandler = (req, res) => {
-          runs++
-          res.set('Vary', 'Accept-Language').type('text').send(`${req.headers['accept-language']} version ${runs} `.repeat(50))
+          res.set('Vary', 'Accept-Language').type('text').send(`${req.headers['accept-language']} version ${runs()} `.repeat(50))
         }
-        const route = cacheRoute(cache, { ttl: 300, staleTtl: '30s', xCacheHeader: true })
-        if (position === 'before') application.get('/r', squeeze, route, handler)
-        else application.get('/r', route, squeeze, handler)
-        served = await serve(application)
-        const get = (language: string) => raw(served!.port, '/r', { headers: { 'accept-language': language, 'accept-encoding': 'gzip' } })
+        const served = await route(handler, { ttl: 300, staleTtl: '30s' }, { [position]: [squeeze] })
+        const get = (language: string) => raw(served.port, '/r', { headers: { 'accept-language': language, 'accept-encoding': 'gzip' } })
         const text = (res: Awaited<ReturnType<typeof get>>) => gunzipSync(res.body).toString().slice(0, 12)
         expect(text(await get('en'))).toBe('en version 1')
         expect(text(await get('fr'))).toBe('fr version 2')
@@ -127,7 +95,7 @@ describe.skipIf(!redisAvailable)('freshness and stale serving', () => {
     }
 
     it("the response's own stale-while-revalidate sets the window (honorCacheControl)", async () => {
-      const server = await app((_req, res) => void res.set('Cache-Control', 'max-age=1, stale-while-revalidate=30').send(`version ${runs}`), { ttl: '30s', honorCacheControl: true })
+      const server = await app((_req, res) => void res.set('Cache-Control', 'max-age=1, stale-while-revalidate=30').send(`version ${runs()}`), { ttl: '30s', honorCacheControl: true })
       await server.get('/r')
       await sleep(1300)
       const res = await server.get('/r')
@@ -140,7 +108,7 @@ describe.skipIf(!redisAvailable)('freshness and stale serving', () => {
     for (const failure of ['throws', '500', '502', '503', '504']) {
       it(`covers a handler that ${failure === 'throws' ? 'throws' : `answers ${failure}`}`, async () => {
         const server = await app((_req, res) => {
-          if (runs === 1) return void res.send('good')
+          if (runs() === 1) return void res.send('good')
           if (failure === 'throws') throw new Error('database down')
           res.status(Number(failure)).send('bad')
         }, { ttl: 200, staleIfError: '30s' })
@@ -150,15 +118,15 @@ describe.skipIf(!redisAvailable)('freshness and stale serving', () => {
         expect(res.status).toBe(200)
         expect(res.text).toBe('good')
         expect(res.headers['x-cache']).toBe('STALE')
-        expect(runs).toBe(2)
+        expect(runs()).toBe(2)
       })
     }
 
     it('covers a handler slower than softTimeout, which still fills the cache when done', async () => {
       const slow = gate()
       const server = await app(async (_req, res) => {
-        if (runs > 1) await slow.promise
-        res.send(`version ${runs}`)
+        if (runs() > 1) await slow.promise
+        res.send(`version ${runs()}`)
       }, { ttl: 200, staleIfError: '30s', softTimeout: 100 })
       await server.get('/r')
       await sleep(300)
@@ -167,7 +135,7 @@ describe.skipIf(!redisAvailable)('freshness and stale serving', () => {
       expect(res.headers['x-cache']).toBe('STALE')
       slow.open()
       await until(async () => (await server.get('/r')).text === 'version 2', 'the slow load to fill the cache')
-      expect(runs).toBe(2)
+      expect(runs()).toBe(2)
     })
 
     it('without a stale response, the error reaches the client as is, uncached', async () => {
@@ -179,13 +147,13 @@ describe.skipIf(!redisAvailable)('freshness and stale serving', () => {
         expect(res.status).toBe(500)
         expect(res.headers['x-cache']).toBe('BYPASS')
       }
-      expect(runs).toBe(2)
+      expect(runs()).toBe(2)
     })
 
     for (const directive of ['must-revalidate', 'proxy-revalidate', 's-maxage=30']) {
       it(`never serves stale when the stored response says ${directive}`, async () => {
         const server = await app((_req, res) => {
-          if (runs > 1) return void res.status(503).send('down')
+          if (runs() > 1) return void res.status(503).send('down')
           res.set('Cache-Control', directive).send('good')
         }, { ttl: 200, staleTtl: '30s', staleIfError: '30s' })
         await server.get('/r')

@@ -2,43 +2,14 @@
  * HTTP-CACHING.md rules 1-6 (issue 4, acceptance 1): every response that must not be
  * stored is shown not stored, and its request still answered correctly.
  */
-import express, { type RequestHandler } from 'express'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import type { Cache } from '../../src/index.js'
-import { cacheRoute, type CacheRouteOptions } from '../../src/express/index.js'
-import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
-import { raw, serve, sleep, testCache, type Served } from './helpers.js'
+import { describe, expect, it } from 'vitest'
+import { cacheRoute } from '../../src/express/index.js'
+import { redisAvailable } from '../support/redis.js'
+import { raw, sleep, useRouteHarness, type Served } from './helpers.js'
 
 describe.skipIf(!redisAvailable)('what is stored', () => {
-  let redis: RedisServer
-  let cache: Cache
-  let served: Served | undefined
-  let runs = 0
-
-  beforeAll(async () => {
-    redis = await startRedis()
-  })
-  afterAll(async () => {
-    await redis?.stop()
-  })
-  afterEach(async () => {
-    await served?.close()
-    await cache?.close()
-    served = undefined
-    runs = 0
-  })
-
   /** One route, `/r`, for every method, behind cacheRoute. */
-  async function route(handler: RequestHandler, options: Partial<CacheRouteOptions> = {}): Promise<Served> {
-    cache = testCache(redis)
-    const app = express()
-    app.all('/r', cacheRoute(cache, { ttl: '30s', xCacheHeader: true, ...options }), (req, res, next) => {
-      runs++
-      return handler(req, res, next)
-    })
-    served = await serve(app)
-    return served
-  }
+  const { route, runs, cache } = useRouteHarness()
 
   /** Two identical GETs: the handler must run for both, and both get its answer. */
   async function expectNotStored(server: Served, check: (res: { status: number; text: string; headers: Record<string, string> }) => void) {
@@ -48,7 +19,7 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
       check(res)
       expect(res.headers['x-cache']).toBe('BYPASS')
     }
-    expect(runs).toBe(2)
+    expect(runs()).toBe(2)
   }
 
   describe('rule 1: methods', () => {
@@ -61,7 +32,7 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
       expect(head.headers['x-cache']).toBe('HIT')
       expect(head.headers['content-length']).toBe('5')
       expect(head.text).toBeUndefined()
-      expect(runs).toBe(1)
+      expect(runs()).toBe(1)
     })
 
     it('a cold HEAD fills the entry that a later GET is served from, body included', async () => {
@@ -72,7 +43,7 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
       const get = await server.get('/r')
       expect(get.headers['x-cache']).toBe('HIT')
       expect(get.text).toBe('seen as GET')
-      expect(runs).toBe(1)
+      expect(runs()).toBe(1)
     })
 
     it('never stores or serves unsafe methods, and a 2xx/3xx answer to one invalidates the URL', async () => {
@@ -99,7 +70,7 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
       await server.get('/r')
       expect((await server.post('/r')).status).toBe(409)
       expect((await server.get('/r')).headers['x-cache']).toBe('HIT')
-      expect(runs).toBe(2)
+      expect(runs()).toBe(2)
     })
 
     it('passes other methods (OPTIONS) through untouched', async () => {
@@ -109,7 +80,7 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
         expect(res.status).toBe(204)
         expect(res.headers['x-cache']).toBeUndefined()
       }
-      expect(runs).toBe(2)
+      expect(runs()).toBe(2)
     })
   })
 
@@ -141,7 +112,7 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
       const anonymous = await server.get('/r')
       expect(anonymous.text).toBe('public page')
       expect(anonymous.headers['x-cache']).toBe('HIT')
-      expect(runs).toBe(2)
+      expect(runs()).toBe(2)
     })
 
     for (const shared of ['public, max-age=60', 's-maxage=60', 'must-revalidate']) {
@@ -152,7 +123,7 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
         const anonymous = await server.get('/r')
         expect(anonymous.text).toBe('shared catalogue')
         expect(anonymous.headers['x-cache']).toBe('HIT')
-        expect(runs).toBe(1)
+        expect(runs()).toBe(1)
       })
     }
 
@@ -165,7 +136,7 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
         expect(withCookie.headers['x-cache']).toBe('BYPASS')
       }
       expect((await server.get('/r')).text).toBe('empty cart')
-      expect(runs).toBe(3)
+      expect(runs()).toBe(3)
     })
 
     it('a response with Set-Cookie is not stored, and so never replayed to anyone else', async () => {
@@ -176,7 +147,7 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
       expect(first.headers['set-cookie']?.[0]).toMatch(/^sid=s1;/)
       expect(second.headers['set-cookie']?.[0]).toMatch(/^sid=s2;/)
       expect(second.headers['x-cache']).toBe('BYPASS')
-      expect(runs).toBe(2)
+      expect(runs()).toBe(2)
     })
 
     it('allowAuthenticated keys each identity apart (hash of Authorization/Cookie) and still never stores private', async () => {
@@ -188,14 +159,14 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
       const nobody = await server.get('/r')
       expect([alice1.text, bob.text, alice2.text, carol.text, nobody.text]).toEqual(['hello Bearer alice', 'hello Bearer bob', 'hello Bearer alice', 'hello sid=carol', 'hello nobody'])
       expect([alice1, bob, alice2, carol, nobody].map((r) => r.headers['x-cache'])).toEqual(['MISS', 'MISS', 'HIT', 'MISS', 'MISS'])
-      expect(runs).toBe(4)
+      expect(runs()).toBe(4)
     })
 
     it('allowAuthenticated still refuses private responses', async () => {
       const server = await route((_req, res) => void res.set('Cache-Control', 'private').send('yours'), { allowAuthenticated: true })
       await server.get('/r').set('Authorization', 'Bearer alice')
       await server.get('/r').set('Authorization', 'Bearer alice')
-      expect(runs).toBe(2)
+      expect(runs()).toBe(2)
     })
   })
 
@@ -213,7 +184,7 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
         expect(second.body).toEqual(first.body)
         if (status === '301') expect(second.headers.location).toBe('/elsewhere')
       }
-      expect(runs).toBe(3)
+      expect(runs()).toBe(3)
     })
 
     it('does not store statuses outside the set (201, 302, 500, 503)', async () => {
@@ -225,16 +196,16 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
           expect(res.headers['x-cache']).toBe('BYPASS')
         }
       }
-      expect(runs).toBe(8)
+      expect(runs()).toBe(8)
     })
 
     it('is configurable per route, and refuses 5xx (other than 501) at startup', async () => {
       const server = await route((_req, res) => void res.status(201).send('created'), { statuses: [201] })
       await server.get('/r')
       expect((await server.get('/r')).headers['x-cache']).toBe('HIT')
-      expect(runs).toBe(1)
-      for (const bad of [500, 502, 503, 504, 599]) expect(() => cacheRoute(cache, { ttl: '1s', statuses: [200, bad] })).toThrow(/statuses/)
-      expect(() => cacheRoute(cache, { ttl: '1s', statuses: [501] })).not.toThrow()
+      expect(runs()).toBe(1)
+      for (const bad of [500, 502, 503, 504, 599]) expect(() => cacheRoute(cache(), { ttl: '1s', statuses: [200, bad] })).toThrow(/statuses/)
+      expect(() => cacheRoute(cache(), { ttl: '1s', statuses: [501] })).not.toThrow()
     })
   })
 
@@ -265,7 +236,7 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
         expect(res.body.equals(big)).toBe(true)
         expect(res.headers['x-cache']).toBe('BYPASS')
       }
-      expect(runs).toBe(2)
+      expect(runs()).toBe(2)
     })
 
     it('a response written in chunks past the bound streams through in order', async () => {
@@ -282,7 +253,7 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
       expect(text.match(/chunk \d/g)).toEqual(Array.from({ length: 10 }, (_, i) => `chunk ${i}`))
       expect(text.endsWith('done')).toBe(true)
       await raw(server.port, '/r')
-      expect(runs).toBe(2)
+      expect(runs()).toBe(2)
     })
 
     it('a streamed response (flushHeaders, server-sent events) passes through uncached', async () => {
@@ -299,7 +270,7 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
         expect(res.body.toString()).toBe('data: one\n\ndata: two\n\n')
         expect(res.headers['x-cache']).toBe('BYPASS')
       }
-      expect(runs).toBe(3)
+      expect(runs()).toBe(3)
     })
 
     it('a response that takes longer than handlerTimeout streams to its client uncached', async () => {
@@ -309,7 +280,7 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
         res.end('end')
       }, { handlerTimeout: 100 })
       for (let i = 0; i < 2; i++) expect((await raw(server.port, '/r')).body.toString()).toBe('start,end')
-      expect(runs).toBe(2)
+      expect(runs()).toBe(2)
     })
   })
 })

@@ -2,44 +2,15 @@
  * Rule 8 / acceptance 3: Vary. The URL entry records which request headers select a
  * variant; each variant is stored and served separately.
  */
-import express, { type RequestHandler } from 'express'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import type { Cache } from '../../src/index.js'
-import { cacheRoute, type CacheRouteOptions } from '../../src/express/index.js'
-import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
-import { serve, testCache, type Served } from './helpers.js'
+import type { RequestHandler } from 'express'
+import { describe, expect, it } from 'vitest'
+import { redisAvailable } from '../support/redis.js'
+import { useRouteHarness } from './helpers.js'
 
 const GREETING: Record<string, string> = { en: 'hello', fr: 'bonjour', de: 'hallo' }
 
 describe.skipIf(!redisAvailable)('variants', () => {
-  let redis: RedisServer
-  let cache: Cache
-  let served: Served | undefined
-  let runs = 0
-
-  beforeAll(async () => {
-    redis = await startRedis()
-  })
-  afterAll(async () => {
-    await redis?.stop()
-  })
-  afterEach(async () => {
-    await served?.close()
-    await cache?.close()
-    served = undefined
-    runs = 0
-  })
-
-  async function app(handler: RequestHandler, options: Partial<CacheRouteOptions> = {}): Promise<Served> {
-    cache = testCache(redis)
-    const application = express()
-    application.all('/r', cacheRoute(cache, { ttl: '30s', xCacheHeader: true, ...options }), (req, res, next) => {
-      runs++
-      return handler(req, res, next)
-    })
-    served = await serve(application)
-    return served
-  }
+  const { route: app, runs } = useRouteHarness()
 
   const greet: RequestHandler = (req, res) => {
     res.set('Vary', 'Accept-Language').send(GREETING[req.headers['accept-language'] ?? 'en'] ?? 'hello')
@@ -54,7 +25,7 @@ describe.skipIf(!redisAvailable)('variants', () => {
       expect(res.headers.vary).toBe('Accept-Language')
     }
     expect(calls).toEqual([['en', 'hello', 'MISS'], ['fr', 'bonjour', 'MISS'], ['en', 'hello', 'HIT'], ['fr', 'bonjour', 'HIT'], ['fr', 'bonjour', 'HIT']])
-    expect(runs).toBe(2)
+    expect(runs()).toBe(2)
   })
 
   it('treats an absent header as its own variant, apart from an empty one', async () => {
@@ -62,7 +33,7 @@ describe.skipIf(!redisAvailable)('variants', () => {
     expect((await server.get('/r')).text).toBe('flag=null')
     expect((await server.get('/r').set('X-Flag', '')).text).toBe('flag=""')
     expect((await server.get('/r')).headers['x-cache']).toBe('HIT')
-    expect(runs).toBe(2)
+    expect(runs()).toBe(2)
   })
 
   it('varyOn keys on request headers the handler reads without declaring them', async () => {
@@ -70,7 +41,7 @@ describe.skipIf(!redisAvailable)('variants', () => {
     const texts = []
     for (const tenant of ['a', 'b', 'a', 'b']) texts.push((await server.get('/r').set('X-Tenant', tenant)).text)
     expect(texts).toEqual(['tenant a', 'tenant b', 'tenant a', 'tenant b'])
-    expect(runs).toBe(2)
+    expect(runs()).toBe(2)
   })
 
   it('an unsafe method invalidates every variant of the URL at once', async () => {
@@ -86,7 +57,7 @@ describe.skipIf(!redisAvailable)('variants', () => {
       expect(res.headers['x-cache']).toBe('MISS')
       expect(res.text).toBe(`${GREETING[language]} v2`)
     }
-    expect(runs).toBe(7)
+    expect(runs()).toBe(7)
   })
 
   it('a response whose Vary names a header the stored list does not key on is not stored', async () => {
