@@ -476,7 +476,11 @@ export class Cache {
       return { value: newer.value, outcome: 'hit', shareable: true }
     }
     if (found.lock === 'held' || found.lock === 'backoff') this.holdRefresh(call.key, now + Number(found.lockArg))
-    return { value: current.value, outcome: 'stale', shareable: true }
+    if (now < current.freshUntil) return { value: current.value, outcome: 'hit', shareable: true }
+    if (now < current.graceUntil) return { value: current.value, outcome: 'stale', shareable: true }
+    // Our copy left its grace while we asked: callers that joined this flight must not get
+    // it, so the flight carries on as a foreground one (wait for the other process's value).
+    return this.resolve({ ...call, background: false }, notes)
   }
 
   /** A message on the key's channel, from the leader in another process; undefined = re-check. */

@@ -197,6 +197,22 @@ describe.skipIf(!redisAvailable)('deletes and timeouts across caches', () => {
     rb.disconnect()
   })
 
+  it('a refresh whose copy ran out of grace waits for the other process instead of returning it', async () => {
+    const [ra, rb] = [server.client(), server.client()]
+    const a = createCache({ redis: ra, ttl: '1m' })
+    const b = createCache({ redis: rb, ttl: '1m' })
+    const loading = b.getOrLoad('expired', async () => (await sleep(300), 'new'))
+    await sleep(50) // b holds the lock
+    const expired = { value: 'old', freshUntil: 0, graceUntil: 0, fallbackUntil: 0, loadMs: 0, ttlMs: 60_000, backoffUntil: 0 }
+    const refresh = (a as unknown as { refresh(c: object, m: string, e: object): Promise<{ value: string }> }).refresh.bind(a)
+    const call = { key: 'expired', loader: async () => 'unused', policy: { ttl: 60_000, waitTimeout: 5_000, onWaitTimeout: 'load', earlyRefresh: { kind: 'off' } }, epoch: 0 }
+    expect((await refresh(call, 'read', expired)).value).toBe('new')
+    expect(await loading).toBe('new')
+    await Promise.all([a.close(), b.close()])
+    ra.disconnect()
+    rb.disconnect()
+  })
+
   it('a failed grace refresh is retried after failSafeBackoff, not after the lock hold', async () => {
     const redis = server.client()
     const cache = createCache({ redis, ttl: 50, staleTtl: '1m', failSafeBackoff: 200, l1: false })
