@@ -219,7 +219,11 @@ export class ResponseCapture {
     if (this.forwarding) return this.upstream.writeHead.apply(this.res, args)
     if (this.committed) throw Object.assign(new Error('Cannot write headers after they are sent to the client'), { code: 'ERR_HTTP_HEADERS_SENT' })
     let [status, reason, fields] = args as [number, unknown, unknown]
-    if (typeof reason !== 'string') [reason, fields] = [undefined, reason]
+    // As Node: writeHead(status, headers), and writeHead(status, undefined, headers) too.
+    if (typeof reason !== 'string') {
+      fields ??= reason
+      reason = undefined
+    }
     const code = Number(status) | 0
     if (code < 100 || code > 999) throw Object.assign(new RangeError(`Invalid status code: ${String(status)}`), { code: 'ERR_HTTP_INVALID_STATUS_CODE' })
     this.status = code

@@ -96,6 +96,17 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
       })
     }
 
+    it('directives passed as writeHead(status, undefined, headers) count, as Node reads them', async () => {
+      const server = await route((_req, res) => {
+        res.writeHead(200, undefined as unknown as string, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' })
+        res.end('{"secret":1}')
+      })
+      await expectNotStored(server, (res) => {
+        expect(res.headers['content-type']).toBe('application/json')
+        expect(res.headers['cache-control']).toBe('no-store')
+      })
+    })
+
     it('Vary: *', async () => {
       const server = await route((_req, res) => void res.set('Vary', 'Accept, *').send('varies'))
       await expectNotStored(server, (res) => expect(res.text).toBe('varies'))
