@@ -63,6 +63,8 @@ const METHODS = [
 ] as const
 type MethodName = (typeof METHODS)[number]
 const ACCESSORS = ['statusCode', 'statusMessage', 'headersSent'] as const
+/** What Node's writeHead refuses in a reason phrase (its checkInvalidHeaderChar). */
+const INVALID_REASON = /[^\t\x20-\x7e\x80-\xff]/
 
 export class ResponseCapture {
   readonly done: Promise<CaptureEnd>
@@ -228,6 +230,11 @@ export class ResponseCapture {
     if (code < 100 || code > 999) throw Object.assign(new RangeError(`Invalid status code: ${String(status)}`), { code: 'ERR_HTTP_INVALID_STATUS_CODE' })
     this.status = code
     if (reason !== undefined) this.statusMessage = reason as string
+    // Node refuses a reason phrase that would split the status line, at this point too:
+    // the handler's own error path runs, and such a phrase is never stored.
+    if (this.statusMessage !== undefined && INVALID_REASON.test(this.statusMessage)) {
+      throw Object.assign(new TypeError('Invalid character in statusMessage'), { code: 'ERR_INVALID_CHAR' })
+    }
     if (Array.isArray(fields)) {
       for (let i = 0; i + 1 < fields.length; i += 2) this.headers.append(String(fields[i]), fields[i + 1] as HeaderValue)
     } else if (fields && typeof fields === 'object') {

@@ -90,12 +90,7 @@ export class Exchange {
     this.capture?.release('timeout')
     const end = await this.handlerRun
     if (end.kind !== 'complete') return
-    try {
-      this.replayOwn(ownForm(end.response, this.upstreamHeaders), 'BYPASS')
-    } catch (error) {
-      this.reportError(error)
-      if (!this.res.headersSent) this.res.writeHead(502).end()
-    }
+    this.replayOwn(ownForm(end.response, this.upstreamHeaders), 'BYPASS')
   }
 
   /** Sends a stored response, with `Age` and the validators answered. */
@@ -131,10 +126,22 @@ export class Exchange {
     return true
   }
 
+  /**
+   * Answers the client, unless it was answered already. A replay that throws (an
+   * upstream hook, a header Node refuses) has claimed the client, so nothing else
+   * will answer it: it gets a bare 502, or, if the head already went out, a cut connection.
+   */
   private answer(response: Replayable, options: Parameters<typeof replay>[2]): void {
     if (!this.claimClient()) return
     const capture = this.capture
-    const send = () => replay(this.res, response, options)
+    const send = () => {
+      try {
+        replay(this.res, response, options)
+      } catch (error) {
+        this.reportError(error)
+        abandon(this.res)
+      }
+    }
     if (capture?.completed) {
       capture.dispose()
       send()
@@ -170,6 +177,20 @@ export class Exchange {
 export function passThrough(res: Response, next: NextFunction, settings: RouteSettings): void {
   if (settings.xCacheHeader && !res.headersSent) res.setHeader('X-Cache', 'BYPASS')
   next()
+}
+
+/** A 502 with no headers of the failed response, if the head has not gone out; else the connection is cut. */
+function abandon(res: Response): void {
+  try {
+    if (!res.headersSent) {
+      for (const name of res.getHeaderNames()) res.removeHeader(name)
+      res.writeHead(502, 'Bad Gateway').end()
+      return
+    }
+  } catch {
+    // fall through: cut the connection
+  }
+  res.destroy()
 }
 
 /** Tells `onError`; an observer that throws must not break the request. */

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import compression from 'compression'
-import type { RequestHandler } from 'express'
+import type { RequestHandler, Response } from 'express'
 import { describe, expect, it } from 'vitest'
 import { redisAvailable } from '../support/redis.js'
 import { raw, useRouteHarness, type RawResponse, type RoutePlacement } from './helpers.js'
@@ -59,6 +59,45 @@ describe.skipIf(!redisAvailable)('replay', () => {
     })
     expect(statusLine).toBe('HTTP/1.1 203 Partly True')
     expect(runs()).toBe(1)
+  })
+
+  it('an invalid reason phrase fails in the handler, as it would uncached, and is never stored', async () => {
+    const errors: unknown[] = []
+    const server = await route((_req, res) => {
+      res.statusMessage = 'OK\r\nX-Injected: 1'
+      res.send('hi')
+    }, { onError: (error) => errors.push(error) })
+    for (let i = 0; i < 2; i++) {
+      const res = await server.get('/r').timeout(5000)
+      expect(res.status).toBe(500) // Express's error handler, as without cacheRoute
+      expect(res.headers['x-injected']).toBeUndefined()
+      expect(res.headers['x-cache']).toBe('BYPASS')
+    }
+    expect(runs()).toBe(2)
+    expect(errors).toEqual([])
+  })
+
+  it('a replay that throws (here an upstream writeHead hook) is answered 502 and reported, never left hanging', async () => {
+    const errors: unknown[] = []
+    const failsOnce: RequestHandler = (_req, res, next) => {
+      const writeHead = res.writeHead
+      let fail = true
+      res.writeHead = function (this: Response, ...args: unknown[]) {
+        if (fail) {
+          fail = false
+          throw new Error('hook failed')
+        }
+        return (writeHead as (...a: unknown[]) => Response).apply(this, args)
+      } as Response['writeHead']
+      next()
+    }
+    const server = await route((_req, res) => void res.send('page'), { onError: (error) => errors.push(error) }, { before: [failsOnce] })
+    for (let i = 0; i < 2; i++) {
+      const res = await server.get('/r').timeout(5000)
+      expect(res.status).toBe(502)
+      expect(res.text).toBe('')
+    }
+    expect(errors.map(String)).toEqual(['Error: hook failed', 'Error: hook failed'])
   })
 
   it('replays res.json, res.sendFile and res.send(Buffer) byte for byte', async () => {
