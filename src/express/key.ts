@@ -53,17 +53,24 @@ export function hasForeignForwardedHost(req: IncomingMessage, host: string): boo
 /** The URL part of a key: the raw path and query, hashed when it is long (the core bounds key length). */
 const LONG_URL = 256
 
+/**
+ * What the middleware adds to a key (a hashed URL, a variant) starts with a space: a
+ * request-target cannot contain one (`#`, say, it can), and a key part that does is
+ * hashed. So no request can name the key of a hashed URL or of a variant.
+ */
+function keyPart(text: string): string {
+  return text.length > LONG_URL || text.includes(' ') ? ` sha256:${digest(text, 43)}` : text
+}
+
 /** The default URL key: `url:<host><path?query>`. */
 export function defaultUrlKey(req: KeyedRequest, host: string): string {
-  const url = req.originalUrl ?? req.url ?? '/'
-  const part = url.length > LONG_URL ? `/#sha256:${digest(url, 43)}` : url
-  return `url:${host}${part}`
+  return `url:${host}${keyPart(req.originalUrl ?? req.url ?? '/')}`
 }
 
 /** The key of a route's own `key(req)` function, kept apart from the default keys. */
 export function customUrlKey(userKey: string): string {
   if (typeof userKey !== 'string' || userKey === '') throw new TypeError('cacheRoute: key(req) must return a non-empty string')
-  return `key:${userKey.length > LONG_URL ? `#sha256:${digest(userKey, 43)}` : userKey}`
+  return `key:${keyPart(userKey)}`
 }
 
 /**
@@ -86,7 +93,7 @@ export function normalizedHeader(req: IncomingMessage, name: string): string | n
  */
 export function variantKey(urlKey: string, generation: string, headers: readonly string[], req: IncomingMessage): string {
   const values = headers.map((name) => normalizedHeader(req, name))
-  return `${urlKey}#v${generation}:${digest(JSON.stringify(values), 22)}`
+  return `${urlKey} v${generation}:${digest(JSON.stringify(values), 22)}`
 }
 
 /** Lower-case, de-duplicated, sorted header names: one canonical variant list. */

@@ -2,6 +2,7 @@
  * Rule 7 / acceptance 11 (keys and cache poisoning) and rule 18 (request directives
  * cannot force origin work).
  */
+import { createHash } from 'node:crypto'
 import type { RequestHandler } from 'express'
 import { describe, expect, it } from 'vitest'
 import type { CacheRouteOptions } from '../../src/express/index.js'
@@ -65,6 +66,17 @@ describe.skipIf(!redisAvailable)('keys, poisoning, request directives', () => {
       for (const url of urls) bodies.push((await server.get(url)).text)
       expect(bodies).toEqual(urls)
       expect(runs()).toBe(5)
+    })
+
+    it("a '#' in the request-target cannot reach the key of a long (hashed) URL", async () => {
+      const server = await app((req, res) => void res.send(req.originalUrl.length > 256 ? 'search results' : 'home page'), {}, '/{*rest}')
+      const long = `/search?q=${'a'.repeat(300)}`
+      const digest = createHash('sha256').update(long).digest('base64url').slice(0, 43)
+      const attack = await raw(server.port, `/#sha256:${digest}`)
+      expect(attack.body.toString()).toBe('home page')
+      const victim = await raw(server.port, long)
+      expect(victim.body.toString()).toBe('search results')
+      expect(runs()).toBe(2)
     })
 
     it('a custom key function decides (here: two URLs, one product)', async () => {

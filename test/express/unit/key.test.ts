@@ -55,6 +55,17 @@ describe('keys', () => {
     expect(key).not.toBe(defaultUrlKey(req({}, `${long}b`), 'shop.test'))
   })
 
+  it('no request URL maps onto the key of a hashed URL or of a variant', () => {
+    const host = 'shop.test'
+    const urlOf = (key: string) => key.slice(`url:${host}`.length) // the URL a request would need to reach `key`
+    const hashed = defaultUrlKey(req({}, `/p?x=${'a'.repeat(300)}`), host)
+    expect(defaultUrlKey(req({}, urlOf(hashed)), host)).not.toBe(hashed)
+    const variant = variantKey(defaultUrlKey(req({}, '/p'), host), 'g1', ['accept'], req({ accept: 'text/html' }))
+    expect(defaultUrlKey(req({}, urlOf(variant)), host)).not.toBe(variant)
+    const custom = customUrlKey('x'.repeat(300))
+    expect(customUrlKey(custom.slice('key:'.length))).not.toBe(custom)
+  })
+
   it('keeps custom keys apart from default ones and rejects empty ones', () => {
     expect(customUrlKey('url:shop.test/p')).toBe('key:url:shop.test/p')
     expect(() => customUrlKey('')).toThrow(TypeError)
