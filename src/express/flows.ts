@@ -51,11 +51,13 @@ export async function serveAuthorized(exchange: Exchange): Promise<void> {
 
 /**
  * POST/PUT/PATCH/DELETE: the handler runs as usual. A 2xx/3xx answer invalidates the
- * URL (and so all its variants) before the client sees the answer, so the client's
- * next GET cannot be served the old entry (RFC 9111 §4.4).
+ * URL's `keys` (and so all their variants) before the client sees the answer, so the
+ * client's next GET cannot be served the old entry (RFC 9111 §4.4).
  */
-export async function serveUnsafe(exchange: Exchange): Promise<void> {
-  const invalidate = () => exchange.cache.delete(exchange.key).catch((error) => exchange.reportError(error))
+export async function serveUnsafe(exchange: Exchange, keys: readonly string[]): Promise<void> {
+  const invalidate = async () => {
+    await Promise.all(keys.map((key) => exchange.cache.delete(key).catch((error) => exchange.reportError(error))))
+  }
   const end = await exchange.runHandler({
     asOrigin: false,
     // Released mid-response (large or slow): the status may be unknown yet, so invalidate anyway.

@@ -5,8 +5,8 @@ import { tokensOf } from './headers.js'
 /**
  * Cache keys (HTTP-CACHING.md rules 7 and 8).
  *
- * A URL key names one resource: the validated `Host` plus the raw path and query,
- * never the method (GET and HEAD share it). Variants of that resource (per `Vary`
+ * A URL key names one resource: the scheme, the validated `Host` plus the raw path
+ * and query, never the method (GET and HEAD share it). Variants of that resource (per `Vary`
  * and `varyOn`) live under secondary keys derived from the URL key; see variantKey().
  */
 
@@ -50,6 +50,29 @@ export function hasForeignForwardedHost(req: IncomingMessage, host: string): boo
   return claimed.some((value) => bare(value) !== host)
 }
 
+/**
+ * The scheme a handler sees: Express's `req.protocol`, which reads `X-Forwarded-Proto`
+ * when `trust proxy` is on (so a client may send anything there); the connection's
+ * otherwise. Part of the default key.
+ */
+export function requestScheme(req: IncomingMessage & { protocol?: unknown }): string {
+  if (typeof req.protocol === 'string') return req.protocol
+  return (req.socket as { encrypted?: boolean } | undefined)?.encrypted ? 'https' : 'http'
+}
+
+/**
+ * Does `Forwarded` claim a `proto=` other than `scheme`? Express never reads it, so only
+ * a handler parsing it itself would see it: passed by, like a foreign forwarded host.
+ */
+export function hasForeignForwardedProto(req: IncomingMessage, scheme: string): boolean {
+  const forwarded = req.headers.forwarded
+  if (!forwarded) return false
+  for (const match of forwarded.matchAll(/(?:^|[;,\s])proto\s*=\s*("[^"]*"|[^;,\s]*)/gi)) {
+    if (match[1]!.replace(/^"|"$/g, '').trim().toLowerCase() !== scheme) return true
+  }
+  return false
+}
+
 /** The URL part of a key: the raw path and query, hashed when it is long (the core bounds key length). */
 const LONG_URL = 256
 
@@ -62,9 +85,9 @@ function keyPart(text: string): string {
   return text.length > LONG_URL || text.includes(' ') ? ` sha256:${digest(text, 43)}` : text
 }
 
-/** The default URL key: `url:<host><path?query>`. */
-export function defaultUrlKey(req: KeyedRequest, host: string): string {
-  return `url:${host}${keyPart(req.originalUrl ?? req.url ?? '/')}`
+/** The default URL key: `url:<host><path?query>`, or `url-https:<host><path?query>` for HTTPS. */
+export function defaultUrlKey(req: KeyedRequest, host: string, scheme: 'http' | 'https' = 'http'): string {
+  return `${scheme === 'https' ? 'url-https' : 'url'}:${host}${keyPart(req.originalUrl ?? req.url ?? '/')}`
 }
 
 /** The key of a route's own `key(req)` function, kept apart from the default keys. */

@@ -39,8 +39,8 @@ export function cacheRoute(cache: Cache, options: CacheRouteOptions): RequestHan
           serveCached(exchange).catch(failOpen)
           return
         case 'invalidate':
-          exchange = new Exchange(req, res, next, cache, settings, verdict.key)
-          serveUnsafe(exchange).catch(failOpen)
+          exchange = new Exchange(req, res, next, cache, settings, verdict.keys[0]!)
+          serveUnsafe(exchange, verdict.keys).catch(failOpen)
           return
         case 'bypass':
           return passThrough(res, next, settings)

@@ -1,7 +1,7 @@
 import type { Request } from 'express'
 import { deltaSeconds, forbidsStale, parseCacheControl, responseLifetime } from './cache-control.js'
 import { headerOf, tokensOf } from './headers.js'
-import { customUrlKey, defaultUrlKey, hasForeignForwardedHost, validatedHost } from './key.js'
+import { customUrlKey, defaultUrlKey, hasForeignForwardedHost, hasForeignForwardedProto, requestScheme, validatedHost } from './key.js'
 import type { RouteSettings } from './options.js'
 import type { ResponseSnapshot } from './stored-response.js'
 
@@ -13,7 +13,7 @@ import type { ResponseSnapshot } from './stored-response.js'
 const UNSAFE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 
 /** Why a request does not use the cache (`X-Cache: BYPASS`). */
-export type BypassReason = 'host' | 'forwarded-host' | 'cookie' | 'bypass-option' | 'key-error'
+export type BypassReason = 'host' | 'forwarded-host' | 'forwarded-proto' | 'cookie' | 'bypass-option' | 'key-error'
 
 export type RequestVerdict =
   /** GET/HEAD: look up `key`; on a miss, one request runs the handler. */
@@ -25,8 +25,8 @@ export type RequestVerdict =
    * cache, but its response is stored under `key` if it says it is shared (RFC 9111 §3.5).
    */
   | { action: 'authorized'; key: string }
-  /** POST/PUT/PATCH/DELETE: run the handler; a 2xx/3xx answer invalidates `key`. */
-  | { action: 'invalidate'; key: string }
+  /** POST/PUT/PATCH/DELETE: run the handler; a 2xx/3xx answer invalidates `keys` (the URL, for either scheme). */
+  | { action: 'invalidate'; keys: string[] }
   /** Any other method (OPTIONS, ...): not the cache's business. */
   | { action: 'ignore' }
 
@@ -45,13 +45,19 @@ export function classifyRequest(req: Request, settings: RouteSettings): RequestV
       settings.onError(error, req)
       return lookup ? { action: 'bypass', reason: 'key-error' } : { action: 'ignore' }
     }
+    if (!lookup) return { action: 'invalidate', keys: [key] }
   } else {
+    // A write invalidates the URL whichever scheme it came in by.
+    if (!lookup) return { action: 'invalidate', keys: [defaultUrlKey(req, host, 'http'), defaultUrlKey(req, host, 'https')] }
     // The default key trusts Host alone, so a request that claims another host is not
     // allowed near the cache. A custom key function decides for itself.
-    if (lookup && hasForeignForwardedHost(req, host)) return { action: 'bypass', reason: 'forwarded-host' }
-    key = defaultUrlKey(req, host)
+    if (hasForeignForwardedHost(req, host)) return { action: 'bypass', reason: 'forwarded-host' }
+    // The scheme is keyed; one that is neither http nor https (a forged
+    // X-Forwarded-Proto, trust proxy on) could only be a poisoning attempt.
+    const scheme = requestScheme(req)
+    if ((scheme !== 'http' && scheme !== 'https') || hasForeignForwardedProto(req, scheme)) return { action: 'bypass', reason: 'forwarded-proto' }
+    key = defaultUrlKey(req, host, scheme)
   }
-  if (!lookup) return { action: 'invalidate', key }
 
   if (settings.bypass?.(req)) return { action: 'bypass', reason: 'bypass-option' }
   if (!settings.allowAuthenticated) {

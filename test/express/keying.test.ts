@@ -40,6 +40,40 @@ describe.skipIf(!redisAvailable)('keys, poisoning, request directives', () => {
     })
   })
 
+  describe('the scheme: X-Forwarded-Proto is what req.protocol reads when trust proxy is on', () => {
+    /** Builds a link from req.protocol and req.hostname, as apps behind a TLS proxy do. */
+    const schemePage: RequestHandler = (req, res) => void res.send(`<script src="${req.protocol}://${req.hostname}/app.js"></script>`)
+
+    it('a forged X-Forwarded-Proto that is not http or https passes by, never stored', async () => {
+      const server = await app(schemePage)
+      const attack = await server.get('/r').set('X-Forwarded-Proto', 'https://evil.example/x?')
+      expect(attack.headers['x-cache']).toBe('BYPASS')
+      const victim = await server.get('/r')
+      expect(victim.text).toBe('<script src="http://shop.test/app.js"></script>')
+      expect((await server.get('/r')).headers['x-cache']).toBe('HIT')
+    })
+
+    it('is part of the key: requests forwarded as https and plain http requests never share an entry', async () => {
+      const server = await app(schemePage)
+      for (let i = 0; i < 2; i++) {
+        const https = await server.get('/r').set('X-Forwarded-Proto', 'https')
+        const http = await server.get('/r')
+        expect(https.text).toBe('<script src="https://shop.test/app.js"></script>')
+        expect(http.text).toBe('<script src="http://shop.test/app.js"></script>')
+        expect([https.headers['x-cache'], http.headers['x-cache']]).toEqual(i === 0 ? ['MISS', 'MISS'] : ['HIT', 'HIT'])
+      }
+      expect(runs()).toBe(2)
+    })
+
+    it('a Forwarded proto= that differs from req.protocol passes by; one that agrees is cached', async () => {
+      const server = await app(schemePage)
+      expect((await server.get('/r').set('Forwarded', 'for=1.2.3.4;proto=https')).headers['x-cache']).toBe('BYPASS')
+      const agreeing = () => server.get('/r').set('Forwarded', 'for=1.2.3.4;proto=https').set('X-Forwarded-Proto', 'https')
+      await agreeing()
+      expect((await agreeing()).headers['x-cache']).toBe('HIT')
+    })
+  })
+
   describe('rule 7: the key', () => {
     it('includes the validated Host: two hosts never share an entry; an invalid Host bypasses', async () => {
       const server = await app((req, res) => void res.send(`host ${req.headers.host}`))

@@ -65,6 +65,20 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
       }
     })
 
+    it('an unsafe request invalidates the URL for both schemes (X-Forwarded-Proto, trust proxy on)', async () => {
+      let version = 1
+      const server = await route((req, res) => void (req.method === 'GET' ? res.send(`${req.protocol} v${version}`) : (version++, res.status(204).end())), {}, {
+        before: [(req, _res, next) => (req.app.set('trust proxy', true), next())],
+      })
+      const https = () => server.get('/r').set('X-Forwarded-Proto', 'https')
+      await https()
+      await server.get('/r')
+      expect((await https()).headers['x-cache']).toBe('HIT')
+      expect((await server.post('/r')).status).toBe(204) // over plain http
+      expect((await https()).text).toBe('https v2')
+      expect((await server.get('/r')).text).toBe('http v2')
+    })
+
     it('an unsafe request that fails (4xx) does not invalidate', async () => {
       const server = await route((req, res) => void (req.method === 'GET' ? res.send('v1') : res.status(409).send('no')))
       await server.get('/r')
