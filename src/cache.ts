@@ -609,7 +609,7 @@ export class Cache {
 
   /** Runs a caller's own loader and stores nothing (hit-for-miss, or a leader's private result). */
   private async loadUncached(call: Call): Promise<Resolution> {
-    const context = new LoadContext(call.key, NEVER_ABORTED, undefined, call.policy)
+    const context = new LoadContext(call.key, NEVER_ABORTED, undefined, call.policy, false, true)
     const startedAt = performance.now()
     try {
       const value = await call.loader(context)

@@ -19,6 +19,12 @@ export interface LoaderContext<V = unknown> {
    * caller that triggered it has been answered with the stale value.
    */
   readonly background: boolean
+  /**
+   * True when nothing this loader returns will be stored, whatever it asks: the cache runs
+   * it for this caller alone (hit-for-miss, a follower of a result that was not shared,
+   * a wait that timed out).
+   */
+  readonly uncached: boolean
   /** Sets the lifetimes of this result only, e.g. from an HTTP `Cache-Control` header. */
   cacheFor(lifetimes: { ttl?: Duration; staleTtl?: Duration; staleIfError?: Duration }): void
   /**
@@ -46,6 +52,7 @@ export class LoadContext<V> implements LoaderContext<V> {
     readonly staleValue: V | undefined,
     policy: Policy,
     readonly background = false,
+    readonly uncached = false,
   ) {
     this.ttl = policy.ttl
     this.staleTtl = policy.staleTtl

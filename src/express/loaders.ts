@@ -88,6 +88,9 @@ async function produce(exchange: Exchange, context: LoaderContext<RouteEntry>): 
     if (isServerError(snapshot.status) && isRouteEntry(stale) && stale.kind === 'response') throw new HandlerFailedError(snapshot.status)
     return { storable: false, entry: uncacheable(exchange, context) }
   }
+  // The core stores nothing from this run (hit-for-miss, a follower of a response that
+  // was not shared): the client gets BYPASS, and no variant is written either.
+  if (context.uncached) return { storable: false, entry: uncacheable(exchange, context) }
   return {
     storable: true,
     response: storedForm(snapshot, exchange.upstreamHeaders, exchange.settings.etag),

@@ -118,6 +118,24 @@ describe('timeouts and flights (in-process)', () => {
     await cache.close()
   })
 
+  it('a loader whose result cannot be stored (a follower of a private result) is flagged uncached', async () => {
+    const cache = createCache({ ttl: '1m' })
+    const flags: boolean[] = []
+    const leader = cache.getOrLoad('k', async (ctx) => {
+      flags.push(ctx.uncached)
+      await sleep(50)
+      ctx.doNotCache({ share: false })
+      return 'mine'
+    })
+    const follower = cache.getOrLoad('k', async (ctx) => {
+      flags.push(ctx.uncached)
+      return 'theirs'
+    })
+    expect(await Promise.all([leader, follower])).toEqual(['mine', 'theirs'])
+    expect(flags).toEqual([false, true])
+    await cache.close()
+  })
+
   it('set() rejects undefined and unencodable values', async () => {
     const cache = createCache({ ttl: '1m' })
     await expect(cache.set('k', undefined)).rejects.toBeInstanceOf(InvalidArgumentError)

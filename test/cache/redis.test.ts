@@ -57,6 +57,20 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
     expect((await commandCalls(admin)).evalsha ?? 0).toBe(0)
   })
 
+  it('hit-for-miss: callers run their own loader at once, flagged uncached', async () => {
+    const remote = cache()
+    const flags: boolean[] = []
+    const loader = (value: string) => async (ctx: { uncached: boolean; doNotCache(o: { share: boolean; passFor: number }): void }) => {
+      flags.push(ctx.uncached)
+      if (value === 'private') ctx.doNotCache({ share: false, passFor: 5_000 })
+      return value
+    }
+    expect(await remote.getOrLoad('p', loader('private'))).toBe('private')
+    expect(await remote.getOrLoad('p', loader('public'))).toBe('public')
+    expect(await remote.getOrLoad('p', loader('again'))).toBe('again') // still not stored
+    expect(flags).toEqual([false, true, true])
+  })
+
   it('recovers from malformed data at an entry key: a miss, overwritten, with an event', async () => {
     const c = cache({ l1: false })
     const corrupt: string[] = []

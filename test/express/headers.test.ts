@@ -42,6 +42,19 @@ describe.skipIf(!redisAvailable)('Age and X-Cache', () => {
     await until(() => runs() === 4, 'the background refresh') // run 1, refresh, Cookie, private
   })
 
+  it('X-Cache says BYPASS, without Age, for hit-for-miss requests whose responses are not stored', async () => {
+    const server = await route((_req, res) => {
+      if (runs() === 1) res.set('Cache-Control', 'private') // then storable, but the URL is hit-for-miss for a while
+      res.send(`run ${runs()}`)
+    }, { xCacheHeader: true })
+    for (let i = 1; i <= 3; i++) {
+      const res = await server.get('/r')
+      expect(res.text).toBe(`run ${i}`)
+      expect(res.headers['x-cache']).toBe('BYPASS')
+      expect(res.headers.age).toBeUndefined()
+    }
+  })
+
   it('X-Cache is off by default: it tells attackers which inputs are keyed', async () => {
     const server = await app()
     for (let i = 0; i < 2; i++) expect((await server.get('/r')).headers['x-cache']).toBeUndefined()
