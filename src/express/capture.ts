@@ -45,6 +45,8 @@ export interface CaptureOptions {
   releasedHeaders?: HeaderList
   /** Awaited before anything is flushed to the client (an unsafe method invalidates first). */
   beforeFlush?(status: number | undefined): Promise<void>
+  /** Called once, synchronously, when the capture completes or is released, before anything reaches the client. */
+  ended?(): void
 }
 
 /**
@@ -117,6 +119,7 @@ export class ResponseCapture {
     if (this.mode !== 'buffer') return
     clearTimeout(this.timer)
     const toClient = this.options.claimClient()
+    this.options.ended?.()
     this.settle({ kind: 'released', reason, toClient })
     if (!toClient) {
       this.mode = 'discard'
@@ -309,6 +312,7 @@ export class ResponseCapture {
     const response: ResponseSnapshot = { status: this.status, headers: this.headers.toList(), body: Buffer.concat(this.chunks) }
     if (this.statusMessage !== undefined) response.statusMessage = this.statusMessage
     this.chunks = []
+    this.options.ended?.()
     this.settle({ kind: 'complete', response })
   }
 

@@ -65,11 +65,11 @@ export class Exchange {
       claimClient: () => this.claimClient(),
       ...(this.settings.xCacheHeader && options.asOrigin ? { releasedHeaders: [['X-Cache', 'BYPASS']] as HeaderList } : {}),
       ...(options.beforeFlush ? { beforeFlush: options.beforeFlush } : {}),
+      // Completed or released, the request is the client's again: a released response
+      // goes on to its client (a logger's 'finish' sees HEAD, not GET), and nothing more is stored.
+      ended: restoreRequest,
     })
-    this.handlerRun = this.capture.done.then((end) => {
-      if (end.kind === 'complete') restoreRequest()
-      return end
-    })
+    this.handlerRun = this.capture.done
     this.nextCalled = true
     this.next()
     return this.handlerRun

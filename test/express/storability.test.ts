@@ -5,7 +5,8 @@
 import { describe, expect, it } from 'vitest'
 import { cacheRoute } from '../../src/express/index.js'
 import { redisAvailable } from '../support/redis.js'
-import { raw, sleep, useRouteHarness, type Served } from './helpers.js'
+import type { NextFunction, Request, Response } from 'express'
+import { raw, sleep, until, useRouteHarness, type Served } from './helpers.js'
 
 describe.skipIf(!redisAvailable)('what is stored', () => {
   /** One route, `/r`, for every method, behind cacheRoute. */
@@ -262,6 +263,19 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
         expect(res.headers['x-cache']).toBe('BYPASS')
       }
       expect(runs()).toBe(2)
+    })
+
+    it('a released response leaves the request as the client sent it (method, validators) for what observes it', async () => {
+      const seen: unknown[] = []
+      const logger = (req: Request, res: Response, next: NextFunction) => {
+        res.on('finish', () => seen.push([req.method, req.headers['if-none-match']]))
+        next()
+      }
+      const server = await route((_req, res) => void res.type('text').send('x'.repeat(100)), { maxBodyBytes: 10 }, { before: [logger] })
+      const head = await raw(server.port, '/r', { method: 'HEAD', headers: { 'if-none-match': '"other"' } })
+      expect(head.status).toBe(200)
+      await until(() => seen.length === 1, 'the logger')
+      expect(seen).toEqual([['HEAD', '"other"']])
     })
 
     it('a response written in chunks past the bound streams through in order', async () => {
