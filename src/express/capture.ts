@@ -1,4 +1,5 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
+import { notModifiedHeaders } from './conditional.js'
 import { HeaderMap, type HeaderList, type HeaderValue } from './headers.js'
 import type { ResponseSnapshot } from './stored-response.js'
 
@@ -47,6 +48,11 @@ export interface CaptureOptions {
   beforeFlush?(status: number | undefined): Promise<void>
   /** Called once, synchronously, when the capture completes or is released, before anything reaches the client. */
   ended?(): void
+  /**
+   * Do the client's validators, hidden from the handler, match this head? Then a released
+   * capture answers the client 304 (as a replay would) and drops the body.
+   */
+  notModified?(status: number, headers: HeaderList): boolean
 }
 
 /**
@@ -322,6 +328,16 @@ export class ResponseCapture {
     const { res, upstream } = this
     const names = upstream.getHeaderNames.call(res) as string[]
     for (const name of names) if (!this.headers.has(name)) upstream.removeHeader.call(res, name)
+    if (this.committed && this.options.notModified?.(this.status, this.headers.toList())) {
+      for (const [name, value] of [...notModifiedHeaders(this.headers.toList()), ...(this.options.releasedHeaders ?? [])]) upstream.setHeader.call(res, name, value)
+      upstream.removeHeader.call(res, 'content-length')
+      this.live.statusCode = 304
+      upstream.writeHead.call(res, 304)
+      upstream.end.call(res)
+      this.mode = 'discard' // the rest of the body is not the client's
+      this.chunks = []
+      return
+    }
     for (const [name, value] of [...this.headers.toList(), ...(this.options.releasedHeaders ?? [])]) upstream.setHeader.call(res, name, value)
     this.live.statusCode = this.status
     if (this.statusMessage !== undefined) this.live.statusMessage = this.statusMessage

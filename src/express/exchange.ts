@@ -1,7 +1,7 @@
 import type { NextFunction, Request, Response } from 'express'
 import type { Cache } from '../cache.js'
 import { ResponseCapture, type CaptureEnd } from './capture.js'
-import type { Validators } from './conditional.js'
+import { isNotModified, type Validators } from './conditional.js'
 import { HeaderMap, type HeaderList } from './headers.js'
 import type { RouteSettings } from './options.js'
 import { replay, type CacheStatus, type Replayable } from './replay.js'
@@ -65,6 +65,8 @@ export class Exchange {
       claimClient: () => this.claimClient(),
       ...(this.settings.xCacheHeader && options.asOrigin ? { releasedHeaders: [['X-Cache', 'BYPASS']] as HeaderList } : {}),
       ...(options.beforeFlush ? { beforeFlush: options.beforeFlush } : {}),
+      // The validators were hidden: a released response answers them as a replay would.
+      ...(options.asOrigin ? { notModified: (status: number, headers: HeaderList) => isNotModified(this.validators, status, headers) } : {}),
       // Completed or released, the request is the client's again: a released response
       // goes on to its client (a logger's 'finish' sees HEAD, not GET), and nothing more is stored.
       ended: restoreRequest,

@@ -13,7 +13,7 @@ import type { ResponseSnapshot } from './stored-response.js'
 const UNSAFE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 
 /** Why a request does not use the cache (`X-Cache: BYPASS`). */
-export type BypassReason = 'host' | 'forwarded-host' | 'forwarded-proto' | 'cookie' | 'bypass-option' | 'key-error'
+export type BypassReason = 'host' | 'forwarded-host' | 'forwarded-proto' | 'range' | 'cookie' | 'bypass-option' | 'key-error'
 
 export type RequestVerdict =
   /** GET/HEAD: look up `key`; on a miss, one request runs the handler. */
@@ -59,6 +59,9 @@ export function classifyRequest(req: Request, settings: RouteSettings): RequestV
     key = defaultUrlKey(req, host, scheme)
   }
 
+  // Only whole responses are stored, and a handler that would answer 206 (sendFile)
+  // may produce one too large to store: a range request is its handler's business.
+  if (req.headers.range !== undefined) return { action: 'bypass', reason: 'range' }
   if (settings.bypass?.(req)) return { action: 'bypass', reason: 'bypass-option' }
   if (!settings.allowAuthenticated) {
     if (req.headers.cookie !== undefined) return { action: 'bypass', reason: 'cookie' }

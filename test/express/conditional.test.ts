@@ -1,10 +1,13 @@
 /**
  * Rule 13 / acceptance 5: conditional requests against stored responses.
  */
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import type { CacheRouteOptions } from '../../src/express/index.js'
 import { redisAvailable } from '../support/redis.js'
-import { useRouteHarness, type Served } from './helpers.js'
+import { raw, useRouteHarness, type Served } from './helpers.js'
 
 const LAST_MODIFIED = 'Wed, 01 Jan 2025 00:00:00 GMT'
 
@@ -61,6 +64,37 @@ describe.skipIf(!redisAvailable)('conditional requests', () => {
     expect(hit.status).toBe(200)
     expect(hit.text).toBe('representation')
     expect(runs()).toBe(1)
+  })
+
+  describe('a response too large to store (sendFile) keeps Range and validators, as without the cache', () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'sg-')), 'big.bin')
+    const bytes = Buffer.from(Array.from({ length: 300_000 }, (_, i) => i % 251))
+    writeFileSync(file, bytes)
+    const big = () => route((_req, res) => void res.sendFile(file), { maxBodyBytes: 100_000 })
+
+    it('Range: a 206 with the requested bytes, not the whole file', async () => {
+      const server = await big()
+      for (let i = 0; i < 2; i++) {
+        const partial = await raw(server.port, '/r', { headers: { range: 'bytes=0-99' } })
+        expect(partial.status).toBe(206)
+        expect(partial.body.equals(bytes.subarray(0, 100))).toBe(true)
+        expect(partial.headers['x-cache']).toBe('BYPASS')
+      }
+    })
+
+    it('If-None-Match: a 304, on the first request and during hit-for-miss', async () => {
+      const server = await big()
+      const full = await raw(server.port, '/r?probe') // the file's ETag, from another key
+      expect(full.body.equals(bytes)).toBe(true)
+      for (let i = 0; i < 2; i++) { // the leader of a cold key, then a hit-for-miss request
+        const notModified = await raw(server.port, '/r', { headers: { 'if-none-match': full.headers.etag! } })
+        expect(notModified.status).toBe(304)
+        expect(notModified.body.length).toBe(0)
+        expect(notModified.headers.etag).toBe(full.headers.etag)
+        expect(notModified.headers['x-cache']).toBe('BYPASS')
+      }
+      expect(runs()).toBe(3)
+    })
   })
 
   it("etag: 'strong' replaces Express's weak ETag with one computed from the body; etag: false drops it", async () => {
