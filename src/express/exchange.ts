@@ -5,8 +5,22 @@ import { isNotModified, type Validators } from './conditional.js'
 import { HeaderMap, type HeaderList } from './headers.js'
 import type { RouteSettings } from './options.js'
 import { replay, type CacheStatus, type Replayable } from './replay.js'
+import { forbiddenBy } from './storability.js'
 import { ownForm } from './stored-form.js'
 import { bodyOf, type StoredResponse } from './stored-response.js'
+
+/** What one cacheRoute() learns while it serves, shared by its requests. */
+export interface RouteState {
+  /**
+   * A response judged storable went out with a Set-Cookie (or no-store, private,
+   * no-cache, Vary: *) that the handler chain did not set: middleware before cacheRoute
+   * adds it in an on-headers hook (express-session does), which runs only as the head
+   * goes out. A response whose head cannot go out before it is stored (a background
+   * refresh, a handler that finished after its client was answered stale) cannot show
+   * it, so on this route such responses are no longer stored.
+   */
+  upstreamForbidsStoring: boolean
+}
 
 /**
  * One request through cacheRoute: its `next` (the handler), its live client, and what
@@ -35,6 +49,7 @@ export class Exchange {
     private readonly next: NextFunction,
     readonly cache: Cache,
     readonly settings: RouteSettings,
+    readonly route: RouteState,
     readonly key: string,
   ) {
     this.head = req.method.toUpperCase() === 'HEAD'
@@ -95,9 +110,29 @@ export class Exchange {
     this.replayOwn(ownForm(end.response, this.upstreamHeaders), 'BYPASS')
   }
 
-  /** Sends a stored response, with `Age` and the validators answered. */
-  replayStored(stored: StoredResponse, status: CacheStatus): void {
-    this.answer({ ...stored, body: bodyOf(stored) }, {
+  /**
+   * Answers the client with the response about to be stored, then says whether it may
+   * still be stored: on-headers hooks of middleware before cacheRoute have now run (see
+   * RouteState). `undefined`: the client was answered already, nothing to learn.
+   */
+  answerBeforeStoring(stored: StoredResponse): boolean | undefined {
+    if (this.clientClaimed) return undefined
+    return this.replayStored(stored, 'MISS') && this.sentStorable()
+  }
+
+  /**
+   * After this request's (storable) response went out: do the headers sent still allow
+   * storing it? What forbids it now was added as the head went out; remembered for the route.
+   */
+  sentStorable(): boolean {
+    if (forbiddenBy(HeaderMap.from(this.res.getHeaders()).toList()) === undefined) return true
+    this.route.upstreamForbidsStoring = true
+    return false
+  }
+
+  /** Sends a stored response, with `Age` and the validators answered. False if the client was answered already, or the replay failed. */
+  replayStored(stored: StoredResponse, status: CacheStatus): boolean {
+    return this.answer({ ...stored, body: bodyOf(stored) }, {
       head: this.head,
       validators: this.validators,
       ageSeconds: (Date.now() - stored.storedAt) / 1000,
@@ -106,8 +141,8 @@ export class Exchange {
   }
 
   /** Sends what this request's own handler produced (`headers` already prepared, see stored-form.ts). */
-  replayOwn(response: Replayable, status: CacheStatus | undefined, conditional = true): void {
-    this.answer(response, {
+  replayOwn(response: Replayable, status: CacheStatus | undefined, conditional = true): boolean {
+    return this.answer(response, {
       head: this.head,
       ...(conditional ? { validators: this.validators } : {}),
       ...(status ? this.cacheStatus(status) : {}),
@@ -133,27 +168,27 @@ export class Exchange {
    * upstream hook, a header Node refuses) has claimed the client, so nothing else
    * will answer it: it gets a bare 502, or, if the head already went out, a cut connection.
    */
-  private answer(response: Replayable, options: Parameters<typeof replay>[2]): void {
-    if (!this.claimClient()) return
+  private answer(response: Replayable, options: Parameters<typeof replay>[2]): boolean {
+    if (!this.claimClient()) return false
     const capture = this.capture
     const send = () => {
       try {
         replay(this.res, response, options)
+        return true
       } catch (error) {
         this.reportError(error)
         abandon(this.res)
+        return false
       }
     }
     if (capture?.completed) {
       capture.dispose()
-      send()
-    } else if (capture?.intercepting) {
-      // The handler is still running (the core answered early, e.g. a soft timeout
-      // served stale): lift the capture just for this synchronous replay.
-      capture.withoutInterception(send)
-    } else {
-      send()
+      return send()
     }
+    // The handler is still running (the core answered early, e.g. a soft timeout
+    // served stale): lift the capture just for this synchronous replay.
+    if (capture?.intercepting) return capture.withoutInterception(send)
+    return send()
   }
 
   /** Hides what a cache's fetch would not send; returns the undo. */

@@ -42,9 +42,10 @@ export async function serveAuthorized(exchange: Exchange): Promise<void> {
   const { cache, settings, key } = exchange
   const end = await exchange.runHandler({ asOrigin: true })
   if (end.kind !== 'complete') return
-  exchange.replayOwn(ownForm(end.response, exchange.upstreamHeaders), 'BYPASS')
+  const answered = exchange.replayOwn(ownForm(end.response, exchange.upstreamHeaders), 'BYPASS')
   const verdict = judgeResponse(end.response, settings, true)
   if (!verdict.storable || verdict.vary.length > 0 || settings.fixedVariantHeaders.length > 0) return
+  if (!answered || !exchange.sentStorable()) return // an upstream hook added Set-Cookie as it went out
   const response = storedForm(end.response, exchange.upstreamHeaders, settings.etag)
   await cache.set<RouteEntry>(key, { kind: 'response', response }, { ...settings.callOptions, ...verdict.life }).catch((error) => exchange.reportError(error))
 }
@@ -77,6 +78,6 @@ async function answerWithOwnResponse(exchange: Exchange): Promise<void> {
   const end = await exchange.runHandler({ asOrigin: true }) // already run: its result
   if (end.kind !== 'complete') return // streamed to the client (or, with no client left, dropped)
   const stored = exchange.storedOwn
-  if (stored) exchange.replayStored(stored, 'MISS')
+  if (stored) exchange.replayStored(stored, 'MISS') // the loader answered already (answerBeforeStoring): a no-op
   else exchange.replayOwn(ownForm(end.response, exchange.upstreamHeaders), 'BYPASS')
 }

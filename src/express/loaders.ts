@@ -39,9 +39,12 @@ export function urlLoader(exchange: Exchange): Loader<RouteEntry> {
       context.cacheFor(stale.life)
       return stale
     }
+    if (unobservable(exchange, context)) return skipped(context)
     const produced = await produce(exchange, context)
     if (!produced.storable) return produced.entry
     const { response, life, variantHeaders } = produced
+    const refusal = refusedAsSent(exchange, context, response)
+    if (refusal) return refusal
     exchange.storedOwn = response
     if (variantHeaders.length === 0) {
       context.cacheFor(life)
@@ -64,11 +67,14 @@ export function urlLoader(exchange: Exchange): Loader<RouteEntry> {
 /** The loader for one variant of a URL whose variant list is `list`. */
 export function variantLoader(exchange: Exchange, list: VariantList): Loader<RouteEntry> {
   return async (context) => {
+    if (unobservable(exchange, context)) return skipped(context)
     const produced = await produce(exchange, context)
     if (!produced.storable) return produced.entry
     // Vary now names a header the list does not key on: storing it under this key
     // would serve it to requests it does not fit. Not stored, not shared.
     if (!produced.variantHeaders.every((name) => list.headers.includes(name))) return uncacheable(exchange, context)
+    const refusal = refusedAsSent(exchange, context, produced.response)
+    if (refusal) return refusal
     exchange.storedOwn = produced.response
     context.cacheFor(produced.life)
     return { kind: 'response', response: produced.response }
@@ -97,6 +103,31 @@ async function produce(exchange: Exchange, context: LoaderContext<RouteEntry>): 
     life: verdict.life,
     variantHeaders: canonicalHeaderNames([...exchange.settings.fixedVariantHeaders, ...verdict.vary]),
   }
+}
+
+/**
+ * The last word on a response judged storable: its client is answered first (MISS), so
+ * that on-headers hooks of middleware before cacheRoute run, and what they added is
+ * judged too (see RouteState). Undefined: store it. When the client was answered
+ * already (a soft timeout served it stale), the hooks cannot be seen: stored unless
+ * this route's hooks have been seen adding a Set-Cookie.
+ */
+function refusedAsSent(exchange: Exchange, context: LoaderContext<RouteEntry>, response: StoredResponse): RouteEntry | undefined {
+  const storable = exchange.answerBeforeStoring(response)
+  if (storable === false) return uncacheable(exchange, context)
+  if (storable === undefined && exchange.route.upstreamForbidsStoring) return uncacheable(exchange, context, false)
+  return undefined
+}
+
+/** A background refresh on a route whose upstream hooks add Set-Cookie: its response could not be judged as sent. */
+function unobservable(exchange: Exchange, context: LoaderContext<RouteEntry>): boolean {
+  return context.background && exchange.route.upstreamForbidsStoring
+}
+
+/** The handler is not run for nothing: the stale response stays until its window ends, then the next miss runs in the foreground. */
+function skipped(context: LoaderContext<RouteEntry>): RouteEntry {
+  context.doNotCache({ share: false })
+  return UNCACHED
 }
 
 /** Not stored, not shared, and (by default) remembered briefly as hit-for-miss. */

@@ -1,7 +1,7 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express'
 import type { Cache } from '../cache.js'
 import { resolvePolicy } from '../options.js'
-import { Exchange, passThrough, reportError } from './exchange.js'
+import { Exchange, passThrough, reportError, type RouteState } from './exchange.js'
 import { serveAuthorized, serveCached, serveUnsafe } from './flows.js'
 import { resolveRouteOptions, type CacheRouteOptions } from './options.js'
 import { classifyRequest } from './storability.js'
@@ -21,6 +21,7 @@ import { classifyRequest } from './storability.js'
 export function cacheRoute(cache: Cache, options: CacheRouteOptions): RequestHandler {
   const settings = resolveRouteOptions(options)
   resolvePolicy(undefined, settings.callOptions) // fail fast on a bad resilience option, too
+  const route: RouteState = { upstreamForbidsStoring: false }
 
   return function cacheRouteMiddleware(req: Request, res: Response, next: NextFunction): void {
     let exchange: Exchange | undefined
@@ -35,17 +36,17 @@ export function cacheRoute(cache: Cache, options: CacheRouteOptions): RequestHan
         case 'ignore':
           return next()
         case 'cache':
-          exchange = new Exchange(req, res, next, cache, settings, verdict.key)
+          exchange = new Exchange(req, res, next, cache, settings, route, verdict.key)
           serveCached(exchange).catch(failOpen)
           return
         case 'invalidate':
-          exchange = new Exchange(req, res, next, cache, settings, verdict.keys[0]!)
+          exchange = new Exchange(req, res, next, cache, settings, route, verdict.keys[0]!)
           serveUnsafe(exchange, verdict.keys).catch(failOpen)
           return
         case 'bypass':
           return passThrough(res, next, settings)
         case 'authorized':
-          exchange = new Exchange(req, res, next, cache, settings, verdict.key)
+          exchange = new Exchange(req, res, next, cache, settings, route, verdict.key)
           serveAuthorized(exchange).catch(failOpen)
           return
       }

@@ -1,6 +1,6 @@
 import type { Request } from 'express'
 import { deltaSeconds, forbidsStale, parseCacheControl, responseLifetime } from './cache-control.js'
-import { headerOf, tokensOf } from './headers.js'
+import { headerOf, tokensOf, type HeaderList } from './headers.js'
 import { customUrlKey, defaultUrlKey, hasForeignForwardedHost, hasForeignForwardedProto, requestScheme, validatedHost } from './key.js'
 import type { RouteSettings } from './options.js'
 import type { ResponseSnapshot } from './stored-response.js'
@@ -94,15 +94,10 @@ export type ResponseVerdict =
 export function judgeResponse(response: ResponseSnapshot, settings: RouteSettings, toAuthorizedRequest = false): ResponseVerdict {
   const { status, headers } = response
   if (!settings.statuses.has(status)) return { storable: false, reason: 'status' }
+  const forbidden = forbiddenBy(headers)
+  if (forbidden) return { storable: false, reason: forbidden }
   const directives = parseCacheControl(headerOf(headers, 'cache-control'))
-  // Response directives are obeyed whatever the route says (RFC 9111 §5.2.2).
-  if (directives.has('no-store')) return { storable: false, reason: 'no-store' }
-  if (directives.has('private')) return { storable: false, reason: 'private' }
-  // no-cache: "revalidate before every reuse". Not storing it is the simple, safe reading.
-  if (directives.has('no-cache')) return { storable: false, reason: 'no-cache' }
   const vary = tokensOf(headerOf(headers, 'vary'))
-  if (vary.includes('*')) return { storable: false, reason: 'vary-star' }
-  if (headerOf(headers, 'set-cookie') !== undefined) return { storable: false, reason: 'set-cookie' }
   if (toAuthorizedRequest && !(directives.has('public') || directives.has('s-maxage') || directives.has('must-revalidate'))) {
     return { storable: false, reason: 'authorization' }
   }
@@ -124,6 +119,23 @@ export function judgeResponse(response: ResponseSnapshot, settings: RouteSetting
     life.staleIfError = 0
   }
   return { storable: true, life, vary }
+}
+
+/**
+ * Headers that forbid storing a response whatever else it says: judged on the captured
+ * response, and again on the headers that went out (middleware before cacheRoute may
+ * add some as the head goes out).
+ */
+export function forbiddenBy(headers: HeaderList): UncacheableReason | undefined {
+  const directives = parseCacheControl(headerOf(headers, 'cache-control'))
+  // Response directives are obeyed whatever the route says (RFC 9111 §5.2.2).
+  if (directives.has('no-store')) return 'no-store'
+  if (directives.has('private')) return 'private'
+  // no-cache: "revalidate before every reuse". Not storing it is the simple, safe reading.
+  if (directives.has('no-cache')) return 'no-cache'
+  if (tokensOf(headerOf(headers, 'vary')).includes('*')) return 'vary-star'
+  if (headerOf(headers, 'set-cookie') !== undefined) return 'set-cookie'
+  return undefined
 }
 
 /** 500, 502, 503, 504: the answers that stale-if-error covers (RFC 5861 §4). */

@@ -176,6 +176,67 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
       expect(runs()).toBe(2)
     })
 
+    describe('a Set-Cookie added as the head goes out (on-headers hook of a session middleware before cacheRoute)', () => {
+      /**
+       * A minimal express-session (saveUninitialized: false): a new session per request,
+       * whose cookie is set in a writeHead wrapper, as on-headers does, only if the handler
+       * put something in it.
+       */
+      let sessions = 0
+      const session = (req: Request, res: Response, next: NextFunction) => {
+        const id = `s${++sessions}`
+        const data: Record<string, string> = {}
+        ;(req as Request & { session: Record<string, string> }).session = data
+        const writeHead = res.writeHead
+        res.writeHead = function (this: Response, ...args: unknown[]) {
+          if (Object.keys(data).length) this.setHeader('Set-Cookie', `sid=${id}; HttpOnly`)
+          return (writeHead as (...a: unknown[]) => Response).apply(this, args)
+        } as Response['writeHead']
+        next()
+      }
+      const csrfPage = (req: Request, res: Response, touch: boolean) => {
+        const token = `token-${runs()}`
+        if (touch) (req as Request & { session: Record<string, string> }).session.csrf = token
+        res.send(`<form><input name=csrf value=${token}></form>`)
+      }
+
+      it('is seen before the response is stored: the page is never replayed to another client', async () => {
+        const server = await route((req, res) => csrfPage(req, res, true), {}, { before: [session] })
+        const a = await server.get('/r')
+        const b = await server.get('/r')
+        expect(a.headers['set-cookie']?.[0]).toMatch(/^sid=s\d+; HttpOnly$/)
+        expect(b.headers['set-cookie']?.[0]).toMatch(/^sid=s\d+; HttpOnly$/)
+        expect(b.headers['set-cookie']).not.toEqual(a.headers['set-cookie'])
+        expect(b.text).toBe('<form><input name=csrf value=token-2></form>')
+        expect(b.headers['x-cache']).toBe('BYPASS')
+        expect(runs()).toBe(2)
+      })
+
+      it('...also for an Authorization request whose response says public', async () => {
+        const server = await route((req, res) => {
+          res.set('Cache-Control', 'public, max-age=60')
+          csrfPage(req, res, true)
+        }, {}, { before: [session] })
+        expect((await server.get('/r').set('Authorization', 'Bearer alice')).headers['set-cookie']).toBeDefined()
+        const anonymous = await server.get('/r')
+        expect(anonymous.text).toBe('<form><input name=csrf value=token-2></form>')
+        expect(runs()).toBe(2)
+      })
+
+      it('once seen on a route, responses whose head cannot go out first (background refresh) are not stored', async () => {
+        const server = await route((req, res) => csrfPage(req, res, req.query.page === 'login' || runs() >= 3), { ttl: 200, staleTtl: '30s' }, { before: [session] })
+        expect((await server.get('/r?page=home')).headers['x-cache']).toBe('MISS') // no session: stored
+        expect((await server.get('/r?page=login')).headers['set-cookie']).toBeDefined()
+        await sleep(300)
+        for (let i = 0; i < 3; i++) {
+          const home = await server.get('/r?page=home')
+          expect(home.text).toBe('<form><input name=csrf value=token-1></form>')
+          expect(home.headers['x-cache']).toBe('STALE')
+          await sleep(50)
+        }
+      })
+    })
+
     it('allowAuthenticated keys each identity apart (hash of Authorization/Cookie) and still never stores private', async () => {
       const server = await route((req, res) => void res.send(`hello ${req.headers.authorization ?? req.headers.cookie ?? 'nobody'}`), { allowAuthenticated: true })
       const alice1 = await server.get('/r').set('Authorization', 'Bearer alice')
