@@ -533,7 +533,7 @@ export class Cache {
     const lease = claim?.lockValue && this.store
       ? new Lease(this.store, claim.keys, claim.lockValue, leaseMs, maxHold, key, (reason) => this.events.emit('lock-lost', { key, reason }))
       : undefined
-    const context = new LoadContext(key, lease?.signal ?? NEVER_ABORTED, notes.fallback?.value, call.policy, call.background)
+    const context = new LoadContext(key, lease?.signal ?? NEVER_ABORTED, notes.fallback?.value, call.policy, { background: call.background })
     // A background loader starts after the caller that triggered it has its stale answer.
     if (call.background) await new Promise((resolve) => setImmediate(resolve))
     const startedAt = performance.now()
@@ -609,7 +609,7 @@ export class Cache {
 
   /** Runs a caller's own loader and stores nothing (hit-for-miss, or a leader's private result). */
   private async loadUncached(call: Call): Promise<Resolution> {
-    const context = new LoadContext(call.key, NEVER_ABORTED, undefined, call.policy, false, true)
+    const context = new LoadContext(call.key, NEVER_ABORTED, undefined, call.policy, { uncached: true })
     const startedAt = performance.now()
     try {
       const value = await call.loader(context)

@@ -41,6 +41,8 @@ export type Loader<V> = (context: LoaderContext<V>) => V | Promise<V>
 
 /** The loader's context, plus what the loader asked for, read back by the cache. */
 export class LoadContext<V> implements LoaderContext<V> {
+  readonly background: boolean
+  readonly uncached: boolean
   ttl: number
   staleTtl: number
   staleIfError: number
@@ -51,9 +53,10 @@ export class LoadContext<V> implements LoaderContext<V> {
     readonly signal: AbortSignal,
     readonly staleValue: V | undefined,
     policy: Policy,
-    readonly background = false,
-    readonly uncached = false,
+    kind: { background?: boolean; uncached?: boolean } = {},
   ) {
+    this.background = kind.background ?? false
+    this.uncached = kind.uncached ?? false
     this.ttl = policy.ttl
     this.staleTtl = policy.staleTtl
     this.staleIfError = policy.staleIfError
