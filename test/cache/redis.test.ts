@@ -104,15 +104,23 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
     const leader = cache()
     const waiter = cache()
     let started!: () => void
+    let fail!: () => void
     const leaderStarted = new Promise<void>((resolve) => (started = resolve))
+    const failNow = new Promise<void>((resolve) => (fail = resolve))
+    await admin.config('RESETSTAT')
     const led = leader.getOrLoad('boom', async () => {
       started()
-      await sleep(300)
+      await failNow
       throw new TypeError('query failed')
     })
     await leaderStarted
     let waiterLoads = 0
     const waited = waiter.getOrLoad('boom', async () => (waiterLoads++, 'should not run'))
+    // Fail only once the waiter is waiting: the leader's lookup, then the waiter's lookup
+    // and its re-check after subscribing, are three script runs.
+    const deadline = Date.now() + 10_000
+    while (((await commandCalls(admin)).evalsha ?? 0) < 3 && Date.now() < deadline) await sleep(5)
+    fail()
     await expect(led).rejects.toThrow('query failed')
     const error = await waited.catch((e: unknown) => e)
     expect(error).toBeInstanceOf(RemoteLoaderError)
