@@ -54,7 +54,8 @@ describe.skipIf(!redisAvailable)('across processes', () => {
     await until(async () => (await loads('crash')) === 1, 'the first leader to start loading')
     const survivors = await spawn(3, { lock: { lease } })
     const waiting = Promise.all(survivors.map((w) => w.request<CallResult[]>({ op: 'burst', keys: ['crash'], calls: 20, loaderMs: 100 })))
-    await new Promise((resolve) => setTimeout(resolve, 200)) // let them queue behind the lock
+    // They queue behind the lock: each survivor process is subscribed to the key's channel.
+    await until(async () => ((await redis().pubsub('NUMSUB', 'sg:{k:crash}:ch')) as [string, number])[1] === 3, 'the survivors to queue behind the lock')
     const killedAt = Date.now()
     leader!.kill('SIGKILL')
     expect(await pending).toBe('killed')

@@ -5,6 +5,22 @@ import { redisAvailable, startRedis, type RedisServer } from '../support/redis.j
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
+/** A promise the test opens when it wants: holds a loader mid-flight. */
+function gate(): { promise: Promise<void>; open(): void } {
+  let open!: () => void
+  const promise = new Promise<void>((resolve) => (open = resolve))
+  return { promise, open }
+}
+
+/** Polls `condition` until true; fails after `timeoutMs` (generous: this is a 2-core machine). */
+async function until(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await sleep(5)
+  }
+}
+
 describe('timeouts and flights (in-process)', () => {
   it('a load that beats its timeouts reports no timeout', async () => {
     const cache = createCache({ ttl: 10, staleIfError: '1m', softTimeout: 500, hardTimeout: 1_000 })
@@ -20,15 +36,17 @@ describe('timeouts and flights (in-process)', () => {
   it('after a hardTimeout, later callers join the load still running instead of starting another', async () => {
     const cache = createCache({ ttl: '1m', hardTimeout: 50 })
     let loads = 0
+    const running = gate() // the load runs until every caller has timed out, however slow the machine
     const slow = async () => {
       loads++
-      await sleep(600)
+      await running.promise
       return 'done'
     }
     const outcomes: unknown[] = []
     for (let i = 0; i < 5; i++) {
       outcomes.push(await cache.getOrLoad('k', slow).catch((e: unknown) => e))
     }
+    running.open()
     expect(outcomes.every((o) => o instanceof LoaderTimeoutError)).toBe(true)
     expect(loads).toBe(1)
     await cache.close()
@@ -36,10 +54,11 @@ describe('timeouts and flights (in-process)', () => {
   })
 
   it('softTimeout alone never invents a hardTimeout error when the fallback runs out', async () => {
-    const cache = createCache({ ttl: 30, staleIfError: 60, softTimeout: 200 })
+    // The fallback (valid until ~530 ms) covers the call but has run out when softTimeout (call + 700 ms) fires.
+    const cache = createCache({ ttl: 30, staleIfError: 500, softTimeout: 700 })
     await cache.getOrLoad('k', async () => 'old')
-    await sleep(40) // stale, fallback valid for ~50 ms more
-    expect(await cache.getOrLoad('k', async () => (await sleep(300), 'new'))).toBe('new')
+    await sleep(40) // stale, fallback valid for ~490 ms more
+    expect(await cache.getOrLoad('k', async () => (await sleep(1_000), 'new'))).toBe('new')
     await cache.close()
   })
 
@@ -55,16 +74,24 @@ describe('timeouts and flights (in-process)', () => {
   it('a caller after `await delete()` never receives the value loaded before it', async () => {
     const cache = createCache({ ttl: '1m' })
     let db = 'old'
+    let loads = 0
+    const firstRead = gate()
+    const firstHeld = gate()
     const loader = async () => {
       const read = db
-      await sleep(100)
+      if (++loads === 1) {
+        firstRead.open()
+        await firstHeld.promise // still in flight when the delete lands
+      }
       return read
     }
     const first = cache.getOrLoad('k', loader)
-    await sleep(10)
+    await firstRead.promise
     db = 'new'
     await cache.delete('k')
-    expect(await cache.getOrLoadResult('k', loader)).toEqual({ value: 'new', outcome: 'loaded' })
+    const after = cache.getOrLoadResult('k', loader)
+    firstHeld.open()
+    expect(await after).toEqual({ value: 'new', outcome: 'loaded' })
     expect(await first).toBe('old')
     expect(await cache.getOrLoad('k', loader)).toBe('new')
     await cache.close()
@@ -83,18 +110,18 @@ describe('timeouts and flights (in-process)', () => {
     expect(loads).toBe(1) // fresh and far from 80% of its own 1 s ttl
     await sleep(850)
     await cache.getOrLoad('k', loader)
-    await sleep(20)
+    await until(() => cache.stats().load >= 2, 'the early refresh')
     expect(loads).toBe(2)
     await cache.close()
   })
 
   it('callers joining a hung in-process load are bounded by waitTimeout', async () => {
-    const cache = createCache({ ttl: '1m', waitTimeout: 100, onWaitTimeout: 'throw', lock: { lease: 100, maxHold: 1_000 } })
+    const cache = createCache({ ttl: '1m', waitTimeout: 100, onWaitTimeout: 'throw', lock: { lease: 100, maxHold: 3_000 } })
     const hung = cache.getOrLoad('k', () => new Promise<string>(() => {})).catch((e: unknown) => e)
     const started = performance.now()
     const error = await cache.getOrLoad('k', async () => 'unused').catch((e: unknown) => e)
     expect(error).toMatchObject({ code: 'ERR_SG_LOCK_WAIT_TIMEOUT' })
-    expect(performance.now() - started).toBeLessThan(900) // before lock.maxHold gives the load up
+    expect(performance.now() - started).toBeLessThan(2_500) // before lock.maxHold gives the load up
     expect(await hung).toBeInstanceOf(LoaderTimeoutError)
     await cache.close()
   })
@@ -111,7 +138,7 @@ describe('timeouts and flights (in-process)', () => {
     })
     answer.then(() => (startedBeforeAnswer = seen.length > 0))
     expect(await answer).toBe('old')
-    await sleep(20)
+    await until(() => cache.stats().load >= 2, 'the background refresh') // finished, so stored in L1
     expect(seen).toEqual([true])
     expect(startedBeforeAnswer).toBe(false)
     expect(await cache.getOrLoad('k', async () => 'unused')).toBe('new')
@@ -121,9 +148,10 @@ describe('timeouts and flights (in-process)', () => {
   it('a loader whose result cannot be stored (a follower of a private result) is flagged uncached', async () => {
     const cache = createCache({ ttl: '1m' })
     const flags: boolean[] = []
+    const followerJoined = gate()
     const leader = cache.getOrLoad('k', async (ctx) => {
       flags.push(ctx.uncached)
-      await sleep(50)
+      await followerJoined.promise
       ctx.doNotCache({ share: false })
       return 'mine'
     })
@@ -131,6 +159,8 @@ describe('timeouts and flights (in-process)', () => {
       flags.push(ctx.uncached)
       return 'theirs'
     })
+    await until(() => flags.length === 1, 'the leader to start') // the follower was asked while it ran
+    followerJoined.open()
     expect(await Promise.all([leader, follower])).toEqual(['mine', 'theirs'])
     expect(flags).toEqual([false, true])
     await cache.close()
@@ -204,12 +234,15 @@ describe.skipIf(!redisAvailable)('deletes and timeouts across caches', () => {
     const b = createCache({ redis: rb, ttl: 50, staleIfError: '1m', softTimeout: 100, l1: false })
     await a.getOrLoad('w', async () => 'old')
     await sleep(80)
-    const leading = a.getOrLoad('w', async () => (await sleep(1_500), 'new'))
-    await sleep(20)
+    const loading = gate()
+    const held = gate() // the load ends only after b has answered
+    const leading = a.getOrLoad('w', async () => (loading.open(), await held.promise, 'new'))
+    await loading.promise // a holds the lock
     const started = performance.now()
     expect(await b.getOrLoadResult('w', async () => 'unused')).toEqual({ value: 'old', outcome: 'stale' })
-    expect(performance.now() - started).toBeLessThan(1_200) // answered at the soft timeout, not after the load
+    expect(performance.now() - started).toBeLessThan(5_000) // answered at the soft timeout, not after the load
     expect(await leading).toBe('old')
+    held.open()
     await Promise.all([a.close(), b.close()])
     ra.disconnect()
     rb.disconnect()
@@ -219,12 +252,18 @@ describe.skipIf(!redisAvailable)('deletes and timeouts across caches', () => {
     const [ra, rb] = [server.client(), server.client()]
     const a = createCache({ redis: ra, ttl: '1m' })
     const b = createCache({ redis: rb, ttl: '1m' })
-    const loading = b.getOrLoad('expired', async () => (await sleep(300), 'new'))
-    await sleep(50) // b holds the lock
+    const started = gate()
+    const held = gate()
+    const loading = b.getOrLoad('expired', async () => (started.open(), await held.promise, 'new'))
+    await started.promise // b holds the lock
     const expired = { value: 'old', freshUntil: 0, graceUntil: 0, fallbackUntil: 0, loadMs: 0, ttlMs: 60_000, backoffUntil: 0 }
     const refresh = (a as unknown as { refresh(c: object, m: string, e: object): Promise<{ value: string }> }).refresh.bind(a)
     const call = { key: 'expired', loader: async () => 'unused', policy: { ttl: 60_000, waitTimeout: 5_000, onWaitTimeout: 'load', earlyRefresh: { kind: 'off' } }, epoch: 0 }
-    expect((await refresh(call, 'read', expired)).value).toBe('new')
+    const refreshed = refresh(call, 'read', expired)
+    // b finishes only once a waits for it (subscribed to the key's channel).
+    await until(async () => ((await admin.pubsub('NUMSUB', 'sg:{k:expired}:ch')) as [string, number])[1] >= 1, 'a to wait for b')
+    held.open()
+    expect((await refreshed).value).toBe('new')
     expect(await loading).toBe('new')
     await Promise.all([a.close(), b.close()])
     ra.disconnect()
@@ -244,7 +283,7 @@ describe.skipIf(!redisAvailable)('deletes and timeouts across caches', () => {
     await cache.getOrLoad('g', loader)
     await sleep(80)
     expect(await cache.getOrLoad('g', loader)).toBe('v1') // stale; refresh fails in the background
-    await sleep(50)
+    await until(() => cache.stats()['fail-safe'] >= 1, 'the background refresh to fail') // and its backoff recorded
     expect(attempts).toBe(2)
     fail = false
     await sleep(250) // past the backoff

@@ -31,7 +31,7 @@ describe('in-process mode (no Redis)', () => {
   })
 
   it('reloads after ttl, and null is a cached value', async () => {
-    const cache = createCache({ ttl: 100 })
+    const cache = createCache({ ttl: 1_000 }) // the second call lands well inside it, even on a loaded machine
     let calls = 0
     const loader = async () => {
       calls++
@@ -40,7 +40,7 @@ describe('in-process mode (no Redis)', () => {
     expect(await cache.getOrLoad('n', loader)).toBeNull()
     expect(await cache.getOrLoad('n', loader)).toBeNull()
     expect(calls).toBe(1)
-    await sleep(150)
+    await sleep(1_100)
     await cache.getOrLoad('n', loader)
     expect(calls).toBe(2)
     await cache.close()
@@ -84,8 +84,10 @@ describe('in-process mode (no Redis)', () => {
   it('a delete during a load keeps that load out of L1', async () => {
     const cache = createCache({ ttl: '10s' })
     let release!: () => void
-    const loading = cache.getOrLoad('race', () => new Promise<string>((resolve) => (release = () => resolve('old'))))
-    await sleep(5)
+    let started!: () => void
+    const loaderStarted = new Promise<void>((resolve) => (started = resolve))
+    const loading = cache.getOrLoad('race', () => new Promise<string>((resolve) => ((release = () => resolve('old')), started())))
+    await loaderStarted
     await cache.delete('race')
     release()
     expect(await loading).toBe('old')

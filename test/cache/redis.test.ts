@@ -148,8 +148,10 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
     await a.getOrLoad('shared', async () => 'v1')
     expect(await b.getOrLoad('shared', async () => 'unused')).toBe('v1') // now in b's L1
     let finish!: () => void
-    const slow = a.getOrLoad('other', () => new Promise<string>((resolve) => (finish = () => resolve('before-delete'))))
-    await sleep(20)
+    let started!: () => void
+    const loaderStarted = new Promise<void>((resolve) => (started = resolve))
+    const slow = a.getOrLoad('other', () => new Promise<string>((resolve) => ((finish = () => resolve('before-delete')), started())))
+    await loaderStarted // a holds the lock and is loading
     await b.delete('other')
     finish()
     expect(await slow).toBe('before-delete')
@@ -185,15 +187,16 @@ describe.skipIf(!redisAvailable)('negative caching', () => {
   it('with negativeTtl, callers in other caches get a recent loader error at once instead of retrying', async () => {
     const server = await startRedis()
     const [ra, rb] = [server.client(), server.client()]
-    const a = createCache({ redis: ra, ttl: '30s', negativeTtl: 500 })
-    const b = createCache({ redis: rb, ttl: '30s', negativeTtl: 500 })
+    // b asks well inside the negative window, even on a loaded machine.
+    const a = createCache({ redis: ra, ttl: '30s', negativeTtl: 2_000 })
+    const b = createCache({ redis: rb, ttl: '30s', negativeTtl: 2_000 })
     await expect(a.getOrLoad('neg', async () => { throw new Error('db down') })).rejects.toThrow('db down')
     let retries = 0
     const error = await b.getOrLoad('neg', async () => (retries++, 'fine')).catch((e: unknown) => e)
     expect(error).toBeInstanceOf(RemoteLoaderError)
     expect((error as Error).message).toMatch(/db down/)
     expect(retries).toBe(0)
-    await sleep(600)
+    await sleep(2_100)
     expect(await b.getOrLoad('neg', async () => (retries++, 'fine'))).toBe('fine')
     expect(retries).toBe(1)
     await Promise.all([a.close(), b.close()])

@@ -6,20 +6,38 @@ import { redisAvailable, startRedis, type RedisServer } from '../support/redis.j
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
+/** A promise the test opens when it wants: holds a loader mid-flight. */
+function gate(): { promise: Promise<void>; open(): void } {
+  let open!: () => void
+  const promise = new Promise<void>((resolve) => (open = resolve))
+  return { promise, open }
+}
+
+/** Polls `condition` until true; fails after `timeoutMs` (generous: this is a 2-core machine). */
+async function until(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await sleep(5)
+  }
+}
+
 describe('timeouts (in-process)', () => {
   it('softTimeout answers with the stale value and the slow load still fills the cache', async () => {
     const cache = createCache({ ttl: 50, staleIfError: '1m', softTimeout: 30 })
     await cache.getOrLoad('k', async () => 'old')
     await sleep(80)
     let finished = false
+    const slow = gate() // the load outlasts softTimeout however slow the machine
     const result = await cache.getOrLoadResult('k', async () => {
-      await sleep(300)
+      await slow.promise
       finished = true
       return 'new'
     })
     expect(result).toEqual({ value: 'old', outcome: 'stale' })
     expect(finished).toBe(false)
     expect(cache.stats().timeout).toBe(1)
+    slow.open()
     await cache.close() // waits for the load
     expect(finished).toBe(true)
   })
@@ -32,10 +50,12 @@ describe('timeouts (in-process)', () => {
 
   it('hardTimeout throws LoaderTimeoutError, and the load still fills the cache', async () => {
     const cache = createCache({ ttl: '1m', hardTimeout: 30 })
-    const error = await cache.getOrLoad('k', async () => (await sleep(200), 'late')).catch((e: unknown) => e)
+    const slow = gate() // the load outlasts hardTimeout however slow the machine
+    const error = await cache.getOrLoad('k', async () => (await slow.promise, 'late')).catch((e: unknown) => e)
     expect(error).toBeInstanceOf(LoaderTimeoutError)
     expect((error as LoaderTimeoutError).timeoutMs).toBe(30)
-    await sleep(250)
+    slow.open()
+    await until(() => cache.stats().load === 1, 'the late load to finish') // and be stored in L1
     expect(await cache.getOrLoadResult('k', async () => 'unused')).toEqual({ value: 'late', outcome: 'hit' })
     await cache.close()
   })
@@ -44,7 +64,9 @@ describe('timeouts (in-process)', () => {
     const cache = createCache({ ttl: 30, staleIfError: '1m', hardTimeout: 40 })
     await cache.getOrLoad('k', async () => 'old')
     await sleep(50)
-    expect(await cache.getOrLoad('k', async () => (await sleep(300), 'new'))).toBe('old')
+    const slow = gate() // the load outlasts hardTimeout however slow the machine
+    expect(await cache.getOrLoad('k', async () => (await slow.promise, 'new'))).toBe('old')
+    slow.open()
     await cache.close()
   })
 
@@ -114,11 +136,18 @@ describe.skipIf(!redisAvailable)('resilience with Redis', () => {
     const c = cache({ l1: false, redisTimeout: 200 })
     const sleeper = server.client()
     clients.push(sleeper)
-    const blocked = sleeper.call('DEBUG', 'SLEEP', '1.5')
-    await sleep(50)
+    await sleeper.ping() // connected, so DEBUG SLEEP is written at once, ahead of the cache's commands
+    await c.getOrLoad('connected', async () => 'x') // the cache's own connection is up too
+    const blocked = sleeper.call('DEBUG', 'SLEEP', '3')
+    // The server is asleep once a probe goes unanswered for a while (it is answered after the sleep).
+    let probe = admin.ping()
+    for (const deadline = Date.now() + 1_000; Date.now() < deadline; probe = admin.ping()) {
+      if (await Promise.race([probe.then(() => false), sleep(100).then(() => true)])) break
+    }
     const started = performance.now()
     expect(await c.getOrLoad('k', async () => 'v')).toBe('v')
-    expect(performance.now() - started).toBeLessThan(1_400) // less than the sleep itself
+    expect(performance.now() - started).toBeLessThan(2_500) // less than the sleep itself
+    await probe
     await blocked
   })
 
@@ -128,11 +157,16 @@ describe.skipIf(!redisAvailable)('resilience with Redis', () => {
     const other = cache({ lock: { lease } })
     await admin.config('RESETSTAT')
     let otherLoads = 0
-    const led = leader.getOrLoad('slow', async () => (await sleep(lease * 3), 'v'))
-    await sleep(50)
+    const started = gate()
+    const held = gate()
+    let startedAt = 0
+    const led = leader.getOrLoad('slow', async () => (started.open(), (startedAt = performance.now()), await held.promise, 'v'))
+    await started.promise // the leader holds the lock
     const waited = other.getOrLoad('slow', async () => (otherLoads++, 'second'))
     await sleep(lease * 1.5)
     expect(await admin.get('sg:{k:slow}:lock')).not.toBeNull() // still held, past its first lease
+    await sleep(Math.max(0, startedAt + lease * 3 - performance.now())) // the loader runs at least 3× the lease
+    held.open()
     expect(await led).toBe('v')
     expect(await waited).toBe('v')
     expect(otherLoads).toBe(0)
@@ -147,12 +181,15 @@ describe.skipIf(!redisAvailable)('resilience with Redis', () => {
     let abortReason: unknown
     let release!: () => void
     const held = new Promise<void>((resolve) => (release = resolve))
+    let started!: () => void
+    const loaderStarted = new Promise<void>((resolve) => (started = resolve))
     const victimLoad = victim.getOrLoad('stolen', async ({ signal }) => {
       signal.addEventListener('abort', () => (abortReason = signal.reason))
+      started()
       await held
       return 'late'
     })
-    await sleep(50)
+    await loaderStarted // the victim holds the lock
     expect(await admin.del('sg:{k:stolen}:lock')).toBe(1)
     const deadline = Date.now() + 5_000
     while (abortReason === undefined && Date.now() < deadline) await sleep(20)
@@ -200,11 +237,11 @@ describe.skipIf(!redisAvailable)('early refresh without L1', () => {
   it('refreshes from the Redis hit path too', async () => {
     const server = await startRedis()
     const redis = server.client()
-    const cache = createCache({ redis, ttl: 200, earlyRefresh: 0.5, l1: false })
+    const cache = createCache({ redis, ttl: 2_000, earlyRefresh: 0.5, l1: false })
     let loads = 0
     const loader = async () => ++loads
     await cache.getOrLoad('k', loader)
-    await sleep(130) // past 50% of ttl, still fresh
+    await sleep(1_100) // past 50% of ttl, still fresh (by ~900 ms)
     expect(await cache.getOrLoadResult('k', loader)).toEqual({ value: 1, outcome: 'hit' })
     const deadline = Date.now() + 5_000
     while (loads < 2 && Date.now() < deadline) await sleep(10)

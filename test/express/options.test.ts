@@ -6,7 +6,7 @@ import express from 'express'
 import { afterEach, describe, expect, it } from 'vitest'
 import { cacheRoute, DEFAULT_STATUSES } from '../../src/express/index.js'
 import { createCache, type Cache } from '../../src/index.js'
-import { gate, serve, type Served } from './helpers.js'
+import { gate, serve, until, type Served } from './helpers.js'
 
 describe('cacheRoute options', () => {
   const cache = createCache({ ttl: '1s' })
@@ -48,15 +48,17 @@ describe('without Redis (in-process mode)', () => {
     cache = createCache({ ttl: '30s' })
     const hold = gate()
     let runs = 0
+    let arrived = 0
     const app = express()
-    app.get('/r', cacheRoute(cache, { ttl: '30s', xCacheHeader: true }), async (_req, res) => {
+    app.get('/r', (_req, _res, next) => (arrived++, next()), cacheRoute(cache, { ttl: '30s', xCacheHeader: true }), async (_req, res) => {
       runs++
       await hold.promise
       res.send('in process')
     })
     served = await serve(app)
     const pending = Promise.all(Array.from({ length: 10 }, () => served!.get('/r')))
-    setTimeout(hold.open, 100)
+    await until(() => arrived === 10, 'all ten requests to arrive') // the handler is held until then
+    hold.open()
     const responses = await pending
     expect(responses.every((r) => r.status === 200 && r.text === 'in process')).toBe(true)
     expect(runs).toBe(1)

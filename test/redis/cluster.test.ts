@@ -4,6 +4,15 @@ import { redisAvailable, startCluster, type RedisClusterHandle } from '../suppor
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
+/** Polls `condition` until true; fails after `timeoutMs` (generous: this is a 2-core machine). */
+async function until(condition: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await sleep(5)
+  }
+}
+
 describe.skipIf(!redisAvailable)('Redis Cluster', () => {
   let cluster: RedisClusterHandle
 
@@ -19,9 +28,13 @@ describe.skipIf(!redisAvailable)('Redis Cluster', () => {
     const [a, b] = clients.map((redis) => createCache({ redis, ttl: '30s' }))
     const keys = Array.from({ length: 12 }, (_, i) => `product:${i}`)
     const loads = new Map<string, number>()
+    // Each load ends only once both caches have queued on every key (one leads, the other waits),
+    // so the waiters are really woken over pub/sub however slow the machine.
+    const queued = () => a!.stats().leader + b!.stats().leader + a!.stats().wait + b!.stats().wait >= keys.length * 2
+    let allQueued: Promise<void> | undefined
     const loader = (key: string) => async () => {
       loads.set(key, (loads.get(key) ?? 0) + 1)
-      await sleep(100)
+      await (allQueued ??= until(queued, 'both caches to queue on every key'))
       return `value-${key}`
     }
     const results = await Promise.all(keys.flatMap((key) => [a!, b!, a!, b!].map((cache) => cache.getOrLoad(key, loader(key)))))
