@@ -40,8 +40,4 @@ export class MemoryTier {
   clear(): void {
     this.lru.clear()
   }
-
-  get size(): number {
-    return this.lru.size
-  }
 }

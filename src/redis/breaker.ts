@@ -26,10 +26,6 @@ export class CircuitBreaker {
     return false
   }
 
-  get isOpen(): boolean {
-    return this.state !== 'closed'
-  }
-
   success(): void {
     this.failures = 0
     if (this.state !== 'closed') {

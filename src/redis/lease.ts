@@ -16,8 +16,6 @@ export class Lease {
   private lastRenewedAt = this.startedAt
   private renewal: Promise<void> | undefined
   private stopped = false
-  /** Renewals that succeeded; tests and stats read it. */
-  renewals = 0
 
   constructor(
     private readonly store: RedisStore,
@@ -43,7 +41,6 @@ export class Lease {
     this.renewal = this.store.extend(this.keys, this.lockValue, this.leaseMs).then(
       (renewed) => {
         if (renewed) {
-          this.renewals++
           this.lastRenewedAt = now
         } else {
           this.lose('the lock expired or was taken by another process')
