@@ -58,6 +58,8 @@ interface Claim {
 }
 
 const NEVER_ABORTED = new AbortController().signal
+/** Tells a caller to run its own loader, storing nothing. */
+const OWN_LOAD: Resolution = { value: undefined, outcome: 'loaded', shareable: false }
 /** Slack for the round trip between reading an entry's remaining life and asking Redis. */
 const REFRESH_TOLERANCE_MS = 50
 /** Bound on remembered refresh holds; pruned of expired ones past it. */
@@ -91,6 +93,8 @@ export class Cache {
   /** How long a delete's fence outlives it: the longest a load may still commit. */
   private readonly retentionMs: number
   private closed = false
+  /** Tags this cache's invalidation broadcasts, so it does not act on its own. */
+  private readonly id = randomBytes(8).toString('hex')
 
   constructor(options: CacheOptions) {
     this.settings = resolveSettings(options)
@@ -104,7 +108,12 @@ export class Cache {
       }
       this.store = new RedisStore(client, redisTimeout, new CircuitBreaker(breaker.threshold, breaker.openFor, this.events), this.events)
       this.notifier = new Notifier(client, redisTimeout)
-      if (this.memory) this.notifier.listen(invalidationChannel(namespace), (key) => this.forget(key))
+      if (this.memory) {
+        this.notifier.listen(invalidationChannel(namespace), (message) => {
+          const bar = message.indexOf('|')
+          if (message.slice(0, bar) !== this.id) this.forget(message.slice(bar + 1)) // our own deletes are done already
+        })
+      }
     } else if (this.settings.policy.negativeTtl > 0) {
       throw new InvalidArgumentError('negativeTtl', 'needs Redis: it shares a failure across processes')
     } else if (!this.memory) {
@@ -144,13 +153,14 @@ export class Cache {
       throw new SerializationError(key, `the codec could not encode it: ${(error as Error)?.message}`, error)
     }
     this.forget(key)
+    const epoch = this.deletions // a delete() while we write must win over this value in L1
     const life = new LoadContext(key, NEVER_ABORTED, undefined, call.policy).lifetimes(0)
     if (this.store) {
       const written = await this.store.commit(entryKeys(this.settings.namespace, key), { lockValue: '', token: '', data, ...life })
       if (!written) return
       await this.broadcastForget(key)
     }
-    this.remember({ ...call, epoch: this.deletions }, entryFrom(value, life, performance.now()))
+    if (this.deletions === epoch) this.remember({ ...call, epoch }, entryFrom(value, life, performance.now()))
   }
 
   /**
@@ -264,24 +274,28 @@ export class Cache {
   }
 
   private async broadcastForget(key: string): Promise<void> {
-    await this.store?.broadcast(invalidationChannel(this.settings.namespace), key).catch(() => {})
+    await this.store?.broadcast(invalidationChannel(this.settings.namespace), `${this.id}|${key}`).catch(() => {})
   }
 
   private fly(call: Call): Promise<Resolution> {
-    const { flight, joined } = this.flights.run(call.key, { fallback: undefined }, (notes) => this.resolve(call, notes).finally(() => this.settleDeletion(call.key)))
+    const startedAt = performance.now()
+    const { flight, joined } = this.flights.run(call.key, { fallback: undefined }, (notes) => this.resolve(call, notes))
     const answered = this.withTimeouts(call, flight, joined)
     if (!joined) {
-      this.track(flight.promise)
+      this.trackFlight(call.key, flight.promise)
       return answered
     }
     return answered.then((resolution) => {
-      if (!resolution.shareable) return this.loadUncached(call)
+      if (!resolution.shareable) return this.loadUncached(call, startedAt)
       return resolution.outcome === 'loaded' ? { ...resolution, outcome: 'coalesced' } : resolution
     })
   }
 
-  private settleDeletion(key: string): void {
-    if (!this.flights.busy(key)) this.deletedAt.delete(key)
+  /** Tracks a flight for close(), and forgets its key's delete marker once no flight needs it. */
+  private trackFlight(key: string, flight: Promise<unknown>): void {
+    this.track(flight.finally(() => {
+      if (!this.flights.busy(key)) this.deletedAt.delete(key)
+    }))
   }
 
   /**
@@ -303,8 +317,8 @@ export class Cache {
       }])
     }
     if (joined) {
-      // The flight still stores its own result when it ends.
-      deadlines.push([policy.waitTimeout, () => this.waitTimedOut(call, fallback()) ?? this.loadUncached(call)])
+      // Run our own loader (fly() does, on this unshared marker); the flight still stores its result.
+      deadlines.push([policy.waitTimeout, () => this.waitTimedOut(call, fallback()) ?? OWN_LOAD])
     }
     if (policy.hardTimeout) {
       deadlines.push([policy.hardTimeout, () => {
@@ -341,8 +355,8 @@ export class Cache {
     if (this.closed || now < (this.refreshHolds.get(call.key) ?? 0) || this.flights.has(call.key)) return
     this.holdRefresh(call.key, now + this.settings.lock.lease)
     const refresh = { ...call, background: true }
-    const { flight } = this.flights.run(call.key, { fallback: current }, () => this.refresh(refresh, mode, current).finally(() => this.settleDeletion(call.key)))
-    this.track(flight.promise)
+    const { flight } = this.flights.run(call.key, { fallback: current }, () => this.refresh(refresh, mode, current))
+    this.trackFlight(call.key, flight.promise)
   }
 
   private track(work: Promise<unknown>): void {
@@ -448,7 +462,9 @@ export class Cache {
     this.events.emit('hit', { key: call.key, tier: 'redis' })
     if (this.dueForEarlyRefresh(call, entry, performance.now())) {
       // After this flight has ended, or refreshInBackground would see it and stand down.
-      setImmediate(() => this.refreshInBackground(call, 'refresh', entry))
+      setImmediate(() => {
+        if (this.deletions === call.epoch) this.refreshInBackground(call, 'refresh', entry) // not after a delete
+      })
     }
     return { value: entry.value, outcome: 'hit', shareable: true }
   }
@@ -599,7 +615,7 @@ export class Cache {
       const marks = covered ? { backoffMs: policy.failSafeBackoff } : { negativeMs: policy.negativeTtl }
       await this.store?.release(claim.keys, claim.lockValue, message, marks).catch(() => {})
     }
-    if (!covered) throw error
+    if (!covered || !fallbackValid(fallback, performance.now())) throw error // it may have run out during the release
     const retryAt = performance.now() + policy.failSafeBackoff
     fallback.backoffUntil = retryAt
     this.holdRefresh(key, retryAt)
@@ -607,16 +623,26 @@ export class Cache {
     return this.stale(key, fallback, 'fail-safe')
   }
 
-  /** Runs a caller's own loader and stores nothing (hit-for-miss, or a leader's private result). */
-  private async loadUncached(call: Call): Promise<Resolution> {
-    const context = new LoadContext(call.key, NEVER_ABORTED, undefined, call.policy, { uncached: true })
+  /**
+   * Runs a caller's own loader and stores nothing (hit-for-miss, or a leader's private
+   * result). Bounded like a lead by lock.maxHold, and by what is left of the caller's
+   * hardTimeout when it started waiting at `since`.
+   */
+  private async loadUncached(call: Call, since = performance.now()): Promise<Resolution> {
+    const { key, policy } = call
+    const { maxHold } = this.settings.lock
+    const hardLeft = policy.hardTimeout ? Math.max(0, policy.hardTimeout - (performance.now() - since)) : Infinity
+    const context = new LoadContext(key, NEVER_ABORTED, undefined, policy, { uncached: true })
     const startedAt = performance.now()
     try {
-      const value = await call.loader(context)
-      this.events.emit('load', { key: call.key, durationMs: performance.now() - startedAt })
+      const loading = Promise.resolve().then(() => call.loader(context))
+      const value = await (hardLeft < maxHold
+        ? withTimeout(loading, hardLeft, () => new LoaderTimeoutError(key, policy.hardTimeout))
+        : withTimeout(loading, maxHold, () => new LoaderTimeoutError(key, maxHold, 'lock.maxHold')))
+      this.events.emit('load', { key, durationMs: performance.now() - startedAt })
       return { value, outcome: 'loaded', shareable: false }
     } catch (error) {
-      this.events.emit('load', { key: call.key, durationMs: performance.now() - startedAt, error })
+      this.events.emit('load', { key, durationMs: performance.now() - startedAt, error })
       throw error
     }
   }

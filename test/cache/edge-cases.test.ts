@@ -166,6 +166,32 @@ describe('timeouts and flights (in-process)', () => {
     await cache.close()
   })
 
+  it('a joined caller whose waitTimeout passes runs its own loader once, bounded by its hardTimeout', async () => {
+    const cache = createCache({ ttl: '1m', lock: { lease: 100, maxHold: 5_000 } })
+    const leader = gate()
+    const led = cache.getOrLoad('x', async () => (await leader.promise, 'leader'))
+    let own = 0
+    expect(await cache.getOrLoadResult('x', async () => (own++, 'mine'), { waitTimeout: 50 })).toEqual({ value: 'mine', outcome: 'loaded' })
+    expect(own).toBe(1)
+    const error = await cache.getOrLoad('x', () => new Promise<string>(() => {}), { waitTimeout: 50, hardTimeout: 200 }).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(LoaderTimeoutError)
+    leader.open()
+    expect(await led).toBe('leader')
+    await cache.close()
+  })
+
+  it('deletes during flights leave no bookkeeping behind', async () => {
+    const cache = createCache({ ttl: '1m' })
+    for (let i = 0; i < 50; i++) {
+      const loading = cache.getOrLoad(`k${i}`, async () => i)
+      await cache.delete(`k${i}`)
+      await loading
+    }
+    await cache.close()
+    const internals = cache as unknown as { deletedAt: Map<string, number> }
+    expect(internals.deletedAt.size).toBe(0)
+  })
+
   it('set() rejects undefined and unencodable values', async () => {
     const cache = createCache({ ttl: '1m' })
     await expect(cache.set('k', undefined)).rejects.toBeInstanceOf(InvalidArgumentError)
@@ -289,6 +315,71 @@ describe.skipIf(!redisAvailable)('deletes and timeouts across caches', () => {
     await sleep(250) // past the backoff
     await cache.getOrLoad('g', loader) // triggers the retry
     expect(await eventually(async () => String(await cache.getOrLoad('g', loader)), 'v3')).toBe('v3')
+    await cache.close()
+    redis.disconnect()
+  })
+})
+
+describe.skipIf(!redisAvailable)('deletes racing refreshes and sets', () => {
+  let server: RedisServer
+  beforeAll(async () => {
+    server = await startRedis()
+  })
+  afterAll(async () => {
+    await server?.stop()
+  })
+
+  it('an early refresh due when a delete lands is not started with the deleted value', async () => {
+    const [ra, rb] = [server.client(), server.client()]
+    const a = createCache({ redis: ra, ttl: 1_000, earlyRefresh: 0.5 })
+    const b = createCache({ redis: rb, ttl: 1_000, earlyRefresh: 0.5 })
+    await a.getOrLoad('k', async () => 'before-delete')
+    await sleep(600) // due for early refresh, still fresh
+    const read = b.getOrLoad('k', async () => { throw new Error('db down') }) // b reads Redis: fresh, due
+    await b.delete('k')
+    expect(await read).toBe('before-delete') // asked before the delete
+    expect(await b.getOrLoadResult('k', async () => 'after-delete')).toEqual({ value: 'after-delete', outcome: 'loaded' })
+    await Promise.all([a.close(), b.close()])
+    ra.disconnect()
+    rb.disconnect()
+  })
+
+  it('a delete that lands during set() wins in L1 too, even without hearing its own broadcast', async () => {
+    const redis = server.client()
+    const cache = createCache({ redis, ttl: '1m', namespace: 'setdel' })
+    ;(cache as unknown as { notifier: { listeners: Map<string, unknown> } }).notifier.listeners.clear()
+    let stale = 0
+    for (let i = 0; i < 20; i++) {
+      await Promise.all([cache.set(`k${i}`, 'old'), cache.delete(`k${i}`)])
+      if ((await cache.getOrLoad(`k${i}`, async () => 'reloaded')) === 'old') stale++
+    }
+    expect(stale).toBe(0)
+    await cache.close()
+    redis.disconnect()
+  })
+
+  it('a value just set is served from L1 (the own broadcast does not drop it)', async () => {
+    const redis = server.client()
+    const cache = createCache({ redis, ttl: '1m', namespace: 'setl1' })
+    const subscribed = async () => ((await redis.pubsub('NUMSUB', 'setl1:__invalidations')) as [string, number])[1] === 1
+    for (const deadline = Date.now() + 5_000; !(await subscribed()) && Date.now() < deadline; ) await sleep(10)
+    await cache.set('k', 'v')
+    await sleep(50) // let our own broadcast come back
+    const hits: string[] = []
+    cache.on('hit', ({ tier }) => hits.push(tier))
+    expect(await cache.getOrLoad('k', async () => 'unused')).toBe('v')
+    expect(hits).toEqual(['l1'])
+    await cache.close()
+    redis.disconnect()
+  })
+
+  it('a hit-for-miss loader that never settles is bounded by lock.maxHold, so close() returns', async () => {
+    const redis = server.client()
+    const cache = createCache({ redis, ttl: '1m', namespace: 'pass', lock: { lease: 100, maxHold: 300 } })
+    await cache.getOrLoad('k', (ctx) => (ctx.doNotCache({ passFor: '10s' }), 'private'))
+    const error = await cache.getOrLoad('k', () => new Promise<string>(() => {})).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(LoaderTimeoutError)
+    expect((error as LoaderTimeoutError).option).toBe('lock.maxHold')
     await cache.close()
     redis.disconnect()
   })
