@@ -106,8 +106,9 @@ export class Cache {
       if (typeof client.defineCommand !== 'function' || typeof client.duplicate !== 'function') {
         throw new InvalidArgumentError('redis', 'must be an ioredis Redis or Cluster client')
       }
-      this.store = new RedisStore(client, redisTimeout, new CircuitBreaker(breaker.threshold, breaker.openFor, this.events), this.events)
-      this.notifier = new Notifier(client, redisTimeout)
+      const { shardedPubSub } = this.settings
+      this.store = new RedisStore(client, redisTimeout, new CircuitBreaker(breaker.threshold, breaker.openFor, this.events), this.events, shardedPubSub)
+      this.notifier = new Notifier(client, redisTimeout, shardedPubSub)
       if (this.memory) {
         this.notifier.listen(invalidationChannel(namespace), (message) => {
           const bar = message.indexOf('|')

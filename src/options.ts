@@ -121,6 +121,12 @@ export interface CacheOptions extends PolicyOptions {
   codec?: Codec
   /** Longest accepted key, in UTF-16 code units. Default `1024`. */
   maxKeyLength?: number
+  /**
+   * On a Redis Cluster (≥ 7), wake waiters with sharded pub/sub (SPUBLISH/SSUBSCRIBE): a
+   * notification then travels only within its key's shard instead of to every node.
+   * Needs `redis` to be an ioredis `Cluster`. Default `false`.
+   */
+  shardedPubSub?: boolean
 }
 
 export type ResolvedEarlyRefresh = { kind: 'off' } | { kind: 'threshold'; fraction: number } | { kind: 'xfetch'; beta: number }
@@ -148,11 +154,12 @@ export interface Settings {
   breaker: { threshold: number; openFor: number }
   codec: Codec
   maxKeyLength: number
+  shardedPubSub: boolean
 }
 
 /** Names of the options `getOrLoad` takes per call (for wrappers that pass them through). */
 export const POLICY_OPTION_NAMES = ['ttl', 'staleTtl', 'staleIfError', 'failSafeBackoff', 'softTimeout', 'hardTimeout', 'waitTimeout', 'onWaitTimeout', 'earlyRefresh', 'negativeTtl'] as const
-const CACHE_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'redis', 'namespace', 'l1', 'lock', 'redisTimeout', 'circuitBreaker', 'codec', 'maxKeyLength'])
+const CACHE_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'redis', 'namespace', 'l1', 'lock', 'redisTimeout', 'circuitBreaker', 'codec', 'maxKeyLength', 'shardedPubSub'])
 const CALL_KEYS = new Set<string>(POLICY_OPTION_NAMES)
 const L1_KEYS = new Set(['max', 'maxTtl'])
 const LOCK_KEYS = new Set(['lease', 'maxHold', 'pollInterval', 'maxPollInterval'])
@@ -218,6 +225,13 @@ export function resolveCallPolicy(base: Policy, options: PolicyOptions): Policy 
   return resolvePolicy(base, options)
 }
 
+function shardedPubSub(options: CacheOptions): boolean {
+  const sharded = options.shardedPubSub ?? false
+  if (typeof sharded !== 'boolean') throw new InvalidArgumentError('shardedPubSub', `must be a boolean, got ${typeof sharded}`)
+  if (sharded && options.redis?.isCluster !== true) throw new InvalidArgumentError('shardedPubSub', 'needs redis to be an ioredis Cluster')
+  return sharded
+}
+
 /** Validates everything given to `createCache`, failing fast with the option's name. */
 export function resolveSettings(options: CacheOptions): Settings {
   if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('options', 'createCache needs an options object with at least { ttl }')
@@ -258,5 +272,6 @@ export function resolveSettings(options: CacheOptions): Settings {
     },
     codec,
     maxKeyLength: positiveInteger('maxKeyLength', options.maxKeyLength ?? 1024),
+    shardedPubSub: shardedPubSub(options),
   }
 }

@@ -54,21 +54,27 @@ export class Notifier {
   private readonly listeners = new Map<string, (message: string) => void>()
   private readonly prefix: string
 
+  /**
+   * `sharded`: per-key channels use SSUBSCRIBE on a Cluster (Redis ≥ 7), so a commit is
+   * relayed only within its shard. The invalidation broadcast stays a plain SUBSCRIBE.
+   */
   constructor(
     private readonly client: Redis | Cluster,
     private readonly timeoutMs: number,
+    private readonly sharded = false,
   ) {
     this.prefix = keyPrefixOf(client)
   }
 
   private connection(): Redis | Cluster {
     if (this.subscriber) return this.subscriber
-    const subscriber = (this.client as Redis).duplicate() as Redis | Cluster
+    const subscriber = this.sharded ? (this.client as Cluster).duplicate([], { shardedSubscribers: true }) : (this.client as Redis).duplicate()
     const events = subscriber as unknown as NodeJS.EventEmitter
     events.on('error', () => {
       // Reconnects are ioredis' job and waits are bounded; commands report outages.
     })
     events.on('message', (channel: string, message: string) => this.dispatch(channel, message))
+    events.on('smessage', (channel: string, message: string) => this.dispatch(channel, message))
     this.subscriber = subscriber
     return subscriber
   }
@@ -84,7 +90,8 @@ export class Notifier {
     const name = this.prefix + channel
     let state = this.channels.get(name)
     if (!state) {
-      const ready = this.connection().subscribe(name)
+      const connection = this.connection()
+      const ready = this.sharded ? (connection as Cluster).ssubscribe(name) : connection.subscribe(name)
       state = { subscriptions: new Set(), ready }
       this.channels.set(name, state)
     }
@@ -112,7 +119,8 @@ export class Notifier {
     const state = this.channels.get(name)
     if (!state || !state.subscriptions.delete(subscription) || state.subscriptions.size > 0) return
     this.channels.delete(name)
-    this.subscriber?.unsubscribe(name).catch(() => {})
+    const unsubscribed = this.sharded ? (this.subscriber as Cluster | undefined)?.sunsubscribe(name) : this.subscriber?.unsubscribe(name)
+    unsubscribed?.catch(() => {})
   }
 
   close(): void {

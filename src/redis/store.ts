@@ -43,7 +43,7 @@ export interface CommitRequest {
  */
 export class RedisStore {
   private readonly client: ScriptedClient
-  private readonly publish: 'PUBLISH' | 'SPUBLISH' = 'PUBLISH'
+  private readonly publish: 'PUBLISH' | 'SPUBLISH'
   private readonly keyPrefix: string
 
   constructor(
@@ -51,7 +51,9 @@ export class RedisStore {
     private readonly timeoutMs: number,
     private readonly breaker: CircuitBreaker,
     private readonly events: CacheEmitter,
+    sharded: boolean,
   ) {
+    this.publish = sharded ? 'SPUBLISH' : 'PUBLISH'
     this.client = defineScripts(client)
     this.keyPrefix = keyPrefixOf(client)
   }

@@ -207,6 +207,7 @@ describe('timeouts and flights (in-process)', () => {
     ['maxHold below lease', { lock: { lease: 1000, maxHold: 500 } }, /^lock\.maxHold: /],
     ['negativeTtl without Redis', { negativeTtl: 1000 }, /^negativeTtl: needs Redis/],
     ['l1: false without Redis', { l1: false }, /^l1: cannot be false without redis/],
+    ['shardedPubSub without a Cluster', { shardedPubSub: true }, /^shardedPubSub: needs redis to be an ioredis Cluster/],
   ])('rejects %s', (_, options, message) => {
     expect(() => createCache({ ttl: 1000, ...options } as CacheOptions)).toThrow(message)
   })

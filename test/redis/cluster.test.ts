@@ -23,9 +23,17 @@ describe.skipIf(!redisAvailable)('Redis Cluster', () => {
     await cluster?.stop()
   })
 
-  it('elects one loader across caches, wakes the waiters, and fences deletes, with keys spread over every master', async () => {
+  /** Calls of `command` summed over every node since the last RESETSTAT. */
+  async function callsOnNodes(command: string): Promise<number> {
+    const infos = await Promise.all(cluster.nodes.map((node) => node.client().info('commandstats')))
+    return infos.reduce((sum, info) => sum + Number(new RegExp(`^cmdstat_${command}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0), 0)
+  }
+
+  it.each([false, true])('elects one loader across caches, wakes the waiters, and fences deletes, with keys spread over every master (shardedPubSub: %s)', async (shardedPubSub) => {
+    await Promise.all(cluster.nodes.map((node) => node.client().config('RESETSTAT')))
     const clients = [cluster.client(), cluster.client()]
-    const [a, b] = clients.map((redis) => createCache({ redis, ttl: '30s' }))
+    const namespace = shardedPubSub ? 'sharded' : 'global'
+    const [a, b] = clients.map((redis) => createCache({ redis, ttl: '30s', namespace, shardedPubSub }))
     const keys = Array.from({ length: 12 }, (_, i) => `product:${i}`)
     const loads = new Map<string, number>()
     // Each load ends only once both caches have queued on every key (one leads, the other waits),
@@ -41,6 +49,9 @@ describe.skipIf(!redisAvailable)('Redis Cluster', () => {
     expect(results).toEqual(keys.flatMap((key) => Array(4).fill(`value-${key}`)))
     expect([...loads.values()]).toEqual(keys.map(() => 1))
     expect(a!.stats().wait + b!.stats().wait).toBeGreaterThan(0) // waiters were woken over pub/sub
+    // Commits were announced with the chosen command (it runs inside the commit script).
+    expect(await callsOnNodes(shardedPubSub ? 'spublish' : 'publish')).toBeGreaterThanOrEqual(keys.length)
+    expect(await callsOnNodes(shardedPubSub ? 'publish' : 'spublish')).toBe(0)
 
     // The entries really are spread over the masters (each key's names share one slot).
     const masters = await Promise.all(cluster.nodes.map((node) => node.client().dbsize()))
