@@ -45,6 +45,7 @@ export class RedisStore {
   private readonly client: ScriptedClient
   private readonly publish: 'PUBLISH' | 'SPUBLISH'
   private readonly keyPrefix: string
+  private connectedOnce: boolean
 
   constructor(
     client: Redis | Cluster,
@@ -56,6 +57,8 @@ export class RedisStore {
     this.publish = sharded ? 'SPUBLISH' : 'PUBLISH'
     this.client = defineScripts(client)
     this.keyPrefix = keyPrefixOf(client)
+    this.connectedOnce = client.status === 'ready'
+    if (!this.connectedOnce) (client as unknown as NodeJS.EventEmitter).once('ready', () => (this.connectedOnce = true))
   }
 
   /** `refreshBelowMs`: in 'refresh' mode, only refresh a value fresh for at most this long (-1: always). */
@@ -100,6 +103,10 @@ export class RedisStore {
   private async call<T>(operation: string, command: () => Promise<T>): Promise<T> {
     if (!this.breaker.allow()) throw new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`)
     try {
+      // A client that was connected and lost its connection would queue the command until it
+      // reconnects: fail at once instead of after redisTimeout. Before the first connection,
+      // commands may wait for it (a starting process should not skip Redis).
+      if (this.connectedOnce && this.client.status !== 'ready') throw new RedisUnavailableError(`redis ${operation} skipped: connection is ${this.client.status}`)
       const result = await withTimeout(command(), this.timeoutMs, () => new RedisUnavailableError(`redis ${operation} timed out after ${this.timeoutMs} ms`))
       this.breaker.success()
       return result

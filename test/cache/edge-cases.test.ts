@@ -384,4 +384,19 @@ describe.skipIf(!redisAvailable)('deletes racing refreshes and sets', () => {
     await cache.close()
     redis.disconnect()
   })
+
+  it('a lost connection fails fast instead of waiting out redisTimeout', async () => {
+    const doomed = await startRedis()
+    const redis = doomed.client({ maxRetriesPerRequest: null, retryStrategy: () => 100 })
+    redis.on('error', () => {})
+    const cache = createCache({ redis, ttl: '1m', redisTimeout: 5_000 })
+    await cache.getOrLoad('warm', async () => 'cached')
+    await doomed.kill()
+    for (const deadline = Date.now() + 5_000; redis.status === 'ready' && Date.now() < deadline; ) await sleep(5)
+    const started = performance.now()
+    expect(await cache.getOrLoad('cold', async () => 'from-loader')).toBe('from-loader')
+    expect(performance.now() - started).toBeLessThan(2_500) // not the 5 s timeout a queued command would cost
+    await cache.close()
+    redis.disconnect()
+  })
 })
