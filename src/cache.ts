@@ -482,6 +482,13 @@ export class Cache {
     try {
       found = await this.store.getOrLock(keys, owner, this.settings.lock.lease, mode, this.retentionMs, refreshBelow)
     } catch {
+      // Redis is unreachable, so every process would refresh on its own: while our copy may
+      // still be served (fresh or in grace), keep serving it and spare the database that herd.
+      const now = performance.now()
+      if (now < current.graceUntil || now < current.freshUntil) {
+        this.holdRefresh(call.key, now + this.settings.breaker.openFor)
+        return { value: current.value, outcome: now < current.freshUntil ? 'hit' : 'stale', shareable: true }
+      }
       return this.lead(call, undefined, notes)
     }
     if (found.lock === 'won') return this.lead(call, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}` }, notes)

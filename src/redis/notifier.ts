@@ -53,6 +53,7 @@ export class Notifier {
   private readonly channels = new Map<string, ChannelState>()
   private readonly listeners = new Map<string, (message: string) => void>()
   private readonly prefix: string
+  private subscribedOnce = false
 
   /**
    * `sharded`: per-key channels use SSUBSCRIBE on a Cluster (Redis ≥ 7), so a commit is
@@ -75,6 +76,7 @@ export class Notifier {
     })
     events.on('message', (channel: string, message: string) => this.dispatch(channel, message))
     events.on('smessage', (channel: string, message: string) => this.dispatch(channel, message))
+    events.on('ready', () => (this.subscribedOnce = true))
     this.subscriber = subscriber
     return subscriber
   }
@@ -87,6 +89,10 @@ export class Notifier {
 
   /** Subscribes (or joins the existing subscription) and resolves once Redis confirmed it. */
   async subscribe(channel: string): Promise<Subscription> {
+    // As for commands: a subscriber that was connected and is not now would only queue this.
+    if (this.subscriber && this.subscribedOnce && this.subscriber.status !== 'ready') {
+      throw new RedisUnavailableError(`subscribe skipped: connection is ${this.subscriber.status}`)
+    }
     const name = this.prefix + channel
     let state = this.channels.get(name)
     if (!state) {

@@ -46,6 +46,7 @@ export class RedisStore {
   private readonly publish: 'PUBLISH' | 'SPUBLISH'
   private readonly keyPrefix: string
   private connectedOnce: boolean
+  private readonly inFlight = new Set<(error: Error) => void>()
 
   constructor(
     client: Redis | Cluster,
@@ -58,7 +59,14 @@ export class RedisStore {
     this.client = defineScripts(client)
     this.keyPrefix = keyPrefixOf(client)
     this.connectedOnce = client.status === 'ready'
-    if (!this.connectedOnce) (client as unknown as NodeJS.EventEmitter).once('ready', () => (this.connectedOnce = true))
+    const connection = client as unknown as NodeJS.EventEmitter
+    if (!this.connectedOnce) connection.once('ready', () => (this.connectedOnce = true))
+    // Commands already sent when the connection drops would be retried after a reconnect:
+    // fail them now, so their callers fall back at once rather than after redisTimeout.
+    connection.on('close', () => {
+      for (const fail of this.inFlight) fail(new RedisUnavailableError('redis connection lost'))
+      this.inFlight.clear()
+    })
   }
 
   /** `refreshBelowMs`: in 'refresh' mode, only refresh a value fresh for at most this long (-1: always). */
@@ -107,7 +115,11 @@ export class RedisStore {
       // reconnects: fail at once instead of after redisTimeout. Before the first connection,
       // commands may wait for it (a starting process should not skip Redis).
       if (this.connectedOnce && this.client.status !== 'ready') throw new RedisUnavailableError(`redis ${operation} skipped: connection is ${this.client.status}`)
-      const result = await withTimeout(command(), this.timeoutMs, () => new RedisUnavailableError(`redis ${operation} timed out after ${this.timeoutMs} ms`))
+      const timed = withTimeout(command(), this.timeoutMs, () => new RedisUnavailableError(`redis ${operation} timed out after ${this.timeoutMs} ms`))
+      const result = await new Promise<T>((resolve, reject) => {
+        this.inFlight.add(reject)
+        timed.then(resolve, reject).finally(() => this.inFlight.delete(reject))
+      })
       this.breaker.success()
       return result
     } catch (error) {

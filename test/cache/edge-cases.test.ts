@@ -399,4 +399,40 @@ describe.skipIf(!redisAvailable)('deletes racing refreshes and sets', () => {
     await cache.close()
     redis.disconnect()
   })
+
+  it('a command in flight when the connection drops fails at once instead of waiting out redisTimeout', async () => {
+    const doomed = await startRedis()
+    const redis = doomed.client({ maxRetriesPerRequest: null, retryStrategy: () => 100 })
+    redis.on('error', () => {})
+    const cache = createCache({ redis, ttl: '1m', redisTimeout: 5_000, l1: false })
+    await cache.getOrLoad('warm', async () => 'cached')
+    doomed.pause() // the next lookup is sent and gets no answer
+    const started = performance.now()
+    const answer = cache.getOrLoad('warm', async () => 'from-loader')
+    await sleep(100)
+    await doomed.kill() // the socket closes under the pending command
+    expect(await answer).toBe('from-loader')
+    expect(performance.now() - started).toBeLessThan(2_500) // not the 5 s timeout
+    await cache.close()
+    redis.disconnect()
+  })
+
+  it('while Redis is unreachable, a copy still in grace is served without a per-process reload', async () => {
+    const doomed = await startRedis()
+    const redis = doomed.client({ maxRetriesPerRequest: null, retryStrategy: () => 100 })
+    redis.on('error', () => {})
+    const cache = createCache({ redis, ttl: 100, staleTtl: '1m' })
+    let loads = 0
+    const loader = async () => ++loads
+    await cache.getOrLoad('k', loader)
+    await doomed.kill()
+    for (const deadline = Date.now() + 5_000; redis.status === 'ready' && Date.now() < deadline; ) await sleep(5)
+    await sleep(150) // past ttl, inside staleTtl
+    expect(await cache.getOrLoadResult('k', loader)).toEqual({ value: 1, outcome: 'stale' })
+    for (const deadline = Date.now() + 5_000; cache.stats()['redis-error'] === 0 && Date.now() < deadline; ) await sleep(5)
+    await cache.close() // waits for the background refresh attempt to settle
+    expect(cache.stats()['redis-error']).toBeGreaterThan(0)
+    expect(loads).toBe(1)
+    redis.disconnect()
+  })
 })
