@@ -2,24 +2,7 @@ import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createCache, InvalidArgumentError, LoaderTimeoutError, SerializationError, type CacheOptions } from '../../src/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-/** A promise the test opens when it wants: holds a loader mid-flight. */
-function gate(): { promise: Promise<void>; open(): void } {
-  let open!: () => void
-  const promise = new Promise<void>((resolve) => (open = resolve))
-  return { promise, open }
-}
-
-/** Polls `condition` until true; fails after `timeoutMs` (generous: this is a 2-core machine). */
-async function until(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(5)
-  }
-}
+import { gate, sleep, until } from '../support/timing.js'
 
 describe('timeouts and flights (in-process)', () => {
   it('a load that beats its timeouts reports no timeout', async () => {

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { createCache } from '../../src/index.js'
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+import { sleep } from '../support/timing.js'
 
 describe('in-process mode (no Redis)', () => {
   it('runs the loader once for 200 concurrent calls on a cold key', async () => {

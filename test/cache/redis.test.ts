@@ -2,8 +2,7 @@ import type { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { createCache, RemoteLoaderError, SerializationError, type Cache, type CacheOptions } from '../../src/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+import { sleep } from '../support/timing.js'
 
 /** Calls of each Redis command since the last reset (INFO commandstats). */
 async function commandCalls(redis: Redis): Promise<Record<string, number>> {

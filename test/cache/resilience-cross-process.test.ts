@@ -3,9 +3,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import type { HammerReport } from '../fixtures/cache-worker.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { forkWorker, type Worker } from '../support/workers.js'
+import { sleep } from '../support/timing.js'
 
 const WORKER = new URL('../fixtures/cache-worker.ts', import.meta.url)
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 interface CallResult { ok: boolean; value?: { value: string; by: number }; error?: string }
 

@@ -3,24 +3,7 @@ import type { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { createCache, LoaderTimeoutError, LockLostError, type Cache, type CacheOptions } from '../../src/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-/** A promise the test opens when it wants: holds a loader mid-flight. */
-function gate(): { promise: Promise<void>; open(): void } {
-  let open!: () => void
-  const promise = new Promise<void>((resolve) => (open = resolve))
-  return { promise, open }
-}
-
-/** Polls `condition` until true; fails after `timeoutMs` (generous: this is a 2-core machine). */
-async function until(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(5)
-  }
-}
+import { gate, sleep, until } from '../support/timing.js'
 
 describe('timeouts (in-process)', () => {
   it('softTimeout answers with the stale value and the slow load still fills the cache', async () => {

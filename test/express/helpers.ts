@@ -13,6 +13,8 @@ import { cacheRoute, type CacheRouteOptions } from '../../src/express/index.js'
 import { createCache, type Cache, type CacheOptions } from '../../src/index.js'
 import { startRedis, type RedisServer } from '../support/redis.js'
 
+export { gate, sleep, until } from '../support/timing.js'
+
 /** The Host every test request sends: keys depend on it, ports do not. */
 export const HOST = 'shop.test'
 
@@ -167,20 +169,3 @@ function unset(what: string): never {
   throw new Error(what)
 }
 
-/** A promise the test opens when it wants: holds a handler mid-flight. */
-export function gate(): { promise: Promise<void>; open(): void } {
-  let open!: () => void
-  const promise = new Promise<void>((resolve) => (open = resolve))
-  return { promise, open }
-}
-
-export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-/** Polls `condition` until true; fails after `timeoutMs` (generous: this is a 2-core machine). */
-export async function until(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(10)
-  }
-}

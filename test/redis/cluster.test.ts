@@ -1,17 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createCache } from '../../src/index.js'
 import { redisAvailable, startCluster, type RedisClusterHandle } from '../support/redis.js'
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-/** Polls `condition` until true; fails after `timeoutMs` (generous: this is a 2-core machine). */
-async function until(condition: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(5)
-  }
-}
+import { sleep, until } from '../support/timing.js'
 
 describe.skipIf(!redisAvailable)('Redis Cluster', () => {
   let cluster: RedisClusterHandle
