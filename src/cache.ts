@@ -196,6 +196,7 @@ export class Cache {
     if (this.closed) return
     this.closed = true
     while (this.background.size > 0) await Promise.allSettled([...this.background])
+    this.store?.close()
     this.notifier?.close()
     this.memory?.clear()
     this.events.removeAll()

@@ -2,7 +2,6 @@ import type { Cluster, Redis } from 'ioredis'
 import type { Lifetimes } from '../entry.js'
 import type { CacheEmitter } from '../events.js'
 import { RedisUnavailableError } from '../errors.js'
-import { withTimeout } from '../timers.js'
 import type { CircuitBreaker } from './breaker.js'
 import type { EntryKeys } from './keys.js'
 import { defineScripts, type ScriptedClient } from './scripts.js'
@@ -47,6 +46,13 @@ export class RedisStore {
   private readonly keyPrefix: string
   private connectedOnce: boolean
   private readonly inFlight = new Set<(error: Error) => void>()
+  private readonly connection: NodeJS.EventEmitter
+  private readonly onReady = () => (this.connectedOnce = true)
+  /** Commands already sent when the connection drops would be retried after a reconnect: fail them now. */
+  private readonly onClose = () => {
+    for (const fail of this.inFlight) fail(new RedisUnavailableError('redis connection lost'))
+    this.inFlight.clear()
+  }
 
   constructor(
     client: Redis | Cluster,
@@ -59,14 +65,15 @@ export class RedisStore {
     this.client = defineScripts(client)
     this.keyPrefix = keyPrefixOf(client)
     this.connectedOnce = client.status === 'ready'
-    const connection = client as unknown as NodeJS.EventEmitter
-    if (!this.connectedOnce) connection.once('ready', () => (this.connectedOnce = true))
-    // Commands already sent when the connection drops would be retried after a reconnect:
-    // fail them now, so their callers fall back at once rather than after redisTimeout.
-    connection.on('close', () => {
-      for (const fail of this.inFlight) fail(new RedisUnavailableError('redis connection lost'))
-      this.inFlight.clear()
-    })
+    this.connection = client as unknown as NodeJS.EventEmitter
+    if (!this.connectedOnce) this.connection.once('ready', this.onReady)
+    this.connection.on('close', this.onClose)
+  }
+
+  /** Removes our listeners from the client, which outlives the cache. */
+  close(): void {
+    this.connection.off('ready', this.onReady)
+    this.connection.off('close', this.onClose)
   }
 
   /** `refreshBelowMs`: in 'refresh' mode, only refresh a value fresh for at most this long (-1: always). */
@@ -115,10 +122,15 @@ export class RedisStore {
       // reconnects: fail at once instead of after redisTimeout. Before the first connection,
       // commands may wait for it (a starting process should not skip Redis).
       if (this.connectedOnce && this.client.status !== 'ready') throw new RedisUnavailableError(`redis ${operation} skipped: connection is ${this.client.status}`)
-      const timed = withTimeout(command(), this.timeoutMs, () => new RedisUnavailableError(`redis ${operation} timed out after ${this.timeoutMs} ms`))
+      // Settles with the reply, after timeoutMs, or when the connection drops, whichever is first.
       const result = await new Promise<T>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new RedisUnavailableError(`redis ${operation} timed out after ${this.timeoutMs} ms`)), this.timeoutMs)
+        timer.unref()
         this.inFlight.add(reject)
-        timed.then(resolve, reject).finally(() => this.inFlight.delete(reject))
+        command().then(resolve, reject).finally(() => {
+          clearTimeout(timer)
+          this.inFlight.delete(reject)
+        })
       })
       this.breaker.success()
       return result

@@ -70,6 +70,15 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
     expect(flags).toEqual([false, true, true])
   })
 
+  it('closing a cache removes every listener it added to the shared client', async () => {
+    const shared = server.client()
+    const listeners = () => shared.eventNames().reduce((n, name) => n + shared.listenerCount(name), 0)
+    const before = listeners()
+    for (let i = 0; i < 20; i++) await createCache({ redis: shared, ttl: '1m' }).close()
+    expect(listeners()).toBe(before)
+    shared.disconnect()
+  })
+
   it('recovers from malformed data at an entry key: a miss, overwritten, with an event', async () => {
     const c = cache({ l1: false })
     const corrupt: string[] = []
