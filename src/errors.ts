@@ -94,3 +94,37 @@ export class CacheClosedError extends StampedeGuardError {
     super('ERR_SG_CLOSED', 'the cache is closed')
   }
 }
+
+/** A lock was busy: `tryAcquire` found it held, or a wait ran out. `waitedMs` says how long this caller waited. */
+export class LockBusyError extends StampedeGuardError {
+  readonly key: string
+  readonly waitedMs: number
+  constructor(key: string, waitedMs: number) {
+    super('ERR_SG_LOCK_BUSY', waitedMs > 0 ? `lock "${key}" still held by another owner after waiting ${waitedMs} ms` : `lock "${key}" is held by another owner`)
+    this.key = key
+    this.waitedMs = waitedMs
+  }
+}
+
+/**
+ * A lock backend's store failed or could not be reached (a quorum could not be formed,
+ * a connection broke, a call timed out). Distinct from `LockBusyError`: nobody was
+ * found holding the lock; the store itself did not answer. Redis backends throw
+ * `RedisUnavailableError` instead, as the cache does.
+ */
+export class LockBackendError extends StampedeGuardError {
+  readonly backend: string
+  constructor(backend: string, message: string, cause?: unknown) {
+    super('ERR_SG_LOCK_BACKEND', `${backend}: ${message}`, { cause })
+    this.backend = backend
+  }
+}
+
+/** The fencing token was read from a backend that cannot issue a monotonic one (Redlock). */
+export class FencingUnsupportedError extends StampedeGuardError {
+  readonly backend: string
+  constructor(backend: string, why: string) {
+    super('ERR_SG_FENCING_UNSUPPORTED', `${backend} issues no fencing token: ${why}`)
+    this.backend = backend
+  }
+}

@@ -1,0 +1,113 @@
+/**
+ * The contract every lock backend implements: Redis, Redlock, PostgreSQL, MariaDB/MySQL,
+ * etcd and ZooKeeper. The front (`createLocks`, `withLock`, `acquire`, `tryAcquire`,
+ * `runOnce`, the decorator) is written once on top of it, so option parsing, key
+ * validation, reentrancy, the lease watchdog, `await using` and the typed errors are
+ * shared; a backend only knows how to take, keep and give back one lock in its store.
+ *
+ * A backend never sees a raw user option: the front validates keys (non-empty, at most
+ * `maxKeyLength`, well-formed UTF-16) and turns durations into whole milliseconds within
+ * Node's timer range (1 .. 2^31 − 1) before calling it.
+ */
+
+/**
+ * How a held lock stays held.
+ * - `'lease'`: it expires after `leaseMs` unless renewed (Redis, Redlock). The front runs
+ *   the shared watchdog: `renew()` every lease/3 from acquisition, and the local abort at
+ *   `last renewal sent + lease − margin` whatever the renewal is doing.
+ * - `'session'`: the backend keeps it alive itself for as long as a connection, a
+ *   session or a store-side lease lives (PostgreSQL, MariaDB, etcd keep-alive,
+ *   ZooKeeper session), and aborts `signal` when that ends. The front runs no watchdog.
+ */
+export type Liveness = 'lease' | 'session'
+
+/** One acquisition attempt, as the front hands it to a backend. */
+export interface AcquireRequest {
+  /** The user's key, already validated. The backend maps it into its own namespace. */
+  readonly key: string
+  /** Lease length in ms. Session-bound backends use it only where their store needs a bound (an etcd lease TTL). */
+  readonly leaseMs: number
+  /**
+   * How long to wait while the lock is busy, in ms; `0` means one attempt, no waiting.
+   * Waiting must be by notification (pub/sub, a watch, a blocking call with a timeout)
+   * with at most a bounded, backed-off poll as the safety net, never a tight loop.
+   */
+  readonly waitMs: number
+  /** Aborted when the caller gives up (its own AbortSignal, or `close()`): stop waiting, take nothing. */
+  readonly signal: AbortSignal
+}
+
+/** A lock the backend holds on the caller's behalf. */
+export interface HeldLock<Resource = void> {
+  /**
+   * The fencing token: strictly increasing per key across every holder, and never
+   * repeated, even after the lock's own record expired. `undefined` for a backend that
+   * cannot issue one honestly (Redlock): the front then throws `FencingUnsupportedError`
+   * when the token is read.
+   */
+  readonly token: bigint | undefined
+  /** See {@link Liveness}. */
+  readonly liveness: Liveness
+  /**
+   * Aborted with a `LockLostError` as soon as the backend knows the lock is gone
+   * (connection or session lost, lease expired, taken over). Never aborted by `release()`.
+   */
+  readonly signal: AbortSignal
+  /**
+   * What the critical section works with, when the backend has one: the PostgreSQL
+   * transaction's client (so writes commit with the lock held), owner-checked etcd
+   * writes, … `undefined` otherwise.
+   */
+  readonly resource: Resource
+  /**
+   * Extends the lease to `leaseMs` from now (`'lease'` backends; the watchdog calls it).
+   * Resolves `true` when extended, `false` when the lock is no longer ours (the front then
+   * aborts with `LockLostError`); rejects with a backend error when the store could not be
+   * reached. A lost lock is never re-acquired by an extension.
+   * `'session'` backends resolve `true` while they still hold it.
+   */
+  renew(leaseMs: number): Promise<boolean>
+  /**
+   * Gives the lock back. Idempotent, and never removes another holder's lock (compare
+   * and delete). Rejects with a backend error only when the store could not be told; the
+   * lock then ends by itself with its lease or session.
+   */
+  release(): Promise<void>
+}
+
+/**
+ * A run-once claim (ShedLock semantics) for scheduled jobs: no waiting and no renewal,
+ * and every deadline computed by the store's clock (Redis `TIME`, PostgreSQL `now()`),
+ * never by a node's.
+ */
+export interface ClaimStore {
+  /**
+   * Claims `name` until `atMostMs` from now. Resolves `undefined` at once when another
+   * instance's claim is still live.
+   */
+  claim(name: string, atMostMs: number): Promise<Claim | undefined>
+}
+
+export interface Claim {
+  /**
+   * Ends the claim, but keeps it until at least `atLeastMs` after it was taken, so an
+   * instance whose timer fires a little late does not run the same tick again.
+   */
+  finish(atLeastMs: number): Promise<void>
+}
+
+export interface LockBackend<Resource = void> {
+  /** `'redis'`, `'redlock'`, `'postgres'`, `'mysql'`, `'etcd'`, `'zookeeper'`: used in errors and metrics. */
+  readonly name: string
+  /**
+   * Takes the lock, waiting up to `request.waitMs`. Resolves `undefined` if it was still
+   * busy at the deadline (the front turns that into `LockBusyError`). Rejects with a typed
+   * backend error (`RedisUnavailableError`, `LockBackendError`) when the store failed:
+   * never hangs, whatever the store does (every call has its own bound).
+   */
+  acquire(request: AcquireRequest): Promise<HeldLock<Resource> | undefined>
+  /** Run-once claims, for backends that offer them. */
+  readonly claims?: ClaimStore
+  /** Stops timers and subscriptions the backend opened. The caller's own clients stay open. */
+  close(): Promise<void>
+}
