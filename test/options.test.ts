@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { createCache, InvalidArgumentError } from '../src/index.js'
-import { parseDuration } from '../src/duration.js'
+import { MAX_LIFETIME_MS, MAX_TIMER_MS, parseDuration } from '../src/duration.js'
 
 describe('durations', () => {
   it('accepts milliseconds and unit strings', () => {
@@ -15,6 +15,72 @@ describe('durations', () => {
   it.each([0, -1, NaN, Infinity, '', 'soon', '10 parsecs', '-5s', {}])('rejects %s with the option name', (bad) => {
     expect(() => parseDuration('ttl', bad as never)).toThrow(InvalidArgumentError)
     expect(() => parseDuration('ttl', bad as never)).toThrow(/^ttl: /)
+  })
+
+  it.each([0.4, '0.3ms', '0.0001s'])('rejects %s, which rounds to 0 ms, as it rejects 0', (tiny) => {
+    expect(() => parseDuration('ttl', tiny)).toThrow(/^ttl: .*rounds to 0 ms/)
+    expect(() => parseDuration('softTimeout', tiny, true)).toThrow(/^softTimeout: .*rounds to 0 ms/) // not silently "off"
+  })
+})
+
+/** Every duration that arms a Node timer, as a createCache option: a value above 2³¹−1 ms would fire after 1 ms. */
+const TIMER_OPTIONS: [string, (d: string | number) => object][] = [
+  ['hardTimeout', (d) => ({ hardTimeout: d })],
+  ['softTimeout', (d) => ({ softTimeout: d })],
+  ['waitTimeout', (d) => ({ waitTimeout: d })],
+  ['failSafeBackoff', (d) => ({ failSafeBackoff: d })],
+  ['lock.lease', (d) => ({ lock: { lease: d, maxHold: d } })],
+  ['lock.maxHold', (d) => ({ lock: { maxHold: d } })],
+  ['lock.pollInterval', (d) => ({ lock: { pollInterval: d, maxPollInterval: d } })],
+  ['lock.maxPollInterval', (d) => ({ lock: { maxPollInterval: d } })],
+  ['redisTimeout', (d) => ({ redisTimeout: d })],
+  ['circuitBreaker.openFor', (d) => ({ circuitBreaker: { openFor: d } })],
+]
+
+describe('duration limits', () => {
+  const create = (options: object) => () => createCache({ ttl: '1h', ...options } as never)
+  const argumentOf = (run: () => unknown): string | undefined => {
+    try {
+      run()
+    } catch (error) {
+      expect(error).toBeInstanceOf(InvalidArgumentError)
+      return (error as InvalidArgumentError).argument
+    }
+    return undefined
+  }
+
+  it.each(TIMER_OPTIONS)('%s above 2^31-1 ms (e.g. \'30d\') is rejected, naming the option', (name, options) => {
+    expect(argumentOf(create(options('30d')))).toBe(name)
+    expect(argumentOf(create(options(MAX_TIMER_MS + 1)))).toBe(name)
+    expect(argumentOf(create(options(MAX_TIMER_MS)))).toBeUndefined() // the limit itself is fine
+  })
+
+  it.each(['hardTimeout', 'softTimeout', 'waitTimeout'])('per call, %s above the timer limit is rejected too', async (name) => {
+    const cache = createCache({ ttl: '1h' })
+    const error = await cache.getOrLoad('k', async () => 1, { [name]: '30d' }).catch((e: unknown) => e)
+    expect((error as InvalidArgumentError).argument).toBe(name)
+    await cache.close()
+  })
+
+  it.each([
+    ['ttl', { ttl: 1e20 }],
+    ['ttl', { ttl: '366d' }],
+    ['staleTtl', { staleTtl: 1e20 }],
+    ['staleIfError', { staleIfError: '400d' }],
+    ['l1.maxTtl', { l1: { maxTtl: 1e20 } }],
+  ])('a lifetime above one year is rejected (%s)', (name, options) => {
+    expect(argumentOf(create(options))).toBe(name)
+  })
+
+  it('accepts lifetimes up to one year, beyond the timer limit', () => {
+    expect(argumentOf(create({ ttl: MAX_LIFETIME_MS, staleTtl: '365d', staleIfError: '365d' }))).toBeUndefined()
+  })
+
+  it('a loader\'s cacheFor({ ttl: 1e20 }) fails the load with the option named, before anything is written', async () => {
+    const cache = createCache({ ttl: '1h' })
+    const error = await cache.getOrLoad('k', (context) => (context.cacheFor({ ttl: 1e20 }), 1)).catch((e: unknown) => e)
+    expect((error as InvalidArgumentError).argument).toBe('ttl')
+    await cache.close()
   })
 })
 

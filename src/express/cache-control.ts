@@ -1,3 +1,4 @@
+import { MAX_LIFETIME_MS } from '../duration.js'
 import { parseHttpDate } from './headers.js'
 
 /**
@@ -47,11 +48,15 @@ export function parseCacheControl(value: string | undefined): Directives {
   return directives
 }
 
-/** A delta-seconds argument (`max-age=60`) in ms, or undefined when absent or malformed. */
+/**
+ * A delta-seconds argument (`max-age=60`) in ms, or undefined when absent or malformed.
+ * Capped at the longest lifetime the cache stores, as RFC 9111 §1.2.2 allows for values
+ * too large to represent.
+ */
 export function deltaSeconds(directives: Directives, name: string): number | undefined {
   const argument = directives.get(name)
   if (typeof argument !== 'string' || !/^\d+$/.test(argument)) return undefined
-  return Number(argument) * 1000
+  return Math.min(Number(argument) * 1000, MAX_LIFETIME_MS)
 }
 
 /** Does the response forbid serving it stale (RFC 9111 §4.2.4)? `s-maxage` implies `proxy-revalidate`. */

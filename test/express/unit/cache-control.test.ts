@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { forbidsStale, parseCacheControl, responseLifetime } from '../../../src/express/cache-control.js'
+import { MAX_LIFETIME_MS } from '../../../src/duration.js'
+import { deltaSeconds, forbidsStale, parseCacheControl, responseLifetime } from '../../../src/express/cache-control.js'
 
 describe('parseCacheControl', () => {
   it('reads names case-insensitively, with and without arguments', () => {
@@ -36,6 +37,11 @@ describe('responseLifetime', () => {
     expect(lifetime('', '0')).toBe(0)
     expect(lifetime('public')).toBeUndefined()
     expect(lifetime('max-age=abc')).toBeUndefined()
+  })
+
+  it('caps a delta-seconds too large to store at the longest lifetime, as RFC 9111 §1.2.2 allows', () => {
+    expect(lifetime('max-age=99999999999999')).toBe(MAX_LIFETIME_MS)
+    expect(deltaSeconds(parseCacheControl('stale-while-revalidate=99999999999999'), 'stale-while-revalidate')).toBe(MAX_LIFETIME_MS)
   })
 })
 
