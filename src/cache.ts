@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
 import { LoadContext, type Loader } from './context.js'
 import { entryFrom, fallbackValid, type Entry, type Lifetimes } from './entry.js'
+import { checkKey } from './key.js'
 import { CacheClosedError, InvalidArgumentError, LoaderTimeoutError, LockWaitTimeoutError, RedisUnavailableError, RemoteLoaderError, SerializationError } from './errors.js'
 import { CacheEmitter, type CacheEventName, type CacheEvents, type CacheStats, type StaleReason } from './events.js'
 import { MemoryTier } from './memory/l1.js'
@@ -206,8 +207,7 @@ export class Cache {
 
   private call(key: string, loader: unknown, options: PolicyOptions | undefined): Call {
     if (this.closed) throw new CacheClosedError()
-    if (typeof key !== 'string' || key.length === 0) throw new InvalidArgumentError('key', `must be a non-empty string, got ${key === '' ? 'an empty string' : typeof key}`)
-    if (key.length > this.settings.maxKeyLength) throw new InvalidArgumentError('key', `is ${key.length} characters long; the maximum is ${this.settings.maxKeyLength} (maxKeyLength)`)
+    checkKey(key, this.settings.maxKeyLength)
     if (typeof loader !== 'function') throw new InvalidArgumentError('loader', `must be a function, got ${typeof loader}`)
     const policy = options === undefined ? this.settings.policy : resolveCallPolicy(this.settings.policy, options)
     return { key, loader: loader as Loader<unknown>, policy, epoch: this.deletions }
