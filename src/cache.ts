@@ -3,6 +3,7 @@ import type { Cluster, Redis } from 'ioredis'
 import { LoadContext, type Loader } from './context.js'
 import { entryFrom, fallbackValid, type Entry, type Lifetimes } from './entry.js'
 import { checkKey } from './key.js'
+import { decodeFailure, describeFailure, encodeFailure } from './loader-error.js'
 import { CacheClosedError, InvalidArgumentError, LoaderTimeoutError, LockWaitTimeoutError, RedisUnavailableError, RemoteLoaderError, SerializationError } from './errors.js'
 import { CacheEmitter, type CacheEventName, type CacheEvents, type CacheStats, type StaleReason } from './events.js'
 import { MemoryTier } from './memory/l1.js'
@@ -152,7 +153,7 @@ export class Cache {
     try {
       data = this.settings.codec.encode(value)
     } catch (error) {
-      throw new SerializationError(key, `the codec could not encode it: ${(error as Error)?.message}`, error)
+      throw new SerializationError(key, `the codec could not encode it: ${describeFailure(error).message}`, error)
     }
     this.forget(key)
     const epoch = this.deletions // a delete() while we write must win over this value in L1
@@ -526,10 +527,10 @@ export class Cache {
     }
   }
 
-  /** `e|name|message`: a load failed elsewhere. Stale if covered, else the error. */
+  /** `e|…` (see loader-error.ts): a load failed elsewhere. Stale if covered, else the error. */
   private remoteFailure(call: Call, message: string, fallback: Entry | undefined): Resolution {
-    const [, name = 'Error', ...rest] = message.split('|')
-    const error = new RemoteLoaderError(call.key, name, rest.join('|'))
+    const { name, message: remoteMessage } = decodeFailure(message)
+    const error = new RemoteLoaderError(call.key, name, remoteMessage)
     if (!fallbackValid(fallback, performance.now())) throw error
     this.events.emit('fail-safe', { key: call.key, error })
     return this.stale(call.key, fallback, 'fail-safe')
@@ -589,7 +590,7 @@ export class Cache {
       try {
         data = this.settings.codec.encode(value)
       } catch (error) {
-        const reason = `the codec could not encode it: ${(error as Error)?.message}`
+        const reason = `the codec could not encode it: ${describeFailure(error).message}`
         this.events.emit('uncacheable', { key, reason, error: new SerializationError(key, reason, error) })
       }
     }
@@ -620,7 +621,7 @@ export class Cache {
     const { key, policy } = call
     const covered = fallbackValid(fallback, performance.now())
     if (claim?.lockValue) {
-      const message = `e|${(error as Error)?.name ?? 'Error'}|${(error as Error)?.message ?? String(error)}`
+      const message = encodeFailure(error) // never throws, whatever the loader threw
       const marks = covered ? { backoffMs: policy.failSafeBackoff } : { negativeMs: policy.negativeTtl }
       await this.store?.release(claim.keys, claim.lockValue, message, marks).catch(() => {})
     }

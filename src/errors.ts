@@ -28,10 +28,12 @@ export class InvalidArgumentError extends StampedeGuardError {
 export class RemoteLoaderError extends StampedeGuardError {
   readonly key: string
   readonly remoteName: string
+  readonly remoteMessage: string
   constructor(key: string, remoteName: string, remoteMessage: string) {
     super('ERR_SG_REMOTE_LOADER', `loader for "${key}" failed in another process: ${remoteName}: ${remoteMessage}`)
     this.key = key
     this.remoteName = remoteName
+    this.remoteMessage = remoteMessage
   }
 }
 

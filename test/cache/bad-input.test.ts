@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { createCache, InvalidArgumentError, type Cache, type CacheOptions } from '../../src/index.js'
+import { createCache, InvalidArgumentError, RemoteLoaderError, type Cache, type CacheOptions } from '../../src/index.js'
+import { decodeFailure, describeFailure, encodeFailure, MAX_ERROR_MESSAGE_LENGTH } from '../../src/loader-error.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { until } from '../support/timing.js'
 
@@ -64,5 +65,55 @@ describe.skipIf(!redisAvailable)('bad input', () => {
       expect(seen).toBe('reloaded')
       expect(await b.getOrLoad('z\u{1F601}', async () => 'other')).toBe('beam') // its neighbour untouched
     })
+  })
+
+  describe('loader errors', () => {
+    it('with negativeTtl, the stored error keeps a `|` name and message intact for callers in another process', async () => {
+      const a = cache({ negativeTtl: '10s' })
+      const b = cache({ negativeTtl: '10s' })
+      const thrown = Object.assign(new Error('row|42 missing'), { name: 'Db|Error' })
+      await expect(a.getOrLoad('neg', async () => { throw thrown })).rejects.toBe(thrown)
+      let loads = 0
+      const error = await b.getOrLoad('neg', async () => (loads++, 'unused')).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(RemoteLoaderError)
+      expect((error as RemoteLoaderError).remoteName).toBe('Db|Error')
+      expect((error as RemoteLoaderError).remoteMessage).toBe('row|42 missing')
+      expect(loads).toBe(0)
+    })
+
+    it('a thrown value whose getters throw reaches its own caller unchanged, and the lock is released', async () => {
+      const a = cache({ lock: { lease: '30s' } })
+      const evil = new Error('hidden')
+      Object.defineProperty(evil, 'name', { get: () => { throw new Error('name getter threw') } })
+      Object.defineProperty(evil, 'message', { get: () => { throw new Error('message getter threw') } })
+      await expect(a.getOrLoad('evil', async () => { throw evil })).rejects.toBe(evil)
+      expect(await admin.exists('sg:{k:evil}:lock')).toBe(0)
+      expect(await a.getOrLoad('evil', async () => 'retried')).toBe('retried')
+    })
+  })
+})
+
+describe('describing what a loader threw', () => {
+  const unreadable = new Proxy({}, { get: () => { throw new Error('trap') }, getPrototypeOf: () => { throw new Error('trap') } })
+  it.each([
+    ['a string', 'oops', { name: 'NonError', message: 'oops' }],
+    ['null', null, { name: 'NonError', message: 'null' }],
+    ['undefined', undefined, { name: 'NonError', message: 'undefined' }],
+    ['a symbol', Symbol('s'), { name: 'NonError', message: 'Symbol(s)' }],
+    ['a bare object', Object.create(null), { name: 'Error', message: '(its message could not be read)' }],
+    ['a proxy that throws on every read', unreadable, { name: 'Error', message: '(its message could not be read)' }],
+    ['a plain object', { message: 'shaped like an error' }, { name: 'Object', message: 'shaped like an error' }],
+    ['a TypeError', new TypeError('bad'), { name: 'TypeError', message: 'bad' }],
+  ])('%s, without throwing', (_, thrown, expected) => {
+    expect(describeFailure(thrown)).toEqual(expected)
+    expect(decodeFailure(encodeFailure(thrown))).toEqual(expected)
+  })
+
+  it('bounds the message sent across processes', () => {
+    expect(describeFailure(new Error('x'.repeat(100_000))).message).toHaveLength(MAX_ERROR_MESSAGE_LENGTH)
+  })
+
+  it('reads the older `e|name|message` frame from processes not yet upgraded', () => {
+    expect(decodeFailure('e|TypeError|a|b')).toEqual({ name: 'TypeError', message: 'a|b' })
   })
 })

@@ -6,8 +6,9 @@
 -- KEYS[2]  lock        <ns>:{tag}:lock
 -- KEYS[3]  channel     <ns>:{tag}:ch
 -- ARGV[1]  lockValue   "<owner>:<token>" we hold
--- ARGV[2]  message     'e|<name>|<message>' loader error, 'u|' not cacheable (waiters load
---                      for themselves), 'r|' plain re-check
+-- ARGV[2]  message     'e|["<name>","<message>"]' loader error (JSON after 'e|', so no
+--                      character can break the frame; see src/loader-error.ts), 'u|' not
+--                      cacheable (waiters load for themselves), 'r|' plain re-check
 -- ARGV[3]  backoffMs   fail-safe backoff to store when a value is kept (0 = none)
 -- ARGV[4]  passMs      hit-for-miss window to store (0 = none)
 -- ARGV[5]  publish     'PUBLISH' or 'SPUBLISH'
