@@ -59,7 +59,8 @@ async function hitBurst(): Promise<void> {
   seeding.disconnect()
 
   const redis = new Redis(url)
-  const cache = createCache({ redis, ttl: '1h', namespace, l1: false })
+  const inFlight = arg('in-flight', 0) // 0: the default budget (and what code without one does)
+  const cache = createCache({ redis, ttl: '1h', namespace, l1: false, ...(inFlight ? { redisCommands: { maxInFlight: inFlight } } : {}) })
   let loads = 0
   const loader = async () => (loads++, { id: -1 })
   await cache.getOrLoad('item:0', loader) // connected and scripts loaded
@@ -67,12 +68,14 @@ async function hitBurst(): Promise<void> {
   const started = performance.now()
   const calls = Array.from({ length: CALLS }, (_, i) => cache.getOrLoad(`item:${i % KEYS}`, loader))
   const timersAfterDispatch = timersInFlight()
+  const dispatched = performance.now() - started
   await Promise.all(calls)
   const elapsed = performance.now() - started
   const after = cache.stats()
   console.log(`hit burst: ${round(CALLS)} concurrent calls over ${round(KEYS)} stored keys, L1 off`)
   console.log(`  loader runs ${loads}, redis-error ${after['redis-error'] - before['redis-error']}, circuit-open ${after['circuit-open'] - before['circuit-open']}, ` +
-    `redis hits ${round(after.hit - before.hit)}, timers right after dispatch ${round(timersAfterDispatch)}, ${round(elapsed)} ms`)
+    `redis hits ${round(after.hit - before.hit)}, timers right after dispatch ${round(timersAfterDispatch)}, ` +
+    `dispatch ${round(dispatched)} ms, all answered ${round(elapsed)} ms`)
   await cache.close()
   redis.disconnect()
 }

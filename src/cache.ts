@@ -109,7 +109,7 @@ export class Cache {
         throw new InvalidArgumentError('redis', 'must be an ioredis Redis or Cluster client')
       }
       const { shardedPubSub } = this.settings
-      this.store = new RedisStore(client, redisTimeout, new CircuitBreaker(breaker.threshold, breaker.openFor, this.events), this.events, shardedPubSub)
+      this.store = new RedisStore(client, redisTimeout, new CircuitBreaker(breaker.threshold, breaker.openFor, this.events), this.events, shardedPubSub, this.settings.redisCommands)
       this.notifier = new Notifier(client, redisTimeout, shardedPubSub)
       if (this.memory) {
         this.notifier.listen(invalidationChannel(namespace), (message) => {

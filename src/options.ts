@@ -106,6 +106,17 @@ export interface CircuitBreakerOptions {
   openFor?: Duration
 }
 
+/** The budget of Redis commands one cache has in flight (see `docs/limits.md`). */
+export interface RedisCommandOptions {
+  /**
+   * Most commands sent and not yet answered. More wait in the cache's own queue, and each
+   * command's `redisTimeout` starts only when it is sent. Default `256`.
+   */
+  maxInFlight?: number
+  /** Most commands waiting for a slot; past it a command fails at once (the call carries on without Redis). Default `50_000`. */
+  maxQueued?: number
+}
+
 export interface CacheOptions extends PolicyOptions {
   /** An ioredis client. Without it the cache runs in-process: L1 plus single-flight. The cache never closes it. */
   redis?: Redis | Cluster
@@ -114,8 +125,31 @@ export interface CacheOptions extends PolicyOptions {
   /** L1 settings, or `false` to read Redis on every call. Default `{ max: 10_000 }`. */
   l1?: L1Options | false
   lock?: LockOptions
-  /** Timeout for each Redis command stampede-guard sends, whatever the client's own settings. Default `'1s'`. */
+  /**
+   * Timeout for each Redis command stampede-guard sends, whatever the client's own settings,
+   * counted from when the command is sent (not while it waits for a `redisCommands` slot).
+   * Default `'1s'`.
+   */
   redisTimeout?: Duration
+  redisCommands?: RedisCommandOptions
+  /**
+   * Largest encoded value stored, in bytes (UTF-8). A larger one is returned to its callers,
+   * not stored, with an `uncacheable` event; `set()` rejects it. Default `4 MiB`
+   * (4_194_304): well under Redis's 32 MB pub/sub output-buffer limit, which a commit
+   * message carrying the value must pass to reach waiting processes.
+   */
+  maxValueBytes?: number
+  /**
+   * Most background refreshes (grace and early refresh) one cache runs at once. Past it a
+   * refresh is skipped: the value in hand is still served, and a later read tries again.
+   * Default `64`.
+   */
+  maxBackgroundRefreshes?: number
+  /**
+   * Each stored ttl is shortened by a random fraction up to this, so keys loaded together
+   * do not all expire (and refresh) together. `0` turns it off. Default `0.05` (up to 5%).
+   */
+  ttlJitter?: number
   circuitBreaker?: CircuitBreakerOptions
   /** Encodes values for Redis. Default JSON (`null` is a value; `undefined`, BigInt and cycles cannot be stored). */
   codec?: Codec
@@ -151,6 +185,10 @@ export interface Settings {
   l1: { max: number; maxTtl: number } | false
   lock: { lease: number; maxHold: number; pollInterval: number; maxPollInterval: number }
   redisTimeout: number
+  redisCommands: { maxInFlight: number; maxQueued: number }
+  maxValueBytes: number
+  maxBackgroundRefreshes: number
+  ttlJitter: number
   breaker: { threshold: number; openFor: number }
   codec: Codec
   maxKeyLength: number
@@ -159,11 +197,13 @@ export interface Settings {
 
 /** Names of the options `getOrLoad` takes per call (for wrappers that pass them through). */
 export const POLICY_OPTION_NAMES = ['ttl', 'staleTtl', 'staleIfError', 'failSafeBackoff', 'softTimeout', 'hardTimeout', 'waitTimeout', 'onWaitTimeout', 'earlyRefresh', 'negativeTtl'] as const
-const CACHE_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'redis', 'namespace', 'l1', 'lock', 'redisTimeout', 'circuitBreaker', 'codec', 'maxKeyLength', 'shardedPubSub'])
+const CACHE_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'redis', 'namespace', 'l1', 'lock', 'redisTimeout', 'circuitBreaker', 'codec', 'maxKeyLength', 'shardedPubSub',
+  'redisCommands', 'maxValueBytes', 'maxBackgroundRefreshes', 'ttlJitter'])
 const CALL_KEYS = new Set<string>(POLICY_OPTION_NAMES)
 const L1_KEYS = new Set(['max', 'maxTtl'])
 const LOCK_KEYS = new Set(['lease', 'maxHold', 'pollInterval', 'maxPollInterval'])
 const BREAKER_KEYS = new Set(['threshold', 'openFor'])
+const REDIS_COMMAND_KEYS = new Set(['maxInFlight', 'maxQueued'])
 
 function rejectUnknown(where: string, options: object, known: Set<string>): void {
   if (typeof options !== 'object' || options === null) throw new InvalidArgumentError(where, 'must be an object')
@@ -246,6 +286,10 @@ export function resolveSettings(options: CacheOptions): Settings {
   if (l1 !== false) rejectUnknown('l1', l1, L1_KEYS)
   rejectUnknown('lock', lock, LOCK_KEYS)
   rejectUnknown('circuitBreaker', breaker, BREAKER_KEYS)
+  const commands = options.redisCommands ?? {}
+  rejectUnknown('redisCommands', commands, REDIS_COMMAND_KEYS)
+  const ttlJitter = options.ttlJitter ?? 0.05
+  if (typeof ttlJitter !== 'number' || !(ttlJitter >= 0 && ttlJitter < 1)) throw new InvalidArgumentError('ttlJitter', `must be a fraction in [0, 1), got ${String(ttlJitter)}`)
   const codec = options.codec ?? jsonCodec
   if (typeof codec?.encode !== 'function' || typeof codec?.decode !== 'function') {
     throw new InvalidArgumentError('codec', 'must have encode(value) and decode(text) functions')
@@ -266,6 +310,13 @@ export function resolveSettings(options: CacheOptions): Settings {
     },
     lock: { lease, maxHold, pollInterval, maxPollInterval },
     redisTimeout: parseDuration('redisTimeout', options.redisTimeout ?? 1_000),
+    redisCommands: {
+      maxInFlight: positiveInteger('redisCommands.maxInFlight', commands.maxInFlight ?? 256),
+      maxQueued: positiveInteger('redisCommands.maxQueued', commands.maxQueued ?? 50_000),
+    },
+    maxValueBytes: positiveInteger('maxValueBytes', options.maxValueBytes ?? 4 * 1024 * 1024),
+    maxBackgroundRefreshes: positiveInteger('maxBackgroundRefreshes', options.maxBackgroundRefreshes ?? 64),
+    ttlJitter,
     breaker: {
       threshold: positiveInteger('circuitBreaker.threshold', breaker.threshold ?? 3),
       openFor: parseDuration('circuitBreaker.openFor', breaker.openFor ?? 2_000),

@@ -26,6 +26,11 @@ export class CircuitBreaker {
     return false
   }
 
+  /** Open (not half-open): commands waiting to be sent should give up. */
+  isOpen(): boolean {
+    return this.state === 'open'
+  }
+
   success(): void {
     this.failures = 0
     if (this.state !== 'closed') {

@@ -3,10 +3,14 @@ import type { Lifetimes } from '../entry.js'
 import type { CacheEmitter } from '../events.js'
 import { RedisUnavailableError } from '../errors.js'
 import type { CircuitBreaker } from './breaker.js'
+import { CommandBudget } from './command-budget.js'
 import type { EntryKeys } from './keys.js'
 import { defineScripts, type ScriptedClient } from './scripts.js'
 
 export type LookupMode = 'read' | 'refresh' | 'token'
+
+/** Commands of a process that holds a lock: they skip ahead of queued lookups. */
+const LOCK_HOLDER_OPERATIONS = new Set(['extend', 'commit', 'release'])
 
 /** ioredis prefixes KEYS (so our channels inside scripts) but neither PUBLISH nor SUBSCRIBE arguments. */
 export function keyPrefixOf(client: Redis | Cluster): string {
@@ -46,12 +50,15 @@ export class RedisStore {
   private readonly keyPrefix: string
   private connectedOnce: boolean
   private readonly inFlight = new Set<(error: Error) => void>()
+  private readonly budget: CommandBudget
   private readonly connection: NodeJS.EventEmitter
   private readonly onReady = () => (this.connectedOnce = true)
-  /** Commands already sent when the connection drops would be retried after a reconnect: fail them now. */
+  /** Commands already sent when the connection drops would be retried after a reconnect: fail them now, and the queued ones. */
   private readonly onClose = () => {
-    for (const fail of this.inFlight) fail(new RedisUnavailableError('redis connection lost'))
+    const lost = new RedisUnavailableError('redis connection lost')
+    for (const fail of this.inFlight) fail(lost)
     this.inFlight.clear()
+    this.budget.failQueued(lost)
   }
 
   constructor(
@@ -60,7 +67,9 @@ export class RedisStore {
     private readonly breaker: CircuitBreaker,
     private readonly events: CacheEmitter,
     sharded: boolean,
+    commands: { maxInFlight: number; maxQueued: number } = { maxInFlight: 256, maxQueued: 50_000 },
   ) {
+    this.budget = new CommandBudget(commands.maxInFlight, commands.maxQueued)
     this.publish = sharded ? 'SPUBLISH' : 'PUBLISH'
     this.client = defineScripts(client)
     this.keyPrefix = keyPrefixOf(client)
@@ -115,8 +124,28 @@ export class RedisStore {
     await this.call('publish', () => this.client.publish(this.keyPrefix + channel, message))
   }
 
+  /** Commands, bounded by the budget of commands in flight; lock holders' commands queue first. */
   private async call<T>(operation: string, command: () => Promise<T>): Promise<T> {
     if (!this.breaker.allow()) throw new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`)
+    const waiting = this.budget.acquire(LOCK_HOLDER_OPERATIONS.has(operation))
+    if (waiting) {
+      try {
+        await waiting
+      } catch (error) {
+        // Refused (queue full) or flushed (breaker opened, connection lost): no failure of its own.
+        this.events.emit('redis-error', { operation, error })
+        throw error
+      }
+    }
+    try {
+      return await this.send(operation, command)
+    } finally {
+      this.budget.release()
+    }
+  }
+
+  /** One command with its own timeout, started now that it is sent. */
+  private async send<T>(operation: string, command: () => Promise<T>): Promise<T> {
     try {
       // A client that was connected and lost its connection would queue the command until it
       // reconnects: fail at once instead of after redisTimeout. Before the first connection,
@@ -124,7 +153,10 @@ export class RedisStore {
       if (this.connectedOnce && this.client.status !== 'ready') throw new RedisUnavailableError(`redis ${operation} skipped: connection is ${this.client.status}`)
       // Settles with the reply, after timeoutMs, or when the connection drops, whichever is first.
       const result = await new Promise<T>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new RedisUnavailableError(`redis ${operation} timed out after ${this.timeoutMs} ms`)), this.timeoutMs)
+        // Declared timed out only after the event loop has read what already arrived
+        // (setImmediate runs after the I/O phase): a busy loop delays replies, it does not lose them.
+        const timedOut = () => reject(new RedisUnavailableError(`redis ${operation} timed out after ${this.timeoutMs} ms`))
+        const timer = setTimeout(() => setImmediate(timedOut), this.timeoutMs)
         timer.unref()
         this.inFlight.add(reject)
         command().then(resolve, reject).finally(() => {
@@ -136,6 +168,7 @@ export class RedisStore {
       return result
     } catch (error) {
       this.breaker.failure()
+      if (this.breaker.isOpen()) this.budget.failQueued(new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`))
       this.events.emit('redis-error', { operation, error })
       throw error instanceof RedisUnavailableError ? error : new RedisUnavailableError(`redis ${operation} failed: ${(error as Error)?.message}`, error)
     }
