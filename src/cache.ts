@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
 import { LoadContext, type Loader } from './context.js'
 import { entryFrom, fallbackValid, type Entry, type Lifetimes } from './entry.js'
+import { Deadlines } from './deadlines.js'
 import { checkKey } from './key.js'
 import { decodeFailure, describeFailure, encodeFailure } from './loader-error.js'
 import { CacheClosedError, InvalidArgumentError, LoaderTimeoutError, LockWaitTimeoutError, RedisUnavailableError, RemoteLoaderError, SerializationError } from './errors.js'
@@ -49,6 +50,8 @@ interface Call {
 /** What a flight has learned that its callers' timeouts can use. */
 interface FlightNotes {
   fallback: Entry | undefined
+  /** Its callers' softTimeout / hardTimeout / waitTimeout, on one timer (created on first need). */
+  deadlines?: Deadlines
 }
 
 /** A lock (or a bare fencing token) this process holds for one load. */
@@ -332,24 +335,37 @@ export class Cache {
       }])
     }
     if (deadlines.length === 0) return flight.promise
+    const schedule = this.deadlinesOf(flight)
     return new Promise<Resolution>((resolve, reject) => {
       let done = false
       const settle = (answer: () => void) => {
         if (done) return
         done = true
-        for (const timer of timers) clearTimeout(timer)
         answer()
       }
-      const timers = deadlines.map(([ms, onDeadline]) => setTimeout(() => {
-        try {
-          const answer = onDeadline()
-          if (answer) settle(() => resolve(answer))
-        } catch (error) {
-          settle(() => reject(error))
-        }
-      }, ms).unref())
+      const now = performance.now()
+      for (const [ms, onDeadline] of deadlines) {
+        schedule.add(now + ms, () => {
+          if (done) return // answered already; the entry just comes due
+          try {
+            const answer = onDeadline()
+            if (answer) settle(() => resolve(answer))
+          } catch (error) {
+            settle(() => reject(error))
+          }
+        })
+      }
       flight.promise.then((resolution) => settle(() => resolve(resolution)), (error: unknown) => settle(() => reject(error)))
     })
+  }
+
+  /** The flight's one timer for all its callers' deadlines, dropped when the flight settles. */
+  private deadlinesOf(flight: Flight<Resolution, FlightNotes>): Deadlines {
+    if (!flight.notes.deadlines) {
+      const schedule = (flight.notes.deadlines = new Deadlines())
+      flight.promise.then(() => schedule.clear(), () => schedule.clear())
+    }
+    return flight.notes.deadlines
   }
 
 
