@@ -5,7 +5,7 @@ import { entryFrom, fallbackValid, type Entry, type Lifetimes } from './entry.js
 import { Deadlines } from './deadlines.js'
 import { checkKey } from './key.js'
 import { decodeFailure, describeFailure, encodeFailure } from './loader-error.js'
-import { CacheClosedError, InvalidArgumentError, LoaderTimeoutError, LockWaitTimeoutError, RedisUnavailableError, RemoteLoaderError, SerializationError } from './errors.js'
+import { CacheClosedError, InvalidArgumentError, LoaderTimeoutError, LockWaitTimeoutError, RedisUnavailableError, RemoteLoaderError, SerializationError, ValueTooLargeError } from './errors.js'
 import { CacheEmitter, type CacheEventName, type CacheEvents, type CacheStats, type StaleReason } from './events.js'
 import { MemoryTier } from './memory/l1.js'
 import { SingleFlight, type Flight } from './memory/single-flight.js'
@@ -147,17 +147,13 @@ export class Cache {
   /**
    * Stores `value` as a fresh load would, fenced: it supersedes every load in flight, and
    * other processes drop their L1 copy. Rejects on `undefined`, on a value the codec cannot
-   * encode (`SerializationError`) and when Redis is unavailable (`RedisUnavailableError`).
+   * encode (`SerializationError`), on one above `maxValueBytes` (`ValueTooLargeError`) and
+   * when Redis is unavailable (`RedisUnavailableError`).
    */
   async set<V>(key: string, value: V, options?: PolicyOptions): Promise<void> {
     const call = this.call(key, () => value, options)
     if (value === undefined) throw new InvalidArgumentError('value', 'undefined cannot be stored; use null for "nothing"')
-    let data: string
-    try {
-      data = this.settings.codec.encode(value)
-    } catch (error) {
-      throw new SerializationError(key, `the codec could not encode it: ${describeFailure(error).message}`, error)
-    }
+    const data = this.encode(key, value)
     this.forget(key)
     const epoch = this.deletions // a delete() while we write must win over this value in L1
     const life = new LoadContext(key, NEVER_ABORTED, undefined, call.policy).lifetimes(0)
@@ -604,10 +600,9 @@ export class Cache {
       this.events.emit('uncacheable', { key, reason: 'the loader returned undefined (return null to cache "nothing")' })
     } else {
       try {
-        data = this.settings.codec.encode(value)
+        data = this.encode(key, value)
       } catch (error) {
-        const reason = `the codec could not encode it: ${describeFailure(error).message}`
-        this.events.emit('uncacheable', { key, reason, error: new SerializationError(key, reason, error) })
+        this.events.emit('uncacheable', { key, reason: (error as Error).message, error })
       }
     }
     if (data === undefined) {
@@ -678,7 +673,24 @@ export class Cache {
     return { value: entry.value, outcome: 'stale', shareable: true }
   }
 
-  // ── decoding ──────────────────────────────────────────────────────────────
+  // ── encoding and decoding ─────────────────────────────────────────────────
+
+  /** The value as stored; throws `SerializationError` or `ValueTooLargeError` when it cannot be. */
+  private encode(key: string, value: unknown): string {
+    let data: unknown
+    try {
+      data = this.settings.codec.encode(value)
+    } catch (error) {
+      throw new SerializationError(key, `the codec could not encode it: ${describeFailure(error).message}`, error)
+    }
+    if (typeof data !== 'string') throw new SerializationError(key, `the codec returned ${typeof data}, not a string`)
+    const max = this.settings.maxValueBytes
+    // A UTF-16 unit is 1 to 3 UTF-8 bytes: count the bytes only when the length cannot tell.
+    if (data.length * 3 > max && (data.length > max || Buffer.byteLength(data) > max)) {
+      throw new ValueTooLargeError(key, data.length > max ? undefined : Buffer.byteLength(data), max)
+    }
+    return data
+  }
 
   private decode(key: string, found: Lookup): Entry | undefined {
     if (found.corrupt) this.events.emit('corrupt', { key })

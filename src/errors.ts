@@ -74,6 +74,24 @@ export class SerializationError extends StampedeGuardError {
   }
 }
 
+/**
+ * A value encodes to more than `maxValueBytes`. A loaded one is returned to its callers and
+ * not stored (reported through the `uncacheable` event); `set()` rejects with it.
+ */
+export class ValueTooLargeError extends StampedeGuardError {
+  readonly key: string
+  /** Its encoded size in bytes, when it was counted (undefined: over the limit by length alone). */
+  readonly bytes: number | undefined
+  readonly maxBytes: number
+  constructor(key: string, bytes: number | undefined, maxBytes: number) {
+    const size = bytes === undefined ? `more than ${maxBytes}` : String(bytes)
+    super('ERR_SG_VALUE_TOO_LARGE', `"${key}": the value encodes to ${size} bytes, above maxValueBytes (${maxBytes}); not stored`)
+    this.key = key
+    this.bytes = bytes
+    this.maxBytes = maxBytes
+  }
+}
+
 /** The lock was lost (extension failed or max hold reached); the reason the loader's AbortSignal fired. */
 export class LockLostError extends StampedeGuardError {
   readonly key: string

@@ -11,6 +11,7 @@ export {
   RedisUnavailableError,
   RemoteLoaderError,
   SerializationError,
+  ValueTooLargeError,
   StampedeGuardError,
 } from './errors.js'
 export type { CacheEventName, CacheEvents, CacheStats, StaleReason } from './events.js'

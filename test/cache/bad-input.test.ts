@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { createCache, InvalidArgumentError, RemoteLoaderError, type Cache, type CacheOptions } from '../../src/index.js'
+import { createCache, InvalidArgumentError, RemoteLoaderError, ValueTooLargeError, type Cache, type CacheOptions } from '../../src/index.js'
 import { decodeFailure, describeFailure, encodeFailure, MAX_ERROR_MESSAGE_LENGTH } from '../../src/loader-error.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { until } from '../support/timing.js'
@@ -64,6 +64,33 @@ describe.skipIf(!redisAvailable)('bad input', () => {
       await until(async () => (seen = await b.getOrLoad('z\u{1F600}', async () => 'reloaded')) !== 'grin', "b's L1 to drop the deleted key")
       expect(seen).toBe('reloaded')
       expect(await b.getOrLoad('z\u{1F601}', async () => 'other')).toBe('beam') // its neighbour untouched
+    })
+  })
+
+  describe('values above maxValueBytes', () => {
+    it('by default, a value over 4 MiB goes to its callers, is not stored, and waiters elsewhere load their own', async () => {
+      const a = cache()
+      const b = cache()
+      const big = 'x'.repeat(5 * 1024 * 1024)
+      const events: unknown[] = []
+      a.on('uncacheable', ({ error }) => events.push(error))
+      expect(await a.getOrLoad('big', async () => big)).toBe(big)
+      expect(events).toHaveLength(1)
+      expect(events[0]).toBeInstanceOf(ValueTooLargeError)
+      expect(await admin.hexists('sg:{k:big}', 'd')).toBe(0)
+      expect(await admin.exists('sg:{k:big}:lock')).toBe(0)
+      expect(await b.getOrLoad('big', async () => 'b loaded its own')).toBe('b loaded its own')
+    })
+
+    it('counts UTF-8 bytes, not characters, and set() rejects such a value', async () => {
+      const a = cache({ maxValueBytes: 1_024 })
+      const accented = 'é'.repeat(600) // 600 characters, 1,202 bytes as JSON
+      const error = await a.set('accented', accented).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(ValueTooLargeError)
+      expect((error as ValueTooLargeError).bytes).toBe(1_202)
+      expect(await admin.exists('sg:{k:accented}')).toBe(0)
+      await a.set('small', 'é'.repeat(500))
+      expect(await admin.hexists('sg:{k:small}', 'd')).toBe(1)
     })
   })
 
