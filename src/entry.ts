@@ -12,20 +12,8 @@ export interface Codec {
   decode(text: string): unknown
 }
 
-/**
- * JSON, with the two silent losses made loud: `JSON.stringify(undefined)` returns
- * `undefined` and functions vanish, so those throw instead of storing nothing.
- */
-export const jsonCodec: Codec = {
-  encode(value) {
-    const text = JSON.stringify(value)
-    if (text === undefined) throw new TypeError(`cannot encode ${typeof value} as JSON`)
-    return text
-  },
-  decode(text) {
-    return JSON.parse(text)
-  },
-}
+/** The default codec: JSON that refuses values it would change (see codecs.ts). */
+export { jsonCodec } from './codecs.js'
 
 /** Remaining lifetimes of an entry, in ms from "now" as Redis saw it. */
 export interface Lifetimes {

@@ -1,7 +1,8 @@
 export { Cache, createCache, type LoadOutcome, type LoadResult } from './cache.js'
 export type { Loader, LoaderContext } from './context.js'
 export type { Duration } from './duration.js'
-export { jsonCodec, type Codec } from './entry.js'
+export { jsonCodec, superjsonCodec, type SuperJsonLike } from './codecs.js'
+export type { Codec } from './entry.js'
 export {
   CacheClosedError,
   InvalidArgumentError,
