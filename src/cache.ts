@@ -88,6 +88,8 @@ export class Cache {
   private readonly memory: MemoryTier | undefined
   private readonly flights = new SingleFlight<Resolution, FlightNotes>()
   private readonly background = new Set<Promise<unknown>>()
+  /** Background refreshes running now (grace and early refresh), capped by `maxBackgroundRefreshes`. */
+  private refreshing = 0
   /** Key → local time until which no early or background refresh is tried (one is under way elsewhere). */
   private readonly refreshHolds = new Map<string, number>()
   /** Key → value of `deletions` when it was deleted while a flight for it was running. */
@@ -156,7 +158,7 @@ export class Cache {
     const data = this.encode(key, value)
     this.forget(key)
     const epoch = this.deletions // a delete() while we write must win over this value in L1
-    const life = new LoadContext(key, NEVER_ABORTED, undefined, call.policy).lifetimes(0)
+    const life = this.jittered(new LoadContext(key, NEVER_ABORTED, undefined, call.policy).lifetimes(0))
     if (this.store) {
       const written = await this.store.commit(entryKeys(this.settings.namespace, key), { lockValue: '', token: '', data, ...life })
       if (!written) return
@@ -368,10 +370,25 @@ export class Cache {
   private refreshInBackground(call: Call, mode: LookupMode, current: Entry): void {
     const now = performance.now()
     if (this.closed || now < (this.refreshHolds.get(call.key) ?? 0) || this.flights.has(call.key)) return
+    if (this.refreshing >= this.settings.maxBackgroundRefreshes) return // the value in hand is served; a later read retries
     this.holdRefresh(call.key, now + this.settings.lock.lease)
     const refresh = { ...call, background: true }
     const { flight } = this.flights.run(call.key, { fallback: current }, () => this.refresh(refresh, mode, current))
-    this.trackFlight(call.key, flight.promise)
+    this.trackFlight(call.key, this.countRefresh(flight.promise))
+  }
+
+  /** Counts a background refresh while it runs, for the `maxBackgroundRefreshes` cap. */
+  private countRefresh<T>(refresh: Promise<T>): Promise<T> {
+    this.refreshing++
+    refresh.then(() => this.refreshing--, () => this.refreshing--)
+    return refresh
+  }
+
+  /** A stored ttl, shortened by up to `ttlJitter` so that keys loaded together expire apart. */
+  private jittered(life: Lifetimes): Lifetimes {
+    const { ttlJitter } = this.settings
+    if (ttlJitter === 0) return life
+    return { ...life, freshMs: Math.max(1, Math.round(life.freshMs * (1 - ttlJitter * Math.random()))) }
   }
 
   private track(work: Promise<unknown>): void {
@@ -424,8 +441,13 @@ export class Cache {
             const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}` }
             if (entry && found.state === 'grace') {
               this.remember(call, entry)
+              if (this.refreshing >= this.settings.maxBackgroundRefreshes) {
+                // Too many refreshes running here: give the lock back (waiters re-check) and serve stale.
+                await this.store.release(keys, claim.lockValue, 'r|').catch(() => {})
+                return this.stale(key, entry, 'grace')
+              }
               this.holdRefresh(key, performance.now() + lease) // we are the one refreshing it
-              this.track(this.lead({ ...call, background: true }, claim, { fallback: entry }))
+              this.track(this.countRefresh(this.lead({ ...call, background: true }, claim, { fallback: entry })))
               return this.stale(key, entry, 'grace')
             }
             this.events.emit('miss', { key })
@@ -611,7 +633,7 @@ export class Cache {
       return loaded
     }
 
-    const life = context.lifetimes(loadMs)
+    const life = this.jittered(context.lifetimes(loadMs))
     let written = true
     if (this.store) {
       try {

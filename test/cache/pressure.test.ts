@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { createCache, type Cache, type CacheOptions } from '../../src/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { gate, sleep, until } from '../support/timing.js'
 
 /** Bursts counted, not timed: loader runs, Redis errors and breaker openings (timings are in `npm run bench:pressure`). */
 describe.skipIf(!redisAvailable)('under a burst', () => {
@@ -60,5 +61,53 @@ describe.skipIf(!redisAvailable)('under a burst', () => {
     expect(loaded).toEqual(['c'])
     expect(reader.stats()['redis-error']).toBeGreaterThanOrEqual(1) // the refusal (and maybe c's commit, refused likewise)
     expect(reader.stats()['circuit-open']).toBe(0)
+  })
+
+  it('ttlJitter shortens each stored ttl by a random fraction, so keys stored together expire apart', async () => {
+    const c = cache({ ttl: '10s', ttlJitter: 0.5 })
+    const before = Number((await admin.time())[0]) * 1000
+    await Promise.all(Array.from({ length: 50 }, (_, i) => c.set(`j:${i}`, i)))
+    const freshUntil = await Promise.all(Array.from({ length: 50 }, async (_, i) => Number(await admin.hget(`sg:{k:j:${i}}`, 'x'))))
+    for (const at of freshUntil) {
+      expect(at - before).toBeGreaterThanOrEqual(5_000 - 1_000) // never shorter than half, 1 s slack for the clock's seconds
+      expect(at - before).toBeLessThanOrEqual(10_000 + 1_000)
+    }
+    expect(new Set(freshUntil).size).toBeGreaterThan(10)
+  })
+})
+
+describe('background refreshes', () => {
+  it('at most maxBackgroundRefreshes run at once, and each key is still refreshed once', async () => {
+    const cache = createCache({ ttl: 50, staleTtl: '1m', maxBackgroundRefreshes: 4, ttlJitter: 0 })
+    const keys = Array.from({ length: 40 }, (_, i) => `r:${i}`)
+    await Promise.all(keys.map((key) => cache.getOrLoad(key, async () => 'old')))
+    await sleep(80) // every key is in grace now
+    const refreshed = new Map<string, number>()
+    let running = 0
+    let peak = 0
+    const held = gate()
+    const refresh = async (context: { key: string; background: boolean; cacheFor(l: { ttl: string }): void }) => {
+      expect(context.background).toBe(true)
+      refreshed.set(context.key, (refreshed.get(context.key) ?? 0) + 1)
+      peak = Math.max(peak, ++running)
+      await held.promise
+      running--
+      context.cacheFor({ ttl: '1h' }) // stays fresh: one refresh per key is the point
+      return 'new'
+    }
+    const first = await Promise.all(keys.map((key) => cache.getOrLoad(key, refresh)))
+    expect(first.every((value) => value === 'old')).toBe(true) // stale at once, whatever the cap
+    await until(() => running === 4, 'the first refreshes to start') // background loaders start after their callers are answered
+    await sleep(20)
+    expect(running).toBe(4) // and no more
+    held.open()
+    await until(async () => {
+      const values = await Promise.all(keys.map((key) => cache.getOrLoad(key, refresh)))
+      return values.every((value) => value === 'new')
+    }, 'every key to be refreshed')
+    expect(peak).toBe(4)
+    expect([...refreshed.values()].every((count) => count === 1)).toBe(true)
+    expect(refreshed.size).toBe(40)
+    await cache.close()
   })
 })
