@@ -1,39 +1,20 @@
 import type { Redis } from 'ioredis'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it } from 'vitest'
 import superjson from 'superjson'
-import { createCache, InvalidArgumentError, jsonCodec, RemoteLoaderError, SerializationError, superjsonCodec, ValueTooLargeError, type Cache, type CacheOptions } from '../../src/index.js'
+import { createCache, InvalidArgumentError, jsonCodec, RemoteLoaderError, SerializationError, superjsonCodec, ValueTooLargeError } from '../../src/index.js'
 import { decodeFailure, describeFailure, encodeFailure, MAX_ERROR_MESSAGE_LENGTH } from '../../src/loader-error.js'
-import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { useCacheSuite } from '../support/cache-suite.js'
+import { redisAvailable } from '../support/redis.js'
 import { until } from '../support/timing.js'
 
 /** Input a caller or a loader can get wrong, against a real Redis shared by two caches (two "processes"). */
 describe.skipIf(!redisAvailable)('bad input', () => {
-  let server: RedisServer
+  const suite = useCacheSuite({ ttl: '1m' })
+  const cache = suite.cache
   let admin: Redis
-  const clients: Redis[] = []
-  const caches: Cache[] = []
-
-  beforeAll(async () => {
-    server = await startRedis()
-    admin = server.client()
+  beforeAll(() => {
+    admin = suite.admin()
   })
-  afterAll(async () => {
-    await server?.stop()
-  })
-  afterEach(async () => {
-    await Promise.all(caches.splice(0).map((cache) => cache.close()))
-    for (const client of clients.splice(0)) client.disconnect()
-    await admin.flushall()
-  })
-
-  /** A cache on its own connection, as another process would have. */
-  function cache(options: Partial<CacheOptions> = {}): Cache {
-    const client = server.client()
-    clients.push(client)
-    const created = createCache({ redis: client, ttl: '1m', ...options })
-    caches.push(created)
-    return created
-  }
 
   describe('keys that are not well-formed UTF-16', () => {
     it('are rejected, so two lone-surrogate keys cannot share one Redis entry', async () => {

@@ -1,36 +1,18 @@
 import type { Redis } from 'ioredis'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { createCache, type Cache, type CacheOptions } from '../../src/index.js'
-import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { beforeAll, describe, expect, it } from 'vitest'
+import { createCache } from '../../src/index.js'
+import { useCacheSuite } from '../support/cache-suite.js'
+import { redisAvailable } from '../support/redis.js'
 import { gate, sleep, until } from '../support/timing.js'
 
 /** Bursts counted, not timed: loader runs, Redis errors and breaker openings (timings are in `npm run bench:pressure`). */
 describe.skipIf(!redisAvailable)('under a burst', () => {
-  let server: RedisServer
+  const suite = useCacheSuite({ ttl: '1h' })
+  const cache = suite.cache
   let admin: Redis
-  const clients: Redis[] = []
-  const caches: Cache[] = []
-
-  beforeAll(async () => {
-    server = await startRedis()
-    admin = server.client()
+  beforeAll(() => {
+    admin = suite.admin()
   })
-  afterAll(async () => {
-    await server?.stop()
-  })
-  afterEach(async () => {
-    await Promise.all(caches.splice(0).map((cache) => cache.close()))
-    for (const client of clients.splice(0)) client.disconnect()
-    await admin.flushall()
-  })
-
-  function cache(options: Partial<CacheOptions> = {}): Cache {
-    const client = server.client()
-    clients.push(client)
-    const created = createCache({ redis: client, ttl: '1h', ...options })
-    caches.push(created)
-    return created
-  }
 
   it('concurrent Redis hits over many stored keys run no loader and never open the breaker', async () => {
     const KEYS = 10_000

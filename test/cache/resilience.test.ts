@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process'
 import type { Redis } from 'ioredis'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { createCache, LoaderTimeoutError, LockLostError, type Cache, type CacheOptions } from '../../src/index.js'
+import { beforeAll, describe, expect, it } from 'vitest'
+import { createCache, LoaderTimeoutError, LockLostError } from '../../src/index.js'
+import { useCacheSuite } from '../support/cache-suite.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { gate, sleep, until } from '../support/timing.js'
 
@@ -72,31 +73,14 @@ describe('timeouts (in-process)', () => {
 })
 
 describe.skipIf(!redisAvailable)('resilience with Redis', () => {
+  const suite = useCacheSuite()
+  const cache = suite.cache
   let server: RedisServer
   let admin: Redis
-  const caches: Cache[] = []
-  const clients: Redis[] = []
-
-  beforeAll(async () => {
-    server = await startRedis()
-    admin = server.client()
+  beforeAll(() => {
+    server = suite.server()
+    admin = suite.admin()
   })
-  afterAll(async () => {
-    await server?.stop()
-  })
-  afterEach(async () => {
-    await Promise.all(caches.splice(0).map((cache) => cache.close()))
-    for (const client of clients.splice(0)) client.disconnect()
-    await admin.flushall()
-  })
-
-  function cache(options: Partial<CacheOptions> = {}): Cache {
-    const redis = server.client()
-    clients.push(redis)
-    const created = createCache({ redis, ttl: '30s', ...options })
-    caches.push(created)
-    return created
-  }
 
   it('a paused (SIGSTOPped) Redis costs at most the command timeout: calls fall back to the loader', async () => {
     const c = cache({ l1: false, redisTimeout: 300 })
@@ -117,8 +101,7 @@ describe.skipIf(!redisAvailable)('resilience with Redis', () => {
 
   it('DEBUG SLEEP on the server: calls still finish within the timeout plus the loader time', async () => {
     const c = cache({ l1: false, redisTimeout: 200 })
-    const sleeper = server.client()
-    clients.push(sleeper)
+    const sleeper = suite.client()
     await sleeper.ping() // connected, so DEBUG SLEEP is written at once, ahead of the cache's commands
     await c.getOrLoad('connected', async () => 'x') // the cache's own connection is up too
     const blocked = sleeper.call('DEBUG', 'SLEEP', '3')
