@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
 import { LoadContext, type Loader } from './context.js'
-import { entryFrom, fallbackValid, type Entry, type Lifetimes } from './entry.js'
+import { entryFrom, fallbackValid, type Entry, type EntryOrigin, type Lifetimes } from './entry.js'
 import { CacheClosedError, InvalidArgumentError, LoaderTimeoutError, LockWaitTimeoutError, RedisUnavailableError, RemoteLoaderError, SerializationError } from './errors.js'
 import { CacheEmitter, type CacheEventName, type CacheEvents, type CacheStats, type StaleReason } from './events.js'
 import { MemoryTier } from './memory/l1.js'
@@ -11,7 +11,8 @@ import { CircuitBreaker } from './redis/breaker.js'
 import { entryKeys, invalidationChannel, type EntryKeys } from './redis/keys.js'
 import { Lease } from './redis/lease.js'
 import { Notifier, type Subscription } from './redis/notifier.js'
-import { RedisStore, type Lookup, type LookupMode } from './redis/store.js'
+import { newerVersion, parseRecord } from './redis/record.js'
+import { FOREIGN_TYPE, RedisStore, type Lookup, type LookupMode } from './redis/store.js'
 import { withTimeout } from './timers.js'
 
 /**
@@ -85,6 +86,8 @@ export class Cache {
   private readonly background = new Set<Promise<unknown>>()
   /** Key → local time until which no early or background refresh is tried (one is under way elsewhere). */
   private readonly refreshHolds = new Map<string, number>()
+  /** Keys whose reload in another process this one is listening for (see watchReload). */
+  private readonly watching = new Map<string, { forgotten: boolean }>()
   /** Key → value of `deletions` when it was deleted while a flight for it was running. */
   private readonly deletedAt = new Map<string, number>()
   private deletions = 0
@@ -156,12 +159,13 @@ export class Cache {
     this.forget(key)
     const epoch = this.deletions // a delete() while we write must win over this value in L1
     const life = new LoadContext(key, NEVER_ABORTED, undefined, call.policy).lifetimes(0)
+    let version: string | undefined
     if (this.store) {
-      const written = await this.store.commit(entryKeys(this.settings.namespace, key), { lockValue: '', token: '', data, ...life })
-      if (!written) return
+      version = await this.store.commit(entryKeys(this.settings.namespace, key), { lockValue: '', token: '', data, ...life })
+      if (version === undefined) return
       await this.broadcastForget(key)
     }
-    if (this.deletions === epoch) this.remember({ ...call, epoch }, entryFrom(value, life, performance.now()))
+    if (this.deletions === epoch) this.remember({ ...call, epoch }, entryFrom(value, life, performance.now(), { version, size: data.length }))
   }
 
   /**
@@ -268,6 +272,8 @@ export class Cache {
   private forget(key: string): void {
     this.memory?.delete(key)
     this.refreshHolds.delete(key)
+    const watch = this.watching.get(key)
+    if (watch) watch.forgotten = true
     this.deletions++
     if (this.flights.busy(key)) {
       this.deletedAt.set(key, this.deletions)
@@ -377,14 +383,19 @@ export class Cache {
     if (!this.store) return this.lead(call, undefined, notes)
 
     const keys = entryKeys(this.settings.namespace, key)
-    const owner = randomBytes(16).toString('hex')
-    const { lease, pollInterval, maxPollInterval } = this.settings.lock
-    let mode: LookupMode = 'read'
-    let subscription: Subscription | undefined
-    let waitDeadline = 0
-    let poll = pollInterval
+    const store = this.store
     let handedOff = false // past this point a RedisUnavailableError is the loader's own
+    let subscription: Subscription | undefined
     try {
+      // Whichever command goes first is sent before this returns, so calls keep their order.
+      if (store.clock.stale()) void store.syncClock()
+      const fresh = store.clock.now() === undefined ? undefined : await this.readFresh(key, keys, store)
+      if (fresh) return this.hit(call, fresh)
+      const owner = randomBytes(16).toString('hex')
+      const { lease, pollInterval, maxPollInterval } = this.settings.lock
+      let mode: LookupMode = 'read'
+      let waitDeadline = 0
+      let poll = pollInterval
       for (;;) {
         const found = await this.store.getOrLock(keys, owner, lease, mode, this.retentionMs)
         const entry = this.decode(key, found)
@@ -423,7 +434,7 @@ export class Cache {
             const pttl = Number(found.lockArg)
             if (entry && found.state === 'grace') {
               this.remember(call, entry)
-              this.holdRefresh(key, performance.now() + pttl) // another process is refreshing it
+              this.watchReload(call, keys, entry, pttl) // another process is refreshing it
               return this.stale(key, entry, 'grace')
             }
             // Subscribe first, then re-check, so the leader's commit message cannot
@@ -492,20 +503,61 @@ export class Cache {
       }
       return this.lead(call, undefined, notes)
     }
-    if (found.lock === 'won') return this.lead(call, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}` }, notes)
-    const newer = this.decode(call.key, found)
-    const now = performance.now()
-    if (newer && found.state === 'fresh') {
-      this.remember(call, newer)
-      this.refreshHolds.delete(call.key)
-      return { value: newer.value, outcome: 'hit', shareable: true }
+    const stored = this.decode(call.key, found)
+    if (stored && found.state === 'fresh' && found.lock !== 'won') {
+      this.remember(call, stored)
+      if (found.lock === 'held') this.watchReload(call, keys, stored, Number(found.lockArg)) // an early refresh elsewhere
+      else this.refreshHolds.delete(call.key)
+      return { value: stored.value, outcome: 'hit', shareable: true }
     }
-    if (found.lock === 'held' || found.lock === 'backoff') this.holdRefresh(call.key, now + Number(found.lockArg))
+    // Redis holds a newer value than ours, though already in grace itself: serve that one.
+    if (stored && newerVersion(stored.version, current.version)) {
+      this.remember(call, stored)
+      current = stored
+      notes.fallback = stored
+    }
+    if (found.lock === 'won') return this.lead(call, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}` }, notes)
+    const now = performance.now()
+    if (found.lock === 'held') this.watchReload(call, keys, current, Number(found.lockArg))
+    else if (found.lock === 'backoff') this.holdRefresh(call.key, now + Number(found.lockArg))
     if (now < current.freshUntil) return { value: current.value, outcome: 'hit', shareable: true }
     if (now < current.graceUntil) return { value: current.value, outcome: 'stale', shareable: true }
     // Our copy left its grace while we asked: callers that joined this flight must not get
     // it, so the flight carries on as a foreground one (wait for the other process's value).
     return this.resolve({ ...call, background: false }, notes)
+  }
+
+  /**
+   * Another process holds the lock and reloads the key while this one serves `current`
+   * (stale, or soon stale): listen on the key's channel and adopt the committed value from
+   * its message. No refresh is tried meanwhile, but only for a delay derived from the
+   * entry's measured load time (and how long the lock has been held), never a whole lease:
+   * then the next call re-checks Redis, so a lost message costs about one load time.
+   */
+  private watchReload(call: Call, keys: EntryKeys, current: Entry, lockPttl: number): void {
+    const { lease, pollInterval, maxPollInterval } = this.settings.lock
+    const heldFor = Math.max(0, lease - lockPttl)
+    const waitMs = Math.min(lockPttl + 1, maxPollInterval, Math.max(pollInterval, 2 * current.loadMs, heldFor))
+    const until = performance.now() + waitMs
+    this.holdRefresh(call.key, until)
+    if (this.watching.has(call.key) || !this.notifier || this.closed) return
+    const watch = { forgotten: false } // set by a delete() or set() meanwhile: then adopt nothing
+    this.watching.set(call.key, watch)
+    this.track((async () => {
+      let subscription: Subscription | undefined
+      try {
+        subscription = await this.notifier!.subscribe(keys.channel)
+        const message = await subscription.next(until - performance.now())
+        const entry = message?.[0] === 'c' ? this.decodeCommitMessage(call.key, message) : undefined
+        if (entry && !watch.forgotten && newerVersion(entry.version, current.version)) this.remember(call, entry)
+      } catch {
+        // Redis unavailable: the hold runs out and the next call re-checks.
+      } finally {
+        subscription?.release()
+        this.watching.delete(call.key)
+        if (this.refreshHolds.get(call.key) === until) this.refreshHolds.delete(call.key)
+      }
+    })())
   }
 
   /** A message on the key's channel, from the leader in another process; undefined = re-check. */
@@ -601,16 +653,18 @@ export class Cache {
 
     const life = context.lifetimes(loadMs)
     let written = true
+    let version: string | undefined
     if (this.store) {
       try {
-        written = await this.store.commit(claim?.keys ?? entryKeys(this.settings.namespace, key), { lockValue: claim?.lockValue ?? '', token: claim?.token ?? '', data, ...life })
+        version = await this.store.commit(claim?.keys ?? entryKeys(this.settings.namespace, key), { lockValue: claim?.lockValue ?? '', token: claim?.token ?? '', data, ...life })
+        written = version !== undefined
         if (!written) this.events.emit('fenced', { key })
       } catch {
         // Redis is unavailable: keep the value in L1; the lock expires by itself.
       }
     }
     if (written) {
-      this.remember(call, entryFrom(value, life, performance.now()))
+      this.remember(call, entryFrom(value, life, performance.now(), { version, size: data.length }))
       this.refreshHolds.delete(key) // the next early refresh is due for this new value
     }
     return loaded
@@ -666,30 +720,45 @@ export class Cache {
   private decode(key: string, found: Lookup): Entry | undefined {
     if (found.corrupt) this.events.emit('corrupt', { key })
     if (found.data === '' || found.state === 'miss') return undefined
-    return this.decodeData(key, found.data, found.life)
+    return this.decodeData(key, found.data, found.life, { version: found.version })
   }
 
-  private decodeData(key: string, data: string, life: Lifetimes): Entry | undefined {
+  private decodeData(key: string, data: string, life: Lifetimes, origin: EntryOrigin): Entry | undefined {
     try {
-      return entryFrom(this.settings.codec.decode(data), life, performance.now())
+      return entryFrom(this.settings.codec.decode(data), life, performance.now(), { ...origin, size: data.length })
     } catch (error) {
       this.events.emit('corrupt', { key, error })
       return undefined
     }
   }
 
-  /** `c|fresh|grace|fallback|loadMs|data` as published by commit.lua (fresh = the ttl). */
+  /** `c|<server now>|<record>` as published by commit.lua (see src/redis/record.ts). */
   private decodeCommitMessage(key: string, message: string): Entry | undefined {
-    const fields: number[] = []
-    let at = 2
-    for (let i = 0; i < 4; i++) {
-      const bar = message.indexOf('|', at)
-      if (bar < 0) return undefined
-      fields.push(Number(message.slice(at, bar)))
-      at = bar + 1
+    const bar = message.indexOf('|', 2)
+    const record = bar < 0 ? undefined : parseRecord(message, bar + 1, Number(message.slice(2, bar)))
+    if (!record) {
+      this.events.emit('corrupt', { key })
+      return undefined
     }
-    const [freshMs = 0, graceMs = 0, fallbackMs = 0, loadMs = 0] = fields
-    return this.decodeData(key, message.slice(at), { freshMs, graceMs, fallbackMs, loadMs, ttlMs: freshMs })
+    return this.decodeData(key, record.data, record.life, { version: record.version })
+  }
+
+  /**
+   * The fresh hit: one GET of the fresh copy (see docs/architecture.md). Undefined when
+   * there is none, or it is corrupt, or the server clock is not known yet: the caller
+   * then asks the get-or-lock script, which decides, repairs and measures the clock.
+   */
+  private async readFresh(key: string, keys: EntryKeys, store: RedisStore): Promise<Entry | undefined> {
+    const text = await store.getFresh(keys)
+    if (text === null) return undefined
+    const record = text === FOREIGN_TYPE ? undefined : parseRecord(text, 0, store.clock.now()!)
+    if (!record) {
+      this.events.emit('corrupt', { key })
+      return undefined
+    }
+    // Redis returned it, so it is fresh by the server clock, whatever our estimate of that says.
+    record.life.freshMs = Math.max(0, record.life.freshMs)
+    return this.decodeData(key, record.data, record.life, { version: record.version })
   }
 }
 
