@@ -103,7 +103,7 @@ export class Cache {
     this.settings = resolveSettings(options)
     const { l1, lock, redisTimeout, breaker, namespace } = this.settings
     this.retentionMs = lock.maxHold + lock.lease
-    if (l1) this.memory = new MemoryTier(l1.max, l1.maxTtl)
+    if (l1) this.memory = new MemoryTier(l1.max, l1.maxBytes, l1.maxTtl)
     if (options.redis) {
       const client: Redis | Cluster = options.redis
       if (typeof client.defineCommand !== 'function' || typeof client.duplicate !== 'function') {
