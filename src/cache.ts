@@ -96,6 +96,7 @@ export class Cache {
   /** How long a delete's fence outlives it: the longest a load may still commit. */
   private readonly retentionMs: number
   private closed = false
+  private readonly setUp: Promise<void> = Promise.resolve()
   /** Tags this cache's invalidation broadcasts, so it does not act on its own. */
   private readonly id = randomBytes(8).toString('hex')
 
@@ -118,6 +119,8 @@ export class Cache {
           if (message.slice(0, bar) !== this.id) this.forget(message.slice(bar + 1)) // our own deletes are done already
         })
       }
+      // In the background, so the first burst of a fresh process does not wait on it.
+      this.setUp = Promise.all([this.store.warmUp(), this.notifier.warmUp()]).then(() => {})
     } else if (this.settings.policy.negativeTtl > 0) {
       throw new InvalidArgumentError('negativeTtl', 'needs Redis: it shares a failure across processes')
     } else if (!this.memory) {
@@ -179,6 +182,16 @@ export class Cache {
     if (!this.store) return
     await this.store.invalidate(entryKeys(this.settings.namespace, key), this.retentionMs)
     await this.broadcastForget(key) // other processes may hold it in L1 even if this one has none
+  }
+
+  /**
+   * Resolves once the set-up that `createCache` started in the background is done: the
+   * subscriber connection is open, the scripts are loaded and the server clock is known.
+   * Optional: a server may await it before it listens, so its first burst pays none of it.
+   * Never rejects, and resolves within about `redisTimeout` even when Redis is down.
+   */
+  ready(): Promise<void> {
+    return this.setUp
   }
 
   /** Subscribes to an event; returns the unsubscribe function. */

@@ -38,3 +38,4 @@ export function defineScripts(client: Redis | Cluster): ScriptedClient {
   }
   return client as ScriptedClient
 }
+

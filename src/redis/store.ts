@@ -146,6 +146,28 @@ export class RedisStore {
     }))
   }
 
+  /**
+   * Set-up a fresh process would otherwise pay on its first calls: connect and measure the
+   * server clock (so the first calls can take the GET path). Scripts need nothing: ioredis
+   * sends a script's first call on a connection as EVAL, so no NOSCRIPT round trip occurs.
+   * Bypasses the breaker (a slow first connection is no outage), never rejects, and is
+   * bounded by the command timeout.
+   */
+  async warmUp(): Promise<void> {
+    const sentAt = performance.now()
+    const time = this.client.time().then(([seconds, micros]) => {
+      this.clock.observe(Number(seconds) * 1000 + Math.floor(Number(micros) / 1000), sentAt, performance.now())
+    })
+    const all = time.catch(() => {})
+    let timer: NodeJS.Timeout | undefined
+    const bounded = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, this.timeoutMs)
+      timer.unref()
+    })
+    await Promise.race([all, bounded])
+    clearTimeout(timer)
+  }
+
   /** Measures the server clock (TIME) when the estimate is missing or old; never rejects. */
   async syncClock(): Promise<void> {
     if (!this.clock.stale()) return
