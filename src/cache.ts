@@ -88,6 +88,8 @@ export class Cache {
   private readonly refreshHolds = new Map<string, number>()
   /** Keys whose reload in another process this one is listening for (see watchReload). */
   private readonly watching = new Map<string, { forgotten: boolean }>()
+  /** Key → grace refreshes running outside the flight map (see leadInBackground). */
+  private readonly backgroundLeads = new Map<string, number>()
   /** Key → value of `deletions` when it was deleted while a flight for it was running. */
   private readonly deletedAt = new Map<string, number>()
   private deletions = 0
@@ -288,7 +290,7 @@ export class Cache {
     const watch = this.watching.get(key)
     if (watch) watch.forgotten = true
     this.deletions++
-    if (this.flights.busy(key)) {
+    if (this.busy(key)) {
       this.deletedAt.set(key, this.deletions)
       this.flights.detach(key)
     }
@@ -315,7 +317,7 @@ export class Cache {
   /** Tracks a flight for close(), and forgets its key's delete marker once no flight needs it. */
   private trackFlight(key: string, flight: Promise<unknown>): void {
     this.track(flight.finally(() => {
-      if (!this.flights.busy(key)) this.deletedAt.delete(key)
+      if (!this.busy(key)) this.deletedAt.delete(key)
     }))
   }
 
@@ -380,6 +382,26 @@ export class Cache {
     this.trackFlight(call.key, flight.promise)
   }
 
+  /** Is any load for `key` running in this process: a flight, or a grace refresh outside the map? */
+  private busy(key: string): boolean {
+    return this.flights.busy(key) || this.backgroundLeads.has(key)
+  }
+
+  /**
+   * A grace refresh this process won the lock for, run after its flight answered stale.
+   * Counted in `backgroundLeads` so that a delete() or set() meanwhile leaves a delete
+   * marker, and the refresh cannot put the old value back into L1.
+   */
+  private leadInBackground(call: Call, claim: Claim, notes: FlightNotes): void {
+    const { key } = call
+    this.backgroundLeads.set(key, (this.backgroundLeads.get(key) ?? 0) + 1)
+    this.trackFlight(key, this.lead(call, claim, notes).finally(() => {
+      const left = (this.backgroundLeads.get(key) ?? 1) - 1
+      if (left > 0) this.backgroundLeads.set(key, left)
+      else this.backgroundLeads.delete(key)
+    }))
+  }
+
   private track(work: Promise<unknown>): void {
     const settled = work.then(() => {}, () => {})
     this.background.add(settled)
@@ -436,7 +458,7 @@ export class Cache {
             if (entry && found.state === 'grace') {
               this.remember(call, entry)
               this.holdRefresh(key, performance.now() + lease) // we are the one refreshing it
-              this.track(this.lead({ ...call, background: true }, claim, { fallback: entry }))
+              this.leadInBackground({ ...call, background: true }, claim, { fallback: entry })
               return this.stale(key, entry, 'grace')
             }
             this.events.emit('miss', { key })
