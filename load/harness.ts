@@ -153,6 +153,8 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
           reductionVsNone: null,
           traffic,
           staleServed: staleServedFrom(collected.stats),
+          staleShare: traffic.requests > 0 ? staleServedFrom(collected.stats) / traffic.requests : 0,
+          oldestServedMs: collected.oldestServedMs,
           cacheStats: collected.stats,
         }
         modeResults.push(result)

@@ -23,6 +23,10 @@ export interface ModeResult {
   traffic: TrafficResult
   /** Requests answered with a stale value (stampede-guard's counter; 0 for none/naive). */
   staleServed: number
+  /** staleServed / requests answered. */
+  staleShare: number
+  /** Age of the oldest value served, in ms since the database read it (all workers). */
+  oldestServedMs: number
   /** stampede-guard's counters summed over all workers, as reported by cache.stats(). */
   cacheStats: Record<string, number>
 }

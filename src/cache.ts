@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
 import { LoadContext, type Loader } from './context.js'
-import { entryFrom, fallbackValid, type Entry, type Lifetimes } from './entry.js'
+import { entryFrom, fallbackValid, type Entry, type EntryOrigin, type Lifetimes } from './entry.js'
 import { Deadlines } from './deadlines.js'
 import { checkKey } from './key.js'
 import { decodeFailure, describeFailure, encodeFailure } from './loader-error.js'
@@ -14,7 +14,8 @@ import { CircuitBreaker } from './redis/breaker.js'
 import { entryKeys, invalidationChannel, type EntryKeys } from './redis/keys.js'
 import { Lease } from './redis/lease.js'
 import { Notifier, type Subscription } from './redis/notifier.js'
-import { RedisStore, type Lookup, type LookupMode } from './redis/store.js'
+import { newerVersion, parseRecord } from './redis/record.js'
+import { FOREIGN_TYPE, RedisStore, type Lookup, type LookupMode } from './redis/store.js'
 import { withTimeout } from './timers.js'
 
 /**
@@ -92,6 +93,10 @@ export class Cache {
   private refreshing = 0
   /** Key → local time until which no early or background refresh is tried (one is under way elsewhere). */
   private readonly refreshHolds = new Map<string, number>()
+  /** Keys whose reload in another process this one is listening for (see watchReload). */
+  private readonly watching = new Map<string, { forgotten: boolean }>()
+  /** Key → grace refreshes running outside the flight map (see leadInBackground). */
+  private readonly backgroundLeads = new Map<string, number>()
   /** Key → value of `deletions` when it was deleted while a flight for it was running. */
   private readonly deletedAt = new Map<string, number>()
   private deletions = 0
@@ -100,6 +105,7 @@ export class Cache {
   /** How long a delete's fence outlives it: the longest a load may still commit. */
   private readonly retentionMs: number
   private closed = false
+  private readonly setUp: Promise<void> = Promise.resolve()
   /** Tags this cache's invalidation broadcasts, so it does not act on its own. */
   private readonly id = randomBytes(8).toString('hex')
 
@@ -107,7 +113,7 @@ export class Cache {
     this.settings = resolveSettings(options)
     const { l1, lock, redisTimeout, breaker, namespace } = this.settings
     this.retentionMs = lock.maxHold + lock.lease
-    if (l1) this.memory = new MemoryTier(l1.max, l1.maxTtl)
+    if (l1) this.memory = new MemoryTier(l1.max, l1.maxBytes, l1.maxTtl)
     if (options.redis) {
       const client: Redis | Cluster = options.redis
       if (typeof client.defineCommand !== 'function' || typeof client.duplicate !== 'function') {
@@ -122,6 +128,8 @@ export class Cache {
           if (message.slice(0, bar) !== this.id) this.forget(message.slice(bar + 1)) // our own deletes are done already
         })
       }
+      // In the background, so the first burst of a fresh process does not wait on it.
+      this.setUp = Promise.all([this.store.warmUp(), this.notifier.warmUp()]).then(() => {})
     } else if (this.settings.policy.negativeTtl > 0) {
       throw new InvalidArgumentError('negativeTtl', 'needs Redis: it shares a failure across processes')
     } else if (!this.memory) {
@@ -159,12 +167,13 @@ export class Cache {
     this.forget(key)
     const epoch = this.deletions // a delete() while we write must win over this value in L1
     const life = this.jittered(new LoadContext(key, NEVER_ABORTED, undefined, call.policy).lifetimes(0))
+    let version: string | undefined
     if (this.store) {
-      const written = await this.store.commit(entryKeys(this.settings.namespace, key), { lockValue: '', token: '', data, ...life })
-      if (!written) return
+      version = await this.store.commit(entryKeys(this.settings.namespace, key), { lockValue: '', token: '', data, ...life })
+      if (version === undefined) return
       await this.broadcastForget(key)
     }
-    if (this.deletions === epoch) this.remember({ ...call, epoch }, entryFrom(value, life, performance.now()))
+    if (this.deletions === epoch) this.remember({ ...call, epoch }, entryFrom(value, life, performance.now(), { version, size: data.length }))
   }
 
   /**
@@ -178,6 +187,16 @@ export class Cache {
     if (!this.store) return
     await this.store.invalidate(entryKeys(this.settings.namespace, key), this.retentionMs)
     await this.broadcastForget(key) // other processes may hold it in L1 even if this one has none
+  }
+
+  /**
+   * Resolves once the set-up that `createCache` started in the background is done: the
+   * subscriber connection is open, the scripts are loaded and the server clock is known.
+   * Optional: a server may await it before it listens, so its first burst pays none of it.
+   * Never rejects, and resolves within about `redisTimeout` even when Redis is down.
+   */
+  ready(): Promise<void> {
+    return this.setUp
   }
 
   /** Subscribes to an event; returns the unsubscribe function. */
@@ -270,8 +289,10 @@ export class Cache {
   private forget(key: string): void {
     this.memory?.delete(key)
     this.refreshHolds.delete(key)
+    const watch = this.watching.get(key)
+    if (watch) watch.forgotten = true
     this.deletions++
-    if (this.flights.busy(key)) {
+    if (this.busy(key)) {
       this.deletedAt.set(key, this.deletions)
       this.flights.detach(key)
     }
@@ -298,7 +319,7 @@ export class Cache {
   /** Tracks a flight for close(), and forgets its key's delete marker once no flight needs it. */
   private trackFlight(key: string, flight: Promise<unknown>): void {
     this.track(flight.finally(() => {
-      if (!this.flights.busy(key)) this.deletedAt.delete(key)
+      if (!this.busy(key)) this.deletedAt.delete(key)
     }))
   }
 
@@ -391,6 +412,26 @@ export class Cache {
     return { ...life, freshMs: Math.max(1, Math.round(life.freshMs * (1 - ttlJitter * Math.random()))) }
   }
 
+  /** Is any load for `key` running in this process: a flight, or a grace refresh outside the map? */
+  private busy(key: string): boolean {
+    return this.flights.busy(key) || this.backgroundLeads.has(key)
+  }
+
+  /**
+   * A grace refresh this process won the lock for, run after its flight answered stale.
+   * Counted in `backgroundLeads` so that a delete() or set() meanwhile leaves a delete
+   * marker, and the refresh cannot put the old value back into L1.
+   */
+  private leadInBackground(call: Call, claim: Claim, notes: FlightNotes): void {
+    const { key } = call
+    this.backgroundLeads.set(key, (this.backgroundLeads.get(key) ?? 0) + 1)
+    this.trackFlight(key, this.countRefresh(this.lead(call, claim, notes)).finally(() => {
+      const left = (this.backgroundLeads.get(key) ?? 1) - 1
+      if (left > 0) this.backgroundLeads.set(key, left)
+      else this.backgroundLeads.delete(key)
+    }))
+  }
+
   private track(work: Promise<unknown>): void {
     const settled = work.then(() => {}, () => {})
     this.background.add(settled)
@@ -407,14 +448,19 @@ export class Cache {
     if (!this.store) return this.lead(call, undefined, notes)
 
     const keys = entryKeys(this.settings.namespace, key)
-    const owner = randomBytes(16).toString('hex')
-    const { lease, pollInterval, maxPollInterval } = this.settings.lock
-    let mode: LookupMode = 'read'
-    let subscription: Subscription | undefined
-    let waitDeadline = 0
-    let poll = pollInterval
+    const store = this.store
     let handedOff = false // past this point a RedisUnavailableError is the loader's own
+    let subscription: Subscription | undefined
     try {
+      // Whichever command goes first is sent before this returns, so calls keep their order.
+      if (store.clock.stale()) void store.syncClock()
+      const fresh = store.clock.now() === undefined ? undefined : await this.readFresh(key, keys, store)
+      if (fresh) return this.hit(call, fresh)
+      const owner = randomBytes(16).toString('hex')
+      const { lease, pollInterval, maxPollInterval } = this.settings.lock
+      let mode: LookupMode = 'read'
+      let waitDeadline = 0
+      let poll = pollInterval
       for (;;) {
         const found = await this.store.getOrLock(keys, owner, lease, mode, this.retentionMs)
         const entry = this.decode(key, found)
@@ -447,7 +493,7 @@ export class Cache {
                 return this.stale(key, entry, 'grace')
               }
               this.holdRefresh(key, performance.now() + lease) // we are the one refreshing it
-              this.track(this.countRefresh(this.lead({ ...call, background: true }, claim, { fallback: entry })))
+              this.leadInBackground({ ...call, background: true }, claim, { fallback: entry })
               return this.stale(key, entry, 'grace')
             }
             this.events.emit('miss', { key })
@@ -458,7 +504,7 @@ export class Cache {
             const pttl = Number(found.lockArg)
             if (entry && found.state === 'grace') {
               this.remember(call, entry)
-              this.holdRefresh(key, performance.now() + pttl) // another process is refreshing it
+              this.watchReload(call, keys, entry, pttl) // another process is refreshing it
               return this.stale(key, entry, 'grace')
             }
             // Subscribe first, then re-check, so the leader's commit message cannot
@@ -527,20 +573,61 @@ export class Cache {
       }
       return this.lead(call, undefined, notes)
     }
-    if (found.lock === 'won') return this.lead(call, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}` }, notes)
-    const newer = this.decode(call.key, found)
-    const now = performance.now()
-    if (newer && found.state === 'fresh') {
-      this.remember(call, newer)
-      this.refreshHolds.delete(call.key)
-      return { value: newer.value, outcome: 'hit', shareable: true }
+    const stored = this.decode(call.key, found)
+    if (stored && found.state === 'fresh' && found.lock !== 'won') {
+      this.remember(call, stored)
+      if (found.lock === 'held') this.watchReload(call, keys, stored, Number(found.lockArg)) // an early refresh elsewhere
+      else this.refreshHolds.delete(call.key)
+      return { value: stored.value, outcome: 'hit', shareable: true }
     }
-    if (found.lock === 'held' || found.lock === 'backoff') this.holdRefresh(call.key, now + Number(found.lockArg))
+    // Redis holds a newer value than ours, though already in grace itself: serve that one.
+    if (stored && newerVersion(stored.version, current.version)) {
+      this.remember(call, stored)
+      current = stored
+      notes.fallback = stored
+    }
+    if (found.lock === 'won') return this.lead(call, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}` }, notes)
+    const now = performance.now()
+    if (found.lock === 'held') this.watchReload(call, keys, current, Number(found.lockArg))
+    else if (found.lock === 'backoff') this.holdRefresh(call.key, now + Number(found.lockArg))
     if (now < current.freshUntil) return { value: current.value, outcome: 'hit', shareable: true }
     if (now < current.graceUntil) return { value: current.value, outcome: 'stale', shareable: true }
     // Our copy left its grace while we asked: callers that joined this flight must not get
     // it, so the flight carries on as a foreground one (wait for the other process's value).
     return this.resolve({ ...call, background: false }, notes)
+  }
+
+  /**
+   * Another process holds the lock and reloads the key while this one serves `current`
+   * (stale, or soon stale): listen on the key's channel and adopt the committed value from
+   * its message. No refresh is tried meanwhile, but only for a delay derived from the
+   * entry's measured load time (and how long the lock has been held), never a whole lease:
+   * then the next call re-checks Redis, so a lost message costs about one load time.
+   */
+  private watchReload(call: Call, keys: EntryKeys, current: Entry, lockPttl: number): void {
+    const { lease, pollInterval, maxPollInterval } = this.settings.lock
+    const heldFor = Math.max(0, lease - lockPttl)
+    const waitMs = Math.min(lockPttl + 1, maxPollInterval, Math.max(pollInterval, 2 * current.loadMs, heldFor))
+    const until = performance.now() + waitMs
+    this.holdRefresh(call.key, until)
+    if (this.watching.has(call.key) || !this.notifier || this.closed) return
+    const watch = { forgotten: false } // set by a delete() or set() meanwhile: then adopt nothing
+    this.watching.set(call.key, watch)
+    this.track((async () => {
+      let subscription: Subscription | undefined
+      try {
+        subscription = await this.notifier!.subscribe(keys.channel)
+        const message = await subscription.next(until - performance.now())
+        const entry = message?.[0] === 'c' ? this.decodeCommitMessage(call.key, message) : undefined
+        if (entry && !watch.forgotten && newerVersion(entry.version, current.version)) this.remember(call, entry)
+      } catch {
+        // Redis unavailable: the hold runs out and the next call re-checks.
+      } finally {
+        subscription?.release()
+        this.watching.delete(call.key)
+        if (this.refreshHolds.get(call.key) === until) this.refreshHolds.delete(call.key)
+      }
+    })())
   }
 
   /** A message on the key's channel, from the leader in another process; undefined = re-check. */
@@ -635,16 +722,18 @@ export class Cache {
 
     const life = this.jittered(context.lifetimes(loadMs))
     let written = true
+    let version: string | undefined
     if (this.store) {
       try {
-        written = await this.store.commit(claim?.keys ?? entryKeys(this.settings.namespace, key), { lockValue: claim?.lockValue ?? '', token: claim?.token ?? '', data, ...life })
+        version = await this.store.commit(claim?.keys ?? entryKeys(this.settings.namespace, key), { lockValue: claim?.lockValue ?? '', token: claim?.token ?? '', data, ...life })
+        written = version !== undefined
         if (!written) this.events.emit('fenced', { key })
       } catch {
         // Redis is unavailable: keep the value in L1; the lock expires by itself.
       }
     }
     if (written) {
-      this.remember(call, entryFrom(value, life, performance.now()))
+      this.remember(call, entryFrom(value, life, performance.now(), { version, size: data.length }))
       this.refreshHolds.delete(key) // the next early refresh is due for this new value
     }
     return loaded
@@ -717,30 +806,45 @@ export class Cache {
   private decode(key: string, found: Lookup): Entry | undefined {
     if (found.corrupt) this.events.emit('corrupt', { key })
     if (found.data === '' || found.state === 'miss') return undefined
-    return this.decodeData(key, found.data, found.life)
+    return this.decodeData(key, found.data, found.life, { version: found.version })
   }
 
-  private decodeData(key: string, data: string, life: Lifetimes): Entry | undefined {
+  private decodeData(key: string, data: string, life: Lifetimes, origin: EntryOrigin): Entry | undefined {
     try {
-      return entryFrom(this.settings.codec.decode(data), life, performance.now())
+      return entryFrom(this.settings.codec.decode(data), life, performance.now(), { ...origin, size: data.length })
     } catch (error) {
       this.events.emit('corrupt', { key, error })
       return undefined
     }
   }
 
-  /** `c|fresh|grace|fallback|loadMs|data` as published by commit.lua (fresh = the ttl). */
+  /** `c|<server now>|<record>` as published by commit.lua (see src/redis/record.ts). */
   private decodeCommitMessage(key: string, message: string): Entry | undefined {
-    const fields: number[] = []
-    let at = 2
-    for (let i = 0; i < 4; i++) {
-      const bar = message.indexOf('|', at)
-      if (bar < 0) return undefined
-      fields.push(Number(message.slice(at, bar)))
-      at = bar + 1
+    const bar = message.indexOf('|', 2)
+    const record = bar < 0 ? undefined : parseRecord(message, bar + 1, Number(message.slice(2, bar)))
+    if (!record) {
+      this.events.emit('corrupt', { key })
+      return undefined
     }
-    const [freshMs = 0, graceMs = 0, fallbackMs = 0, loadMs = 0] = fields
-    return this.decodeData(key, message.slice(at), { freshMs, graceMs, fallbackMs, loadMs, ttlMs: freshMs })
+    return this.decodeData(key, record.data, record.life, { version: record.version })
+  }
+
+  /**
+   * The fresh hit: one GET of the fresh copy (see docs/architecture.md). Undefined when
+   * there is none, or it is corrupt, or the server clock is not known yet: the caller
+   * then asks the get-or-lock script, which decides, repairs and measures the clock.
+   */
+  private async readFresh(key: string, keys: EntryKeys, store: RedisStore): Promise<Entry | undefined> {
+    const text = await store.getFresh(keys)
+    if (text === null) return undefined
+    const record = text === FOREIGN_TYPE ? undefined : parseRecord(text, 0, store.clock.now()!)
+    if (!record) {
+      this.events.emit('corrupt', { key })
+      return undefined
+    }
+    // Redis returned it, so it is fresh by the server clock, whatever our estimate of that says.
+    record.life.freshMs = Math.max(0, record.life.freshMs)
+    return this.decodeData(key, record.data, record.life, { version: record.version })
   }
 }
 

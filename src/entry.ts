@@ -39,9 +39,19 @@ export interface Entry<V = unknown> {
   ttlMs: number
   /** Fail-safe backoff: until then the stale value is served and no load is tried. */
   backoffUntil: number
+  /** The fencing token it was stored with in Redis ('' when unknown): a larger one is newer. */
+  version: string
+  /** Length of its encoded form: what it counts against `l1.maxBytes`. */
+  size: number
 }
 
-export function entryFrom<V>(value: V, life: Lifetimes, now: number): Entry<V> {
+/** Where an entry came from: its Redis version and encoded length. */
+export interface EntryOrigin {
+  version?: string
+  size?: number
+}
+
+export function entryFrom<V>(value: V, life: Lifetimes, now: number, origin: EntryOrigin = {}): Entry<V> {
   return {
     value,
     freshUntil: now + life.freshMs,
@@ -50,6 +60,8 @@ export function entryFrom<V>(value: V, life: Lifetimes, now: number): Entry<V> {
     loadMs: life.loadMs,
     ttlMs: life.ttlMs,
     backoffUntil: 0,
+    version: origin.version ?? '',
+    size: origin.size ?? 0,
   }
 }
 

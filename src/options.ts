@@ -76,6 +76,13 @@ export interface L1Options {
   /** Most entries kept per process. Default `10_000`. */
   max?: number
   /**
+   * Most bytes kept per process, counted as the length of each value's encoded form (what
+   * Redis stores; the decoded value in the heap is usually a small multiple of it). Least
+   * recently used entries are evicted past it; a value larger than this alone is served
+   * but never kept in L1. Default `64 * 1024 * 1024` (64 MiB).
+   */
+  maxBytes?: number
+  /**
    * Upper bound on how long an entry stays in L1, whatever its ttl. Bounds how stale a
    * process can be when it missed an invalidation message. Default: no extra bound.
    */
@@ -122,7 +129,7 @@ export interface CacheOptions extends PolicyOptions {
   redis?: Redis | Cluster
   /** Prefix of every Redis key and channel. Default `'sg'`. */
   namespace?: string
-  /** L1 settings, or `false` to read Redis on every call. Default `{ max: 10_000 }`. */
+  /** L1 settings, or `false` to read Redis on every call. Default `{ max: 10_000, maxBytes: 64 MiB }`. */
   l1?: L1Options | false
   lock?: LockOptions
   /**
@@ -182,7 +189,7 @@ export interface Policy {
 export interface Settings {
   namespace: string
   policy: Policy
-  l1: { max: number; maxTtl: number } | false
+  l1: { max: number; maxBytes: number; maxTtl: number } | false
   lock: { lease: number; maxHold: number; pollInterval: number; maxPollInterval: number }
   redisTimeout: number
   redisCommands: { maxInFlight: number; maxQueued: number }
@@ -200,7 +207,9 @@ export const POLICY_OPTION_NAMES = ['ttl', 'staleTtl', 'staleIfError', 'failSafe
 const CACHE_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'redis', 'namespace', 'l1', 'lock', 'redisTimeout', 'circuitBreaker', 'codec', 'maxKeyLength', 'shardedPubSub',
   'redisCommands', 'maxValueBytes', 'maxBackgroundRefreshes', 'ttlJitter'])
 const CALL_KEYS = new Set<string>(POLICY_OPTION_NAMES)
-const L1_KEYS = new Set(['max', 'maxTtl'])
+const L1_KEYS = new Set(['max', 'maxBytes', 'maxTtl'])
+/** Default of `l1.maxBytes`. */
+export const DEFAULT_L1_MAX_BYTES = 64 * 1024 * 1024
 const LOCK_KEYS = new Set(['lease', 'maxHold', 'pollInterval', 'maxPollInterval'])
 const BREAKER_KEYS = new Set(['threshold', 'openFor'])
 const REDIS_COMMAND_KEYS = new Set(['maxInFlight', 'maxQueued'])
@@ -306,6 +315,7 @@ export function resolveSettings(options: CacheOptions): Settings {
     policy: resolvePolicy(undefined, options),
     l1: l1 === false ? false : {
       max: positiveInteger('l1.max', l1.max ?? 10_000),
+      maxBytes: positiveInteger('l1.maxBytes', l1.maxBytes ?? DEFAULT_L1_MAX_BYTES),
       maxTtl: l1.maxTtl === undefined ? Infinity : parseDuration('l1.maxTtl', l1.maxTtl),
     },
     lock: { lease, maxHold, pollInterval, maxPollInterval },

@@ -20,6 +20,8 @@ export interface Collected {
   bins: QueryBins
   failedQueries: number
   stats: Record<string, number>
+  /** Age of the oldest value any worker answered with (ms since the database read it). */
+  oldestServedMs: number
 }
 
 export interface AppCluster {
@@ -118,8 +120,8 @@ export async function startAppCluster(options: AppClusterOptions): Promise<AppCl
     async collect(runId) {
       const done = next('collected', runId, 15_000)
       send({ type: 'collect', runId })
-      const { bins, failedQueries, stats } = await done
-      return { bins, failedQueries, stats }
+      const { bins, failedQueries, stats, oldestServedMs } = await done
+      return { bins, failedQueries, stats, oldestServedMs }
     },
     onQueries(listener) {
       queryListeners.push(listener)

@@ -80,12 +80,14 @@ process.on('message', (message: HarnessToPrimary) => {
         const bins: QueryBins = {}
         const stats: Record<string, number> = {}
         let failedQueries = 0
+        let oldestServedMs = 0
         for (const a of answers) {
+          oldestServedMs = Math.max(oldestServedMs, a.oldestServedMs)
           mergeBins(bins, a.bins)
           mergeStats(stats, a.stats)
           failedQueries += a.failedQueries
         }
-        toHarness({ type: 'collected', runId: message.runId, bins, failedQueries, stats })
+        toHarness({ type: 'collected', runId: message.runId, bins, failedQueries, stats, oldestServedMs })
       })
       break
     }

@@ -25,6 +25,8 @@ function send(message: WorkerToPrimary): void {
 let run: RunConfig | undefined
 let counter = new QueryCounter('none')
 let loader: ItemLoader | undefined
+/** Age of the oldest value this worker answered with during the run: now − when the database read it. */
+let oldestServedMs = 0
 
 const latency = () => run?.dbLatencyMs ?? 0
 const baseSource: ItemSource = sourceKind.kind === 'postgres' ? new PostgresSource(sourceKind.url, latency) : new SlowSource(latency)
@@ -62,6 +64,7 @@ async function configure(next: RunConfig): Promise<void> {
   await previous?.close().catch(() => {})
   database.failureRate = 0
   run = next
+  oldestServedMs = 0
   counter = new QueryCounter(next.runId)
   loader = await createItemLoader(next, { queryDatabase, redis, naiveRedis: getNaiveRedis })
   send({ type: 'configured', runId: next.runId })
@@ -77,7 +80,7 @@ process.on('message', (message: PrimaryToWorker) => {
       break
     case 'collect': {
       const { bins, failedQueries } = counter.totals()
-      send({ type: 'collected', runId: message.runId, bins, failedQueries, stats: loader?.stats() ?? {} })
+      send({ type: 'collected', runId: message.runId, bins, failedQueries, stats: loader?.stats() ?? {}, oldestServedMs })
       break
     }
   }
@@ -104,7 +107,9 @@ app.get('/item/:id', async (req, res) => {
     return
   }
   try {
-    res.json(await loader.get(id))
+    const item = await loader.get(id)
+    oldestServedMs = Math.max(oldestServedMs, Date.now() - item.loadedAt)
+    res.json(item)
   } catch (err) {
     res.status(503).json({ error: err instanceof Error ? err.message : String(err) })
   }

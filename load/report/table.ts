@@ -22,6 +22,8 @@ const columns: Column[] = [
   { header: 'max ms', cell: (r) => ms(r.traffic.latencyMs.max) },
   { header: 'non-2xx', cell: (r) => int(r.traffic.non2xx) + (r.traffic.errors ? ` +${int(r.traffic.errors)} err` : '') },
   { header: 'stale served', cell: (r) => int(r.staleServed) },
+  { header: 'stale %', cell: (r) => `${(100 * r.staleShare).toFixed(1)} %` },
+  { header: 'oldest served', cell: (r) => `${(r.oldestServedMs / 1000).toFixed(2)} s` },
 ]
 
 export function renderTable(scenario: ScenarioResult): string {

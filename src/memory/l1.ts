@@ -5,12 +5,16 @@ import type { Entry } from '../entry.js'
  * The per-process tier. Freshness is judged by the deadlines inside each entry;
  * lru-cache's own ttl only evicts an entry once even its fail-safe fallback is
  * useless, so stale values stay at hand for grace and fail-safe serving.
+ * It is bounded by entries and by bytes (each entry's encoded length, at least 1): an
+ * entry larger than the byte bound is not kept at all (lru-cache's maxEntrySize).
  */
 export class MemoryTier {
   private readonly lru: LRUCache<string, Entry>
 
-  constructor(max: number, private readonly maxTtl: number) {
-    this.lru = new LRUCache<string, Entry>({ max, ttl: 0, ttlAutopurge: false, allowStale: false })
+  constructor(max: number, maxBytes: number, private readonly maxTtl: number) {
+    this.lru = new LRUCache<string, Entry>({
+      max, maxSize: maxBytes, sizeCalculation: (entry) => Math.max(1, entry.size), ttl: 0, ttlAutopurge: false, allowStale: false,
+    })
   }
 
   get(key: string): Entry | undefined {
@@ -30,7 +34,12 @@ export class MemoryTier {
       entry.graceUntil = Math.min(entry.graceUntil, cap)
       entry.fallbackUntil = Math.min(entry.fallbackUntil, cap)
     }
-    this.lru.set(key, entry, { ttl: Math.ceil(ttl) })
+    this.lru.set(key, entry, { ttl: Math.ceil(ttl) }) // too large: not stored, and an older copy is dropped
+  }
+
+  /** Bytes held (encoded lengths), for tests and stats. */
+  get bytes(): number {
+    return this.lru.calculatedSize
   }
 
   delete(key: string): void {

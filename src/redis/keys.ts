@@ -8,6 +8,8 @@ export interface EntryKeys {
   lock: string
   /** Pub/sub channel on which commits and failures are announced. */
   channel: string
+  /** String `x|s|e|l|t|f|data` with PX = the time left fresh: a fresh hit is one GET of it. */
+  fresh: string
 }
 
 /**
@@ -18,7 +20,7 @@ export interface EntryKeys {
 export function entryKeys(namespace: string, key: string): EntryKeys {
   const tag = key.includes('{') || key.includes('}') ? `h:${createHash('sha256').update(key).digest('hex')}` : `k:${key}`
   const entry = `${namespace}:{${tag}}`
-  return { entry, lock: `${entry}:lock`, channel: `${entry}:ch` }
+  return { entry, lock: `${entry}:lock`, channel: `${entry}:ch`, fresh: `${entry}:v` }
 }
 
 /** Channel on which deletions are broadcast so every process drops its L1 copy. */

@@ -87,6 +87,26 @@ export class Notifier {
     if (state) for (const subscription of state.subscriptions) subscription.push(message)
   }
 
+  /**
+   * Opens the subscriber connection now rather than on the first wait; resolves once it is
+   * ready or after `timeoutMs`, never rejects.
+   */
+  async warmUp(): Promise<void> {
+    const connection = this.connection()
+    if (connection.status === 'ready') return
+    await new Promise<void>((resolve) => {
+      const events = connection as unknown as NodeJS.EventEmitter
+      const done = () => {
+        clearTimeout(timer)
+        events.off('ready', done)
+        resolve()
+      }
+      const timer = setTimeout(done, this.timeoutMs)
+      timer.unref()
+      events.once('ready', done)
+    })
+  }
+
   /** Subscribes (or joins the existing subscription) and resolves once Redis confirmed it. */
   async subscribe(channel: string): Promise<Subscription> {
     // As for commands: a subscriber that was connected and is not now would only queue this.

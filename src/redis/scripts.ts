@@ -6,11 +6,11 @@ import type { Cluster, Redis } from 'ioredis'
  * sends EVALSHA and falls back to EVAL on NOSCRIPT (after a restart or failover).
  */
 const SCRIPTS = {
-  stampedeGuardGetOrLock: { file: 'get-or-lock.lua', keys: 2 },
-  stampedeGuardCommit: { file: 'commit.lua', keys: 3 },
+  stampedeGuardGetOrLock: { file: 'get-or-lock.lua', keys: 3 },
+  stampedeGuardCommit: { file: 'commit.lua', keys: 4 },
   stampedeGuardRelease: { file: 'release.lua', keys: 3 },
   stampedeGuardExtend: { file: 'extend.lua', keys: 1 },
-  stampedeGuardInvalidate: { file: 'invalidate.lua', keys: 1 },
+  stampedeGuardInvalidate: { file: 'invalidate.lua', keys: 2 },
 } as const
 
 export type ScriptName = keyof typeof SCRIPTS
@@ -38,3 +38,4 @@ export function defineScripts(client: Redis | Cluster): ScriptedClient {
   }
   return client as ScriptedClient
 }
+

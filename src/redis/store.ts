@@ -6,6 +6,7 @@ import type { CircuitBreaker } from './breaker.js'
 import { CommandBudget } from './command-budget.js'
 import type { EntryKeys } from './keys.js'
 import { defineScripts, type ScriptedClient } from './scripts.js'
+import { ServerClock } from './server-clock.js'
 
 export type LookupMode = 'read' | 'refresh' | 'token'
 
@@ -26,6 +27,21 @@ export interface Lookup {
   data: string
   life: Lifetimes
   corrupt: boolean
+  /** Fencing token the value was written with ('' for none): a larger one is a newer value. */
+  version: string
+}
+
+export const FOREIGN_TYPE = Symbol('foreign type')
+/** What a read of the fresh copy found: its text, nothing (not fresh), or a key of a foreign type. */
+export type FreshRead = string | null | typeof FOREIGN_TYPE
+
+/** Most fresh-copy reads sent in one MGET. */
+const MAX_READS_PER_MGET = 16
+
+interface PendingRead {
+  key: string
+  resolve: (read: FreshRead) => void
+  reject: (error: unknown) => void
 }
 
 /** What the leader writes: the encoded value and its lifetimes from now, in ms. */
@@ -51,6 +67,11 @@ export class RedisStore {
   private connectedOnce: boolean
   private readonly inFlight = new Set<(error: Error) => void>()
   private readonly budget: CommandBudget
+  /** The server clock, from the times scripts return: turns a fresh copy's deadlines into local ones. */
+  readonly clock = new ServerClock()
+  /** Fresh-copy reads asked for in this tick, sent together as one MGET (see getFresh). */
+  private pendingReads: PendingRead[] | undefined
+  private readonly cluster: boolean
   private readonly connection: NodeJS.EventEmitter
   private readonly onReady = () => (this.connectedOnce = true)
   /** Commands already sent when the connection drops would be retried after a reconnect: fail them now, and the queued ones. */
@@ -72,6 +93,7 @@ export class RedisStore {
     this.budget = new CommandBudget(commands.maxInFlight, commands.maxQueued)
     this.publish = sharded ? 'SPUBLISH' : 'PUBLISH'
     this.client = defineScripts(client)
+    this.cluster = client.isCluster === true
     this.keyPrefix = keyPrefixOf(client)
     this.connectedOnce = client.status === 'ready'
     this.connection = client as unknown as NodeJS.EventEmitter
@@ -85,22 +107,108 @@ export class RedisStore {
     this.connection.off('close', this.onClose)
   }
 
-  /** `refreshBelowMs`: in 'refresh' mode, only refresh a value fresh for at most this long (-1: always). */
-  async getOrLock(keys: EntryKeys, owner: string, leaseMs: number, mode: LookupMode, retentionMs: number, refreshBelowMs = -1): Promise<Lookup> {
-    const reply = (await this.call('getOrLock', () =>
-      this.client.stampedeGuardGetOrLock(keys.entry, keys.lock, owner, leaseMs, mode, retentionMs, Math.round(refreshBelowMs)),
-    )) as [Lookup['state'], Lookup['lock'], string, string, number, number, number, number, number, number]
-    const [state, lock, lockArg, data, freshMs, graceMs, fallbackMs, loadMs, corrupt, ttlMs] = reply
-    return { state, lock, lockArg, data, life: { freshMs, graceMs, fallbackMs, loadMs, ttlMs: ttlMs || freshMs }, corrupt: corrupt === 1 }
+  /**
+   * The fresh hit: one GET of the fresh copy, which exists exactly while the value is
+   * fresh by the server clock. A key of a foreign type is reported, not an outage.
+   */
+  getFresh(keys: EntryKeys): Promise<FreshRead> {
+    // On a Cluster the keys of one tick are in many slots, and MGET needs one.
+    if (this.cluster) return this.readOne(keys.fresh)
+    return new Promise((resolve, reject) => {
+      if (!this.pendingReads) {
+        this.pendingReads = []
+        // After every caller of this tick has asked (nextTick runs once the promise jobs drain).
+        process.nextTick(() => this.sendReads())
+      }
+      this.pendingReads.push({ key: keys.fresh, resolve, reject })
+    })
   }
 
-  /** Returns whether the value was written (false: fenced out by a newer token). */
-  async commit(keys: EntryKeys, request: CommitRequest): Promise<boolean> {
+  /**
+   * Sends the reads of this tick: one GET, or one MGET for several (one write, one reply:
+   * under concurrency most of a hit's cost is the socket write). MGET answers nil for a
+   * key of another type, which then goes the script's way and is repaired there.
+   */
+  private sendReads(): void {
+    const reads = this.pendingReads
+    this.pendingReads = undefined
+    if (!reads) return
+    // Several MGETs rather than one big one: Redis answers the first while we decode it.
+    for (let at = 0; at < reads.length; at += MAX_READS_PER_MGET) {
+      const chunk = reads.slice(at, at + MAX_READS_PER_MGET)
+      if (chunk.length === 1) {
+        const [read] = chunk as [PendingRead]
+        this.readOne(read.key).then(read.resolve, read.reject)
+        continue
+      }
+      this.call('mget', () => this.client.mget(chunk.map((read) => read.key))).then(
+        (values) => chunk.forEach((read, i) => read.resolve(values[i] ?? null)),
+        (error: unknown) => chunk.forEach((read) => read.reject(error)),
+      )
+    }
+  }
+
+  private readOne(key: string): Promise<FreshRead> {
+    return this.call('get', () => this.client.get(key).catch((error: unknown) => {
+      if (String((error as Error)?.message).startsWith('WRONGTYPE')) return FOREIGN_TYPE
+      throw error
+    }))
+  }
+
+  /**
+   * Set-up a fresh process would otherwise pay on its first calls: connect and measure the
+   * server clock (so the first calls can take the GET path). Scripts need nothing: ioredis
+   * sends a script's first call on a connection as EVAL, so no NOSCRIPT round trip occurs.
+   * Bypasses the breaker (a slow first connection is no outage), never rejects, and is
+   * bounded by the command timeout.
+   */
+  async warmUp(): Promise<void> {
+    const sentAt = performance.now()
+    const time = this.client.time().then(([seconds, micros]) => {
+      this.clock.observe(Number(seconds) * 1000 + Math.floor(Number(micros) / 1000), sentAt, performance.now())
+    })
+    const all = time.catch(() => {})
+    let timer: NodeJS.Timeout | undefined
+    const bounded = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, this.timeoutMs)
+      timer.unref()
+    })
+    await Promise.race([all, bounded])
+    clearTimeout(timer)
+  }
+
+  /** Measures the server clock (TIME) when the estimate is missing or old; never rejects. */
+  async syncClock(): Promise<void> {
+    if (!this.clock.stale()) return
+    const sentAt = performance.now()
+    try {
+      const [seconds, micros] = (await this.call('time', () => this.client.time())) as [string | number, string | number]
+      this.clock.observe(Number(seconds) * 1000 + Math.floor(Number(micros) / 1000), sentAt, performance.now())
+    } catch {
+      // Redis is unavailable: hits take the script path, which measures it too.
+    }
+  }
+
+  /** `refreshBelowMs`: in 'refresh' mode, only refresh a value fresh for at most this long (-1: always). */
+  async getOrLock(keys: EntryKeys, owner: string, leaseMs: number, mode: LookupMode, retentionMs: number, refreshBelowMs = -1): Promise<Lookup> {
+    const sentAt = performance.now()
+    const reply = (await this.call('getOrLock', () =>
+      this.client.stampedeGuardGetOrLock(keys.entry, keys.lock, keys.fresh, owner, leaseMs, mode, retentionMs, Math.round(refreshBelowMs)),
+    )) as [Lookup['state'], Lookup['lock'], string, string, number, number, number, number, number, number, string, string]
+    this.clock.observe(Number(reply[10]), sentAt, performance.now())
+    const [state, lock, lockArg, data, freshMs, graceMs, fallbackMs, loadMs, corrupt, ttlMs, , version] = reply
+    return { state, lock, lockArg, data, life: { freshMs, graceMs, fallbackMs, loadMs, ttlMs: ttlMs || freshMs }, corrupt: corrupt === 1, version }
+  }
+
+  /** Returns the version (fencing token) it was written with, or undefined when fenced out by a newer one. */
+  async commit(keys: EntryKeys, request: CommitRequest): Promise<string | undefined> {
     const { lockValue, token, data, freshMs, graceMs, fallbackMs, loadMs } = request // freshMs is the ttl
-    const [written] = (await this.call('commit', () =>
-      this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), this.publish),
-    )) as [number, number]
-    return written === 1
+    const sentAt = performance.now()
+    const [written, , now, version] = (await this.call('commit', () =>
+      this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, keys.fresh, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), this.publish),
+    )) as [number, number, string, string]
+    this.clock.observe(Number(now), sentAt, performance.now())
+    return written === 1 ? version : undefined
   }
 
   async release(keys: EntryKeys, lockValue: string, message: string, marks: { backoffMs?: number; passMs?: number; negativeMs?: number } = {}): Promise<boolean> {
@@ -116,7 +224,7 @@ export class RedisStore {
   }
 
   async invalidate(keys: EntryKeys, retentionMs: number): Promise<void> {
-    await this.call('invalidate', () => this.client.stampedeGuardInvalidate(keys.entry, retentionMs))
+    await this.call('invalidate', () => this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, retentionMs))
   }
 
   /** PUBLISH takes no key, so ioredis does not apply `keyPrefix`: add it, as the subscriber does. */
@@ -126,6 +234,8 @@ export class RedisStore {
 
   /** Commands, bounded by the budget of commands in flight; lock holders' commands queue first. */
   private async call<T>(operation: string, command: () => Promise<T>): Promise<T> {
+    // Commands reach Redis in the order they were asked for: reads of this tick go first.
+    if (this.pendingReads && operation !== 'get' && operation !== 'mget') this.sendReads()
     if (!this.breaker.allow()) throw new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`)
     const waiting = this.budget.acquire(LOCK_HOLDER_OPERATIONS.has(operation))
     if (waiting) {

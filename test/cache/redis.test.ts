@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis'
+import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { createCache, RemoteLoaderError, SerializationError, type Cache, type CacheOptions } from '../../src/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
@@ -37,16 +37,16 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
     return created
   }
 
-  it('costs one Redis command per hit without L1, and none with an L1 hit', async () => {
+  it('costs one plain GET per fresh hit without L1, and no command with an L1 hit', async () => {
     const remote = cache({ l1: false })
     await remote.getOrLoad('hit', async () => 'v')
     await admin.config('RESETSTAT')
     for (let i = 0; i < 10; i++) expect(await remote.getOrLoad('hit', async () => 'other')).toBe('v')
     const calls = await commandCalls(admin)
-    // commandstats also counts the commands a script runs; each hit is one script run (one TIME).
-    expect(calls.evalsha).toBe(10)
-    expect(calls.time).toBe(10)
-    expect(calls.get ?? 0).toBe(0)
+    // The fresh copy is read with GET: no script, so no TIME.
+    expect(calls.get).toBe(10)
+    expect(calls.evalsha ?? 0).toBe(0)
+    expect(calls.time ?? 0).toBe(0)
     expect(calls.subscribe ?? 0).toBe(0)
 
     const local = cache()
@@ -54,6 +54,36 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
     await admin.config('RESETSTAT')
     for (let i = 0; i < 10; i++) expect(await local.getOrLoad('hit', async () => 'other')).toBe('v')
     expect((await commandCalls(admin)).evalsha ?? 0).toBe(0)
+  })
+
+  it('ready(): createCache opens the subscriber and measures the clock in the background, so a first miss starts with a GET', async () => {
+    const clients = async () => (await admin.client('LIST') as string).trim().split('\n').length
+    const before = await clients()
+    const fresh = cache({ l1: false })
+    await fresh.ready()
+    expect(await clients()).toBe(before + 1) // the subscriber connection, before any wait needed it
+    await admin.config('RESETSTAT')
+    expect(await fresh.getOrLoad('first', async () => 'v')).toBe('v')
+    expect(await fresh.getOrLoad('first', async () => 'other')).toBe('v')
+    const calls = await commandCalls(admin)
+    // Sent: GET (the miss reads the fresh copy first: the clock is known), get-or-lock, commit, GET (the hit).
+    // commandstats also counts what scripts call: commit.lua's GET of the lock, one TIME per script.
+    expect((calls.evalsha ?? 0) + (calls.eval ?? 0), JSON.stringify(calls)).toBe(2)
+    expect(calls.get, JSON.stringify(calls)).toBe(2 + 1)
+    expect(calls.time, JSON.stringify(calls)).toBe(2) // no TIME of its own: ready() measured the clock
+  })
+
+  it('ready(): never blocks or fails when Redis is down, and calls still answer', async () => {
+    const dead = new Redis({ host: '127.0.0.1', port: 1, maxRetriesPerRequest: 1, retryStrategy: () => 50 })
+    dead.on('error', () => {})
+    const started = performance.now()
+    const down = createCache({ redis: dead, ttl: '1m', redisTimeout: 200 })
+    expect(performance.now() - started).toBeLessThan(500) // createCache itself waits for nothing
+    await down.ready()
+    expect(performance.now() - started).toBeLessThan(2_000)
+    expect(await down.getOrLoad('k', async () => 'v')).toBe('v')
+    await down.close()
+    dead.disconnect()
   })
 
   it('hit-for-miss: callers run their own loader at once, flagged uncached', async () => {
@@ -146,8 +176,8 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
     expect(await c.getOrLoad('user:{1}', async () => 'x')).toBe('one')
     expect(await c.getOrLoad('user:{2}', async () => 'x')).toBe('two')
     const keys = (await admin.keys('sg:*')).sort()
-    expect(keys).toHaveLength(2)
-    expect(keys.every((k) => /^sg:\{h:[0-9a-f]{64}\}$/.test(k))).toBe(true)
+    expect(keys).toHaveLength(4) // each: the entry hash and its fresh copy (:v)
+    expect(keys.every((k) => /^sg:\{h:[0-9a-f]{64}\}(:v)?$/.test(k))).toBe(true)
   })
 
   it('delete reaches other processes\' L1 and fences a load that was in flight', async () => {

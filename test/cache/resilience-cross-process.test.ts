@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import type { HammerReport } from '../fixtures/cache-worker.js'
+import type { HammerReport, UntilHitReport } from '../fixtures/cache-worker.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { forkWorker, type Worker } from '../support/workers.js'
 import { sleep } from '../support/timing.js'
@@ -55,6 +55,22 @@ describe.skipIf(!redisAvailable)('resilience across processes', () => {
     const deadline = Date.now() + 10_000
     while ((await redis.exists('sg:{k:grace}:lock')) === 1 && Date.now() < deadline) await sleep(50)
     expect(await loads('grace')).toBe(2) // the warm-up load and exactly one refresh
+  })
+
+  it('grace: once one process has refreshed, every process answers hit with the new value within 1 s, not a lease', async () => {
+    // lock.lease is the default 5 s: a process that waited out the refresher's lock would show here.
+    const group = await spawn(4, { ttl: 300, staleTtl: '30s' })
+    await Promise.all(group.map((w) => w.request({ op: 'burst', keys: ['fresher'], calls: 1, loaderMs: 0, value: 'old' })))
+    expect(await loads('fresher')).toBe(1)
+    await sleep(400) // every process's copy is now in grace
+    const request = { op: 'until-hit', key: 'fresher', value: 'new', loaderMs: 200, timeoutMs: 4_000, pauseMs: 10, ttl: 30_000 }
+    const reports = await Promise.all(group.map((w) => w.request<UntilHitReport>(request, 20_000)))
+    expect(await loads('fresher')).toBe(2) // exactly one refresh, in one process
+    const hitAt = reports.map((r) => r.hitAt)
+    expect(hitAt.every((at) => at !== undefined), JSON.stringify(reports)).toBe(true)
+    // The refreshing process has the new value first; every other one follows within 1 s.
+    const spread = Math.max(...(hitAt as number[])) - Math.min(...(hitAt as number[]))
+    expect(spread, JSON.stringify(reports)).toBeLessThan(1_000)
   })
 
   it('fail-safe: a failing database yields zero errors while the stale window lasts, and about one attempt per backoff', async () => {

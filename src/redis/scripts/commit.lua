@@ -6,6 +6,7 @@
 -- KEYS[1]  entry hash  <ns>:{tag}
 -- KEYS[2]  lock        <ns>:{tag}:lock
 -- KEYS[3]  channel     <ns>:{tag}:ch   (declared as a key so Cluster routes SPUBLISH to this slot)
+-- KEYS[4]  fresh copy  <ns>:{tag}:v    string 'x|s|e|l|t|f|data', PX = freshMs: what a plain GET reads
 -- ARGV[1]  lockValue   "<owner>:<token>" we hold, or '' when we hold no lock
 -- ARGV[2]  token       fencing token, or '' to take a new one now (a plain set)
 -- ARGV[3]  data        encoded value
@@ -15,10 +16,10 @@
 -- ARGV[7]  loadMs      how long the load took (XFetch's delta)
 -- ARGV[8]  publish     'PUBLISH' or 'SPUBLISH'
 --
--- Returns {written, released}. Publishes 'c|fresh|grace|fallback|loadMs|data' when
--- written, or 'r|' (re-check) when only the lock was released.
+-- Returns {written, released, now, token}. Publishes 'c|now|x|s|e|l|t|f|data' (the fresh copy
+-- after the server time) when written, or 'r|' (re-check) when only the lock was released.
 
-local entry, lock, channel = KEYS[1], KEYS[2], KEYS[3]
+local entry, lock, channel, fresh = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local lockValue, data, publish = ARGV[1], ARGV[3], ARGV[8]
 local freshMs, graceMs, fallbackMs, loadMs = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 
@@ -38,6 +39,7 @@ if token == '' then
 end
 
 local written = 0
+local record = ''
 local highWater = tonumber(redis.call('HGET', entry, 'f') or '0')
 if tonumber(token) > highWater then
   local x = now + freshMs
@@ -46,6 +48,9 @@ if tonumber(token) > highWater then
   redis.call('HSET', entry, 'd', data, 'x', integer(x), 's', integer(s), 'e', integer(e), 'l', integer(loadMs), 't', integer(freshMs), 'f', token)
   redis.call('HDEL', entry, 'b', 'p', 'n', 'm')
   redis.call('PEXPIREAT', entry, integer(e))
+  -- The fresh copy expires when the value stops being fresh, by this server's clock.
+  record = integer(x) .. '|' .. integer(s) .. '|' .. integer(e) .. '|' .. integer(loadMs) .. '|' .. integer(freshMs) .. '|' .. token .. '|' .. data
+  if freshMs >= 1 then redis.call('SET', fresh, record, 'PX', integer(freshMs)) else redis.call('DEL', fresh) end
   written = 1
 end
 
@@ -56,8 +61,8 @@ if lockValue ~= '' and redis.call('GET', lock) == lockValue then
 end
 
 if written == 1 then
-  redis.call(publish, channel, 'c|' .. integer(freshMs) .. '|' .. integer(graceMs) .. '|' .. integer(math.max(graceMs, fallbackMs)) .. '|' .. integer(loadMs) .. '|' .. data)
+  redis.call(publish, channel, 'c|' .. integer(now) .. '|' .. record)
 elseif released == 1 then
   redis.call(publish, channel, 'r|')
 end
-return {written, released}
+return {written, released, integer(now), token}

@@ -8,6 +8,9 @@
 --                                    b backoff-until, p pass-until (hit-for-miss),
 --                                    n negative-until + m its error message
 -- KEYS[2]  lock        <ns>:{tag}:lock   value "<owner>:<token>", PX lease
+-- KEYS[3]  fresh copy  <ns>:{tag}:v      'x|s|e|l|t|f|data', PX = time left fresh. Callers GET it
+--                                        first and come here only when it is missing or corrupt:
+--                                        this script restores it from a fresh hash, else deletes it.
 -- ARGV[1]  owner       128 random bits, new for each call
 -- ARGV[2]  lease       lock lease, ms
 -- ARGV[3]  mode        'read'    lock only when no fresh value (normal call)
@@ -18,15 +21,17 @@
 --                      when the value is fresh for longer than this, in ms: another process
 --                      refreshed it already. -1 = always refresh (corrupt data).
 --
--- Returns {state, lockState, lockArg, data, freshRem, graceRem, fallbackRem, loadMs, corrupt, ttlMs}
+-- Returns {state, lockState, lockArg, data, freshRem, graceRem, fallbackRem, loadMs, corrupt, ttlMs, now, version}
 --   state      'fresh' | 'grace' (serve stale now) | 'fallback' (stale kept for errors) | 'miss'
 --   lockState  'none' | 'won' (lockArg = token) | 'held' (lockArg = lock PTTL)
 --              | 'backoff' (lockArg = ms left; fail-safe backoff, serve the stale value)
 --              | 'pass' (lockArg = ms left; hit-for-miss: load without queueing) | 'token'
 --              | 'error' (lockArg = ms left; negative caching: data holds the error message)
 --   corrupt    1 when foreign or malformed data was found (and removed from the decision)
+--   now        the server time (ms), so callers can read the fresh copy's deadlines
+--   version    the fencing token the value was written with (f), '' for none
 
-local entry, lock = KEYS[1], KEYS[2]
+local entry, lock, fresh = KEYS[1], KEYS[2], KEYS[3]
 local owner, lease, mode, retention = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
 local refreshBelow = tonumber(ARGV[5])
 
@@ -40,10 +45,11 @@ if kind ~= 'hash' and kind ~= 'none' then
   corrupt = 1
 end
 
-local f = redis.call('HMGET', entry, 'd', 'x', 's', 'e', 'l', 'b', 'p', 'n', 'm', 't')
+local f = redis.call('HMGET', entry, 'd', 'x', 's', 'e', 'l', 'b', 'p', 'n', 'm', 't', 'f')
 local data, x, s, e = f[1], tonumber(f[2]), tonumber(f[3]), tonumber(f[4])
 local loadMs, backoffUntil, passUntil = tonumber(f[5]) or 0, tonumber(f[6]) or 0, tonumber(f[7]) or 0
 local negativeUntil, negativeMessage, ttlMs = tonumber(f[8]) or 0, f[9], tonumber(f[10]) or 0
+local version = f[11] or ''
 
 local state = 'miss'
 if data and x and s and e then
@@ -51,13 +57,20 @@ if data and x and s and e then
 elseif data then
   corrupt = 1
 end
-if state == 'miss' then data, x, s, e = '', now, now, now end
+if state == 'miss' then data, x, s, e, version = '', now, now, now, '' end
 
 -- Tokens are integers above 2^50; '%.0f' keeps every digit where tostring would not.
 local function integer(n) return string.format('%.0f', n) end
 
+if state == 'fresh' then
+  local record = integer(x) .. '|' .. integer(s) .. '|' .. integer(e) .. '|' .. integer(loadMs) .. '|' .. integer(ttlMs) .. '|' .. version .. '|' .. data
+  redis.call('SET', fresh, record, 'PX', integer(x - now))
+else
+  redis.call('DEL', fresh)
+end
+
 local function reply(lockState, lockArg)
-  return {state, lockState, integer(lockArg), data, x - now, s - now, e - now, loadMs, corrupt, ttlMs}
+  return {state, lockState, integer(lockArg), data, x - now, s - now, e - now, loadMs, corrupt, ttlMs, integer(now), version}
 end
 
 -- The counter starts at the server time in microseconds, so a counter that expired

@@ -4,6 +4,7 @@
 -- flight is left alone; its commit is refused and its waiters re-check.
 --
 -- KEYS[1]  entry hash  <ns>:{tag}
+-- KEYS[2]  fresh copy  <ns>:{tag}:v
 -- ARGV[1]  retention   ms to keep the fence (longest time a leader may hold its lock)
 --
 -- Returns 1.
@@ -17,7 +18,7 @@ if redis.call('TYPE', entry)['ok'] == 'hash' then
   counter = tonumber(redis.call('HGET', entry, 'c') or '0')
 end
 local highWater = string.format('%.0f', math.max(counter, nowMicros))
-redis.call('DEL', entry)
+redis.call('DEL', entry, KEYS[2])
 redis.call('HSET', entry, 'c', highWater, 'f', highWater)
 redis.call('PEXPIRE', entry, ARGV[1])
 return 1
