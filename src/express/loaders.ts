@@ -3,7 +3,7 @@ import type { Loader, LoaderContext } from '../context.js'
 import { StampedeGuardError } from '../errors.js'
 import type { Exchange } from './exchange.js'
 import { canonicalHeaderNames, variantKey } from './key.js'
-import { isServerError, judgeResponse, type Lifetimes } from './storability.js'
+import { isFailure, judgeResponse, type Lifetimes } from './storability.js'
 import { storedForm } from './stored-form.js'
 import { isRouteEntry, UNCACHED, type RouteEntry, type StoredResponse, type VariantList } from './stored-response.js'
 
@@ -14,13 +14,18 @@ import { isRouteEntry, UNCACHED, type RouteEntry, type StoredResponse, type Vari
  * makes every waiting request, in every process, run its own handler (rule 15).
  */
 
-/** The variant list of a URL outlives its variants by this much when idle; reused, it is kept alive for free. */
-const VARIANT_LIST_GRACE_MS = 24 * 3600_000
-
-/** A 5xx from the handler while a stale response exists: thrown so the core serves that instead (stale-if-error). */
+/**
+ * The handler failed for the moment: a 5xx (a throw reaches us as Express's 500), a
+ * response cut off after its head went out (the socket was destroyed), or a body shorter
+ * or longer than its Content-Length. Thrown from the loader, so the core serves a stale
+ * response if it has one (stale-if-error), and otherwise stores nothing and tells the
+ * waiters, which then queue behind one new leader (flows.ts): a failure is not a
+ * property of the URL, so it gets no hit-for-miss, and coalescing holds while the origin
+ * struggles. Never stored, so no waiter gets it.
+ */
 export class HandlerFailedError extends StampedeGuardError {
-  constructor(readonly status: number) {
-    super('ERR_SG_HANDLER_FAILED', `the route handler answered ${status}; a stale response covers it`)
+  constructor(readonly failure: number | 'broken' | 'truncated') {
+    super('ERR_SG_HANDLER_FAILED', typeof failure === 'number' ? `the route handler answered ${failure}` : `the route handler's response was ${failure}`)
   }
 }
 
@@ -50,12 +55,14 @@ export function urlLoader(exchange: Exchange): Loader<RouteEntry> {
       context.cacheFor(life)
       return { kind: 'response', response }
     }
-    // Store our own variant first, so requests woken by the list find it.
+    // Store our own variant first, so requests woken by the list find it. The list lives
+    // exactly as long as that variant (ttl + grace + staleIfError), never longer: one
+    // list per distinct URL must not outlive what it lists (junk query strings).
     const list: VariantList = {
       kind: 'variants',
       generation: randomBytes(6).toString('base64url'),
       headers: variantHeaders,
-      life: { ttl: life.ttl ?? exchange.settings.ttl, staleTtl: VARIANT_LIST_GRACE_MS },
+      life: { ...life, ttl: life.ttl ?? exchange.settings.ttl },
     }
     const key = variantKey(exchange.key, list.generation, list.headers, exchange.req)
     await exchange.cache.set(key, { kind: 'response', response }, { ...exchange.settings.callOptions, ...life }).catch((error) => exchange.reportError(error))
@@ -84,14 +91,19 @@ export function variantLoader(exchange: Exchange, list: VariantList): Loader<Rou
 async function produce(exchange: Exchange, context: LoaderContext<RouteEntry>): Promise<Produced> {
   const end = await exchange.runHandler({ asOrigin: true })
   if (end.kind === 'released') {
-    // Too large or streamed: the client got it directly. A timeout is not a property of the URL: no hit-for-miss.
-    return { storable: false, entry: uncacheable(exchange, context, end.reason !== 'timeout') }
+    if (end.reason === 'broken' || end.reason === 'truncated') throw new HandlerFailedError(end.reason)
+    // Too large or streamed: the client got it directly, and so will the next ones
+    // (hit-for-miss). A timeout or a full capture budget is not a property of the URL.
+    return { storable: false, entry: uncacheable(exchange, context, end.reason === 'too-large' || end.reason === 'streamed') }
   }
   const snapshot = end.response
+  // The URL the router matched was rewritten while the handler ran (an SPA fallback after
+  // cacheRoute): what it produced belongs to another URL. Not stored, not shared.
+  if (exchange.rewrittenSince()) return { storable: false, entry: uncacheable(exchange, context, false) }
   const verdict = judgeResponse(snapshot, exchange.settings)
   if (!verdict.storable) {
-    const stale = context.staleValue
-    if (isServerError(snapshot.status) && isRouteEntry(stale) && stale.kind === 'response') throw new HandlerFailedError(snapshot.status)
+    if (isFailure(snapshot.status)) throw new HandlerFailedError(snapshot.status)
+    // Uncacheable by nature (Set-Cookie, private, no-store, Vary: *, its status): hit-for-miss.
     return { storable: false, entry: uncacheable(exchange, context) }
   }
   // The core stores nothing from this run (hit-for-miss, a follower of a response that

@@ -38,7 +38,7 @@ export interface StoredResponse {
  */
 export type RouteEntry =
   | { kind: 'response'; response: StoredResponse }
-  | { kind: 'variants'; generation: string; headers: string[]; life: { ttl: number; staleTtl: number } }
+  | { kind: 'variants'; generation: string; headers: string[]; life: { ttl: number; staleTtl?: number; staleIfError?: number } }
   /** Returned with `doNotCache`, to this request only: its own handler's result is in hand. */
   | { kind: 'uncached' }
 
