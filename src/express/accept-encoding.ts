@@ -33,9 +33,15 @@ function qualities(value: string): Map<string, number> {
   return weights
 }
 
-/** The q a client gives `coding` (RFC 9110 §12.5.3): its own entry, else `*`, else 1 for identity only. */
+/**
+ * The q a client gives `coding`: its own entry, else `*`'s (RFC 9110 §12.5.3). Identity,
+ * when not named, is acceptable but least preferred: the lowest q the client listed, as
+ * negotiator (compression's) ranks it, so `gzip;q=0.5, br;q=0.6` picks br, not identity.
+ */
 function qualityOf(weights: Map<string, number>, coding: Coding): number {
-  return weights.get(coding) ?? weights.get('*') ?? (coding === 'identity' ? 1 : 0)
+  const stated = weights.get(coding) ?? weights.get('*')
+  if (stated !== undefined || coding !== 'identity') return stated ?? 0
+  return Math.min(1, ...[...weights.values()].filter((q) => q > 0))
 }
 
 /**

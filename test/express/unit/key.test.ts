@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http'
+import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { canonicalHeaderNames, customUrlKey, defaultUrlKey, hasForeignForwardedHost, normalizedHeader, validatedHost, variantKey } from '../../../src/express/key.js'
 
@@ -84,5 +85,46 @@ describe('keys', () => {
     expect(normalizedHeader(req({}), 'accept')).toBeNull()
     expect(normalizedHeader(req({ accept: '' }), 'accept')).toBe('')
     expect(a).not.toContain('gzip') // values enter only as a digest
+  })
+})
+
+describe('issue 9.3: the default key is injective', () => {
+  type Tuple = { scheme: 'http' | 'https'; host: string; path: string; query: string | undefined; variant: string | undefined }
+
+  /** The key a request for `tuple` gets, sent in origin-form (`/p?q`) or absolute-form (`http://host/p?q`). */
+  function keyOf(tuple: Tuple, form: 'origin' | 'absolute'): string {
+    const target = tuple.path + (tuple.query === undefined ? '' : `?${tuple.query}`)
+    const request = req(tuple.variant === undefined ? {} : { 'x-variant': tuple.variant }, form === 'absolute' ? `${tuple.scheme}://${tuple.host}${target}` : target)
+    const url = defaultUrlKey(request, tuple.host, tuple.scheme)
+    return tuple.variant === undefined ? url : variantKey(url, 'g1', ['x-variant'], request)
+  }
+
+  // Small alphabets, so that the components' boundaries are where collisions would be.
+  const label = fc.constantFrom('a', 'b', 'ab', 'http', 'https', '127', '0', '1')
+  const host = fc.tuple(fc.array(label, { minLength: 1, maxLength: 3 }), fc.option(fc.constantFrom(1, 80, 8080), { nil: undefined }))
+    .map(([labels, port]) => labels.join('.') + (port === undefined ? '' : `:${port}`))
+  const text = (chars: string, maxLength: number) => fc.array(fc.constantFrom(...chars.split('')), { maxLength }).map((list) => list.join(''))
+  const tuple: fc.Arbitrary<Tuple> = fc.record({
+    scheme: fc.constantFrom('http' as const, 'https' as const),
+    host,
+    path: fc.oneof(text('/a:.hts', 8), text('/a', 300)).map((path) => `/${path}`),
+    query: fc.option(text('a=&?/:s', 8), { nil: undefined }),
+    variant: fc.option(text('ab ,', 4), { nil: undefined }),
+  })
+  const form = fc.constantFrom('origin' as const, 'absolute' as const)
+
+  it('distinct (scheme, host, path, query, variant) tuples never share a key, in either request form', () => {
+    fc.assert(fc.property(fc.uniqueArray(fc.tuple(tuple, form), { selector: ([t]) => JSON.stringify([t.scheme, t.host, t.path, t.query ?? null, t.variant ?? null]), minLength: 2, maxLength: 40 }), (requests) => {
+      const keys = new Set(requests.map(([t, f]) => keyOf(t, f)))
+      expect(keys.size).toBe(requests.length)
+    }), { numRuns: 500 })
+  })
+
+  it('the absolute-form of a request is keyed as its origin-form', () => {
+    fc.assert(fc.property(tuple, (t) => keyOf(t, 'absolute') === keyOf(t, 'origin')), { numRuns: 500 })
+  })
+
+  it("the issue's example: Host 127.0.0.1http + s://x/coll is not Host 127.0.0.1 + https://x/coll", () => {
+    expect(defaultUrlKey(req({}, 's://x/coll'), '127.0.0.1http')).not.toBe(defaultUrlKey(req({}, 'https://x/coll'), '127.0.0.1'))
   })
 })
