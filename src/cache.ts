@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
 import { LoadContext, type Loader } from './context.js'
-import { entryFrom, fallbackValid, type Entry, type Lifetimes } from './entry.js'
+import { decodeValue, encodeValue, entryFrom, fallbackValid, type Entry, type Lifetimes } from './entry.js'
 import { CacheClosedError, InvalidArgumentError, LoaderTimeoutError, LockWaitTimeoutError, RedisUnavailableError, RemoteLoaderError, SerializationError } from './errors.js'
 import { CacheEmitter, type CacheEventName, type CacheEvents, type CacheStats, type StaleReason } from './events.js'
 import { MemoryTier } from './memory/l1.js'
@@ -147,9 +147,9 @@ export class Cache {
   async set<V>(key: string, value: V, options?: PolicyOptions): Promise<void> {
     const call = this.call(key, () => value, options)
     if (value === undefined) throw new InvalidArgumentError('value', 'undefined cannot be stored; use null for "nothing"')
-    let data: string
+    let data: string | Buffer
     try {
-      data = this.settings.codec.encode(value)
+      data = encodeValue(this.settings.codec, value)
     } catch (error) {
       throw new SerializationError(key, `the codec could not encode it: ${(error as Error)?.message}`, error)
     }
@@ -404,7 +404,7 @@ export class Cache {
           case 'pass':
             return this.loadUncached(call)
           case 'error':
-            return this.remoteFailure(call, found.data, notes.fallback)
+            return this.remoteFailure(call, found.data.toString(), notes.fallback)
           case 'token':
             throw new Error(`unexpected lookup ${found.lock} in mode ${mode}`)
           case 'won': {
@@ -509,8 +509,8 @@ export class Cache {
   }
 
   /** A message on the key's channel, from the leader in another process; undefined = re-check. */
-  private onLeaderMessage(call: Call, message: string, fallback: Entry | undefined): Resolution | Promise<Resolution> | undefined {
-    switch (message[0]) {
+  private onLeaderMessage(call: Call, message: Buffer, fallback: Entry | undefined): Resolution | Promise<Resolution> | undefined {
+    switch (String.fromCharCode(message[0] ?? 0)) {
       case 'c': {
         const entry = this.decodeCommitMessage(call.key, message)
         if (!entry) return undefined
@@ -518,7 +518,7 @@ export class Cache {
         return { value: entry.value, outcome: 'coalesced', shareable: true }
       }
       case 'e':
-        return this.remoteFailure(call, message, fallback)
+        return this.remoteFailure(call, message.toString(), fallback)
       case 'u':
         return this.loadUncached(call)
       default:
@@ -580,14 +580,14 @@ export class Cache {
   private async storeLoaded(call: Call, claim: Claim | undefined, value: unknown, context: LoadContext<unknown>, loadMs: number): Promise<Resolution> {
     const { key } = call
     const loaded: Resolution = { value, outcome: 'loaded', shareable: context.skip?.share ?? true }
-    let data: string | undefined
+    let data: string | Buffer | undefined
     if (context.skip) {
       this.events.emit('uncacheable', { key, reason: 'the loader called doNotCache()' })
     } else if (value === undefined) {
       this.events.emit('uncacheable', { key, reason: 'the loader returned undefined (return null to cache "nothing")' })
     } else {
       try {
-        data = this.settings.codec.encode(value)
+        data = encodeValue(this.settings.codec, value)
       } catch (error) {
         const reason = `the codec could not encode it: ${(error as Error)?.message}`
         this.events.emit('uncacheable', { key, reason, error: new SerializationError(key, reason, error) })
@@ -665,13 +665,13 @@ export class Cache {
 
   private decode(key: string, found: Lookup): Entry | undefined {
     if (found.corrupt) this.events.emit('corrupt', { key })
-    if (found.data === '' || found.state === 'miss') return undefined
+    if (found.data.length === 0 || found.state === 'miss') return undefined
     return this.decodeData(key, found.data, found.life)
   }
 
-  private decodeData(key: string, data: string, life: Lifetimes): Entry | undefined {
+  private decodeData(key: string, data: Buffer, life: Lifetimes): Entry | undefined {
     try {
-      return entryFrom(this.settings.codec.decode(data), life, performance.now())
+      return entryFrom(decodeValue(this.settings.codec, data), life, performance.now())
     } catch (error) {
       this.events.emit('corrupt', { key, error })
       return undefined
@@ -679,17 +679,17 @@ export class Cache {
   }
 
   /** `c|fresh|grace|fallback|loadMs|data` as published by commit.lua (fresh = the ttl). */
-  private decodeCommitMessage(key: string, message: string): Entry | undefined {
+  private decodeCommitMessage(key: string, message: Buffer): Entry | undefined {
     const fields: number[] = []
     let at = 2
     for (let i = 0; i < 4; i++) {
       const bar = message.indexOf('|', at)
       if (bar < 0) return undefined
-      fields.push(Number(message.slice(at, bar)))
+      fields.push(Number(message.toString('latin1', at, bar)))
       at = bar + 1
     }
     const [freshMs = 0, graceMs = 0, fallbackMs = 0, loadMs = 0] = fields
-    return this.decodeData(key, message.slice(at), { freshMs, graceMs, fallbackMs, loadMs, ttlMs: freshMs })
+    return this.decodeData(key, message.subarray(at), { freshMs, graceMs, fallbackMs, loadMs, ttlMs: freshMs })
   }
 }
 

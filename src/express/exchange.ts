@@ -9,7 +9,7 @@ import type { RouteSettings } from './options.js'
 import { replay, type CacheStatus, type Replayable } from './replay.js'
 import { forbiddenBy } from './storability.js'
 import { ownForm } from './stored-form.js'
-import { bodyOf, type StoredResponse } from './stored-response.js'
+import type { StoredResponse } from './stored-response.js'
 
 /** What one cacheRoute() learns while it serves, shared by its requests. */
 export interface RouteState {
@@ -151,7 +151,7 @@ export class Exchange {
    * False if the client was answered already, or the replay failed.
    */
   replayStored(stored: StoredResponse, status: CacheStatus): boolean {
-    return this.answer({ ...stored, body: bodyOf(stored) }, {
+    return this.answer(stored, {
       head: this.head,
       validators: this.validators,
       ...(status === 'MISS' ? {} : { ageSeconds: (Date.now() - stored.storedAt) / 1000 }),

@@ -5,7 +5,7 @@ import type { Exchange } from './exchange.js'
 import { canonicalHeaderNames, variantKey } from './key.js'
 import { isFailure, judgeResponse, type Lifetimes } from './storability.js'
 import { storedForm } from './stored-form.js'
-import { isRouteEntry, UNCACHED, type RouteEntry, type StoredResponse, type VariantList } from './stored-response.js'
+import { cachedForm, routeEntryOf, UNCACHED, type RouteEntry, type StoredResponse, type VariantList } from './stored-response.js'
 
 /**
  * The two loaders a cached GET uses: one for the URL key, one for a variant key.
@@ -35,12 +35,11 @@ type Produced =
   | { storable: true; response: StoredResponse; life: Lifetimes; variantHeaders: string[] }
 
 /** The loader for the URL key: a response, or the list of headers its variants are keyed on. */
-export function urlLoader(exchange: Exchange): Loader<RouteEntry> {
-  return async (context) => {
+export function urlLoader(exchange: Exchange): Loader<unknown> {
+  return asCacheLoader(async (context, stale) => {
     // A stale variant list is still right (a Vary change is caught per variant, see
     // variantLoader): keep it, without running the handler for nothing.
-    const stale = context.staleValue
-    if (isRouteEntry(stale) && stale.kind === 'variants') {
+    if (stale?.kind === 'variants') {
       context.cacheFor(stale.life)
       return stale
     }
@@ -65,15 +64,15 @@ export function urlLoader(exchange: Exchange): Loader<RouteEntry> {
       life: { ...life, ttl: life.ttl ?? exchange.settings.ttl },
     }
     const key = variantKey(exchange.key, list.generation, list.headers, exchange.req)
-    await exchange.cache.set(key, { kind: 'response', response }, { ...exchange.settings.callOptions, ...life }).catch((error) => exchange.reportError(error))
+    await exchange.cache.set(key, cachedForm({ kind: 'response', response }), { ...exchange.settings.callOptions, ...life }).catch((error) => exchange.reportError(error))
     context.cacheFor(list.life)
     return list
-  }
+  })
 }
 
 /** The loader for one variant of a URL whose variant list is `list`. */
-export function variantLoader(exchange: Exchange, list: VariantList): Loader<RouteEntry> {
-  return async (context) => {
+export function variantLoader(exchange: Exchange, list: VariantList): Loader<unknown> {
+  return asCacheLoader(async (context) => {
     if (unobservable(exchange, context)) return skipped(context)
     const produced = await produce(exchange, context)
     if (!produced.storable) return produced.entry
@@ -85,10 +84,15 @@ export function variantLoader(exchange: Exchange, list: VariantList): Loader<Rou
     exchange.storedOwn = produced.response
     context.cacheFor(produced.life)
     return { kind: 'response', response: produced.response }
-  }
+  })
 }
 
-async function produce(exchange: Exchange, context: LoaderContext<RouteEntry>): Promise<Produced> {
+/** A loader of route entries as the core cache holds them (stored-response.ts), given the stale entry if any. */
+function asCacheLoader(load: (context: LoaderContext<unknown>, stale: RouteEntry | undefined) => Promise<RouteEntry>): Loader<unknown> {
+  return async (context) => cachedForm(await load(context, routeEntryOf(context.staleValue)))
+}
+
+async function produce(exchange: Exchange, context: LoaderContext<unknown>): Promise<Produced> {
   const end = await exchange.runHandler({ asOrigin: true })
   if (end.kind === 'released') {
     if (end.reason === 'broken' || end.reason === 'truncated') throw new HandlerFailedError(end.reason)
@@ -124,7 +128,7 @@ async function produce(exchange: Exchange, context: LoaderContext<RouteEntry>): 
  * already (a soft timeout served it stale), the hooks cannot be seen: stored unless
  * this route's hooks have been seen adding a Set-Cookie.
  */
-function refusedAsSent(exchange: Exchange, context: LoaderContext<RouteEntry>, response: StoredResponse): RouteEntry | undefined {
+function refusedAsSent(exchange: Exchange, context: LoaderContext<unknown>, response: StoredResponse): RouteEntry | undefined {
   const storable = exchange.answerBeforeStoring(response)
   if (storable === false) return uncacheable(exchange, context)
   if (storable === undefined && exchange.route.upstreamForbidsStoring) return uncacheable(exchange, context, false)
@@ -132,18 +136,18 @@ function refusedAsSent(exchange: Exchange, context: LoaderContext<RouteEntry>, r
 }
 
 /** A background refresh on a route whose upstream hooks add Set-Cookie: its response could not be judged as sent. */
-function unobservable(exchange: Exchange, context: LoaderContext<RouteEntry>): boolean {
+function unobservable(exchange: Exchange, context: LoaderContext<unknown>): boolean {
   return context.background && exchange.route.upstreamForbidsStoring
 }
 
 /** The handler is not run for nothing: the stale response stays until its window ends, then the next miss runs in the foreground. */
-function skipped(context: LoaderContext<RouteEntry>): RouteEntry {
+function skipped(context: LoaderContext<unknown>): RouteEntry {
   context.doNotCache({ share: false })
   return UNCACHED
 }
 
 /** Not stored, not shared, and (by default) remembered briefly as hit-for-miss. */
-function uncacheable(exchange: Exchange, context: LoaderContext<RouteEntry>, hitForMiss = true): RouteEntry {
+function uncacheable(exchange: Exchange, context: LoaderContext<unknown>, hitForMiss = true): RouteEntry {
   exchange.storedOwn = undefined
   context.doNotCache({ share: false, passFor: hitForMiss ? exchange.settings.hitForMiss : 0 })
   return UNCACHED

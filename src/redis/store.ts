@@ -19,7 +19,8 @@ export interface Lookup {
   lock: 'none' | 'won' | 'held' | 'backoff' | 'pass' | 'token' | 'error'
   /** Token when won/token; ms left when held/backoff/pass/error. */
   lockArg: string
-  data: string
+  /** Bytes, as stored (see encodeValue): a BinaryValue's payload must not go through UTF-8. */
+  data: Buffer
   life: Lifetimes
   corrupt: boolean
 }
@@ -28,7 +29,7 @@ export interface Lookup {
 export interface CommitRequest {
   lockValue: string
   token: string
-  data: string
+  data: string | Buffer
   freshMs: number
   graceMs: number
   fallbackMs: number
@@ -79,10 +80,10 @@ export class RedisStore {
   /** `refreshBelowMs`: in 'refresh' mode, only refresh a value fresh for at most this long (-1: always). */
   async getOrLock(keys: EntryKeys, owner: string, leaseMs: number, mode: LookupMode, retentionMs: number, refreshBelowMs = -1): Promise<Lookup> {
     const reply = (await this.call('getOrLock', () =>
-      this.client.stampedeGuardGetOrLock(keys.entry, keys.lock, owner, leaseMs, mode, retentionMs, Math.round(refreshBelowMs)),
-    )) as [Lookup['state'], Lookup['lock'], string, string, number, number, number, number, number, number]
+      this.client.stampedeGuardGetOrLockBuffer(keys.entry, keys.lock, owner, leaseMs, mode, retentionMs, Math.round(refreshBelowMs)),
+    )) as [Buffer, Buffer, Buffer, Buffer, number, number, number, number, number, number]
     const [state, lock, lockArg, data, freshMs, graceMs, fallbackMs, loadMs, corrupt, ttlMs] = reply
-    return { state, lock, lockArg, data, life: { freshMs, graceMs, fallbackMs, loadMs, ttlMs: ttlMs || freshMs }, corrupt: corrupt === 1 }
+    return { state: String(state) as Lookup['state'], lock: String(lock) as Lookup['lock'], lockArg: String(lockArg), data, life: { freshMs, graceMs, fallbackMs, loadMs, ttlMs: ttlMs || freshMs }, corrupt: corrupt === 1 }
   }
 
   /** Returns whether the value was written (false: fenced out by a newer token). */
