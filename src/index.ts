@@ -1,7 +1,7 @@
 export { Cache, createCache, type LoadOutcome, type LoadResult } from './cache.js'
 export type { Loader, LoaderContext } from './context.js'
 export type { Duration } from './duration.js'
-export { jsonCodec, type Codec } from './entry.js'
+export { BinaryValue, jsonCodec, type Codec } from './entry.js'
 export {
   CacheClosedError,
   InvalidArgumentError,
