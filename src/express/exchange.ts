@@ -76,8 +76,8 @@ export class Exchange {
   /**
    * Runs the handler for this request, once, into a buffer (see capture.ts). With
    * `asOrigin`, the handler sees the request a cache fetches with: HEAD becomes GET
-   * (so the body exists to store) and the client's validators and Range are hidden
-   * (so it answers a full 200 worth storing; the cache answers the validators).
+   * (so the body exists to store), the client's validators are hidden (so it answers a
+   * full 200 worth storing; the cache answers them), and Accept-Encoding is reduced.
    */
   runHandler(options: { asOrigin: boolean; beforeFlush?: (status: number | undefined) => Promise<void> }): Promise<CaptureEnd> {
     if (this.handlerRun) return this.handlerRun
@@ -215,7 +215,8 @@ export class Exchange {
     const { req } = this
     const method = req.method
     const hidden: Array<[string, string | string[] | undefined]> = []
-    for (const name of ['if-none-match', 'if-modified-since', 'if-match', 'if-unmodified-since', 'if-range', 'range']) {
+    // If-Match, If-Unmodified-Since and Range (with If-Range) never get here: such requests pass by (storability.ts).
+    for (const name of ['if-none-match', 'if-modified-since']) {
       if (req.headers[name] !== undefined) {
         hidden.push([name, req.headers[name]])
         delete req.headers[name]
