@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
 import { LoadContext, type Loader } from './context.js'
-import { entryFrom, fallbackValid, type Entry, type EntryOrigin, type Lifetimes } from './entry.js'
+import { decodeValue, encodeValue, entryFrom, fallbackValid, type Entry, type EntryOrigin, type Lifetimes } from './entry.js'
 import { Deadlines } from './deadlines.js'
 import { checkKey } from './key.js'
 import { decodeFailure, describeFailure, encodeFailure } from './loader-error.js'
@@ -480,7 +480,7 @@ export class Cache {
           case 'pass':
             return this.loadUncached(call)
           case 'error':
-            return this.remoteFailure(call, found.data, notes.fallback)
+            return this.remoteFailure(call, found.data.toString(), notes.fallback)
           case 'token':
             throw new Error(`unexpected lookup ${found.lock} in mode ${mode}`)
           case 'won': {
@@ -618,7 +618,7 @@ export class Cache {
       try {
         subscription = await this.notifier!.subscribe(keys.channel)
         const message = await subscription.next(until - performance.now())
-        const entry = message?.[0] === 'c' ? this.decodeCommitMessage(call.key, message) : undefined
+        const entry = message && String.fromCharCode(message[0] ?? 0) === 'c' ? this.decodeCommitMessage(call.key, message) : undefined
         if (entry && !watch.forgotten && newerVersion(entry.version, current.version)) this.remember(call, entry)
       } catch {
         // Redis unavailable: the hold runs out and the next call re-checks.
@@ -631,8 +631,8 @@ export class Cache {
   }
 
   /** A message on the key's channel, from the leader in another process; undefined = re-check. */
-  private onLeaderMessage(call: Call, message: string, fallback: Entry | undefined): Resolution | Promise<Resolution> | undefined {
-    switch (message[0]) {
+  private onLeaderMessage(call: Call, message: Buffer, fallback: Entry | undefined): Resolution | Promise<Resolution> | undefined {
+    switch (String.fromCharCode(message[0] ?? 0)) {
       case 'c': {
         const entry = this.decodeCommitMessage(call.key, message)
         if (!entry) return undefined
@@ -640,7 +640,7 @@ export class Cache {
         return { value: entry.value, outcome: 'coalesced', shareable: true }
       }
       case 'e':
-        return this.remoteFailure(call, message, fallback)
+        return this.remoteFailure(call, message.toString(), fallback)
       case 'u':
         return this.loadUncached(call)
       default:
@@ -702,7 +702,7 @@ export class Cache {
   private async storeLoaded(call: Call, claim: Claim | undefined, value: unknown, context: LoadContext<unknown>, loadMs: number): Promise<Resolution> {
     const { key } = call
     const loaded: Resolution = { value, outcome: 'loaded', shareable: context.skip?.share ?? true }
-    let data: string | undefined
+    let data: string | Buffer | undefined
     if (context.skip) {
       this.events.emit('uncacheable', { key, reason: 'the loader called doNotCache()' })
     } else if (value === undefined) {
@@ -787,15 +787,19 @@ export class Cache {
   // ── encoding and decoding ─────────────────────────────────────────────────
 
   /** The value as stored; throws `SerializationError` or `ValueTooLargeError` when it cannot be. */
-  private encode(key: string, value: unknown): string {
+  private encode(key: string, value: unknown): string | Buffer {
     let data: unknown
     try {
-      data = this.settings.codec.encode(value)
+      data = encodeValue(this.settings.codec, value)
     } catch (error) {
       throw new SerializationError(key, `the codec could not encode it: ${describeFailure(error).message}`, error)
     }
-    if (typeof data !== 'string') throw new SerializationError(key, `the codec returned ${typeof data}, not a string`)
     const max = this.settings.maxValueBytes
+    if (Buffer.isBuffer(data)) {
+      if (data.length > max) throw new ValueTooLargeError(key, data.length, max)
+      return data
+    }
+    if (typeof data !== 'string') throw new SerializationError(key, `the codec returned ${typeof data}, not a string`)
     // A UTF-16 unit is 1 to 3 UTF-8 bytes: count the bytes only when the length cannot tell.
     if (data.length * 3 > max && (data.length > max || Buffer.byteLength(data) > max)) {
       throw new ValueTooLargeError(key, data.length > max ? undefined : Buffer.byteLength(data), max)
@@ -805,13 +809,13 @@ export class Cache {
 
   private decode(key: string, found: Lookup): Entry | undefined {
     if (found.corrupt) this.events.emit('corrupt', { key })
-    if (found.data === '' || found.state === 'miss') return undefined
+    if (found.data.length === 0 || found.state === 'miss') return undefined
     return this.decodeData(key, found.data, found.life, { version: found.version })
   }
 
-  private decodeData(key: string, data: string, life: Lifetimes, origin: EntryOrigin): Entry | undefined {
+  private decodeData(key: string, data: Buffer, life: Lifetimes, origin: EntryOrigin): Entry | undefined {
     try {
-      return entryFrom(this.settings.codec.decode(data), life, performance.now(), { ...origin, size: data.length })
+      return entryFrom(decodeValue(this.settings.codec, data), life, performance.now(), { ...origin, size: data.length })
     } catch (error) {
       this.events.emit('corrupt', { key, error })
       return undefined
@@ -819,9 +823,9 @@ export class Cache {
   }
 
   /** `c|<server now>|<record>` as published by commit.lua (see src/redis/record.ts). */
-  private decodeCommitMessage(key: string, message: string): Entry | undefined {
+  private decodeCommitMessage(key: string, message: Buffer): Entry | undefined {
     const bar = message.indexOf('|', 2)
-    const record = bar < 0 ? undefined : parseRecord(message, bar + 1, Number(message.slice(2, bar)))
+    const record = bar < 0 ? undefined : parseRecord(message, bar + 1, Number(message.toString('latin1', 2, bar)))
     if (!record) {
       this.events.emit('corrupt', { key })
       return undefined

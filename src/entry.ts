@@ -15,6 +15,36 @@ export interface Codec {
 /** The default codec: JSON that refuses values it would change (see codecs.ts). */
 export { jsonCodec } from './codecs.js'
 
+/**
+ * A value whose payload is raw bytes (an HTTP body): stored as those bytes, after a head
+ * the codec encodes, instead of base64 inside the codec's text. L1 keeps the object as is.
+ */
+export class BinaryValue<H = unknown> {
+  constructor(readonly head: H, readonly bytes: Buffer) {}
+}
+
+/** Starts the Redis form of a BinaryValue: NUL, then "sgb1", then the head's length (uint32 BE). */
+const BINARY_MAGIC = Buffer.from('\0sgb1', 'latin1')
+const BINARY_PREFIX = BINARY_MAGIC.length + 4
+
+/** What goes to Redis: the codec's text, or for a BinaryValue the magic, its head's length, the head and the bytes. */
+export function encodeValue(codec: Codec, value: unknown): string | Buffer {
+  if (!(value instanceof BinaryValue)) return codec.encode(value)
+  const head = Buffer.from(codec.encode(value.head))
+  const prefix = Buffer.alloc(BINARY_PREFIX)
+  BINARY_MAGIC.copy(prefix)
+  prefix.writeUInt32BE(head.length, BINARY_MAGIC.length)
+  return Buffer.concat([prefix, head, value.bytes])
+}
+
+/** The inverse of encodeValue, from the bytes Redis holds. */
+export function decodeValue(codec: Codec, data: Buffer): unknown {
+  if (data.length < BINARY_PREFIX || !data.subarray(0, BINARY_MAGIC.length).equals(BINARY_MAGIC)) return codec.decode(data.toString())
+  const headEnd = BINARY_PREFIX + data.readUInt32BE(BINARY_MAGIC.length)
+  if (headEnd > data.length) throw new RangeError('truncated binary value')
+  return new BinaryValue(codec.decode(data.toString('utf8', BINARY_PREFIX, headEnd)), data.subarray(headEnd))
+}
+
 /** Remaining lifetimes of an entry, in ms from "now" as Redis saw it. */
 export interface Lifetimes {
   /** Fresh for this long. */

@@ -2,7 +2,7 @@ export { Cache, createCache, type LoadOutcome, type LoadResult } from './cache.j
 export type { Loader, LoaderContext } from './context.js'
 export type { Duration } from './duration.js'
 export { jsonCodec, superjsonCodec, type SuperJsonLike } from './codecs.js'
-export type { Codec } from './entry.js'
+export { BinaryValue, type Codec } from './entry.js'
 export {
   CacheClosedError,
   InvalidArgumentError,

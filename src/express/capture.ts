@@ -1,5 +1,6 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import { notModifiedHeaders } from './conditional.js'
+import type { CaptureBudget } from './capture-budget.js'
 import { HeaderMap, type HeaderList, type HeaderValue } from './headers.js'
 import type { ResponseSnapshot } from './stored-response.js'
 
@@ -22,12 +23,17 @@ import type { ResponseSnapshot } from './stored-response.js'
  * A capture ends one of two ways:
  * - `complete`: the handler called `end()`; the snapshot is in hand.
  * - `released`: buffering stopped (body over `maxBodyBytes`, a streaming response,
- *   or `timeoutMs`). If the live client is still unanswered (`claimClient()`), what
- *   was buffered is flushed to it and the rest streams through ("passthrough");
- *   otherwise the rest is dropped ("discard").
+ *   `timeoutMs`, or the shared capture budget is spent). If the live client is still
+ *   unanswered (`claimClient()`), what was buffered is flushed to it and the rest
+ *   streams through ("passthrough"); otherwise the rest is dropped ("discard").
+ *   Two releases mean the response is broken, and are never stored: `broken`, the
+ *   connection closed before the handler ended (Express destroys the socket when a
+ *   handler throws after its head went out), and `truncated`, the handler ended with
+ *   a body whose length is not its `Content-Length` (RFC 9112 §6.3, RFC 9111 §3.3);
+ *   that one is flushed to its client exactly as produced, as it would be uncached.
  */
 
-export type ReleaseReason = 'too-large' | 'streamed' | 'timeout'
+export type ReleaseReason = 'too-large' | 'streamed' | 'timeout' | 'over-budget' | 'broken' | 'truncated'
 
 export type CaptureEnd =
   | { kind: 'complete'; response: ResponseSnapshot }
@@ -38,6 +44,8 @@ export interface CaptureOptions {
   maxBodyBytes: number
   /** Release after this long without `end()`. */
   timeoutMs: number
+  /** Shared by the captures of many requests; a chunk that does not fit releases the capture. */
+  budget: CaptureBudget
   /** Headers already set by middleware before us; the handler sees them, as it would. */
   initialHeaders: HeaderList
   /** May a released capture stream to the live client? Called once, at release; true claims it. */
@@ -85,6 +93,9 @@ export class ResponseCapture {
   private ended = false
   private chunks: Buffer[] = []
   private bytes = 0
+  /** Bytes taken from the budget, given back when buffering stops. */
+  private reserved = 0
+  private readonly onClose: (() => void) | undefined
   private readonly timer: NodeJS.Timeout
   /** The methods in place before us (the prototype's, or upstream middleware's wrappers). */
   private readonly upstream = {} as Record<MethodName, AnyFunction>
@@ -103,6 +114,15 @@ export class ResponseCapture {
     this.install()
     this.timer = setTimeout(() => this.release('timeout'), options.timeoutMs)
     this.timer.unref()
+    // A live response that closes before it finished was cut off (socket destroyed, client
+    // gone): the handler will not end it, so stop at once rather than after timeoutMs.
+    // One that had ended already (a background refresh after a stale answer) has no say.
+    if (!res.writableEnded) {
+      this.onClose = () => {
+        if (!res.writableFinished) this.release('broken')
+      }
+      res.once('close', this.onClose)
+    }
   }
 
   /** Still intercepting the live response (not released to it, not disposed)? */
@@ -123,8 +143,9 @@ export class ResponseCapture {
   /** Stop buffering (see the class comment). No-op unless still buffering. */
   release(reason: ReleaseReason): void {
     if (this.mode !== 'buffer') return
-    clearTimeout(this.timer)
-    const toClient = this.options.claimClient()
+    this.stopBuffering()
+    // A broken response's client is gone: claimed, so nothing else tries to answer it.
+    const toClient = this.options.claimClient() && reason !== 'broken'
     this.options.ended?.()
     this.settle({ kind: 'released', reason, toClient })
     if (!toClient) {
@@ -159,9 +180,17 @@ export class ResponseCapture {
   /** Puts the live response's API back for good, dropping wrappers added after us. */
   dispose(): void {
     if (!this.intercepting) return
-    clearTimeout(this.timer)
+    this.stopBuffering()
     this.restore(this.before)
     this.installed = false
+  }
+
+  /** No more buffering: the timer, the close watch and the budget are let go. */
+  private stopBuffering(): void {
+    clearTimeout(this.timer)
+    if (this.onClose) this.res.off('close', this.onClose)
+    this.options.budget.giveBack(this.reserved)
+    this.reserved = 0
   }
 
   // ── the shadowed API ─────────────────────────────────────────────────────
@@ -287,7 +316,8 @@ export class ResponseCapture {
     if (chunk !== undefined && chunk !== null) this.append(chunk, encoding)
     this.ended = true
     if (typeof callback === 'function') process.nextTick(callback)
-    if (this.mode === 'buffer') this.complete()
+    if (this.mode === 'buffer' && !this.framedAsDeclared()) this.release('truncated')
+    else if (this.mode === 'buffer') this.complete()
     // append() may have released us, and a synchronous flush switched to passthrough.
     else if (this.forwarding) this.upstream.end.call(this.res)
     return this.res
@@ -309,11 +339,21 @@ export class ResponseCapture {
     if (buffer.length === 0) return
     this.chunks.push(buffer)
     this.bytes += buffer.length
-    if (this.mode === 'buffer' && this.bytes > this.options.maxBodyBytes) this.release('too-large')
+    if (this.mode !== 'buffer') return
+    if (this.bytes > this.options.maxBodyBytes) this.release('too-large')
+    else if (this.options.budget.reserve(buffer.length)) this.reserved += buffer.length
+    else this.release('over-budget')
+  }
+
+  /** Is the body as long as its `Content-Length` says (when it says, and the status has a body)? */
+  private framedAsDeclared(): boolean {
+    const declared = this.headers.get('content-length')
+    if (declared === undefined || this.status < 200 || this.status === 204 || this.status === 304) return true
+    return /^\d+$/.test(String(declared).trim()) && Number(String(declared).trim()) === this.bytes
   }
 
   private complete(): void {
-    clearTimeout(this.timer)
+    this.stopBuffering()
     this.mode = 'complete'
     const response: ResponseSnapshot = { status: this.status, headers: this.headers.toList(), body: Buffer.concat(this.chunks) }
     if (this.statusMessage !== undefined) response.statusMessage = this.statusMessage

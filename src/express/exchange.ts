@@ -1,13 +1,15 @@
 import type { NextFunction, Request, Response } from 'express'
 import type { Cache } from '../cache.js'
+import { reducedAcceptEncoding } from './accept-encoding.js'
 import { ResponseCapture, type CaptureEnd } from './capture.js'
 import { isNotModified, type Validators } from './conditional.js'
 import { HeaderMap, type HeaderList } from './headers.js'
+import { routedTargets, sameRoutedUrl } from './key.js'
 import type { RouteSettings } from './options.js'
 import { replay, type CacheStatus, type Replayable } from './replay.js'
 import { forbiddenBy } from './storability.js'
 import { ownForm } from './stored-form.js'
-import { bodyOf, type StoredResponse } from './stored-response.js'
+import type { StoredResponse } from './stored-response.js'
 
 /** What one cacheRoute() learns while it serves, shared by its requests. */
 export interface RouteState {
@@ -42,6 +44,9 @@ export class Exchange {
   private capture: ResponseCapture | undefined
   private nextCalled = false
   private clientClaimed = false
+  /** The URL the router matched, when the request reached us and when the handler finished (see key.ts). */
+  private readonly routedAtStart: string[]
+  private routedAtEnd: string[] | undefined
 
   constructor(
     readonly req: Request,
@@ -55,6 +60,12 @@ export class Exchange {
     this.head = req.method.toUpperCase() === 'HEAD'
     this.validators = { ifNoneMatch: req.headers['if-none-match'], ifModifiedSince: req.headers['if-modified-since'] }
     this.upstreamHeaders = HeaderMap.from(res.getHeaders()).toList()
+    this.routedAtStart = routedTargets(req)
+  }
+
+  /** Did middleware after us rewrite the URL the router matched (an SPA fallback) while the handler ran? */
+  rewrittenSince(): boolean {
+    return this.routedAtEnd !== undefined && !sameRoutedUrl(this.routedAtStart, this.routedAtEnd)
   }
 
   /** Has this request's handler been started (captured)? */
@@ -65,8 +76,8 @@ export class Exchange {
   /**
    * Runs the handler for this request, once, into a buffer (see capture.ts). With
    * `asOrigin`, the handler sees the request a cache fetches with: HEAD becomes GET
-   * (so the body exists to store) and the client's validators and Range are hidden
-   * (so it answers a full 200 worth storing; the cache answers the validators).
+   * (so the body exists to store), the client's validators are hidden (so it answers a
+   * full 200 worth storing; the cache answers them), and Accept-Encoding is reduced.
    */
   runHandler(options: { asOrigin: boolean; beforeFlush?: (status: number | undefined) => Promise<void> }): Promise<CaptureEnd> {
     if (this.handlerRun) return this.handlerRun
@@ -84,7 +95,11 @@ export class Exchange {
       ...(options.asOrigin ? { notModified: (status: number, headers: HeaderList) => isNotModified(this.validators, status, headers) } : {}),
       // Completed or released, the request is the client's again: a released response
       // goes on to its client (a logger's 'finish' sees HEAD, not GET), and nothing more is stored.
-      ended: restoreRequest,
+      ended: () => {
+        this.routedAtEnd = routedTargets(this.req)
+        restoreRequest()
+      },
+      budget: this.settings.captureBudget,
     })
     this.handlerRun = this.capture.done
     this.nextCalled = true
@@ -130,12 +145,16 @@ export class Exchange {
     return false
   }
 
-  /** Sends a stored response, with `Age` and the validators answered. False if the client was answered already, or the replay failed. */
+  /**
+   * Sends a stored response, with the validators answered, and `Age` unless it is this
+   * request's own (`MISS`): a response made for this request has no age (RFC 9111 §5.1).
+   * False if the client was answered already, or the replay failed.
+   */
   replayStored(stored: StoredResponse, status: CacheStatus): boolean {
-    return this.answer({ ...stored, body: bodyOf(stored) }, {
+    return this.answer(stored, {
       head: this.head,
       validators: this.validators,
-      ageSeconds: (Date.now() - stored.storedAt) / 1000,
+      ...(status === 'MISS' ? {} : { ageSeconds: (Date.now() - stored.storedAt) / 1000 }),
       ...this.cacheStatus(status),
     })
   }
@@ -196,16 +215,24 @@ export class Exchange {
     const { req } = this
     const method = req.method
     const hidden: Array<[string, string | string[] | undefined]> = []
-    for (const name of ['if-none-match', 'if-modified-since', 'if-match', 'if-unmodified-since', 'if-range', 'range']) {
+    // If-Match, If-Unmodified-Since and Range (with If-Range) never get here: such requests pass by (storability.ts).
+    for (const name of ['if-none-match', 'if-modified-since']) {
       if (req.headers[name] !== undefined) {
         hidden.push([name, req.headers[name]])
         delete req.headers[name]
       }
     }
     if (method.toUpperCase() === 'HEAD') req.method = 'GET'
+    // The handler makes the variant for the reduced Accept-Encoding (accept-encoding.ts),
+    // so whatever it picks is acceptable to every client reduced to the same value.
+    const acceptEncoding = req.headers['accept-encoding']
+    const coding = reducedAcceptEncoding(acceptEncoding)
+    if (coding !== undefined) req.headers['accept-encoding'] = coding
     return () => {
       req.method = method
       for (const [name, value] of hidden) req.headers[name] = value
+      if (acceptEncoding === undefined) delete req.headers['accept-encoding']
+      else req.headers['accept-encoding'] = acceptEncoding
     }
   }
 }

@@ -1,10 +1,11 @@
 import type { LoadResult } from '../cache.js'
+import { RemoteLoaderError } from '../errors.js'
 import type { Exchange } from './exchange.js'
 import { variantKey } from './key.js'
-import { urlLoader, variantLoader } from './loaders.js'
+import { HandlerFailedError, urlLoader, variantLoader } from './loaders.js'
 import { invalidates, judgeResponse } from './storability.js'
 import { ownForm, storedForm } from './stored-form.js'
-import { isRouteEntry, type RouteEntry } from './stored-response.js'
+import { cachedForm, routeEntryOf } from './stored-response.js'
 
 /**
  * What each kind of request goes through. Every flow fails open: an error from the
@@ -17,20 +18,33 @@ import { isRouteEntry, type RouteEntry } from './stored-response.js'
  */
 export async function serveCached(exchange: Exchange): Promise<void> {
   const { cache, settings, key, req } = exchange
-  try {
-    let found = await cache.getOrLoadResult<RouteEntry>(key, urlLoader(exchange), settings.callOptions)
-    const list = found.value
-    if (isRouteEntry(list) && list.kind === 'variants' && !ranOwnHandler(exchange, found)) {
-      found = await cache.getOrLoadResult<RouteEntry>(variantKey(key, list.generation, list.headers, req), variantLoader(exchange, list), settings.callOptions)
+  for (let attempt = 0; ; attempt++) {
+    try {
+      let found = await cache.getOrLoadResult<unknown>(key, urlLoader(exchange), settings.callOptions)
+      const list = routeEntryOf(found.value)
+      if (list?.kind === 'variants' && !ranOwnHandler(exchange, found)) {
+        found = await cache.getOrLoadResult<unknown>(variantKey(key, list.generation, list.headers, req), variantLoader(exchange, list), settings.callOptions)
+      }
+      if (ranOwnHandler(exchange, found)) return await answerWithOwnResponse(exchange)
+      const entry = routeEntryOf(found.value)
+      if (entry?.kind !== 'response') throw new TypeError(`cacheRoute: unexpected value at "${key}"`)
+      exchange.replayStored(entry.response, found.outcome === 'stale' ? 'STALE' : 'HIT')
+      return
+    } catch (error) {
+      // The leader's handler failed (5xx, thrown, broken) and no stale response covers it.
+      // A waiter queues once more, behind one new leader, instead of every waiter running
+      // its handler at once; if that one fails too, each runs its own.
+      if (isHandlerFailure(error) && !exchange.handlerStarted && attempt === 0) continue
+      if (!isHandlerFailure(error)) exchange.reportError(error)
+      await exchange.failOpen()
+      return
     }
-    if (ranOwnHandler(exchange, found)) return await answerWithOwnResponse(exchange)
-    const entry = found.value
-    if (!isRouteEntry(entry) || entry.kind !== 'response') throw new TypeError(`cacheRoute: unexpected value at "${key}"`)
-    exchange.replayStored(entry.response, found.outcome === 'stale' ? 'STALE' : 'HIT')
-  } catch (error) {
-    exchange.reportError(error)
-    await exchange.failOpen()
   }
+}
+
+/** HandlerFailedError, here or (by name, over pub/sub) from another process's leader. */
+function isHandlerFailure(error: unknown): boolean {
+  return error instanceof HandlerFailedError || (error instanceof RemoteLoaderError && error.remoteName === HandlerFailedError.name)
 }
 
 /**
@@ -47,7 +61,7 @@ export async function serveAuthorized(exchange: Exchange): Promise<void> {
   if (!verdict.storable || verdict.vary.length > 0 || settings.fixedVariantHeaders.length > 0) return
   if (!answered || !exchange.sentStorable()) return // an upstream hook added Set-Cookie as it went out
   const response = storedForm(end.response, exchange.upstreamHeaders, settings.etag)
-  await cache.set<RouteEntry>(key, { kind: 'response', response }, { ...settings.callOptions, ...verdict.life }).catch((error) => exchange.reportError(error))
+  await cache.set(key, cachedForm({ kind: 'response', response }), { ...settings.callOptions, ...verdict.life }).catch((error) => exchange.reportError(error))
 }
 
 /**

@@ -4,4 +4,5 @@
  */
 export { cacheRoute } from './middleware.js'
 export { DEFAULT_STATUSES, type CacheRouteOptions } from './options.js'
+export { createCaptureBudget, DEFAULT_CAPTURE_BUDGET_BYTES, type CaptureBudget } from './capture-budget.js'
 export type { CacheStatus } from './replay.js'

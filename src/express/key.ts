@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
+import { reducedAcceptEncoding } from './accept-encoding.js'
 import { tokensOf } from './headers.js'
 
 /**
@@ -85,9 +86,73 @@ function keyPart(text: string): string {
   return text.length > LONG_URL || text.includes(' ') ? ` sha256:${digest(text, 43)}` : text
 }
 
-/** The default URL key: `url:<host><path?query>`, or `url-https:<host><path?query>` for HTTPS. */
+/** `scheme://authority` then the rest of an absolute-form request-target (RFC 9112 §3.2.2). */
+const ABSOLUTE_FORM = /^([a-z][a-z0-9+.-]*):\/\/([^/?#]*)(.*)$/is
+
+/** A request-target as the key sees it: origin-form, plus what an absolute-form one named. */
+export interface Target {
+  /** Path and query, starting with `/`. */
+  pathAndQuery: string
+  /** Only for an absolute-form target: the scheme and authority it names (lower case). */
+  absolute?: { scheme: string; authority: string }
+}
+
+/**
+ * Normalises a request-target to origin-form: `http://shop.test/p?q` becomes `/p?q`, and
+ * `http://shop.test` or `http://shop.test?q` gets its `/`. Undefined for anything else
+ * (`*`, or whatever a lenient parser let through): not a URL the key can name.
+ */
+export function parseTarget(raw: string): Target | undefined {
+  if (raw.startsWith('/')) return { pathAndQuery: raw }
+  const match = ABSOLUTE_FORM.exec(raw)
+  if (!match) return undefined
+  const rest = match[3]!
+  if (rest !== '' && !rest.startsWith('/') && !rest.startsWith('?')) return undefined
+  return { pathAndQuery: rest.startsWith('/') ? rest : `/${rest}`, absolute: { scheme: match[1]!.toLowerCase(), authority: match[2]!.toLowerCase() } }
+}
+
+/**
+ * The default URL key: `url:<scheme>://<host><path?query>`. Injective: the scheme ends at
+ * the first `://`, a validated host contains no `/`, and the path-and-query (origin-form,
+ * so it starts with `/`) runs to the end, or is a ` sha256:` digest when long. What the
+ * middleware appends (a variant) starts with a space, which the URL part never contains.
+ */
 export function defaultUrlKey(req: KeyedRequest, host: string, scheme: 'http' | 'https' = 'http'): string {
-  return `${scheme === 'https' ? 'url-https' : 'url'}:${host}${keyPart(req.originalUrl ?? req.url ?? '/')}`
+  const target = parseTarget(req.originalUrl ?? req.url ?? '/')
+  return urlKey(scheme, host, target?.pathAndQuery ?? '/')
+}
+
+/** The key of one (scheme, host, origin-form path and query). */
+export function urlKey(scheme: 'http' | 'https', host: string, pathAndQuery: string): string {
+  return `url:${scheme}://${host}${keyPart(pathAndQuery)}`
+}
+
+/**
+ * Express's `req.baseUrl` + `req.url`: the URL the router matched (mounting moves a prefix
+ * from one to the other, so their sum is what the request line said unless something
+ * rewrote `req.url`). Mounted at its own root, `/api` is routed as baseUrl `/api` and url `/`.
+ */
+export function routedTargets(req: KeyedRequest & { baseUrl?: string }): string[] {
+  const base = req.baseUrl ?? ''
+  const url = parseTarget(req.url ?? '/')?.pathAndQuery ?? req.url ?? '/'
+  const routed = [base + url]
+  if (base !== '' && (url === '/' || url.startsWith('/?'))) routed.push(base + url.slice(1))
+  return routed
+}
+
+/**
+ * Did middleware before us rewrite the URL the router matched (an `X-Original-URL`
+ * rewrite, an SPA history fallback to `/index.html`)? Then what the handler produces
+ * depends on whatever drove the rewrite (a request header), which the key does not see.
+ */
+export function isRewritten(req: KeyedRequest & { baseUrl?: string }): boolean {
+  const original = parseTarget(req.originalUrl ?? req.url ?? '/')?.pathAndQuery
+  return original === undefined || !routedTargets(req).includes(original)
+}
+
+/** Do two readings of routedTargets() name the same URL (wherever mounting split it)? */
+export function sameRoutedUrl(a: readonly string[], b: readonly string[]): boolean {
+  return a.some((url) => b.includes(url))
 }
 
 /** The key of a route's own `key(req)` function, kept apart from the default keys. */
@@ -101,9 +166,15 @@ export function customUrlKey(userKey: string): string {
  * whitespace around commas collapsed. Nothing more: lower-casing or reordering could
  * merge values that a handler treats differently (RFC 9111 §4.1 allows only
  * normalisations known to be equivalent). `null` when absent, distinct from `""`.
+ * `Accept-Encoding` is the exception: reduced to one coding (accept-encoding.ts), which
+ * is also what the handler sees while it runs as the cache's fetch.
  */
 export function normalizedHeader(req: IncomingMessage, name: string): string | null {
   const value = req.headers[name]
+  if (name === 'accept-encoding') {
+    const coding = reducedAcceptEncoding(value)
+    if (coding !== undefined) return coding
+  }
   if (value === undefined) return null
   const joined = Array.isArray(value) ? value.join(', ') : value
   return joined.trim().replace(/\s*,\s*/g, ', ').replace(/[ \t]+/g, ' ')

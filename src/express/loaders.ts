@@ -3,9 +3,9 @@ import type { Loader, LoaderContext } from '../context.js'
 import { StampedeGuardError } from '../errors.js'
 import type { Exchange } from './exchange.js'
 import { canonicalHeaderNames, variantKey } from './key.js'
-import { isServerError, judgeResponse, type Lifetimes } from './storability.js'
+import { isFailure, judgeResponse, type Lifetimes } from './storability.js'
 import { storedForm } from './stored-form.js'
-import { isRouteEntry, UNCACHED, type RouteEntry, type StoredResponse, type VariantList } from './stored-response.js'
+import { cachedForm, routeEntryOf, UNCACHED, type RouteEntry, type StoredResponse, type VariantList } from './stored-response.js'
 
 /**
  * The two loaders a cached GET uses: one for the URL key, one for a variant key.
@@ -14,13 +14,18 @@ import { isRouteEntry, UNCACHED, type RouteEntry, type StoredResponse, type Vari
  * makes every waiting request, in every process, run its own handler (rule 15).
  */
 
-/** The variant list of a URL outlives its variants by this much when idle; reused, it is kept alive for free. */
-const VARIANT_LIST_GRACE_MS = 24 * 3600_000
-
-/** A 5xx from the handler while a stale response exists: thrown so the core serves that instead (stale-if-error). */
+/**
+ * The handler failed for the moment: a 5xx (a throw reaches us as Express's 500), a
+ * response cut off after its head went out (the socket was destroyed), or a body shorter
+ * or longer than its Content-Length. Thrown from the loader, so the core serves a stale
+ * response if it has one (stale-if-error), and otherwise stores nothing and tells the
+ * waiters, which then queue behind one new leader (flows.ts): a failure is not a
+ * property of the URL, so it gets no hit-for-miss, and coalescing holds while the origin
+ * struggles. Never stored, so no waiter gets it.
+ */
 export class HandlerFailedError extends StampedeGuardError {
-  constructor(readonly status: number) {
-    super('ERR_SG_HANDLER_FAILED', `the route handler answered ${status}; a stale response covers it`)
+  constructor(readonly failure: number | 'broken' | 'truncated') {
+    super('ERR_SG_HANDLER_FAILED', typeof failure === 'number' ? `the route handler answered ${failure}` : `the route handler's response was ${failure}`)
   }
 }
 
@@ -30,12 +35,11 @@ type Produced =
   | { storable: true; response: StoredResponse; life: Lifetimes; variantHeaders: string[] }
 
 /** The loader for the URL key: a response, or the list of headers its variants are keyed on. */
-export function urlLoader(exchange: Exchange): Loader<RouteEntry> {
-  return async (context) => {
+export function urlLoader(exchange: Exchange): Loader<unknown> {
+  return asCacheLoader(async (context, stale) => {
     // A stale variant list is still right (a Vary change is caught per variant, see
     // variantLoader): keep it, without running the handler for nothing.
-    const stale = context.staleValue
-    if (isRouteEntry(stale) && stale.kind === 'variants') {
+    if (stale?.kind === 'variants') {
       context.cacheFor(stale.life)
       return stale
     }
@@ -50,23 +54,25 @@ export function urlLoader(exchange: Exchange): Loader<RouteEntry> {
       context.cacheFor(life)
       return { kind: 'response', response }
     }
-    // Store our own variant first, so requests woken by the list find it.
+    // Store our own variant first, so requests woken by the list find it. The list lives
+    // exactly as long as that variant (ttl + grace + staleIfError), never longer: one
+    // list per distinct URL must not outlive what it lists (junk query strings).
     const list: VariantList = {
       kind: 'variants',
       generation: randomBytes(6).toString('base64url'),
       headers: variantHeaders,
-      life: { ttl: life.ttl ?? exchange.settings.ttl, staleTtl: VARIANT_LIST_GRACE_MS },
+      life: { ...life, ttl: life.ttl ?? exchange.settings.ttl },
     }
     const key = variantKey(exchange.key, list.generation, list.headers, exchange.req)
-    await exchange.cache.set(key, { kind: 'response', response }, { ...exchange.settings.callOptions, ...life }).catch((error) => exchange.reportError(error))
+    await exchange.cache.set(key, cachedForm({ kind: 'response', response }), { ...exchange.settings.callOptions, ...life }).catch((error) => exchange.reportError(error))
     context.cacheFor(list.life)
     return list
-  }
+  })
 }
 
 /** The loader for one variant of a URL whose variant list is `list`. */
-export function variantLoader(exchange: Exchange, list: VariantList): Loader<RouteEntry> {
-  return async (context) => {
+export function variantLoader(exchange: Exchange, list: VariantList): Loader<unknown> {
+  return asCacheLoader(async (context) => {
     if (unobservable(exchange, context)) return skipped(context)
     const produced = await produce(exchange, context)
     if (!produced.storable) return produced.entry
@@ -78,20 +84,30 @@ export function variantLoader(exchange: Exchange, list: VariantList): Loader<Rou
     exchange.storedOwn = produced.response
     context.cacheFor(produced.life)
     return { kind: 'response', response: produced.response }
-  }
+  })
 }
 
-async function produce(exchange: Exchange, context: LoaderContext<RouteEntry>): Promise<Produced> {
+/** A loader of route entries as the core cache holds them (stored-response.ts), given the stale entry if any. */
+function asCacheLoader(load: (context: LoaderContext<unknown>, stale: RouteEntry | undefined) => Promise<RouteEntry>): Loader<unknown> {
+  return async (context) => cachedForm(await load(context, routeEntryOf(context.staleValue)))
+}
+
+async function produce(exchange: Exchange, context: LoaderContext<unknown>): Promise<Produced> {
   const end = await exchange.runHandler({ asOrigin: true })
   if (end.kind === 'released') {
-    // Too large or streamed: the client got it directly. A timeout is not a property of the URL: no hit-for-miss.
-    return { storable: false, entry: uncacheable(exchange, context, end.reason !== 'timeout') }
+    if (end.reason === 'broken' || end.reason === 'truncated') throw new HandlerFailedError(end.reason)
+    // Too large or streamed: the client got it directly, and so will the next ones
+    // (hit-for-miss). A timeout or a full capture budget is not a property of the URL.
+    return { storable: false, entry: uncacheable(exchange, context, end.reason === 'too-large' || end.reason === 'streamed') }
   }
   const snapshot = end.response
+  // The URL the router matched was rewritten while the handler ran (an SPA fallback after
+  // cacheRoute): what it produced belongs to another URL. Not stored, not shared.
+  if (exchange.rewrittenSince()) return { storable: false, entry: uncacheable(exchange, context, false) }
   const verdict = judgeResponse(snapshot, exchange.settings)
   if (!verdict.storable) {
-    const stale = context.staleValue
-    if (isServerError(snapshot.status) && isRouteEntry(stale) && stale.kind === 'response') throw new HandlerFailedError(snapshot.status)
+    if (isFailure(snapshot.status)) throw new HandlerFailedError(snapshot.status)
+    // Uncacheable by nature (Set-Cookie, private, no-store, Vary: *, its status): hit-for-miss.
     return { storable: false, entry: uncacheable(exchange, context) }
   }
   // The core stores nothing from this run (hit-for-miss, a follower of a response that
@@ -112,7 +128,7 @@ async function produce(exchange: Exchange, context: LoaderContext<RouteEntry>): 
  * already (a soft timeout served it stale), the hooks cannot be seen: stored unless
  * this route's hooks have been seen adding a Set-Cookie.
  */
-function refusedAsSent(exchange: Exchange, context: LoaderContext<RouteEntry>, response: StoredResponse): RouteEntry | undefined {
+function refusedAsSent(exchange: Exchange, context: LoaderContext<unknown>, response: StoredResponse): RouteEntry | undefined {
   const storable = exchange.answerBeforeStoring(response)
   if (storable === false) return uncacheable(exchange, context)
   if (storable === undefined && exchange.route.upstreamForbidsStoring) return uncacheable(exchange, context, false)
@@ -120,18 +136,18 @@ function refusedAsSent(exchange: Exchange, context: LoaderContext<RouteEntry>, r
 }
 
 /** A background refresh on a route whose upstream hooks add Set-Cookie: its response could not be judged as sent. */
-function unobservable(exchange: Exchange, context: LoaderContext<RouteEntry>): boolean {
+function unobservable(exchange: Exchange, context: LoaderContext<unknown>): boolean {
   return context.background && exchange.route.upstreamForbidsStoring
 }
 
 /** The handler is not run for nothing: the stale response stays until its window ends, then the next miss runs in the foreground. */
-function skipped(context: LoaderContext<RouteEntry>): RouteEntry {
+function skipped(context: LoaderContext<unknown>): RouteEntry {
   context.doNotCache({ share: false })
   return UNCACHED
 }
 
 /** Not stored, not shared, and (by default) remembered briefly as hit-for-miss. */
-function uncacheable(exchange: Exchange, context: LoaderContext<RouteEntry>, hitForMiss = true): RouteEntry {
+function uncacheable(exchange: Exchange, context: LoaderContext<unknown>, hitForMiss = true): RouteEntry {
   exchange.storedOwn = undefined
   context.doNotCache({ share: false, passFor: hitForMiss ? exchange.settings.hitForMiss : 0 })
   return UNCACHED

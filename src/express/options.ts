@@ -2,6 +2,7 @@ import type { Request } from 'express'
 import { parseDuration, type Duration } from '../duration.js'
 import { InvalidArgumentError } from '../errors.js'
 import { POLICY_OPTION_NAMES, type PolicyOptions } from '../options.js'
+import { CaptureBudget, defaultCaptureBudget } from './capture-budget.js'
 import { canonicalHeaderNames } from './key.js'
 
 /**
@@ -14,11 +15,13 @@ export const DEFAULT_STATUSES: readonly number[] = [200, 203, 204, 300, 301, 308
  * Options of one cached route. The resilience options (`staleIfError`, `softTimeout`,
  * `hardTimeout`, `waitTimeout`, `onWaitTimeout`, `failSafeBackoff`, `earlyRefresh`)
  * are passed to `getOrLoad` as given; unset ones follow the cache's own settings.
+ * `negativeTtl` is refused: a route never stores a failure.
  */
-export interface CacheRouteOptions extends Omit<PolicyOptions, 'ttl' | 'staleTtl'> {
+export interface CacheRouteOptions extends Omit<PolicyOptions, 'ttl' | 'staleTtl' | 'negativeTtl'> {
   /**
-   * How long a stored response is fresh. Milliseconds or a string like `'10s'`. Required.
-   * With `honorCacheControl`, the fallback when the response states no lifetime.
+   * How long a stored response is fresh at most. Milliseconds or a string like `'10s'`.
+   * Required. A response's shorter `s-maxage`/`max-age`/`Expires` shortens it; with
+   * `honorCacheControl`, a longer one lengthens it.
    */
   ttl: Duration
   /**
@@ -51,10 +54,11 @@ export interface CacheRouteOptions extends Omit<PolicyOptions, 'ttl' | 'staleTtl
    */
   allowAuthenticated?: boolean
   /**
-   * Take the freshness lifetime from the response (`s-maxage` > `max-age` >
-   * `Expires − Date`, clamped to `maxTtl`), and its `stale-while-revalidate` /
-   * `stale-if-error` windows. A response that is already stale (`max-age=0`) is not
-   * stored. Default `false`: the route's `ttl` rules.
+   * Let the response's own freshness lifetime (`s-maxage` > `max-age` > `Expires − Date`)
+   * lengthen the route's `ttl`, up to `maxTtl`, and take its `stale-while-revalidate` /
+   * `stale-if-error` windows. Default `false`: the route's `ttl` is an upper bound that
+   * the response's lifetime can only shorten. Either way a response already stale
+   * (`max-age=0`, a past `Expires`) is not stored.
    */
   honorCacheControl?: boolean
   /** Upper bound on a lifetime taken from the response with `honorCacheControl`. Default `'1d'`. */
@@ -74,9 +78,18 @@ export interface CacheRouteOptions extends Omit<PolicyOptions, 'ttl' | 'staleTtl
   /** Largest body that is stored, in bytes. A larger response streams to its client uncached. Default 1 MiB. */
   maxBodyBytes?: number
   /**
-   * Hit-for-miss: after a response that may not be stored (private, Set-Cookie, 5xx, too
-   * large, ...), requests for the same key run their own handler at once for this long,
-   * without queueing behind a leader. Default `'5s'`; `0` turns it off.
+   * Bound on the bytes all captures sharing it buffer at once (`createCaptureBudget(bytes)`;
+   * give one budget to several routes to share it). A capture whose next chunk does not
+   * fit is released: its client gets what was buffered and the rest streams through,
+   * uncached. Default: one 64 MiB budget shared by every route of the process not given one.
+   */
+  captureBudget?: CaptureBudget
+  /**
+   * Hit-for-miss: after a response that may not be stored by its nature (private,
+   * Set-Cookie, no-store, Vary: *, its status, too large, streamed), requests for the
+   * same key run their own handler at once for this long, without queueing behind a
+   * leader. Not after a failure (5xx, a throw, a broken response): requests keep
+   * queueing behind one leader. Default `'5s'`; `0` turns it off.
    */
   hitForMiss?: Duration
   /**
@@ -112,6 +125,7 @@ export interface RouteSettings {
   etag: 'keep' | 'strong' | false
   xCacheHeader: boolean
   maxBodyBytes: number
+  captureBudget: CaptureBudget
   hitForMiss: number
   handlerTimeout: number
   allowedHosts: ReadonlySet<string> | undefined
@@ -125,7 +139,7 @@ export interface RouteSettings {
 const KNOWN = new Set([
   ...POLICY_OPTION_NAMES,
   'key', 'statuses', 'varyOn', 'allowAuthenticated', 'honorCacheControl', 'maxTtl', 'etag', 'xCacheHeader', 'maxBodyBytes',
-  'hitForMiss', 'handlerTimeout', 'allowedHosts', 'bypass', 'onError',
+  'captureBudget', 'hitForMiss', 'handlerTimeout', 'allowedHosts', 'bypass', 'onError',
 ])
 
 /** Validates route options at `cacheRoute()` time; errors name the option. */
@@ -150,6 +164,12 @@ export function resolveRouteOptions(options: CacheRouteOptions): RouteSettings {
   if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 0) throw new InvalidArgumentError('cacheRoute.maxBodyBytes', `must be a non-negative integer, got ${maxBodyBytes}`)
   const etag = options.etag ?? 'keep'
   if (etag !== 'keep' && etag !== 'strong' && etag !== false) throw new InvalidArgumentError('cacheRoute.etag', `must be 'keep', 'strong' or false, got ${JSON.stringify(etag)}`)
+  if (options.captureBudget !== undefined && !(options.captureBudget instanceof CaptureBudget)) {
+    throw new InvalidArgumentError('cacheRoute.captureBudget', 'must come from createCaptureBudget(bytes)')
+  }
+  // A failed handler is never stored (no waiter may get a stored error): the route's
+  // calls never cache failures, whatever the cache's own negativeTtl says.
+  if ((options as { negativeTtl?: unknown }).negativeTtl !== undefined) throw new InvalidArgumentError('cacheRoute.negativeTtl', 'a route never stores a failed response; the handler runs again instead')
   for (const name of ['key', 'bypass', 'onError'] as const) {
     if (options[name] !== undefined && typeof options[name] !== 'function') throw new InvalidArgumentError(`cacheRoute.${name}`, 'must be a function')
   }
@@ -159,11 +179,11 @@ export function resolveRouteOptions(options: CacheRouteOptions): RouteSettings {
   const keysOnCredentials = allowAuthenticated && options.key === undefined
 
   const { ttl: _ttl, staleTtl: _staleTtl, key, statuses: _s, varyOn: _v, allowAuthenticated: _a, honorCacheControl, maxTtl, etag: _e,
-    xCacheHeader, maxBodyBytes: _m, hitForMiss, handlerTimeout, allowedHosts, bypass, onError, ...resilience } = options
+    xCacheHeader, maxBodyBytes: _m, captureBudget, hitForMiss, handlerTimeout, allowedHosts, bypass, onError, ...resilience } = options
   return {
     ttl,
     staleTtl,
-    callOptions: { ...resilience, ttl, ...(staleTtl === undefined ? {} : { staleTtl }) },
+    callOptions: { ...resilience, ttl, ...(staleTtl === undefined ? {} : { staleTtl }), negativeTtl: 0 },
     key,
     statuses: new Set(statuses),
     varyOn,
@@ -173,6 +193,7 @@ export function resolveRouteOptions(options: CacheRouteOptions): RouteSettings {
     etag,
     xCacheHeader: xCacheHeader ?? false,
     maxBodyBytes,
+    captureBudget: captureBudget ?? defaultCaptureBudget,
     hitForMiss: parseDuration('cacheRoute.hitForMiss', hitForMiss ?? '5s', true),
     handlerTimeout: parseDuration('cacheRoute.handlerTimeout', handlerTimeout ?? '10s'),
     allowedHosts: allowedHosts ? new Set(allowedHosts.map((host) => host.toLowerCase())) : undefined,

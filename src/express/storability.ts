@@ -1,7 +1,8 @@
 import type { Request } from 'express'
 import { deltaSeconds, forbidsStale, parseCacheControl, responseLifetime } from './cache-control.js'
 import { headerOf, tokensOf, type HeaderList } from './headers.js'
-import { customUrlKey, defaultUrlKey, hasForeignForwardedHost, hasForeignForwardedProto, requestScheme, validatedHost } from './key.js'
+import { reducedAcceptEncoding } from './accept-encoding.js'
+import { customUrlKey, defaultUrlKey, hasForeignForwardedHost, hasForeignForwardedProto, isRewritten, parseTarget, requestScheme, validatedHost } from './key.js'
 import type { RouteSettings } from './options.js'
 import type { ResponseSnapshot } from './stored-response.js'
 
@@ -13,7 +14,9 @@ import type { ResponseSnapshot } from './stored-response.js'
 const UNSAFE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 
 /** Why a request does not use the cache (`X-Cache: BYPASS`). */
-export type BypassReason = 'host' | 'forwarded-host' | 'forwarded-proto' | 'range' | 'cookie' | 'bypass-option' | 'key-error'
+export type BypassReason =
+  | 'host' | 'forwarded-host' | 'forwarded-proto' | 'absolute-form' | 'rewritten' | 'request-body' | 'range' | 'precondition'
+  | 'accept-encoding' | 'cookie' | 'bypass-option' | 'key-error'
 
 export type RequestVerdict =
   /** GET/HEAD: look up `key`; on a miss, one request runs the handler. */
@@ -35,6 +38,9 @@ export function classifyRequest(req: Request, settings: RouteSettings): RequestV
   const lookup = method === 'GET' || method === 'HEAD'
   if (!lookup && !UNSAFE_METHODS.has(method)) return { action: 'ignore' }
 
+  // A GET or HEAD with a body (fat GET): a handler behind express.json() reads req.body,
+  // which no key can see. Never stored, never served from the cache.
+  if (lookup && hasBody(req)) return { action: 'bypass', reason: 'request-body' }
   const host = validatedHost(req, settings.allowedHosts)
   if (host === undefined) return lookup ? { action: 'bypass', reason: 'host' } : { action: 'ignore' }
   let key: string
@@ -56,18 +62,37 @@ export function classifyRequest(req: Request, settings: RouteSettings): RequestV
     // X-Forwarded-Proto, trust proxy on) could only be a poisoning attempt.
     const scheme = requestScheme(req)
     if ((scheme !== 'http' && scheme !== 'https') || hasForeignForwardedProto(req, scheme)) return { action: 'bypass', reason: 'forwarded-proto' }
+    // An absolute-form target is keyed as its origin-form, so it must name this very
+    // scheme and Host; anything else (`*`, another authority) is not a URL we key.
+    const target = parseTarget(req.originalUrl)
+    if (!target || (target.absolute && (target.absolute.scheme !== scheme || target.absolute.authority !== host))) return { action: 'bypass', reason: 'absolute-form' }
+    // Middleware before us rewrote the URL the router matched (X-Original-URL, an SPA
+    // fallback to /index.html): the response depends on what drove the rewrite.
+    if (isRewritten(req)) return { action: 'bypass', reason: 'rewritten' }
     key = defaultUrlKey(req, host, scheme)
   }
 
   // Only whole responses are stored, and a handler that would answer 206 (sendFile)
   // may produce one too large to store: a range request is its handler's business.
   if (req.headers.range !== undefined) return { action: 'bypass', reason: 'range' }
+  // Preconditions on the selected representation: the handler evaluates them (412), not
+  // the cache, which would otherwise have to hide them from the handler and ignore them.
+  if (req.headers['if-match'] !== undefined || req.headers['if-unmodified-since'] !== undefined) return { action: 'bypass', reason: 'precondition' }
+  // A client that refuses identity and every coding a variant is made with.
+  if (reducedAcceptEncoding(req.headers['accept-encoding']) === undefined) return { action: 'bypass', reason: 'accept-encoding' }
   if (settings.bypass?.(req)) return { action: 'bypass', reason: 'bypass-option' }
   if (!settings.allowAuthenticated) {
     if (req.headers.cookie !== undefined) return { action: 'bypass', reason: 'cookie' }
     if (req.headers.authorization !== undefined) return { action: 'authorized', key }
   }
   return { action: 'cache', key }
+}
+
+/** Does the request carry a body (RFC 9112 §6.3: Transfer-Encoding, or a Content-Length other than 0)? */
+function hasBody(req: Request): boolean {
+  if (req.headers['transfer-encoding'] !== undefined) return true
+  const length = req.headers['content-length']
+  return length !== undefined && length.trim() !== '0'
 }
 
 /** Why a response was not stored. */
@@ -102,13 +127,16 @@ export function judgeResponse(response: ResponseSnapshot, settings: RouteSetting
     return { storable: false, reason: 'authorization' }
   }
 
+  // The response's explicit lifetime for a shared cache (s-maxage, then max-age, then
+  // Expires; RFC 9111 §4.2.1). By default it can only shorten the route's ttl; with
+  // honorCacheControl it decides, up to maxTtl. Already stale (max-age=0): not stored.
   const life: Lifetimes = {}
+  const stated = responseLifetime(directives, headerOf(headers, 'expires'), headerOf(headers, 'date'), Date.now())
+  if (stated !== undefined) {
+    if (stated <= 0) return { storable: false, reason: 'expired' }
+    life.ttl = settings.honorCacheControl ? Math.min(stated, settings.maxTtl) : Math.min(stated, settings.ttl)
+  }
   if (settings.honorCacheControl) {
-    const stated = responseLifetime(directives, headerOf(headers, 'expires'), headerOf(headers, 'date'), Date.now())
-    if (stated !== undefined) {
-      if (stated <= 0) return { storable: false, reason: 'expired' }
-      life.ttl = Math.min(stated, settings.maxTtl)
-    }
     const revalidateWindow = deltaSeconds(directives, 'stale-while-revalidate')
     if (revalidateWindow !== undefined) life.staleTtl = revalidateWindow
     const errorWindow = deltaSeconds(directives, 'stale-if-error')
@@ -138,9 +166,13 @@ export function forbiddenBy(headers: HeaderList): UncacheableReason | undefined 
   return undefined
 }
 
-/** 500, 502, 503, 504: the answers that stale-if-error covers (RFC 5861 §4). */
-export function isServerError(status: number): boolean {
-  return status === 500 || status === 502 || status === 503 || status === 504
+/**
+ * A 5xx other than 501 (which is stored, see DEFAULT_STATUSES): a failure of the moment.
+ * Stale-if-error covers it (RFC 5861 §4 names 500, 502, 503, 504), and it never turns
+ * off coalescing (no hit-for-miss).
+ */
+export function isFailure(status: number): boolean {
+  return status >= 500 && status !== 501
 }
 
 /** 2xx and 3xx to an unsafe method invalidate the URL (RFC 9111 §4.4). */

@@ -24,9 +24,10 @@ export function ownForm(snapshot: ResponseSnapshot, upstream: HeaderList): Repla
 }
 
 /**
- * The stored form: the own form, with the route's ETag policy applied, a `Date` (so
- * `Date` + `Age` describe the stored response's real age downstream), and the body as
- * base64 for the JSON codec. Set-Cookie never gets here: such responses are not stored.
+ * The stored form: the own form, with the route's ETag policy applied, and a `Date` (so
+ * `Date` + `Age` describe the stored response's real age downstream). The body is the
+ * captured buffer itself, stored as raw bytes (stored-response.ts). Set-Cookie never
+ * gets here: such responses are not stored.
  */
 export function storedForm(snapshot: ResponseSnapshot, upstream: HeaderList, etag: 'keep' | 'strong' | false, now = Date.now()): StoredResponse {
   const own = ownForm(snapshot, upstream)
@@ -34,7 +35,7 @@ export function storedForm(snapshot: ResponseSnapshot, upstream: HeaderList, eta
   if (etag === false) headers = withoutFields(headers, ['etag'])
   if (etag === 'strong' && !isStrongEtag(headerOf(headers, 'etag'))) headers = [...withoutFields(headers, ['etag']), ['ETag', strongEtag(own.body)]]
   if (headerOf(headers, 'date') === undefined) headers = [...headers, ['Date', new Date(now).toUTCString()]]
-  const stored: StoredResponse = { status: own.status, headers, body: own.body.toString('base64'), storedAt: now }
+  const stored: StoredResponse = { status: own.status, headers, body: own.body, storedAt: now }
   if (own.statusMessage !== undefined) stored.statusMessage = own.statusMessage
   if (own.removedHeaders) stored.removedHeaders = own.removedHeaders
   return stored

@@ -1,8 +1,9 @@
+import { BinaryValue } from '../entry.js'
 import type { HeaderList } from './headers.js'
 
 /**
- * What the route cache keeps in the core cache. Every value is plain JSON, because
- * the default codec is JSON: body bytes travel as base64.
+ * What the route cache keeps in the core cache: JSON-friendly heads (through the cache's
+ * codec), and bodies as raw bytes beside them (BinaryValue, src/entry.ts).
  */
 
 /** A response exactly as the handler produced it (after the middleware below us). */
@@ -21,8 +22,8 @@ export interface StoredResponse {
   headers: HeaderList
   /** Headers that upstream middleware set but the handler removed; removed again on replay. */
   removedHeaders?: string[]
-  /** The exact body bytes, base64. */
-  body: string
+  /** The exact body bytes. */
+  body: Buffer
   /** When it was produced (ms since the epoch); `Age` is counted from here. */
   storedAt: number
 }
@@ -38,7 +39,7 @@ export interface StoredResponse {
  */
 export type RouteEntry =
   | { kind: 'response'; response: StoredResponse }
-  | { kind: 'variants'; generation: string; headers: string[]; life: { ttl: number; staleTtl: number } }
+  | { kind: 'variants'; generation: string; headers: string[]; life: { ttl: number; staleTtl?: number; staleIfError?: number } }
   /** Returned with `doNotCache`, to this request only: its own handler's result is in hand. */
   | { kind: 'uncached' }
 
@@ -46,29 +47,41 @@ export type VariantList = Extract<RouteEntry, { kind: 'variants' }>
 
 export const UNCACHED: RouteEntry = { kind: 'uncached' }
 
-/** Decoded bodies, per stored object: L1 hands out the same object on every hit. */
-const decodedBodies = new WeakMap<StoredResponse, Buffer>()
+/** A response's head: what the cache's codec encodes; the body travels beside it as raw bytes. */
+type ResponseHead = { kind: 'response'; response: Omit<StoredResponse, 'body'> }
 
-export function bodyOf(stored: StoredResponse): Buffer {
-  let body = decodedBodies.get(stored)
-  if (!body) {
-    body = Buffer.from(stored.body, 'base64')
-    decodedBodies.set(stored, body)
-  }
-  return body
+/**
+ * What the core cache holds for an entry: a response as a BinaryValue (its head through
+ * the cache's codec, its body as raw bytes, never base64), anything else as it is.
+ */
+export function cachedForm(entry: RouteEntry): unknown {
+  if (entry.kind !== 'response') return entry
+  const { body, ...head } = entry.response
+  const value = new BinaryValue<ResponseHead>({ kind: 'response', response: head }, body)
+  entries.set(value, entry)
+  return value
 }
 
-/** Is `value` a route entry this module wrote? Anything else at our key is treated as a miss. */
-export function isRouteEntry(value: unknown): value is RouteEntry {
-  if (typeof value !== 'object' || value === null) return false
-  const kind = (value as { kind?: unknown }).kind
-  if (kind === 'response') {
-    const response = (value as { response?: Partial<StoredResponse> }).response
-    return typeof response?.status === 'number' && Array.isArray(response.headers) && typeof response.body === 'string' && typeof response.storedAt === 'number'
+/** The entry per cached value: L1 hands out the same object on every hit, so it is rebuilt once. */
+const entries = new WeakMap<BinaryValue, RouteEntry>()
+
+/** The route entry a cached value holds; undefined for anything this module did not write (a miss, or foreign data). */
+export function routeEntryOf(value: unknown): RouteEntry | undefined {
+  if (value instanceof BinaryValue) {
+    const known = entries.get(value)
+    if (known) return known
+    const head = value.head as Partial<ResponseHead> | null
+    const response = head?.response
+    if (head?.kind !== 'response' || typeof response?.status !== 'number' || !Array.isArray(response.headers) || typeof response.storedAt !== 'number') return undefined
+    const entry: RouteEntry = { kind: 'response', response: { ...response, body: value.bytes } }
+    entries.set(value, entry)
+    return entry
   }
+  if (typeof value !== 'object' || value === null) return undefined
+  const kind = (value as { kind?: unknown }).kind
   if (kind === 'variants') {
     const list = value as Partial<VariantList>
-    return typeof list.generation === 'string' && Array.isArray(list.headers) && typeof list.life?.ttl === 'number'
+    return typeof list.generation === 'string' && Array.isArray(list.headers) && typeof list.life?.ttl === 'number' ? (value as VariantList) : undefined
   }
-  return kind === 'uncached'
+  return kind === 'uncached' ? UNCACHED : undefined
 }

@@ -5,23 +5,23 @@ import { keyPrefixOf } from './store.js'
 
 /** One key's wait for news: messages queue up until read, so none falls between two reads. */
 export interface Subscription {
-  /** The next message, or `undefined` after `timeoutMs` without one. */
-  next(timeoutMs: number): Promise<string | undefined>
+  /** The next message (bytes: a commit carries the value as stored), or `undefined` after `timeoutMs` without one. */
+  next(timeoutMs: number): Promise<Buffer | undefined>
   release(): void
 }
 
 class ChannelSubscription implements Subscription {
-  private readonly queue: string[] = []
+  private readonly queue: Buffer[] = []
   private wake: (() => void) | undefined
 
   constructor(private readonly onRelease: (subscription: ChannelSubscription) => void) {}
 
-  push(message: string): void {
+  push(message: Buffer): void {
     this.queue.push(message)
     this.wake?.()
   }
 
-  async next(timeoutMs: number): Promise<string | undefined> {
+  async next(timeoutMs: number): Promise<Buffer | undefined> {
     if (this.queue.length === 0) {
       const wait = delay(timeoutMs)
       this.wake = () => wait.cancel()
@@ -74,15 +74,15 @@ export class Notifier {
     events.on('error', () => {
       // Reconnects are ioredis' job and waits are bounded; commands report outages.
     })
-    events.on('message', (channel: string, message: string) => this.dispatch(channel, message))
-    events.on('smessage', (channel: string, message: string) => this.dispatch(channel, message))
+    events.on('messageBuffer', (channel: Buffer, message: Buffer) => this.dispatch(channel.toString(), message))
+    events.on('smessageBuffer', (channel: Buffer, message: Buffer) => this.dispatch(channel.toString(), message))
     events.on('ready', () => (this.subscribedOnce = true))
     this.subscriber = subscriber
     return subscriber
   }
 
-  private dispatch(channel: string, message: string): void {
-    this.listeners.get(channel)?.(message)
+  private dispatch(channel: string, message: Buffer): void {
+    this.listeners.get(channel)?.(message.toString())
     const state = this.channels.get(channel)
     if (state) for (const subscription of state.subscriptions) subscription.push(message)
   }

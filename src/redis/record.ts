@@ -7,30 +7,34 @@ import type { Lifetimes } from '../entry.js'
  *   x|s|e|l|t|f|data
  *
  * x, s, e: fresh-, grace- and fallback-until in server ms; l: load ms; t: ttl ms;
- * f: the fencing token it was written with (its version); data: the codec's text.
+ * f: the fencing token it was written with (its version); data: the value as encodeValue
+ * wrote it (the codec's text, or a BinaryValue's head and bytes).
  */
 export interface StoredRecord {
   life: Lifetimes
   version: string
-  data: string
+  /** The value as stored (see encodeValue): bytes, since a BinaryValue's payload must not go through UTF-8. */
+  data: Buffer
 }
 
 const FIELDS = 6
+const BAR = 0x7c // '|'
 
 /**
  * Reads a record starting at `at`, with deadlines made relative to `serverNow`.
  * Undefined when malformed: the caller treats it as corrupt (a miss).
  */
-export function parseRecord(text: string, at: number, serverNow: number): StoredRecord | undefined {
+export function parseRecord(bytes: Buffer, at: number, serverNow: number): StoredRecord | undefined {
   const numbers: number[] = []
   let version = ''
   for (let i = 0; i < FIELDS; i++) {
-    const bar = text.indexOf('|', at)
+    const bar = bytes.indexOf(BAR, at)
     if (bar < 0) return undefined
+    const field = bytes.toString('latin1', at, bar) // the header is ASCII
     if (i === FIELDS - 1) {
-      version = text.slice(at, bar)
+      version = field
     } else {
-      const n = Number(text.slice(at, bar))
+      const n = Number(field)
       if (!Number.isFinite(n) || bar === at) return undefined
       numbers.push(n)
     }
@@ -41,7 +45,7 @@ export function parseRecord(text: string, at: number, serverNow: number): Stored
   return {
     life: { freshMs: x - serverNow, graceMs: s - serverNow, fallbackMs: e - serverNow, loadMs, ttlMs },
     version,
-    data: text.slice(at),
+    data: bytes.subarray(at),
   }
 }
 

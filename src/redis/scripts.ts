@@ -17,7 +17,7 @@ export type ScriptName = keyof typeof SCRIPTS
 
 /** The client with our commands on it. Each takes its KEYS then ARGV, as the .lua header lists them. */
 export type ScriptedClient = (Redis | Cluster) & {
-  [name in ScriptName]: (...args: (string | number)[]) => Promise<unknown>
+  [name in ScriptName | `${ScriptName}Buffer`]: (...args: (string | number | Buffer)[]) => Promise<unknown>
 }
 
 const sources = new Map<ScriptName, string>()

@@ -24,7 +24,8 @@ export interface Lookup {
   lock: 'none' | 'won' | 'held' | 'backoff' | 'pass' | 'token' | 'error'
   /** Token when won/token; ms left when held/backoff/pass/error. */
   lockArg: string
-  data: string
+  /** Bytes, as stored (see encodeValue): a BinaryValue's payload must not go through UTF-8. */
+  data: Buffer
   life: Lifetimes
   corrupt: boolean
   /** Fencing token the value was written with ('' for none): a larger one is a newer value. */
@@ -32,8 +33,8 @@ export interface Lookup {
 }
 
 export const FOREIGN_TYPE = Symbol('foreign type')
-/** What a read of the fresh copy found: its text, nothing (not fresh), or a key of a foreign type. */
-export type FreshRead = string | null | typeof FOREIGN_TYPE
+/** What a read of the fresh copy found: its bytes (see record.ts), nothing (not fresh), or a key of a foreign type. */
+export type FreshRead = Buffer | null | typeof FOREIGN_TYPE
 
 /** Most fresh-copy reads sent in one MGET. */
 const MAX_READS_PER_MGET = 16
@@ -48,7 +49,7 @@ interface PendingRead {
 export interface CommitRequest {
   lockValue: string
   token: string
-  data: string
+  data: string | Buffer
   freshMs: number
   graceMs: number
   fallbackMs: number
@@ -141,7 +142,7 @@ export class RedisStore {
         this.readOne(read.key).then(read.resolve, read.reject)
         continue
       }
-      this.call('mget', () => this.client.mget(chunk.map((read) => read.key))).then(
+      this.call('mget', () => this.client.mgetBuffer(chunk.map((read) => read.key))).then(
         (values) => chunk.forEach((read, i) => read.resolve(values[i] ?? null)),
         (error: unknown) => chunk.forEach((read) => read.reject(error)),
       )
@@ -149,7 +150,7 @@ export class RedisStore {
   }
 
   private readOne(key: string): Promise<FreshRead> {
-    return this.call('get', () => this.client.get(key).catch((error: unknown) => {
+    return this.call('get', () => this.client.getBuffer(key).catch((error: unknown) => {
       if (String((error as Error)?.message).startsWith('WRONGTYPE')) return FOREIGN_TYPE
       throw error
     }))
@@ -193,11 +194,20 @@ export class RedisStore {
   async getOrLock(keys: EntryKeys, owner: string, leaseMs: number, mode: LookupMode, retentionMs: number, refreshBelowMs = -1): Promise<Lookup> {
     const sentAt = performance.now()
     const reply = (await this.call('getOrLock', () =>
-      this.client.stampedeGuardGetOrLock(keys.entry, keys.lock, keys.fresh, owner, leaseMs, mode, retentionMs, Math.round(refreshBelowMs)),
-    )) as [Lookup['state'], Lookup['lock'], string, string, number, number, number, number, number, number, string, string]
-    this.clock.observe(Number(reply[10]), sentAt, performance.now())
+      // The Buffer variant: the value's bytes must not go through UTF-8 (a BinaryValue's payload).
+      this.client.stampedeGuardGetOrLockBuffer(keys.entry, keys.lock, keys.fresh, owner, leaseMs, mode, retentionMs, Math.round(refreshBelowMs)),
+    )) as [Buffer, Buffer, Buffer, Buffer, number, number, number, number, number, number, Buffer, Buffer]
+    this.clock.observe(Number(String(reply[10])), sentAt, performance.now())
     const [state, lock, lockArg, data, freshMs, graceMs, fallbackMs, loadMs, corrupt, ttlMs, , version] = reply
-    return { state, lock, lockArg, data, life: { freshMs, graceMs, fallbackMs, loadMs, ttlMs: ttlMs || freshMs }, corrupt: corrupt === 1, version }
+    return {
+      state: String(state) as Lookup['state'],
+      lock: String(lock) as Lookup['lock'],
+      lockArg: String(lockArg),
+      data,
+      life: { freshMs, graceMs, fallbackMs, loadMs, ttlMs: ttlMs || freshMs },
+      corrupt: corrupt === 1,
+      version: String(version),
+    }
   }
 
   /** Returns the version (fencing token) it was written with, or undefined when fenced out by a newer one. */

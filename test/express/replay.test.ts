@@ -104,7 +104,7 @@ describe.skipIf(!redisAvailable)('replay', () => {
     const file = fileURLToPath(import.meta.url)
     const server = await app((req, res) => {
       if (req.query.kind === 'json') return void res.json({ list: [1, 2, 3], text: 'héllo ✓' })
-      if (req.query.kind === 'file') return void res.sendFile(file)
+      if (req.query.kind === 'file') return void res.sendFile(file, { maxAge: '1h' }) // its default max-age=0 is not stored
       res.type('bin').send(BINARY)
     })
     for (const kind of ['json', 'file', 'buffer']) {

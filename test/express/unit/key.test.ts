@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http'
+import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { canonicalHeaderNames, customUrlKey, defaultUrlKey, hasForeignForwardedHost, normalizedHeader, validatedHost, variantKey } from '../../../src/express/key.js'
 
@@ -42,8 +43,9 @@ describe('forwarded hosts', () => {
 })
 
 describe('keys', () => {
-  it('is host + raw path + full query, never the method', () => {
-    expect(defaultUrlKey(req({}, '/p?b=2&a=1'), 'shop.test')).toBe('url:shop.test/p?b=2&a=1')
+  it('is scheme + host + raw path + full query, never the method', () => {
+    expect(defaultUrlKey(req({}, '/p?b=2&a=1'), 'shop.test')).toBe('url:http://shop.test/p?b=2&a=1')
+    expect(defaultUrlKey(req({}, '/p'), 'shop.test', 'https')).toBe('url:https://shop.test/p')
     expect(defaultUrlKey(req({}, '/p?b=2&a=1', 'HEAD'), 'shop.test')).toBe(defaultUrlKey(req({}, '/p?b=2&a=1', 'GET'), 'shop.test'))
     expect(defaultUrlKey(req({}, '/p?a=1'), 'shop.test')).not.toBe(defaultUrlKey(req({}, '/p?a=2'), 'shop.test'))
   })
@@ -57,7 +59,7 @@ describe('keys', () => {
 
   it('no request URL maps onto the key of a hashed URL or of a variant', () => {
     const host = 'shop.test'
-    const urlOf = (key: string) => key.slice(`url:${host}`.length) // the URL a request would need to reach `key`
+    const urlOf = (key: string) => key.slice(`url:http://${host}`.length) // the URL a request would need to reach `key`
     const hashed = defaultUrlKey(req({}, `/p?x=${'a'.repeat(300)}`), host)
     expect(defaultUrlKey(req({}, urlOf(hashed)), host)).not.toBe(hashed)
     const variant = variantKey(defaultUrlKey(req({}, '/p'), host), 'g1', ['accept'], req({ accept: 'text/html' }))
@@ -74,14 +76,55 @@ describe('keys', () => {
   it('derives variant keys from normalised header values; absent differs from empty', () => {
     const names = canonicalHeaderNames(['Accept-Language', 'accept-encoding', 'ACCEPT-ENCODING'])
     expect(names).toEqual(['accept-encoding', 'accept-language'])
-    const a = variantKey('url:x/', 'g1', names, req({ 'accept-encoding': 'gzip,  br', 'accept-language': 'en' }))
-    const b = variantKey('url:x/', 'g1', names, req({ 'accept-encoding': 'gzip , br', 'accept-language': 'en' }))
-    const c = variantKey('url:x/', 'g1', names, req({ 'accept-encoding': 'br, gzip', 'accept-language': 'en' }))
-    expect(a).toBe(b)
+    const a = variantKey('url:x/', 'g1', names, req({ 'accept-encoding': 'gzip', 'accept-language': 'en,  fr' }))
+    const b = variantKey('url:x/', 'g1', names, req({ 'accept-encoding': 'GZIP;q=1', 'accept-language': 'en , fr' }))
+    const c = variantKey('url:x/', 'g1', names, req({ 'accept-encoding': 'gzip', 'accept-language': 'fr, en' }))
+    expect(a).toBe(b) // Accept-Encoding reduced to its coding; whitespace around commas collapsed
     expect(a).not.toBe(c) // order can change negotiation: not merged
-    expect(variantKey('url:x/', 'g2', names, req({ 'accept-encoding': 'gzip, br', 'accept-language': 'en' }))).not.toBe(a)
+    expect(variantKey('url:x/', 'g2', names, req({ 'accept-encoding': 'gzip', 'accept-language': 'en, fr' }))).not.toBe(a)
     expect(normalizedHeader(req({}), 'accept')).toBeNull()
     expect(normalizedHeader(req({ accept: '' }), 'accept')).toBe('')
     expect(a).not.toContain('gzip') // values enter only as a digest
+  })
+})
+
+describe('issue 9.3: the default key is injective', () => {
+  type Tuple = { scheme: 'http' | 'https'; host: string; path: string; query: string | undefined; variant: string | undefined }
+
+  /** The key a request for `tuple` gets, sent in origin-form (`/p?q`) or absolute-form (`http://host/p?q`). */
+  function keyOf(tuple: Tuple, form: 'origin' | 'absolute'): string {
+    const target = tuple.path + (tuple.query === undefined ? '' : `?${tuple.query}`)
+    const request = req(tuple.variant === undefined ? {} : { 'x-variant': tuple.variant }, form === 'absolute' ? `${tuple.scheme}://${tuple.host}${target}` : target)
+    const url = defaultUrlKey(request, tuple.host, tuple.scheme)
+    return tuple.variant === undefined ? url : variantKey(url, 'g1', ['x-variant'], request)
+  }
+
+  // Small alphabets, so that the components' boundaries are where collisions would be.
+  const label = fc.constantFrom('a', 'b', 'ab', 'http', 'https', '127', '0', '1')
+  const host = fc.tuple(fc.array(label, { minLength: 1, maxLength: 3 }), fc.option(fc.constantFrom(1, 80, 8080), { nil: undefined }))
+    .map(([labels, port]) => labels.join('.') + (port === undefined ? '' : `:${port}`))
+  const text = (chars: string, maxLength: number) => fc.array(fc.constantFrom(...chars.split('')), { maxLength }).map((list) => list.join(''))
+  const tuple: fc.Arbitrary<Tuple> = fc.record({
+    scheme: fc.constantFrom('http' as const, 'https' as const),
+    host,
+    path: fc.oneof(text('/a:.hts', 8), text('/a', 300)).map((path) => `/${path}`),
+    query: fc.option(text('a=&?/:s', 8), { nil: undefined }),
+    variant: fc.option(text('ab ,', 4), { nil: undefined }),
+  })
+  const form = fc.constantFrom('origin' as const, 'absolute' as const)
+
+  it('distinct (scheme, host, path, query, variant) tuples never share a key, in either request form', () => {
+    fc.assert(fc.property(fc.uniqueArray(fc.tuple(tuple, form), { selector: ([t]) => JSON.stringify([t.scheme, t.host, t.path, t.query ?? null, t.variant ?? null]), minLength: 2, maxLength: 40 }), (requests) => {
+      const keys = new Set(requests.map(([t, f]) => keyOf(t, f)))
+      expect(keys.size).toBe(requests.length)
+    }), { numRuns: 500 })
+  })
+
+  it('the absolute-form of a request is keyed as its origin-form', () => {
+    fc.assert(fc.property(tuple, (t) => keyOf(t, 'absolute') === keyOf(t, 'origin')), { numRuns: 500 })
+  })
+
+  it("the issue's example: Host 127.0.0.1http + s://x/coll is not Host 127.0.0.1 + https://x/coll", () => {
+    expect(defaultUrlKey(req({}, 's://x/coll'), '127.0.0.1http')).not.toBe(defaultUrlKey(req({}, 'https://x/coll'), '127.0.0.1'))
   })
 })
