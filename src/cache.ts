@@ -582,8 +582,12 @@ export class Cache {
       let subscription: Subscription | undefined
       try {
         subscription = await this.notifier!.subscribe(keys.channel)
-        const message = await subscription.next(until - performance.now())
-        const entry = message?.[0] === 'c' ? this.decodeCommitMessage(call.key, message) : undefined
+        // A commit that landed before the subscription: its fresh copy is there (one GET).
+        let entry = this.store && this.store.clock.now() !== undefined ? await this.readFresh(call.key, keys, this.store) : undefined
+        if (!entry || !newerVersion(entry.version, current.version)) {
+          const message = await subscription.next(until - performance.now())
+          entry = message?.[0] === 'c' ? this.decodeCommitMessage(call.key, message) : undefined
+        }
         if (entry && !watch.forgotten && newerVersion(entry.version, current.version)) this.remember(call, entry)
       } catch {
         // Redis unavailable: the hold runs out and the next call re-checks.
