@@ -40,6 +40,12 @@ interface PendingRead {
   reject: (error: unknown) => void
 }
 
+/** An invalidation to publish with a write: on `channel`, `message`. */
+export interface Broadcast {
+  channel: string
+  message: string
+}
+
 /** What the leader writes: the encoded value and its lifetimes from now, in ms. */
 export interface CommitRequest {
   lockValue: string
@@ -191,12 +197,15 @@ export class RedisStore {
     return { state, lock, lockArg, data, life: { freshMs, graceMs, fallbackMs, loadMs, ttlMs: ttlMs || freshMs }, corrupt: corrupt === 1, version }
   }
 
-  /** Returns the version (fencing token) it was written with, or undefined when fenced out by a newer one. */
-  async commit(keys: EntryKeys, request: CommitRequest): Promise<string | undefined> {
+  /**
+   * Returns the version (fencing token) it was written with, or undefined when fenced out by
+   * a newer one. With `broadcast` (set()), the invalidation is published in the same script.
+   */
+  async commit(keys: EntryKeys, request: CommitRequest, broadcast?: Broadcast): Promise<string | undefined> {
     const { lockValue, token, data, freshMs, graceMs, fallbackMs, loadMs } = request // freshMs is the ttl
     const sentAt = performance.now()
     const [written, , now, version] = (await this.call('commit', () =>
-      this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, keys.fresh, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), this.publish),
+      this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, keys.fresh, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), this.publish, ...this.broadcastArgs(broadcast)),
     )) as [number, number, string, string]
     this.clock.observe(Number(now), sentAt, performance.now())
     return written === 1 ? version : undefined
@@ -214,13 +223,14 @@ export class RedisStore {
     return (await this.call('extend', () => this.client.stampedeGuardExtend(keys.lock, lockValue, leaseMs))) === 1
   }
 
-  async invalidate(keys: EntryKeys, retentionMs: number): Promise<void> {
-    await this.call('invalidate', () => this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, retentionMs))
+  /** Deletes the value, keeps the fence, and publishes `broadcast` in the same script. */
+  async invalidate(keys: EntryKeys, retentionMs: number, broadcast?: Broadcast): Promise<void> {
+    await this.call('invalidate', () => this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, retentionMs, ...this.broadcastArgs(broadcast)))
   }
 
-  /** PUBLISH takes no key, so ioredis does not apply `keyPrefix`: add it, as the subscriber does. */
-  async broadcast(channel: string, message: string): Promise<void> {
-    await this.call('publish', () => this.client.publish(this.keyPrefix + channel, message))
+  /** A channel is no key, so ioredis does not apply `keyPrefix` to it: add it, as the subscriber does. */
+  private broadcastArgs(broadcast: Broadcast | undefined): [string, string] {
+    return broadcast ? [this.keyPrefix + broadcast.channel, broadcast.message] : ['', '']
   }
 
   private async call<T>(operation: string, command: () => Promise<T>): Promise<T> {
