@@ -73,6 +73,7 @@ export class RedisStore {
   /** Fresh-copy reads asked for in this tick, sent together as one MGET (see getFresh). */
   private pendingReads: PendingRead[] | undefined
   private readonly cluster: boolean
+  private clockSync: Promise<void> | undefined
   private readonly connection: NodeJS.EventEmitter
   private readonly onReady = () => (this.connectedOnce = true)
   /** Commands already sent when the connection drops would be retried after a reconnect: fail them now. */
@@ -156,34 +157,37 @@ export class RedisStore {
    * Set-up a fresh process would otherwise pay on its first calls: connect and measure the
    * server clock (so the first calls can take the GET path). Scripts need nothing: ioredis
    * sends a script's first call on a connection as EVAL, so no NOSCRIPT round trip occurs.
-   * Bypasses the breaker (a slow first connection is no outage), never rejects, and is
-   * bounded by the command timeout.
    */
-  async warmUp(): Promise<void> {
+  warmUp(): Promise<void> {
+    return this.syncClock()
+  }
+
+  /**
+   * Measures the server clock (TIME) when the estimate is missing or old. One at a time;
+   * it bypasses the breaker (a slow first connection, or a busy moment, is no outage, and
+   * must not open it for the calls that matter), never rejects, and is bounded by the
+   * command timeout.
+   */
+  syncClock(): Promise<void> {
+    if (!this.clock.stale()) return Promise.resolve()
+    if (this.clockSync) return this.clockSync
+    if (this.connectedOnce && this.client.status !== 'ready') return Promise.resolve()
     const sentAt = performance.now()
-    const time = this.client.time().then(([seconds, micros]) => {
+    const measured = this.client.time().then(([seconds, micros]) => {
       this.clock.observe(Number(seconds) * 1000 + Math.floor(Number(micros) / 1000), sentAt, performance.now())
+    }, () => {
+      // Redis is unavailable: lookups take the script path, which measures the clock too.
     })
-    const all = time.catch(() => {})
     let timer: NodeJS.Timeout | undefined
     const bounded = new Promise<void>((resolve) => {
       timer = setTimeout(resolve, this.timeoutMs)
       timer.unref()
     })
-    await Promise.race([all, bounded])
-    clearTimeout(timer)
-  }
-
-  /** Measures the server clock (TIME) when the estimate is missing or old; never rejects. */
-  async syncClock(): Promise<void> {
-    if (!this.clock.stale()) return
-    const sentAt = performance.now()
-    try {
-      const [seconds, micros] = (await this.call('time', () => this.client.time())) as [string | number, string | number]
-      this.clock.observe(Number(seconds) * 1000 + Math.floor(Number(micros) / 1000), sentAt, performance.now())
-    } catch {
-      // Redis is unavailable: hits take the script path, which measures it too.
-    }
+    this.clockSync = Promise.race([measured, bounded]).finally(() => {
+      clearTimeout(timer)
+      this.clockSync = undefined
+    })
+    return this.clockSync
   }
 
   /** `refreshBelowMs`: in 'refresh' mode, only refresh a value fresh for at most this long (-1: always). */
