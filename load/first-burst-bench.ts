@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import type { ChildProcess } from 'node:child_process'
 import { forkTs } from './fork-ts.js'
-import { findRedisServer, startPrivateRedis, type PrivateRedis } from './redis-server.js'
+import { benchRedis } from './redis-server.js'
 import type { BurstChildToParent, BurstParentToChild } from './first-burst/protocol.js'
 
 const { values: args } = parseArgs({
@@ -72,14 +72,7 @@ async function round(url: string, awaitReady: boolean, key: string): Promise<{ w
   }
 }
 
-let privateRedis: PrivateRedis | undefined
-let url = process.env.REDIS_URL
-if (!url) {
-  const binary = findRedisServer()
-  if (!binary) throw new Error('bench:first-burst needs Redis: set REDIS_URL or install redis-server')
-  privateRedis = await startPrivateRedis(binary)
-  url = privateRedis.url
-}
+const { url, privateServer: privateRedis } = await benchRedis('bench:first-burst')
 try {
   console.log(`first burst on freshly started processes: ${PROCESSES} processes × ${CALLS} calls on one cold key, ${LOADER_MS} ms loader, ${ROUNDS} rounds per variant`)
   for (const awaitReady of [true, false]) {

@@ -139,3 +139,12 @@ export async function startPrivateRedis(binary: string): Promise<PrivateRedis> {
     stop: () => kill('SIGTERM'),
   }
 }
+
+/** What a benchmark runs against: REDIS_URL if set, else a private redis-server it must stop. */
+export async function benchRedis(bench: string): Promise<{ url: string; privateServer: PrivateRedis | undefined }> {
+  if (process.env.REDIS_URL) return { url: process.env.REDIS_URL, privateServer: undefined }
+  const binary = findRedisServer()
+  if (!binary) throw new Error(`${bench} needs Redis: set REDIS_URL or install redis-server`)
+  const privateServer = await startPrivateRedis(binary)
+  return { url: privateServer.url, privateServer }
+}

@@ -24,7 +24,7 @@ import type { ChildProcess } from 'node:child_process'
 import { Redis } from 'ioredis'
 import cliProgress from 'cli-progress'
 import { forkTs } from './fork-ts.js'
-import { findRedisServer, startPrivateRedis, type PrivateRedis } from './redis-server.js'
+import { benchRedis } from './redis-server.js'
 import { bold, dim } from './report/format.js'
 import type { ChildToParent, ParentToChild, Strategy } from './wakeup/protocol.js'
 
@@ -104,14 +104,7 @@ function percentile(sorted: number[], p: number): number {
 }
 
 async function main(): Promise<void> {
-  let privateRedis: PrivateRedis | undefined
-  let url = process.env.REDIS_URL
-  if (!url) {
-    const binary = findRedisServer()
-    if (!binary) throw new Error('bench:wakeup needs Redis: set REDIS_URL or install redis-server')
-    privateRedis = await startPrivateRedis(binary)
-    url = privateRedis.url
-  }
+  const { url, privateServer: privateRedis } = await benchRedis('bench:wakeup')
   const namespace = `sg-wakeup-${randomBytes(4).toString('hex')}`
   const file = fileURLToPath(new URL('./wakeup/bench-process.ts', import.meta.url))
   const env = { BENCH_REDIS_URL: url, BENCH_NAMESPACE: namespace }

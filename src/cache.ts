@@ -15,7 +15,7 @@ import { entryKeys, invalidationChannel, type EntryKeys } from './redis/keys.js'
 import { Lease } from './redis/lease.js'
 import { Notifier, type Subscription } from './redis/notifier.js'
 import { newerVersion, parseRecord } from './redis/record.js'
-import { FOREIGN_TYPE, RedisStore, type Lookup, type LookupMode } from './redis/store.js'
+import { FOREIGN_TYPE, RedisStore, type Broadcast, type Lookup, type LookupMode } from './redis/store.js'
 import { withTimeout } from './timers.js'
 
 /**
@@ -169,9 +169,8 @@ export class Cache {
     const life = this.jittered(new LoadContext(key, NEVER_ABORTED, undefined, call.policy).lifetimes(0))
     let version: string | undefined
     if (this.store) {
-      version = await this.store.commit(entryKeys(this.settings.namespace, key), { lockValue: '', token: '', data, ...life })
+      version = await this.store.commit(entryKeys(this.settings.namespace, key), { lockValue: '', token: '', data, ...life }, this.forgetMessage(key))
       if (version === undefined) return
-      await this.broadcastForget(key)
     }
     if (this.deletions === epoch) this.remember({ ...call, epoch }, entryFrom(value, life, performance.now(), { version, size: data.length }))
   }
@@ -185,8 +184,8 @@ export class Cache {
     this.call(key, () => undefined, undefined)
     this.forget(key)
     if (!this.store) return
-    await this.store.invalidate(entryKeys(this.settings.namespace, key), this.retentionMs)
-    await this.broadcastForget(key) // other processes may hold it in L1 even if this one has none
+    // Other processes may hold it in L1 even if this one has none: the script tells them.
+    await this.store.invalidate(entryKeys(this.settings.namespace, key), this.retentionMs, this.forgetMessage(key))
   }
 
   /**
@@ -298,8 +297,9 @@ export class Cache {
     }
   }
 
-  private async broadcastForget(key: string): Promise<void> {
-    await this.store?.broadcast(invalidationChannel(this.settings.namespace), `${this.id}|${key}`).catch(() => {})
+  /** The invalidation that delete() and set() publish with their write. */
+  private forgetMessage(key: string): Broadcast {
+    return { channel: invalidationChannel(this.settings.namespace), message: `${this.id}|${key}` }
   }
 
   private fly(call: Call): Promise<Resolution> {
@@ -318,9 +318,9 @@ export class Cache {
 
   /** Tracks a flight for close(), and forgets its key's delete marker once no flight needs it. */
   private trackFlight(key: string, flight: Promise<unknown>): void {
-    this.track(flight.finally(() => {
+    this.track(flight, () => {
       if (!this.busy(key)) this.deletedAt.delete(key)
-    }))
+    })
   }
 
   /**
@@ -432,10 +432,14 @@ export class Cache {
     }))
   }
 
-  private track(work: Promise<unknown>): void {
-    const settled = work.then(() => {}, () => {})
-    this.background.add(settled)
-    settled.finally(() => this.background.delete(settled))
+  /** Keeps `work` for close() to wait on until it settles (one reaction: this is on every call's path). */
+  private track(work: Promise<unknown>, then?: () => void): void {
+    this.background.add(work)
+    const done = () => {
+      this.background.delete(work)
+      then?.()
+    }
+    work.then(done, done)
   }
 
   // ── the Redis state machine ───────────────────────────────────────────────
@@ -617,8 +621,12 @@ export class Cache {
       let subscription: Subscription | undefined
       try {
         subscription = await this.notifier!.subscribe(keys.channel)
-        const message = await subscription.next(until - performance.now())
-        const entry = message && String.fromCharCode(message[0] ?? 0) === 'c' ? this.decodeCommitMessage(call.key, message) : undefined
+        // A commit that landed before the subscription: its fresh copy is there (one GET).
+        let entry = this.store && this.store.clock.now() !== undefined ? await this.readFresh(call.key, keys, this.store) : undefined
+        if (!entry || !newerVersion(entry.version, current.version)) {
+          const message = await subscription.next(until - performance.now())
+          entry = message && String.fromCharCode(message[0] ?? 0) === 'c' ? this.decodeCommitMessage(call.key, message) : undefined
+        }
         if (entry && !watch.forgotten && newerVersion(entry.version, current.version)) this.remember(call, entry)
       } catch {
         // Redis unavailable: the hold runs out and the next call re-checks.

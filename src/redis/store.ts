@@ -45,6 +45,12 @@ interface PendingRead {
   reject: (error: unknown) => void
 }
 
+/** An invalidation to publish with a write: on `channel`, `message`. */
+export interface Broadcast {
+  channel: string
+  message: string
+}
+
 /** What the leader writes: the encoded value and its lifetimes from now, in ms. */
 export interface CommitRequest {
   lockValue: string
@@ -73,6 +79,7 @@ export class RedisStore {
   /** Fresh-copy reads asked for in this tick, sent together as one MGET (see getFresh). */
   private pendingReads: PendingRead[] | undefined
   private readonly cluster: boolean
+  private clockSync: Promise<void> | undefined
   private readonly connection: NodeJS.EventEmitter
   private readonly onReady = () => (this.connectedOnce = true)
   /** Commands already sent when the connection drops would be retried after a reconnect: fail them now, and the queued ones. */
@@ -160,34 +167,37 @@ export class RedisStore {
    * Set-up a fresh process would otherwise pay on its first calls: connect and measure the
    * server clock (so the first calls can take the GET path). Scripts need nothing: ioredis
    * sends a script's first call on a connection as EVAL, so no NOSCRIPT round trip occurs.
-   * Bypasses the breaker (a slow first connection is no outage), never rejects, and is
-   * bounded by the command timeout.
    */
-  async warmUp(): Promise<void> {
+  warmUp(): Promise<void> {
+    return this.syncClock()
+  }
+
+  /**
+   * Measures the server clock (TIME) when the estimate is missing or old. One at a time;
+   * it bypasses the breaker (a slow first connection, or a busy moment, is no outage, and
+   * must not open it for the calls that matter), never rejects, and is bounded by the
+   * command timeout.
+   */
+  syncClock(): Promise<void> {
+    if (!this.clock.stale()) return Promise.resolve()
+    if (this.clockSync) return this.clockSync
+    if (this.connectedOnce && this.client.status !== 'ready') return Promise.resolve()
     const sentAt = performance.now()
-    const time = this.client.time().then(([seconds, micros]) => {
+    const measured = this.client.time().then(([seconds, micros]) => {
       this.clock.observe(Number(seconds) * 1000 + Math.floor(Number(micros) / 1000), sentAt, performance.now())
+    }, () => {
+      // Redis is unavailable: lookups take the script path, which measures the clock too.
     })
-    const all = time.catch(() => {})
     let timer: NodeJS.Timeout | undefined
     const bounded = new Promise<void>((resolve) => {
       timer = setTimeout(resolve, this.timeoutMs)
       timer.unref()
     })
-    await Promise.race([all, bounded])
-    clearTimeout(timer)
-  }
-
-  /** Measures the server clock (TIME) when the estimate is missing or old; never rejects. */
-  async syncClock(): Promise<void> {
-    if (!this.clock.stale()) return
-    const sentAt = performance.now()
-    try {
-      const [seconds, micros] = (await this.call('time', () => this.client.time())) as [string | number, string | number]
-      this.clock.observe(Number(seconds) * 1000 + Math.floor(Number(micros) / 1000), sentAt, performance.now())
-    } catch {
-      // Redis is unavailable: hits take the script path, which measures it too.
-    }
+    this.clockSync = Promise.race([measured, bounded]).finally(() => {
+      clearTimeout(timer)
+      this.clockSync = undefined
+    })
+    return this.clockSync
   }
 
   /** `refreshBelowMs`: in 'refresh' mode, only refresh a value fresh for at most this long (-1: always). */
@@ -210,12 +220,15 @@ export class RedisStore {
     }
   }
 
-  /** Returns the version (fencing token) it was written with, or undefined when fenced out by a newer one. */
-  async commit(keys: EntryKeys, request: CommitRequest): Promise<string | undefined> {
+  /**
+   * Returns the version (fencing token) it was written with, or undefined when fenced out by
+   * a newer one. With `broadcast` (set()), the invalidation is published in the same script.
+   */
+  async commit(keys: EntryKeys, request: CommitRequest, broadcast?: Broadcast): Promise<string | undefined> {
     const { lockValue, token, data, freshMs, graceMs, fallbackMs, loadMs } = request // freshMs is the ttl
     const sentAt = performance.now()
     const [written, , now, version] = (await this.call('commit', () =>
-      this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, keys.fresh, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), this.publish),
+      this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, keys.fresh, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), this.publish, ...this.broadcastArgs(broadcast)),
     )) as [number, number, string, string]
     this.clock.observe(Number(now), sentAt, performance.now())
     return written === 1 ? version : undefined
@@ -233,13 +246,14 @@ export class RedisStore {
     return (await this.call('extend', () => this.client.stampedeGuardExtend(keys.lock, lockValue, leaseMs))) === 1
   }
 
-  async invalidate(keys: EntryKeys, retentionMs: number): Promise<void> {
-    await this.call('invalidate', () => this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, retentionMs))
+  /** Deletes the value, keeps the fence, and publishes `broadcast` in the same script. */
+  async invalidate(keys: EntryKeys, retentionMs: number, broadcast?: Broadcast): Promise<void> {
+    await this.call('invalidate', () => this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, retentionMs, ...this.broadcastArgs(broadcast)))
   }
 
-  /** PUBLISH takes no key, so ioredis does not apply `keyPrefix`: add it, as the subscriber does. */
-  async broadcast(channel: string, message: string): Promise<void> {
-    await this.call('publish', () => this.client.publish(this.keyPrefix + channel, message))
+  /** A channel is no key, so ioredis does not apply `keyPrefix` to it: add it, as the subscriber does. */
+  private broadcastArgs(broadcast: Broadcast | undefined): [string, string] {
+    return broadcast ? [this.keyPrefix + broadcast.channel, broadcast.message] : ['', '']
   }
 
   /** Commands, bounded by the budget of commands in flight; lock holders' commands queue first. */

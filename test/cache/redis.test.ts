@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { createCache, RemoteLoaderError, SerializationError, type Cache, type CacheOptions } from '../../src/index.js'
+import { createCache, RedisUnavailableError, RemoteLoaderError, SerializationError, type Cache, type CacheOptions } from '../../src/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { sleep } from '../support/timing.js'
 
@@ -84,6 +84,23 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
     expect(await down.getOrLoad('k', async () => 'v')).toBe('v')
     await down.close()
     dead.disconnect()
+  })
+
+  it('delete() and set() reject when other processes could not be told: the broadcast is part of the write', async () => {
+    // A user that may publish on the per-key channels but not on the invalidation channel.
+    await admin.acl('SETUSER', 'nobroadcast', 'on', '>pw', '~*', 'resetchannels', '&sg:{*', '+@all')
+    const limited = new Redis({ host: '127.0.0.1', port: Number(new URL(server.url).port), username: 'nobroadcast', password: 'pw', maxRetriesPerRequest: 1 })
+    limited.on('error', () => {})
+    const c = createCache({ redis: limited, ttl: '1m', l1: false })
+    try {
+      expect(await c.getOrLoad('told', async () => 'v')).toBe('v')
+      await expect(c.delete('told')).rejects.toThrow(RedisUnavailableError)
+      await expect(c.set('told', 'w')).rejects.toThrow(RedisUnavailableError)
+    } finally {
+      await c.close()
+      limited.disconnect()
+      await admin.acl('DELUSER', 'nobroadcast')
+    }
   })
 
   it('hit-for-miss: callers run their own loader at once, flagged uncached', async () => {

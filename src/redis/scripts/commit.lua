@@ -15,6 +15,8 @@
 -- ARGV[6]  fallbackMs  kept as fail-safe fallback until this long from now (≥ graceMs)
 -- ARGV[7]  loadMs      how long the load took (XFetch's delta)
 -- ARGV[8]  publish     'PUBLISH' or 'SPUBLISH'
+-- ARGV[9]  broadcast   set() only: the invalidation channel (with the key prefix), '' for none
+-- ARGV[10] message     set() only: '<cache id>|<key>', published (plain PUBLISH) when written
 --
 -- Returns {written, released, now, token}. Publishes 'c|now|x|s|e|l|t|f|data' (the fresh copy
 -- after the server time) when written, or 'r|' (re-check) when only the lock was released.
@@ -62,6 +64,7 @@ end
 
 if written == 1 then
   redis.call(publish, channel, 'c|' .. integer(now) .. '|' .. record)
+  if ARGV[9] ~= '' then redis.call('PUBLISH', ARGV[9], ARGV[10]) end
 elseif released == 1 then
   redis.call(publish, channel, 'r|')
 end

@@ -6,6 +6,9 @@
 -- KEYS[1]  entry hash  <ns>:{tag}
 -- KEYS[2]  fresh copy  <ns>:{tag}:v
 -- ARGV[1]  retention   ms to keep the fence (longest time a leader may hold its lock)
+-- ARGV[2]  broadcast   the invalidation channel (with the client's key prefix), '' for none
+-- ARGV[3]  message     '<cache id>|<key>': every other process drops its L1 copy. Published
+--                      here, with the write, so a delete never succeeds untold.
 --
 -- Returns 1.
 
@@ -21,4 +24,5 @@ local highWater = string.format('%.0f', math.max(counter, nowMicros))
 redis.call('DEL', entry, KEYS[2])
 redis.call('HSET', entry, 'c', highWater, 'f', highWater)
 redis.call('PEXPIRE', entry, ARGV[1])
+if ARGV[2] ~= '' then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
 return 1
