@@ -708,9 +708,10 @@ export class Cache {
     if (typeof data !== 'string') throw new SerializationError(key, `the codec returned ${typeof data}, not a string`)
     const max = this.settings.maxValueBytes
     // A UTF-16 unit is 1 to 3 UTF-8 bytes: count the bytes only when the length cannot tell.
-    if (data.length * 3 > max && (data.length > max || Buffer.byteLength(data) > max)) {
-      throw new ValueTooLargeError(key, data.length > max ? undefined : Buffer.byteLength(data), max)
-    }
+    if (data.length * 3 <= max) return data
+    if (data.length > max) throw new ValueTooLargeError(key, undefined, max)
+    const bytes = Buffer.byteLength(data)
+    if (bytes > max) throw new ValueTooLargeError(key, bytes, max)
     return data
   }
 

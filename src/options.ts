@@ -151,7 +151,11 @@ export interface CacheOptions extends PolicyOptions {
    */
   ttlJitter?: number
   circuitBreaker?: CircuitBreakerOptions
-  /** Encodes values for Redis. Default JSON (`null` is a value; `undefined`, BigInt and cycles cannot be stored). */
+  /**
+   * Encodes values for Redis. Default `jsonCodec`: `null` is a value; `undefined`, BigInt,
+   * cycles and anything JSON would change (NaN, Infinity, Date, Map, Set, class instances,
+   * functions) are not stored. `superjsonCodec(superjson)` stores most of those.
+   */
   codec?: Codec
   /** Longest accepted key, in UTF-16 code units. Default `1024`. */
   maxKeyLength?: number
