@@ -50,6 +50,8 @@ interface Call {
 /** What a flight has learned that its callers' timeouts can use. */
 interface FlightNotes {
   fallback: Entry | undefined
+  /** While the flight's first Redis lookup is pending: what its joined callers' waitTimeouts do when it answers. */
+  lookingUp?: (() => void)[] | false
   /** Its callers' softTimeout / hardTimeout / waitTimeout, on one timer (created on first need). */
   deadlines?: Deadlines
 }
@@ -60,6 +62,13 @@ interface Claim {
   token: string
   /** '' when loading without the lock (after a wait timeout): nothing to renew or release. */
   lockValue: string
+}
+
+/** The flight's first lookup answered (or failed): from now on its joined callers' waitTimeouts run. */
+function lookedUp(notes: FlightNotes): void {
+  const postponed = notes.lookingUp
+  notes.lookingUp = false
+  if (postponed) for (const resume of postponed) resume()
 }
 
 const NEVER_ABORTED = new AbortController().signal
@@ -310,8 +319,8 @@ export class Cache {
   private withTimeouts(call: Call, flight: Flight<Resolution, FlightNotes>, joined: boolean): Promise<Resolution> {
     const { key, policy } = call
     const fallback = () => (fallbackValid(flight.notes.fallback, performance.now()) ? flight.notes.fallback : undefined)
-    // Each deadline answers, throws, or returns undefined to keep waiting.
-    const deadlines: [number, () => Resolution | Promise<Resolution> | undefined][] = []
+    // Each deadline answers, throws, or returns undefined to keep waiting (`again(ms)`: come back later).
+    const deadlines: [number, (again: (ms: number) => void) => Resolution | Promise<Resolution> | undefined][] = []
     if (policy.softTimeout) {
       deadlines.push([policy.softTimeout, () => {
         const stale = fallback()
@@ -321,8 +330,14 @@ export class Cache {
       }])
     }
     if (joined) {
-      // Run our own loader (fly() does, on this unshared marker); the flight still stores its result.
-      deadlines.push([policy.waitTimeout, () => this.waitTimedOut(call, fallback()) ?? OWN_LOAD])
+      deadlines.push([policy.waitTimeout, (again) => {
+        // A flight still on its first Redis lookup (queued behind a burst, or sent) is not yet
+        // waiting for anyone's load: count the wait again from when the lookup answers.
+        const lookup = flight.notes.lookingUp
+        if (lookup) return void lookup.push(() => again(policy.waitTimeout))
+        // Run our own loader (fly() does, on this unshared marker); the flight still stores its result.
+        return this.waitTimedOut(call, fallback()) ?? OWN_LOAD
+      }])
     }
     if (policy.hardTimeout) {
       deadlines.push([policy.hardTimeout, () => {
@@ -343,15 +358,17 @@ export class Cache {
       }
       const now = performance.now()
       for (const [ms, onDeadline] of deadlines) {
-        schedule.add(now + ms, () => {
+        const again = (later: number) => schedule.add(performance.now() + later, fire)
+        const fire = () => {
           if (done) return // answered already; the entry just comes due
           try {
-            const answer = onDeadline()
+            const answer = onDeadline(again)
             if (answer) settle(() => resolve(answer))
           } catch (error) {
             settle(() => reject(error))
           }
-        })
+        }
+        schedule.add(now + ms, fire)
       }
       flight.promise.then((resolution) => settle(() => resolve(resolution)), (error: unknown) => settle(() => reject(error)))
     })
@@ -416,7 +433,8 @@ export class Cache {
     let handedOff = false // past this point a RedisUnavailableError is the loader's own
     try {
       for (;;) {
-        const found = await this.store.getOrLock(keys, owner, lease, mode, this.retentionMs)
+        notes.lookingUp ??= []
+        const found = await this.store.getOrLock(keys, owner, lease, mode, this.retentionMs).finally(() => lookedUp(notes))
         const entry = this.decode(key, found)
         if (entry) notes.fallback = entry
         switch (found.lock) {

@@ -51,8 +51,9 @@ export interface PolicyOptions {
    */
   hardTimeout?: Duration
   /**
-   * How long a caller waits for another process that holds the lock. Afterwards it
-   * serves a stale value if it has one, else follows `onWaitTimeout`. Default `'10s'`.
+   * How long a caller waits for another process that holds the lock (or for the in-process
+   * flight it joined, not counting that flight's first Redis lookup). Afterwards it serves a
+   * stale value if it has one, else follows `onWaitTimeout`. Default `'10s'`.
    */
   waitTimeout?: Duration
   /**
