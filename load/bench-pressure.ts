@@ -75,6 +75,7 @@ async function hitBurst(): Promise<void> {
   const after = cache.stats()
   console.log(`hit burst: ${round(CALLS)} concurrent calls over ${round(KEYS)} stored keys, L1 off`)
   console.log(`  loader runs ${loads}, redis-error ${after['redis-error'] - before['redis-error']}, circuit-open ${after['circuit-open'] - before['circuit-open']}, ` +
+    `waitTimeouts of joined callers ${after.timeout - before.timeout}, ` +
     `redis hits ${round(after.hit - before.hit)}, timers right after dispatch ${round(timersAfterDispatch)}, ` +
     `dispatch ${round(dispatched)} ms, all answered ${round(elapsed)} ms`)
   await cache.close()

@@ -51,6 +51,8 @@ interface Call {
 /** What a flight has learned that its callers' timeouts can use. */
 interface FlightNotes {
   fallback: Entry | undefined
+  /** While the flight's first Redis lookup is pending: what its joined callers' waitTimeouts do when it answers. */
+  lookingUp?: (() => void)[] | false
   /** Its callers' softTimeout / hardTimeout / waitTimeout, on one timer (created on first need). */
   deadlines?: Deadlines
 }
@@ -61,6 +63,13 @@ interface Claim {
   token: string
   /** '' when loading without the lock (after a wait timeout): nothing to renew or release. */
   lockValue: string
+}
+
+/** The flight's first lookup answered (or failed): from now on its joined callers' waitTimeouts run. */
+function lookedUp(notes: FlightNotes): void {
+  const postponed = notes.lookingUp
+  notes.lookingUp = false
+  if (postponed) for (const resume of postponed) resume()
 }
 
 const NEVER_ABORTED = new AbortController().signal
@@ -331,8 +340,8 @@ export class Cache {
   private withTimeouts(call: Call, flight: Flight<Resolution, FlightNotes>, joined: boolean): Promise<Resolution> {
     const { key, policy } = call
     const fallback = () => (fallbackValid(flight.notes.fallback, performance.now()) ? flight.notes.fallback : undefined)
-    // Each deadline answers, throws, or returns undefined to keep waiting.
-    const deadlines: [number, () => Resolution | Promise<Resolution> | undefined][] = []
+    // Each deadline answers, throws, or returns undefined to keep waiting (`again(ms)`: come back later).
+    const deadlines: [number, (again: (ms: number) => void) => Resolution | Promise<Resolution> | undefined][] = []
     if (policy.softTimeout) {
       deadlines.push([policy.softTimeout, () => {
         const stale = fallback()
@@ -342,8 +351,14 @@ export class Cache {
       }])
     }
     if (joined) {
-      // Run our own loader (fly() does, on this unshared marker); the flight still stores its result.
-      deadlines.push([policy.waitTimeout, () => this.waitTimedOut(call, fallback()) ?? OWN_LOAD])
+      deadlines.push([policy.waitTimeout, (again) => {
+        // A flight still on its first Redis lookup (queued behind a burst, or sent) is not yet
+        // waiting for anyone's load: count the wait again from when the lookup answers.
+        const lookup = flight.notes.lookingUp
+        if (lookup) return void lookup.push(() => again(policy.waitTimeout))
+        // Run our own loader (fly() does, on this unshared marker); the flight still stores its result.
+        return this.waitTimedOut(call, fallback()) ?? OWN_LOAD
+      }])
     }
     if (policy.hardTimeout) {
       deadlines.push([policy.hardTimeout, () => {
@@ -364,15 +379,17 @@ export class Cache {
       }
       const now = performance.now()
       for (const [ms, onDeadline] of deadlines) {
-        schedule.add(now + ms, () => {
+        const again = (later: number) => schedule.add(performance.now() + later, fire)
+        const fire = () => {
           if (done) return // answered already; the entry just comes due
           try {
-            const answer = onDeadline()
+            const answer = onDeadline(again)
             if (answer) settle(() => resolve(answer))
           } catch (error) {
             settle(() => reject(error))
           }
-        })
+        }
+        schedule.add(now + ms, fire)
       }
       flight.promise.then((resolution) => settle(() => resolve(resolution)), (error: unknown) => settle(() => reject(error)))
     })
@@ -466,7 +483,8 @@ export class Cache {
       let waitDeadline = 0
       let poll = pollInterval
       for (;;) {
-        const found = await this.store.getOrLock(keys, owner, lease, mode, this.retentionMs)
+        notes.lookingUp ??= []
+        const found = await this.store.getOrLock(keys, owner, lease, mode, this.retentionMs).finally(() => lookedUp(notes))
         const entry = this.decode(key, found)
         if (entry) notes.fallback = entry
         switch (found.lock) {
@@ -809,9 +827,10 @@ export class Cache {
     }
     if (typeof data !== 'string') throw new SerializationError(key, `the codec returned ${typeof data}, not a string`)
     // A UTF-16 unit is 1 to 3 UTF-8 bytes: count the bytes only when the length cannot tell.
-    if (data.length * 3 > max && (data.length > max || Buffer.byteLength(data) > max)) {
-      throw new ValueTooLargeError(key, data.length > max ? undefined : Buffer.byteLength(data), max)
-    }
+    if (data.length * 3 <= max) return data
+    if (data.length > max) throw new ValueTooLargeError(key, undefined, max)
+    const bytes = Buffer.byteLength(data)
+    if (bytes > max) throw new ValueTooLargeError(key, bytes, max)
     return data
   }
 

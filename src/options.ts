@@ -51,8 +51,9 @@ export interface PolicyOptions {
    */
   hardTimeout?: Duration
   /**
-   * How long a caller waits for another process that holds the lock. Afterwards it
-   * serves a stale value if it has one, else follows `onWaitTimeout`. Default `'10s'`.
+   * How long a caller waits for another process that holds the lock (or for the in-process
+   * flight it joined, not counting that flight's first Redis lookup). Afterwards it serves a
+   * stale value if it has one, else follows `onWaitTimeout`. Default `'10s'`.
    */
   waitTimeout?: Duration
   /**
@@ -158,7 +159,11 @@ export interface CacheOptions extends PolicyOptions {
    */
   ttlJitter?: number
   circuitBreaker?: CircuitBreakerOptions
-  /** Encodes values for Redis. Default JSON (`null` is a value; `undefined`, BigInt and cycles cannot be stored). */
+  /**
+   * Encodes values for Redis. Default `jsonCodec`: `null` is a value; `undefined`, BigInt,
+   * cycles and anything JSON would change (NaN, Infinity, Date, Map, Set, class instances,
+   * functions) are not stored. `superjsonCodec(superjson)` stores most of those.
+   */
   codec?: Codec
   /** Longest accepted key, in UTF-16 code units. Default `1024`. */
   maxKeyLength?: number

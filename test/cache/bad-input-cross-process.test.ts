@@ -13,6 +13,10 @@ describe.skipIf(!redisAvailable)('awkward loader errors across processes', () =>
   const redis = suite.redis
   const LEASE_MS = 20_000
 
+  async function timeCalls(): Promise<number> {
+    return Number(/^cmdstat_time:calls=(\d+)/m.exec(await redis().info('commandstats'))?.[1] ?? 0)
+  }
+
   const cases: [ThrowKind, string][] = [
     // The getters throw: the remote side gets the constructor's name and says the message was unreadable.
     ['evil-getters', 'Error: (its message could not be read)'],
@@ -24,10 +28,13 @@ describe.skipIf(!redisAvailable)('awkward loader errors across processes', () =>
   it.each(cases)('a loader throwing %s: the waiter in another process gets a RemoteLoaderError saying so, and the lock is released at once', async (throws, described) => {
     const options = { CACHE_OPTIONS: JSON.stringify({ lock: { lease: LEASE_MS }, waitTimeout: '50s', onWaitTimeout: 'throw' }) }
     const [leader, waiter] = await suite.spawn(2, options)
+    await redis().config('RESETSTAT')
     const led = leader!.request<CallResult[]>({ op: 'burst', keys: ['boom'], calls: 2, loaderMs: 0, throws, holdUntilKey: 'fail-now' })
     await until(async () => Number(await redis().get('loads:boom')) === 1, 'the leader to start loading')
     const waited = waiter!.request<CallResult[]>({ op: 'burst', keys: ['boom'], calls: 2, loaderMs: 0 })
-    await until(async () => ((await redis().pubsub('NUMSUB', 'sg:{k:boom}:ch')) as [string, number])[1] === 1, 'the waiter to subscribe')
+    // Fail only once the waiter waits: it has looked up, subscribed and looked again (each lookup
+    // reads TIME once; nothing else has yet), else it could find the lock gone and load itself.
+    await until(async () => (await timeCalls()) >= 3, 'the waiter to look up, subscribe and re-check', 30_000)
     const failedAt = Date.now()
     await redis().set('fail-now', '1')
 

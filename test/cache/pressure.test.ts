@@ -45,6 +45,26 @@ describe.skipIf(!redisAvailable)('under a burst', () => {
     expect(reader.stats()['circuit-open']).toBe(0)
   })
 
+  it("a joined caller's waitTimeout does not run out while its flight's own Redis lookup is pending", async () => {
+    const seeder = cache({ l1: false })
+    await seeder.set('slow', 'stored')
+    const reader = cache({ l1: false, waitTimeout: 50, redisTimeout: '10s' })
+    await reader.getOrLoad('warm', async () => 'connected')
+    const sleeper = suite.client()
+    await sleeper.ping()
+    const asleep = sleeper.call('DEBUG', 'SLEEP', '1')
+    // The server is asleep once a probe goes unanswered for a while (it is answered after the sleep).
+    let probe = admin.ping()
+    for (const deadline = Date.now() + 1_000; Date.now() < deadline; probe = admin.ping()) {
+      if (await Promise.race([probe.then(() => false), sleep(100).then(() => true)])) break
+    }
+    let loads = 0
+    const values = await Promise.all(Array.from({ length: 5 }, () => reader.getOrLoad('slow', async () => (loads++, 'loaded'))))
+    await asleep
+    expect(values).toEqual(Array(5).fill('stored'))
+    expect(loads).toBe(0) // the 4 joined callers did not give up on a lookup that was only slow
+  })
+
   it('ttlJitter shortens each stored ttl by a random fraction, so keys stored together expire apart', async () => {
     const c = cache({ ttl: '10s', ttlJitter: 0.5 })
     const before = Number((await admin.time())[0]) * 1000
