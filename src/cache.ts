@@ -475,7 +475,13 @@ export class Cache {
     try {
       // Whichever command goes first is sent before this returns, so calls keep their order.
       if (store.clock.stale()) void store.syncClock()
-      const fresh = store.clock.now() === undefined ? undefined : await this.readFresh(key, keys, store)
+      // The first lookup is the fresh GET and, when it finds nothing, the script: joined
+      // callers' waitTimeouts start once it answers (see withTimeouts).
+      notes.lookingUp ??= []
+      const fresh = store.clock.now() === undefined ? undefined : await this.readFresh(key, keys, store).catch((error: unknown) => {
+        lookedUp(notes)
+        throw error
+      })
       if (fresh) return this.hit(call, fresh)
       const owner = randomBytes(16).toString('hex')
       const { lease, pollInterval, maxPollInterval } = this.settings.lock
