@@ -118,7 +118,8 @@ export interface CircuitBreakerOptions {
 export interface RedisCommandOptions {
   /**
    * Most commands sent and not yet answered. More wait in the cache's own queue, and each
-   * command's `redisTimeout` starts only when it is sent. Default `256`.
+   * command's `redisTimeout` starts only when it is sent. A fresh-copy read counts as one
+   * command even when it shares an MGET with others: the bound is on keys in flight. Default `256`.
    */
   maxInFlight?: number
   /** Most commands waiting for a slot; past it a command fails at once (the call carries on without Redis). Default `50_000`. */

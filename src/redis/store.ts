@@ -118,24 +118,42 @@ export class RedisStore {
   /**
    * The fresh hit: one GET of the fresh copy, which exists exactly while the value is
    * fresh by the server clock. A key of a foreign type is reported, not an outage.
+   *
+   * Each read takes one slot of the command budget, as a script call does, and reads that
+   * got their slot in the same tick go out together as one MGET: the budget bounds the keys
+   * in flight, not the round trips, so batching cannot put 16 times more work in flight
+   * behind one `redisTimeout`, and a read past `maxQueued` is refused like any command.
    */
   getFresh(keys: EntryKeys): Promise<FreshRead> {
     // On a Cluster the keys of one tick are in many slots, and MGET needs one.
-    if (this.cluster) return this.readOne(keys.fresh)
+    if (this.cluster) return this.call('get', () => this.getOne(keys.fresh))
     return new Promise((resolve, reject) => {
-      if (!this.pendingReads) {
-        this.pendingReads = []
-        // After every caller of this tick has asked (nextTick runs once the promise jobs drain).
-        process.nextTick(() => this.sendReads())
-      }
-      this.pendingReads.push({ key: keys.fresh, resolve, reject })
+      if (!this.breaker.allow()) return reject(new RedisUnavailableError('redis skipped: circuit breaker open (get)'))
+      const read = { key: keys.fresh, resolve, reject }
+      const waiting = this.budget.acquire(false)
+      if (!waiting) return this.queueRead(read)
+      waiting.then(() => this.queueRead(read), (error: Error) => {
+        this.events.emit('redis-error', { operation: 'get', error })
+        reject(error)
+      })
     })
+  }
+
+  /** A read that holds its budget slot, sent with the others of this tick. */
+  private queueRead(read: PendingRead): void {
+    if (!this.pendingReads) {
+      this.pendingReads = []
+      // After every caller of this tick has asked (nextTick runs once the promise jobs drain).
+      process.nextTick(() => this.sendReads())
+    }
+    this.pendingReads.push(read)
   }
 
   /**
    * Sends the reads of this tick: one GET, or one MGET for several (one write, one reply:
    * under concurrency most of a hit's cost is the socket write). MGET answers nil for a
-   * key of another type, which then goes the script's way and is repaired there.
+   * key of another type, which then goes the script's way and is repaired there. Each read
+   * gives its slot back when the reply (or the failure) is in.
    */
   private sendReads(): void {
     const reads = this.pendingReads
@@ -144,23 +162,25 @@ export class RedisStore {
     // Several MGETs rather than one big one: Redis answers the first while we decode it.
     for (let at = 0; at < reads.length; at += MAX_READS_PER_MGET) {
       const chunk = reads.slice(at, at + MAX_READS_PER_MGET)
-      if (chunk.length === 1) {
-        const [read] = chunk as [PendingRead]
-        this.readOne(read.key).then(read.resolve, read.reject)
-        continue
-      }
-      this.call('mget', () => this.client.mgetBuffer(chunk.map((read) => read.key))).then(
-        (values) => chunk.forEach((read, i) => read.resolve(values[i] ?? null)),
-        (error: unknown) => chunk.forEach((read) => read.reject(error)),
-      )
+      const sent: Promise<(FreshRead | null)[]> = chunk.length === 1
+        ? this.send('get', () => this.getOne(chunk[0]!.key)).then((value) => [value])
+        : this.send('mget', () => this.client.mgetBuffer(chunk.map((read) => read.key)))
+      sent
+        .then(
+          (values) => chunk.forEach((read, i) => read.resolve(values[i] ?? null)),
+          (error: unknown) => chunk.forEach((read) => read.reject(error)),
+        )
+        .finally(() => {
+          for (let i = 0; i < chunk.length; i++) this.budget.release()
+        })
     }
   }
 
-  private readOne(key: string): Promise<FreshRead> {
-    return this.call('get', () => this.client.getBuffer(key).catch((error: unknown) => {
+  private getOne(key: string): Promise<FreshRead> {
+    return this.client.getBuffer(key).catch((error: unknown) => {
       if (String((error as Error)?.message).startsWith('WRONGTYPE')) return FOREIGN_TYPE
       throw error
-    }))
+    })
   }
 
   /**
