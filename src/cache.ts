@@ -3,9 +3,10 @@ import type { Cluster, Redis } from 'ioredis'
 import { LoadContext, type Loader } from './context.js'
 import { entryFrom, fallbackValid, type Entry, type Lifetimes } from './entry.js'
 import { CacheClosedError, InvalidArgumentError, LoaderTimeoutError, LockWaitTimeoutError, RedisUnavailableError, RemoteLoaderError, SerializationError } from './errors.js'
-import { CacheEmitter, type CacheEventName, type CacheEvents, type CacheStats, type StaleReason } from './events.js'
+import { CacheEmitter, type CacheEventName, type CacheEvents, type CacheStats, type StaleReason, type WaitOutcome } from './events.js'
 import { MemoryTier } from './memory/l1.js'
 import { SingleFlight, type Flight } from './memory/single-flight.js'
+import { LOAD_SCOPE, type LoadScope } from './observability/load-scope.js'
 import { resolveCallPolicy, resolveSettings, type CacheOptions, type Policy, type PolicyOptions, type Settings } from './options.js'
 import { CircuitBreaker } from './redis/breaker.js'
 import { entryKeys, invalidationChannel, type EntryKeys } from './redis/keys.js'
@@ -62,6 +63,10 @@ const NEVER_ABORTED = new AbortController().signal
 const OWN_LOAD: Resolution = { value: undefined, outcome: 'loaded', shareable: false }
 /** Slack for the round trip between reading an entry's remaining life and asking Redis. */
 const REFRESH_TOLERANCE_MS = 50
+/** How a cross-process wait ended, by what the re-check found once the lock was no longer held. */
+const WAIT_ENDED_BY_LOOKUP: Record<Exclude<Lookup['lock'], 'held'>, WaitOutcome> = {
+  none: 'value', error: 'error', backoff: 'error', won: 'released', pass: 'released', token: 'released',
+}
 /** Bound on remembered refresh holds; pruned of expired ones past it. */
 const MAX_REFRESH_HOLDS = 10_000
 
@@ -78,6 +83,8 @@ const MAX_REFRESH_HOLDS = 10_000
  *   Each caller's softTimeout / hardTimeout race the flight; the flight itself runs on.
  */
 export class Cache {
+  /** Wraps each loader call while `instrument()` traces this cache. */
+  [LOAD_SCOPE]: LoadScope | undefined
   private readonly settings: Settings
   private readonly events = new CacheEmitter()
   private readonly memory: MemoryTier | undefined
@@ -282,6 +289,7 @@ export class Cache {
   private fly(call: Call): Promise<Resolution> {
     const startedAt = performance.now()
     const { flight, joined } = this.flights.run(call.key, { fallback: undefined }, (notes) => this.resolve(call, notes))
+    if (joined) this.events.emit('coalesced', { key: call.key, from: 'process' })
     const answered = this.withTimeouts(call, flight, joined)
     if (!joined) {
       this.trackFlight(call.key, flight.promise)
@@ -382,6 +390,12 @@ export class Cache {
     let mode: LookupMode = 'read'
     let subscription: Subscription | undefined
     let waitDeadline = 0
+    let waitingSince: number | undefined // set from the `wait` event until the `waited` one
+    const waited = (outcome: WaitOutcome) => {
+      if (waitingSince === undefined) return
+      this.events.emit('waited', { key, durationMs: performance.now() - waitingSince, outcome })
+      waitingSince = undefined
+    }
     let poll = pollInterval
     let handedOff = false // past this point a RedisUnavailableError is the loader's own
     try {
@@ -389,6 +403,7 @@ export class Cache {
         const found = await this.store.getOrLock(keys, owner, lease, mode, this.retentionMs)
         const entry = this.decode(key, found)
         if (entry) notes.fallback = entry
+        if (found.lock !== 'held') waited(WAIT_ENDED_BY_LOOKUP[found.lock])
         switch (found.lock) {
           case 'none': // fresh
             if (!entry) {
@@ -422,6 +437,7 @@ export class Cache {
           case 'held': {
             const pttl = Number(found.lockArg)
             if (entry && found.state === 'grace') {
+              waited('value')
               this.remember(call, entry)
               this.holdRefresh(key, performance.now() + pttl) // another process is refreshing it
               return this.stale(key, entry, 'grace')
@@ -430,12 +446,14 @@ export class Cache {
             // fall between our check and our subscription.
             if (!subscription) {
               this.events.emit('wait', { key })
+              waitingSince = performance.now()
               subscription = await this.notifier!.subscribe(keys.channel)
               waitDeadline = performance.now() + call.policy.waitTimeout
               continue
             }
             const left = waitDeadline - performance.now()
             if (left <= 0) {
+              waited('timeout')
               const timedOut = this.waitTimedOut(call, notes.fallback)
               if (timedOut) return timedOut
               // Load without the lock; a fresh token still fences the result against newer ones.
@@ -446,12 +464,16 @@ export class Cache {
             const message = await subscription.next(Math.min(pttl + 1, poll, left))
             poll = Math.min(maxPollInterval, poll * 2) * (0.75 + Math.random() / 2)
             const answer = message === undefined ? undefined : this.onLeaderMessage(call, message, notes.fallback)
-            if (answer) return await answer
+            if (answer) {
+              waited(message![0] === 'c' ? 'value' : message![0] === 'e' ? 'error' : 'released')
+              return await answer
+            }
             continue // no news, or the lock was released without a value: re-check
           }
         }
       }
     } catch (error) {
+      waited(error instanceof RemoteLoaderError ? 'error' : 'failed')
       if (handedOff || !(error instanceof RedisUnavailableError)) throw error
       return this.lead(call, undefined, notes)
     } finally {
@@ -515,6 +537,7 @@ export class Cache {
         const entry = this.decodeCommitMessage(call.key, message)
         if (!entry) return undefined
         this.remember(call, entry)
+        this.events.emit('coalesced', { key: call.key, from: 'remote' })
         return { value: entry.value, outcome: 'coalesced', shareable: true }
       }
       case 'e':
@@ -564,7 +587,7 @@ export class Cache {
     const startedAt = performance.now()
     let value: unknown
     try {
-      value = await withTimeout(Promise.resolve().then(() => call.loader(context)), maxHold, () => new LoaderTimeoutError(key, maxHold, 'lock.maxHold'))
+      value = await withTimeout(this.runLoader(call.loader, context), maxHold, () => new LoaderTimeoutError(key, maxHold, 'lock.maxHold'))
     } catch (error) {
       await lease?.stop()
       this.events.emit('load', { key, durationMs: performance.now() - startedAt, error })
@@ -644,7 +667,7 @@ export class Cache {
     const context = new LoadContext(key, NEVER_ABORTED, undefined, policy, { uncached: true })
     const startedAt = performance.now()
     try {
-      const loading = Promise.resolve().then(() => call.loader(context))
+      const loading = this.runLoader(call.loader, context)
       const value = await (hardLeft < maxHold
         ? withTimeout(loading, hardLeft, () => new LoaderTimeoutError(key, policy.hardTimeout))
         : withTimeout(loading, maxHold, () => new LoaderTimeoutError(key, maxHold, 'lock.maxHold')))
@@ -654,6 +677,12 @@ export class Cache {
       this.events.emit('load', { key, durationMs: performance.now() - startedAt, error })
       throw error
     }
+  }
+
+  /** Starts a loader on the next microtask, inside the load scope if one is installed. */
+  private runLoader(loader: Loader<unknown>, context: LoadContext<unknown>): Promise<unknown> {
+    const scope = this[LOAD_SCOPE]
+    return Promise.resolve().then(() => (scope ? scope(context, () => loader(context)) : loader(context)))
   }
 
   private stale(key: string, entry: Entry, reason: StaleReason): Resolution {

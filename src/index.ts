@@ -13,5 +13,5 @@ export {
   SerializationError,
   StampedeGuardError,
 } from './errors.js'
-export type { CacheEventName, CacheEvents, CacheStats, StaleReason } from './events.js'
+export type { CacheEventName, CacheEvents, CacheStats, StaleReason, WaitOutcome } from './events.js'
 export { POLICY_OPTION_NAMES, type CacheOptions, type CircuitBreakerOptions, type EarlyRefresh, type L1Options, type LockOptions, type PolicyOptions } from './options.js'
