@@ -1,0 +1,265 @@
+/**
+ * instrument(cache): what the real OpenTelemetry SDKs (in-memory exporters) receive from
+ * a cache on a real redis-server, after scripted sequences whose every event is known.
+ */
+import type { Redis } from 'ioredis'
+import { context, trace, SpanStatusCode } from '@opentelemetry/api'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { createCache, InvalidArgumentError, type Cache, type CacheOptions } from '../../src/index.js'
+import { instrument, type Instrumentation } from '../../src/observability/index.js'
+import { attributesOf, countOf, enableContext, metricsHarness, pointOf, tracesHarness, valueOf, type MetricsHarness, type TracesHarness } from '../support/otel.js'
+import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { gate, sleep, until } from '../support/timing.js'
+
+class PriceServiceDown extends Error {
+  override name = 'PriceServiceDown'
+}
+
+describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server', () => {
+  let server: RedisServer
+  let redis: Redis
+  let metrics: MetricsHarness
+  let traces: TracesHarness
+  const caches: Cache[] = []
+  const instrumentations: Instrumentation[] = []
+
+  beforeAll(async () => {
+    enableContext()
+    server = await startRedis()
+    redis = server.client()
+  })
+  afterAll(async () => {
+    await server?.stop()
+  })
+  afterEach(async () => {
+    for (const instrumentation of instrumentations.splice(0)) instrumentation.stop()
+    await Promise.all(caches.splice(0).map((cache) => cache.close()))
+    await Promise.all([metrics?.shutdown(), traces?.shutdown()])
+    await redis.flushall()
+  })
+
+  function instrumented(options: Partial<CacheOptions> = {}, extra: Parameters<typeof instrument>[1] = {}): Cache {
+    const cache = createCache({ redis, ttl: '30s', ...options })
+    caches.push(cache)
+    instrumentations.push(instrument(cache, { meter: metrics.provider.getMeter('test'), tracer: traces.provider.getTracer('test'), ...extra }))
+    return cache
+  }
+
+  const fresh = () => {
+    metrics = metricsHarness()
+    traces = tracesHarness()
+  }
+
+  it('counts a scripted sequence exactly: 1 miss, 3 hits, 1 stale, 1 error', async () => {
+    fresh()
+    const cache = instrumented({ ttl: '1s', staleTtl: '1h' })
+    const tracer = traces.provider.getTracer('app')
+    let loads = 0
+    const price = async () => ({ cents: 100 + loads++ })
+    const failing = async (): Promise<never> => {
+      throw new PriceServiceDown('price service is down')
+    }
+    // Each call inside a span of its own, as a request handler's would be.
+    const inSpan = <T>(name: string, work: () => Promise<T>) => tracer.startActiveSpan(name, (span) => work().finally(() => span.end()))
+
+    // 1 miss (this caller loads), then 3 L1 hits.
+    expect((await inSpan('request miss', () => cache.getOrLoadResult('product:1', price))).outcome).toBe('loaded')
+    const loadedAt = performance.now()
+    for (let i = 0; i < 3; i++) expect((await inSpan(`request hit ${i}`, () => cache.getOrLoadResult('product:1', price))).outcome).toBe('hit')
+    // 1 stale: once the 1 s ttl has passed, the copy is in grace: served stale, refreshed in the background.
+    await sleep(Math.max(0, 1_100 - (performance.now() - loadedAt)))
+    expect((await inSpan('request stale', () => cache.getOrLoadResult('product:1', price))).outcome).toBe('stale')
+    await until(() => cache.stats().load === 2, 'the background refresh')
+    // 1 error: a miss whose loader throws.
+    await expect(inSpan('request error', () => cache.getOrLoad('product:2', failing))).rejects.toThrow(PriceServiceDown)
+
+    const m = await metrics.collect()
+    expect(valueOf(m, 'stampede_guard.cache.hits', { 'stampede_guard.tier': 'l1' })).toBe(3)
+    expect(valueOf(m, 'stampede_guard.cache.hits', { 'stampede_guard.tier': 'redis' })).toBe(0)
+    expect(valueOf(m, 'stampede_guard.cache.stale', { 'stampede_guard.stale.reason': 'grace' })).toBe(1)
+    expect(valueOf(m, 'stampede_guard.cache.stale', { 'stampede_guard.stale.reason': 'fail-safe' })).toBe(0)
+    expect(valueOf(m, 'stampede_guard.cache.misses')).toBe(2) // product:1, and the failing product:2
+    expect(valueOf(m, 'stampede_guard.cache.leads')).toBe(3) // both misses and the background refresh won the lock
+    expect(valueOf(m, 'stampede_guard.cache.loads', { 'stampede_guard.load.result': 'ok' })).toBe(2)
+    expect(valueOf(m, 'stampede_guard.cache.loads', { 'stampede_guard.load.result': 'error', 'error.type': 'PriceServiceDown' })).toBe(1)
+    expect(countOf(m, 'stampede_guard.cache.load.duration', { 'stampede_guard.load.result': 'ok' })).toBe(2)
+    expect(countOf(m, 'stampede_guard.cache.load.duration', { 'stampede_guard.load.result': 'error' })).toBe(1)
+    expect(m.get('stampede_guard.cache.load.duration')?.descriptor.unit).toBe('s')
+    for (const name of ['coalesced', 'waits', 'fenced', 'locks_lost', 'redis_errors', 'timeouts', 'fail_safe', 'corrupt', 'uncacheable', 'circuit.opens']) {
+      const total = ((m.get(`stampede_guard.cache.${name}`)?.dataPoints ?? []) as { value: number }[]).reduce((sum, point) => sum + point.value, 0)
+      expect(total, name).toBe(0)
+    }
+    expect(valueOf(m, 'stampede_guard.cache.circuit.open')).toBe(0)
+    // The counters agree with the cache's own stats().
+    const stats = cache.stats()
+    expect([stats.hit, stats.stale, stats.miss, stats.load]).toEqual([3, 1, 2, 3])
+
+    // Keys are not attributes unless a keyLabel hook is given.
+    for (const name of m.keys()) for (const attributes of attributesOf(m, name)) expect(JSON.stringify(attributes)).not.toContain('product:')
+
+    // Spans: one per load. Foreground loads are children of the caller's span; the background
+    // refresh starts its own trace, linked to the request that triggered it.
+    const spans = traces.spans()
+    const byName = (name: string) => spans.filter((span) => span.name === name)
+    const loadSpans = byName('stampede-guard load')
+    expect(loadSpans).toHaveLength(3)
+    const [missRequest] = byName('request miss')
+    const [staleRequest] = byName('request stale')
+    const [errorRequest] = byName('request error')
+    const childOf = (parent: typeof missRequest) => loadSpans.filter((span) => span.parentSpanContext?.spanId === parent!.spanContext().spanId)
+    expect(childOf(missRequest)).toHaveLength(1)
+    expect(childOf(missRequest)[0]!.spanContext().traceId).toBe(missRequest!.spanContext().traceId)
+    const [errored] = childOf(errorRequest)
+    expect(errored!.status.code).toBe(SpanStatusCode.ERROR)
+    expect(errored!.attributes['error.type']).toBe('PriceServiceDown')
+    expect(errored!.events.map((event) => event.name)).toContain('exception')
+    const [refresh] = loadSpans.filter((span) => span.attributes['stampede_guard.load.background'] === true)
+    expect(refresh!.parentSpanContext).toBeUndefined()
+    expect(refresh!.links.map((link) => link.context.spanId)).toEqual([staleRequest!.spanContext().spanId])
+    for (const span of spans) expect(JSON.stringify(span.attributes)).not.toContain('product:')
+    expect(byName('stampede-guard wait')).toHaveLength(0) // no other process held a lock
+  })
+
+  it('makes spans the loader opens children of the load span', async () => {
+    fresh()
+    const cache = instrumented()
+    const tracer = traces.provider.getTracer('app')
+    await cache.getOrLoad('report', async () => {
+      const query = tracer.startSpan('SELECT report')
+      await sleep(1)
+      query.end()
+      return 42
+    })
+    const spans = traces.spans()
+    const load = spans.find((span) => span.name === 'stampede-guard load')!
+    const query = spans.find((span) => span.name === 'SELECT report')!
+    expect(query.parentSpanContext?.spanId).toBe(load.spanContext().spanId)
+  })
+
+  it('reports a cross-process wait: the wait histogram, a wait span under the waiting caller, coalesced from remote', async () => {
+    fresh()
+    // Two caches on one Redis are two processes to the protocol: separate locks, connections and L1s.
+    const leader = createCache({ redis, ttl: '30s' })
+    caches.push(leader)
+    const waiter = instrumented()
+    const held = gate()
+    const leading = leader.getOrLoad('hot', async () => {
+      await held.promise
+      return 'value'
+    })
+    await until(() => leader.stats().leader === 1, 'the leader to take the lock')
+    const tracer = traces.provider.getTracer('app')
+    const waiting = tracer.startActiveSpan('request waiter', (span) => waiter.getOrLoadResult('hot', async () => 'not me').finally(() => span.end()))
+    await until(() => waiter.stats().wait === 1, 'the waiter to wait')
+    held.open()
+    expect(await leading).toBe('value')
+    expect(await waiting).toEqual({ value: 'value', outcome: 'coalesced' })
+
+    const m = await metrics.collect()
+    expect(valueOf(m, 'stampede_guard.cache.waits')).toBe(1)
+    expect(valueOf(m, 'stampede_guard.cache.coalesced', { 'stampede_guard.coalesced.from': 'remote' })).toBe(1)
+    expect(countOf(m, 'stampede_guard.cache.wait.duration', { 'stampede_guard.wait.outcome': 'value' })).toBe(1)
+    expect(valueOf(m, 'stampede_guard.cache.loads', { 'stampede_guard.load.result': 'ok' })).toBe(0) // the waiter loaded nothing
+    const spans = traces.spans()
+    const wait = spans.filter((span) => span.name === 'stampede-guard wait')
+    const request = spans.find((span) => span.name === 'request waiter')!
+    expect(wait).toHaveLength(1)
+    expect(wait[0]!.attributes['stampede_guard.wait.outcome']).toBe('value')
+    expect(wait[0]!.parentSpanContext?.spanId).toBe(request.spanContext().spanId)
+    expect(wait[0]!.status.code).toBe(SpanStatusCode.UNSET)
+  })
+
+  it('counts callers that joined a flight in this process, and marks their spans', async () => {
+    fresh()
+    const cache = instrumented()
+    const tracer = traces.provider.getTracer('app')
+    const held = gate()
+    let loads = 0
+    const loader = async () => {
+      loads++
+      await held.promise
+      return 'v'
+    }
+    const calls = Array.from({ length: 5 }, (_, i) => tracer.startActiveSpan(`caller ${i}`, (span) => cache.getOrLoad('joined', loader).finally(() => span.end())))
+    held.open()
+    await Promise.all(calls)
+    expect(loads).toBe(1)
+    const m = await metrics.collect()
+    expect(valueOf(m, 'stampede_guard.cache.coalesced', { 'stampede_guard.coalesced.from': 'process' })).toBe(4)
+    const marked = traces.spans().filter((span) => span.name.startsWith('caller ') && span.events.some((event) => event.name === 'stampede-guard.coalesced'))
+    expect(marked).toHaveLength(4)
+  })
+
+  it('labels keys only through the opt-in hook, within its budget of distinct labels', async () => {
+    fresh()
+    const cache = instrumented({}, { keyLabel: (key) => key.split(':')[0], maxKeyLabels: 2 })
+    for (const key of ['user:1', 'user:2', 'order:1', 'cart:1', 'wish:1']) await cache.getOrLoad(key, async () => key)
+    await cache.getOrLoad('user:1', async () => 'again') // an L1 hit
+    const m = await metrics.collect()
+    expect(valueOf(m, 'stampede_guard.cache.misses', { 'stampede_guard.key.label': 'user' })).toBe(2)
+    expect(valueOf(m, 'stampede_guard.cache.misses', { 'stampede_guard.key.label': 'order' })).toBe(1)
+    expect(valueOf(m, 'stampede_guard.cache.misses', { 'stampede_guard.key.label': '_OTHER' })).toBe(2) // cart and wish: past the budget of 2
+    expect(valueOf(m, 'stampede_guard.cache.hits', { 'stampede_guard.tier': 'l1', 'stampede_guard.key.label': 'user' })).toBe(1)
+    const labels = new Set(attributesOf(m, 'stampede_guard.cache.misses').map((attributes) => attributes['stampede_guard.key.label']))
+    expect([...labels].sort()).toEqual(['_OTHER', 'order', 'user'])
+    const loadLabels = traces.spans().filter((span) => span.name === 'stampede-guard load').map((span) => span.attributes['stampede_guard.key.label'])
+    expect(loadLabels).toEqual(['user', 'user', 'order', '_OTHER', '_OTHER'])
+  })
+
+  it('reports Redis errors and the circuit state', async () => {
+    fresh()
+    const doomed = await startRedis()
+    const client = doomed.client({ maxRetriesPerRequest: 0 })
+    client.on('error', () => {})
+    await client.ping()
+    const cache = createCache({ redis: client, ttl: '30s', redisTimeout: 200, circuitBreaker: { threshold: 1, openFor: '1h' } })
+    caches.push(cache)
+    instrumentations.push(instrument(cache, { meter: metrics.provider.getMeter('test'), tracer: false }))
+    await doomed.kill()
+    expect(await cache.getOrLoad('k', async () => 'from the loader')).toBe('from the loader') // Redis down: still answered
+    const m = await metrics.collect()
+    const errors = attributesOf(m, 'stampede_guard.cache.redis_errors')
+    expect(errors.length).toBeGreaterThan(0)
+    expect(valueOf(m, 'stampede_guard.cache.circuit.opens')).toBe(1)
+    expect(valueOf(m, 'stampede_guard.cache.circuit.open')).toBe(1)
+  })
+
+  it('stop() detaches: no more counts, no load scope; the cache can be instrumented again', async () => {
+    fresh()
+    const cache = instrumented()
+    await cache.getOrLoad('a', async () => 1)
+    instrumentations.pop()!.stop()
+    await cache.getOrLoad('b', async () => 2)
+    const m = await metrics.collect()
+    expect(m.get('stampede_guard.cache.misses')?.dataPoints ?? []).toHaveLength(0) // its observable series are gone
+    expect(traces.spans().filter((span) => span.name === 'stampede-guard load')).toHaveLength(1)
+    instrumentations.push(instrument(cache, { meter: metrics.provider.getMeter('again'), tracer: false }))
+  })
+
+  it('rejects bad input with a typed error', () => {
+    fresh()
+    const cache = instrumented()
+    const meter = metrics.provider.getMeter('test')
+    const attempt = (run: () => unknown) => {
+      try {
+        run()
+      } catch (error) {
+        return error as InvalidArgumentError
+      }
+      throw new Error('expected a throw')
+    }
+    expect(attempt(() => instrument(cache)).argument).toBe('cache') // already instrumented
+    const other = createCache({ ttl: '1s' })
+    caches.push(other)
+    expect(attempt(() => instrument(other, { meter })).argument).toBe('name') // same meter, no distinct name
+    expect(attempt(() => instrument(other, { meter: {} as never })).argument).toBe('meter')
+    expect(attempt(() => instrument(other, { tracer: 1 as never, meter: false })).argument).toBe('tracer')
+    expect(attempt(() => instrument(other, { keyLabel: 'user' as never, meter: false })).argument).toBe('keyLabel')
+    expect(attempt(() => instrument(other, { maxKeyLabels: 0, meter: false })).argument).toBe('maxKeyLabels')
+    expect(attempt(() => instrument({} as never)).argument).toBe('cache')
+    for (const error of [attempt(() => instrument(other, { meter }))]) expect(error).toBeInstanceOf(InvalidArgumentError)
+    instrumentations.push(instrument(other, { meter, name: 'second', tracer: false })) // a distinct name is fine
+    expect(context.active()).toBeDefined()
+    expect(trace.getActiveSpan()).toBeUndefined()
+  })
+})
