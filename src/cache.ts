@@ -382,7 +382,10 @@ export class Cache {
     const { key } = call
     const inMemory = this.memory?.get(key)
     if (fallbackValid(inMemory, performance.now())) notes.fallback = inMemory
-    if (!this.store) return this.lead(call, undefined, notes)
+    if (!this.store) {
+      this.events.emit('miss', { key }) // in-process mode: L1 was the only tier
+      return this.lead(call, undefined, notes)
+    }
 
     const keys = entryKeys(this.settings.namespace, key)
     const owner = randomBytes(16).toString('hex')

@@ -57,6 +57,12 @@ describe.skipIf(!redisAvailable)('examples (against a private redis-server)', ()
     expect(run.stdout).toMatch(/40 getOrLoad calls in 4 processes → the loader ran 1 time\(s\)/)
   })
 
+  it('express-metrics.ts: GET /metrics parses and gives the hit ratio of a scripted burst', async () => {
+    const run = await runExample('express-metrics.ts', { REDIS_URL: redis.url })
+    expect(run.code, explain(run)).toBe(0)
+    expect(run.stdout).toContain('35 requests, 2 renders; GET /metrics → hit ratio 28.6 % (hits 10 L1 + 0 Redis, stale 0, coalesced 23, misses 2; loads 2, 0 failed)')
+  })
+
   it.skipIf(postgresUnavailable !== undefined)('express-postgres.ts: cached GET, invalidated by PUT', async () => {
     const run = await runExample('express-postgres.ts', { REDIS_URL: redis.url, DATABASE_URL })
     expect(run.code, explain(run)).toBe(0)

@@ -10,10 +10,7 @@ import { instrument, type Instrumentation } from '../../src/observability/index.
 import { attributesOf, countOf, enableContext, metricsHarness, pointOf, tracesHarness, valueOf, type MetricsHarness, type TracesHarness } from '../support/otel.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { gate, sleep, until } from '../support/timing.js'
-
-class PriceServiceDown extends Error {
-  override name = 'PriceServiceDown'
-}
+import { runScriptedSequence, SEQUENCE_CACHE_OPTIONS } from './scripted-sequence.js'
 
 describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server', () => {
   let server: RedisServer
@@ -52,26 +49,10 @@ describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server'
 
   it('counts a scripted sequence exactly: 1 miss, 3 hits, 1 stale, 1 error', async () => {
     fresh()
-    const cache = instrumented({ ttl: '1s', staleTtl: '1h' })
+    const cache = instrumented(SEQUENCE_CACHE_OPTIONS)
     const tracer = traces.provider.getTracer('app')
-    let loads = 0
-    const price = async () => ({ cents: 100 + loads++ })
-    const failing = async (): Promise<never> => {
-      throw new PriceServiceDown('price service is down')
-    }
     // Each call inside a span of its own, as a request handler's would be.
-    const inSpan = <T>(name: string, work: () => Promise<T>) => tracer.startActiveSpan(name, (span) => work().finally(() => span.end()))
-
-    // 1 miss (this caller loads), then 3 L1 hits.
-    expect((await inSpan('request miss', () => cache.getOrLoadResult('product:1', price))).outcome).toBe('loaded')
-    const loadedAt = performance.now()
-    for (let i = 0; i < 3; i++) expect((await inSpan(`request hit ${i}`, () => cache.getOrLoadResult('product:1', price))).outcome).toBe('hit')
-    // 1 stale: once the 1 s ttl has passed, the copy is in grace: served stale, refreshed in the background.
-    await sleep(Math.max(0, 1_100 - (performance.now() - loadedAt)))
-    expect((await inSpan('request stale', () => cache.getOrLoadResult('product:1', price))).outcome).toBe('stale')
-    await until(() => cache.stats().load === 2, 'the background refresh')
-    // 1 error: a miss whose loader throws.
-    await expect(inSpan('request error', () => cache.getOrLoad('product:2', failing))).rejects.toThrow(PriceServiceDown)
+    await runScriptedSequence(cache, (step, call) => tracer.startActiveSpan(`request ${step}`, (span) => call().finally(() => span.end())))
 
     const m = await metrics.collect()
     expect(valueOf(m, 'stampede_guard.cache.hits', { 'stampede_guard.tier': 'l1' })).toBe(3)
