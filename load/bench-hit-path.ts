@@ -2,10 +2,16 @@
  * `npm run bench:hit`: what a cache hit costs.
  * - L1 hit: no Redis command and no await inside the cache, so millions per second.
  * - Redis hit (L1 off): exactly one script call; the figure is one loopback round trip.
+ * - The same, instrumented (`instrument()` with a real MeterProvider and TracerProvider):
+ *   what OpenTelemetry costs on each path.
  * Uses a private redis-server when REDIS_URL is unset.
  */
+import { PrometheusExporter } from '@opentelemetry/exporter-prometheus'
+import { MeterProvider } from '@opentelemetry/sdk-metrics'
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
 import { Redis } from 'ioredis'
-import { createCache } from '../src/index.js'
+import { createCache, type CacheOptions } from '../src/index.js'
+import { instrument, type InstrumentOptions } from '../src/observability/index.js'
 import { findRedisServer, startPrivateRedis } from './redis-server.js'
 
 async function timeIt(label: string, runs: number, call: () => Promise<unknown>, concurrency = 1): Promise<void> {
@@ -40,6 +46,31 @@ await timeIt('Redis hit, L1 off, 1 caller at a time', 20_000, () => withoutL1.ge
 await timeIt('Redis hit, L1 off, 50 concurrent (1 flight)', 100_000, () => withoutL1.getOrLoad('k', loader), 50)
 await timeIt('baseline: redis.get, 1 at a time', 20_000, () => redis.get('bench-hit:baseline'))
 
-await Promise.all([withL1.close(), withoutL1.close(), inProcess.close()])
+// Instrumented twins, created only now so the rows above run exactly as they would without
+// them. The Prometheus exporter is the metric reader (it collects only when scraped); spans
+// are kept in memory (a hit opens none).
+const meterProvider = new MeterProvider({ readers: [new PrometheusExporter({ preventServerStart: true })] })
+const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(new InMemorySpanExporter())] })
+let twins = 0
+const instrumented = async (options: Partial<CacheOptions>, otel: InstrumentOptions = {}) => {
+  const cache = createCache({ redis, ttl: '1h', namespace: 'bench-hit', ...options })
+  instrument(cache, { meter: meterProvider.getMeter('bench'), tracer: tracerProvider.getTracer('bench'), name: `twin-${twins++}`, ...otel })
+  await cache.getOrLoad('k', loader)
+  return cache
+}
+const withL1Otel = await instrumented({})
+const withL1OtelLabel = await instrumented({}, { keyLabel: (key) => key.slice(0, 1) })
+const inProcessOtel = await instrumented({ redis: undefined })
+const withoutL1Otel = await instrumented({ l1: false })
+console.log('instrumented: instrument(cache, { meter, tracer }) with the OTel SDKs')
+await timeIt('L1 hit (Redis configured), instrumented', 2_000_000, () => withL1Otel.getOrLoad('k', loader))
+await timeIt('L1 hit (Redis configured), + keyLabel', 2_000_000, () => withL1OtelLabel.getOrLoad('k', loader))
+await timeIt('L1 hit (in-process mode), instrumented', 2_000_000, () => inProcessOtel.getOrLoad('k', loader))
+await timeIt('Redis hit, L1 off, 1 at a time, instrumented', 20_000, () => withoutL1Otel.getOrLoad('k', loader))
+// The first row again, in the same process state: tells the cost of instrumenting apart from drift.
+await timeIt('L1 hit (Redis configured), not instrumented', 2_000_000, () => withL1.getOrLoad('k', loader))
+
+await Promise.all([withL1.close(), withoutL1.close(), inProcess.close(), withL1Otel.close(), withL1OtelLabel.close(), inProcessOtel.close(), withoutL1Otel.close()])
+await Promise.all([meterProvider.shutdown(), tracerProvider.shutdown()])
 redis.disconnect()
 await privateRedis?.stop()

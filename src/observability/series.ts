@@ -18,7 +18,9 @@ export interface Series {
  * variants × (labels + 1) series.
  */
 export class SeriesSet {
-  private readonly byId = new Map<string, Series>()
+  private readonly unlabeled = new Map<string, Series>()
+  /** label → variant → series: two lookups instead of building a `variant+label` string per event. */
+  private readonly labeled = new Map<string, Map<string, Series>>()
 
   constructor(
     private readonly common: Attributes,
@@ -26,19 +28,24 @@ export class SeriesSet {
   ) {}
 
   get(variant: string, label?: string): Series {
-    const id = label === undefined ? variant : `${variant}\u0000${label}`
-    let series = this.byId.get(id)
+    let byVariant = this.unlabeled
+    if (label !== undefined) {
+      byVariant = this.labeled.get(label) ?? new Map<string, Series>()
+      if (byVariant.size === 0) this.labeled.set(label, byVariant)
+    }
+    let series = byVariant.get(variant)
     if (!series) {
       const attributes = { ...this.common, ...this.attributesOf(variant) }
       if (label !== undefined) attributes[ATTR.keyLabel] = label
       series = { attributes, count: 0 }
-      this.byId.set(id, series)
+      byVariant.set(variant, series)
     }
     return series
   }
 
-  values(): IterableIterator<Series> {
-    return this.byId.values()
+  *values(): IterableIterator<Series> {
+    yield* this.unlabeled.values()
+    for (const byVariant of this.labeled.values()) yield* byVariant.values()
   }
 }
 

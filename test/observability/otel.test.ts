@@ -42,6 +42,12 @@ describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server'
     return cache
   }
 
+  /** Script runs on the server since the last CONFIG RESETSTAT (INFO commandstats). */
+  const scriptRuns = async () => {
+    const info = await redis.info('commandstats')
+    return [...info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)].reduce((sum, match) => sum + Number(match[1]), 0)
+  }
+
   const fresh = () => {
     metrics = metricsHarness()
     traces = tracesHarness()
@@ -120,8 +126,9 @@ describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server'
   it('reports a cross-process wait: the wait histogram, a wait span under the waiting caller, coalesced from remote', async () => {
     fresh()
     // Two caches on one Redis are two processes to the protocol: separate locks, connections and L1s.
-    const leader = createCache({ redis, ttl: '30s' })
+    const leader = createCache({ redis, ttl: '30s', lock: { lease: '30s' } }) // no renewal script runs during the test
     caches.push(leader)
+    await redis.config('RESETSTAT')
     const waiter = instrumented()
     const held = gate()
     const leading = leader.getOrLoad('hot', async () => {
@@ -131,7 +138,9 @@ describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server'
     await until(() => leader.stats().leader === 1, 'the leader to take the lock')
     const tracer = traces.provider.getTracer('app')
     const waiting = tracer.startActiveSpan('request waiter', (span) => waiter.getOrLoadResult('hot', async () => 'not me').finally(() => span.end()))
-    await until(() => waiter.stats().wait === 1, 'the waiter to wait')
+    // Commit only once the waiter is waiting for the message: the leader's lookup, then the
+    // waiter's lookup and its re-check after subscribing, are three script runs.
+    await until(async () => (await scriptRuns()) >= 3, 'the waiter to re-check after subscribing')
     held.open()
     expect(await leading).toBe('value')
     expect(await waiting).toEqual({ value: 'value', outcome: 'coalesced' })

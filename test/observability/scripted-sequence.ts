@@ -10,13 +10,14 @@ export class PriceServiceDown extends Error {
   override name = 'PriceServiceDown'
 }
 
-/** Cache options the sequence needs: a 1 s ttl to go stale in, a long grace to be served stale from. */
-export const SEQUENCE_CACHE_OPTIONS = { ttl: '1s', staleTtl: '1h' } as const
+/** Cache options the sequence needs: a 2 s ttl (the 3 hits fall well within it), a long grace to be served stale from. */
+export const SEQUENCE_CACHE_OPTIONS = { ttl: '2s', staleTtl: '1h' } as const
+const TTL_MS = 2_000
 
 /**
  * 1. a miss on product:1: this caller loads it (miss, leader, load ok);
  * 2. 3 L1 hits on it;
- * 3. past its 1 s ttl, 1 stale answer (grace), refreshed in the background (leader, load ok);
+ * 3. past its 2 s ttl, 1 stale answer (grace), refreshed in the background (leader, load ok);
  * 4. 1 error: a miss on product:2 whose loader throws PriceServiceDown (miss, leader, load error).
  * `around` wraps each call, e.g. in a span of its own as a request handler's would be.
  */
@@ -27,7 +28,7 @@ export async function runScriptedSequence(cache: Cache, around: <T>(step: string
   const loadedAt = performance.now()
   for (let i = 0; i < 3; i++) expect((await around(`hit ${i}`, () => cache.getOrLoadResult('product:1', price))).outcome).toBe('hit')
   // Waiting out the ttl is the point here: the copy must be past it to be served stale.
-  await sleep(Math.max(0, 1_100 - (performance.now() - loadedAt)))
+  await sleep(Math.max(0, TTL_MS + 100 - (performance.now() - loadedAt)))
   expect((await around('stale', () => cache.getOrLoadResult('product:1', price))).outcome).toBe('stale')
   await until(() => cache.stats().load === 2, 'the background refresh')
   await expect(around('error', () => cache.getOrLoad('product:2', async (): Promise<never> => {
