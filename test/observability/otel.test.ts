@@ -5,7 +5,7 @@
 import type { Redis } from 'ioredis'
 import { context, trace, SpanStatusCode } from '@opentelemetry/api'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { createCache, InvalidArgumentError, type Cache, type CacheOptions } from '../../src/index.js'
+import { createCache, InvalidArgumentError, LockWaitTimeoutError, RemoteLoaderError, type Cache, type CacheOptions } from '../../src/index.js'
 import { instrument, type Instrumentation } from '../../src/observability/index.js'
 import { attributesOf, countOf, enableContext, metricsHarness, pointOf, tracesHarness, valueOf, type MetricsHarness, type TracesHarness } from '../support/otel.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
@@ -123,40 +123,80 @@ describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server'
     expect(query.parentSpanContext?.spanId).toBe(load.spanContext().spanId)
   })
 
-  it('reports a cross-process wait: the wait histogram, a wait span under the waiting caller, coalesced from remote', async () => {
-    fresh()
-    // Two caches on one Redis are two processes to the protocol: separate locks, connections and L1s.
+  /**
+   * Another process (a second cache on the same Redis: separate lock, connections and L1)
+   * loads `hot` with `leaderLoad`, held until the instrumented waiter is waiting for its
+   * message; then the waiter's answer (or error) and the leader's are returned.
+   */
+  async function crossProcessWait(leaderLoad: () => Promise<string>, waiterOptions: Partial<CacheOptions> = {}) {
     const leader = createCache({ redis, ttl: '30s', lock: { lease: '30s' } }) // no renewal script runs during the test
     caches.push(leader)
     await redis.config('RESETSTAT')
-    const waiter = instrumented()
+    const waiter = instrumented(waiterOptions)
     const held = gate()
     const leading = leader.getOrLoad('hot', async () => {
       await held.promise
-      return 'value'
-    })
+      return leaderLoad()
+    }).catch((error: unknown) => error)
     await until(() => leader.stats().leader === 1, 'the leader to take the lock')
     const tracer = traces.provider.getTracer('app')
-    const waiting = tracer.startActiveSpan('request waiter', (span) => waiter.getOrLoadResult('hot', async () => 'not me').finally(() => span.end()))
-    // Commit only once the waiter is waiting for the message: the leader's lookup, then the
+    const waiting = tracer.startActiveSpan('request waiter', (span) => waiter.getOrLoadResult('hot', async () => 'not me').finally(() => span.end())).catch((error: unknown) => error)
+    // Answer only once the waiter is waiting for the message: the leader's lookup, then the
     // waiter's lookup and its re-check after subscribing, are three script runs.
     await until(async () => (await scriptRuns()) >= 3, 'the waiter to re-check after subscribing')
     held.open()
-    expect(await leading).toBe('value')
-    expect(await waiting).toEqual({ value: 'value', outcome: 'coalesced' })
+    const answers = { leader: await leading, waiter: await waiting }
+    const spans = traces.spans()
+    const request = spans.find((span) => span.name === 'request waiter')!
+    const waits = spans.filter((span) => span.name === 'stampede-guard wait')
+    expect(waits).toHaveLength(1)
+    expect(waits[0]!.parentSpanContext?.spanId).toBe(request.spanContext().spanId)
+    return { ...answers, metrics: await metrics.collect(), waitSpan: waits[0]! }
+  }
 
-    const m = await metrics.collect()
+  it('reports a cross-process wait: the wait histogram, a wait span under the waiting caller, coalesced from remote', async () => {
+    fresh()
+    const { leader, waiter, metrics: m, waitSpan } = await crossProcessWait(async () => 'value')
+    expect(leader).toBe('value')
+    expect(waiter).toEqual({ value: 'value', outcome: 'coalesced' })
     expect(valueOf(m, 'stampede_guard.cache.waits')).toBe(1)
     expect(valueOf(m, 'stampede_guard.cache.coalesced', { 'stampede_guard.coalesced.from': 'remote' })).toBe(1)
     expect(countOf(m, 'stampede_guard.cache.wait.duration', { 'stampede_guard.wait.outcome': 'value' })).toBe(1)
     expect(valueOf(m, 'stampede_guard.cache.loads', { 'stampede_guard.load.result': 'ok' })).toBe(0) // the waiter loaded nothing
-    const spans = traces.spans()
-    const wait = spans.filter((span) => span.name === 'stampede-guard wait')
-    const request = spans.find((span) => span.name === 'request waiter')!
-    expect(wait).toHaveLength(1)
-    expect(wait[0]!.attributes['stampede_guard.wait.outcome']).toBe('value')
-    expect(wait[0]!.parentSpanContext?.spanId).toBe(request.spanContext().spanId)
-    expect(wait[0]!.status.code).toBe(SpanStatusCode.UNSET)
+    expect(waitSpan.attributes['stampede_guard.wait.outcome']).toBe('value')
+    expect(waitSpan.status.code).toBe(SpanStatusCode.UNSET)
+  })
+
+  it("reports a wait that ended with the other process's load failing", async () => {
+    fresh()
+    const { waiter, metrics: m, waitSpan } = await crossProcessWait(async () => {
+      throw new TypeError('upstream broke')
+    })
+    expect(waiter).toBeInstanceOf(RemoteLoaderError)
+    expect(countOf(m, 'stampede_guard.cache.wait.duration', { 'stampede_guard.wait.outcome': 'error' })).toBe(1)
+    expect(valueOf(m, 'stampede_guard.cache.coalesced', { 'stampede_guard.coalesced.from': 'remote' })).toBe(0)
+    expect(waitSpan.status.code).toBe(SpanStatusCode.ERROR)
+    expect(waitSpan.attributes['error.type']).toBe('error')
+  })
+
+  it('reports a wait that ran out of waitTimeout', async () => {
+    fresh()
+    const leader = createCache({ redis, ttl: '30s', lock: { lease: '30s' } })
+    caches.push(leader)
+    const held = gate()
+    const leading = leader.getOrLoad('slow', async () => {
+      await held.promise
+      return 'late'
+    })
+    await until(() => leader.stats().leader === 1, 'the leader to take the lock')
+    const waiter = instrumented({ waitTimeout: '200ms', onWaitTimeout: 'throw' })
+    await expect(waiter.getOrLoad('slow', async () => 'not me')).rejects.toThrow(LockWaitTimeoutError)
+    held.open()
+    expect(await leading).toBe('late')
+    const m = await metrics.collect()
+    expect(countOf(m, 'stampede_guard.cache.wait.duration', { 'stampede_guard.wait.outcome': 'timeout' })).toBe(1)
+    expect(valueOf(m, 'stampede_guard.cache.timeouts', { 'stampede_guard.timeout.kind': 'wait' })).toBe(1)
+    expect((pointOf(m, 'stampede_guard.cache.wait.duration', { 'stampede_guard.wait.outcome': 'timeout' })?.value as { sum: number }).sum).toBeGreaterThanOrEqual(0.2)
   })
 
   it('counts callers that joined a flight in this process, and marks their spans', async () => {
@@ -251,5 +291,22 @@ describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server'
     instrumentations.push(instrument(other, { meter, name: 'second', tracer: false })) // a distinct name is fine
     expect(context.active()).toBeDefined()
     expect(trace.getActiveSpan()).toBeUndefined()
+  })
+})
+
+describe('instrument(cache) in in-process mode', () => {
+  it('counts misses, hits and loads without Redis', async () => {
+    const metrics = metricsHarness()
+    const cache = createCache({ ttl: '30s' })
+    const instrumentation = instrument(cache, { meter: metrics.provider.getMeter('test'), tracer: false })
+    await cache.getOrLoad('k', async () => 1)
+    await cache.getOrLoad('k', async () => 2)
+    const m = await metrics.collect()
+    expect(valueOf(m, 'stampede_guard.cache.misses')).toBe(1)
+    expect(valueOf(m, 'stampede_guard.cache.hits', { 'stampede_guard.tier': 'l1' })).toBe(1)
+    expect(valueOf(m, 'stampede_guard.cache.loads', { 'stampede_guard.load.result': 'ok' })).toBe(1)
+    instrumentation.stop()
+    await cache.close()
+    await metrics.shutdown()
   })
 })
