@@ -5,7 +5,7 @@ import type { CacheEventName, CacheEvents } from '../events.js'
 import { errorTyper } from './bounded-values.js'
 import { LOAD_SCOPE } from './load-scope.js'
 import { ATTR, DURATION_BUCKETS, SPAN } from './names.js'
-import { resolveInstrumentation, type InstrumentOptions, type Instrumentation } from './options.js'
+import { instrumentationOf, resolveInstrumentation, type InstrumentOptions, type Instrumentation } from './options.js'
 import { ObservedInstruments, SeriesSet } from './series.js'
 import { recordEndedSpan, tracingLoadScope } from './spans.js'
 
@@ -62,16 +62,10 @@ export function instrument(cache: Cache, options: InstrumentOptions = {}): Instr
   const detach: (() => void)[] = []
   if (meter) detach.push(...meterCache(cache, meter, common, labelOf, errorTypeOf))
   if (tracer) detach.push(...traceCache(cache, tracer, common, labelOf, errorTypeOf))
-  let stopped = false
-  return {
-    stop() {
-      if (stopped) return
-      stopped = true
-      for (const undo of detach) undo()
-      resolved.release()
-      instrumented.delete(cache)
-    },
-  }
+  return instrumentationOf(detach, () => {
+    resolved.release()
+    instrumented.delete(cache)
+  })
 }
 
 /** The key label of a keyed event, when a labeler is configured. */

@@ -2,7 +2,7 @@ import type { Attributes, Meter, Tracer } from '@opentelemetry/api'
 import { InvalidArgumentError } from '../errors.js'
 import { BoundedValues } from './bounded-values.js'
 import { ATTR, DURATION_BUCKETS, SPAN } from './names.js'
-import { resolveInstrumentation, type InstrumentOptions, type Instrumentation } from './options.js'
+import { instrumentationOf, resolveInstrumentation, type InstrumentOptions, type Instrumentation } from './options.js'
 import { ObservedInstruments, SeriesSet } from './series.js'
 import { recordEndedSpan } from './spans.js'
 
@@ -64,15 +64,7 @@ export function instrumentLocks(locks: LockEventSource, options: InstrumentOptio
   }
   if (meter) meterLocks(meter, common, on, variant, split, labelOf, detach)
   if (tracer) traceLocks(tracer, common, on, labelOf)
-  let stopped = false
-  return {
-    stop() {
-      if (stopped) return
-      stopped = true
-      for (const undo of detach) undo()
-      resolved.release()
-    },
-  }
+  return instrumentationOf(detach, resolved.release)
 }
 
 type Subscribe = <E extends LockEventName>(event: E, listener: (payload: LockEvents[E]) => void) => void

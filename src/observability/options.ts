@@ -88,3 +88,16 @@ export function resolveInstrumentation(options: InstrumentOptions, kind: 'cache'
     },
   }
 }
+
+/** The handle `instrument()` and `instrumentLocks()` return: `stop()` undoes every attachment once, then runs `after`. */
+export function instrumentationOf(detach: readonly (() => void)[], after: () => void): Instrumentation {
+  let stopped = false
+  return {
+    stop() {
+      if (stopped) return
+      stopped = true
+      for (const undo of detach) undo()
+      after()
+    },
+  }
+}
