@@ -1,6 +1,6 @@
 /**
- * Every metric, span and attribute name stampede-guard reports, in one place, so the
- * docs, the exporters' output and the code cannot drift apart.
+ * The span and attribute names stampede-guard reports, shared by the cache's and the
+ * locks' instrumentation. Metric names live with their instruments (cache.ts, locks.ts).
  *
  * Names follow the OpenTelemetry naming guidelines: dot-separated, one namespace
  * (`stampede_guard.`), counters without `_total` and units in the instrument (Prometheus

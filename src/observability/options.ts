@@ -1,4 +1,4 @@
-import { metrics, trace, type Attributes, type Meter, type Tracer } from '@opentelemetry/api'
+import { createNoopMeter, metrics, trace, type Attributes, type Meter, type Tracer } from '@opentelemetry/api'
 import { InvalidArgumentError } from '../errors.js'
 import { keyLabeler } from './bounded-values.js'
 import { SCOPE_NAME } from './names.js'
@@ -60,7 +60,10 @@ export function resolveInstrumentation(options: InstrumentOptions, kind: 'cache'
   if (keyLabel !== undefined && typeof keyLabel !== 'function') throw new InvalidArgumentError('keyLabel', `must be a function of the key, got ${typeof keyLabel}`)
   if (!Number.isInteger(maxKeyLabels) || maxKeyLabels < 1) throw new InvalidArgumentError('maxKeyLabels', `must be a positive integer, got ${String(maxKeyLabels)}`)
   if (name !== undefined && (typeof name !== 'string' || name === '')) throw new InvalidArgumentError('name', 'must be a non-empty string')
-  const meter = options.meter === false ? undefined : (options.meter ?? metrics.getMeter(SCOPE_NAME))
+  let meter = options.meter === false ? undefined : (options.meter ?? metrics.getMeter(SCOPE_NAME))
+  // The global no-op meter (no SDK registered) reports nothing, and never will: the metrics API has no
+  // proxy that would forward to a provider registered later. Attach nothing, and so cost nothing.
+  if (meter === createNoopMeter()) meter = undefined
   const tracer = options.tracer === false ? undefined : (options.tracer ?? trace.getTracer(SCOPE_NAME))
   if (meter && (typeof meter.createHistogram !== 'function' || typeof meter.addBatchObservableCallback !== 'function')) {
     throw new InvalidArgumentError('meter', 'must be an OpenTelemetry Meter (meterProvider.getMeter(...)), or false')

@@ -294,6 +294,16 @@ describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server'
   })
 })
 
+describe('instrument(cache) with the global providers', () => {
+  it('instruments any number of unnamed caches while no MeterProvider is registered (the no-op meter gets nothing attached)', async () => {
+    const caches = [createCache({ ttl: '30s' }), createCache({ ttl: '30s' })]
+    const instrumentations = caches.map((cache) => instrument(cache, { tracer: false })) // no name needed: nothing is reported
+    expect(await caches[1]!.getOrLoad('k', async () => 1)).toBe(1)
+    for (const instrumentation of instrumentations) instrumentation.stop()
+    await Promise.all(caches.map((cache) => cache.close()))
+  })
+})
+
 describe('instrument(cache) in in-process mode', () => {
   it('counts misses, hits and loads without Redis', async () => {
     const metrics = metricsHarness()
