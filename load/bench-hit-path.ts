@@ -26,6 +26,28 @@ async function timeIt(label: string, runs: number, call: () => Promise<unknown>,
   console.log(`${label.padEnd(44)} ${Math.round(runs / (elapsed / 1000)).toLocaleString('en-US').padStart(12)} ops/s   ${perCall.toFixed(2).padStart(8)} µs/op`)
 }
 
+/**
+ * Rows compared in interleaved rounds, by CPU time per call: on a busy machine wall-clock
+ * rates drift between rows run one after another, and CPU time ignores time spent
+ * descheduled. Prints the median over the rounds and the difference to the first row.
+ */
+async function compareInterleaved(rows: [label: string, call: () => Promise<unknown>][], rounds = 9, runs = 200_000): Promise<void> {
+  const rates = rows.map((): number[] => [])
+  for (let round = 0; round < rounds; round++) {
+    for (const [index, [, call]] of rows.entries()) {
+      const before = process.cpuUsage()
+      for (let i = 0; i < runs; i++) await call()
+      const used = process.cpuUsage(before)
+      rates[index]!.push(runs / ((used.user + used.system) / 1e6))
+    }
+  }
+  const medians = rates.map((list) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)]!)
+  for (const [index, [label]] of rows.entries()) {
+    const change = index === 0 ? '' : `   ${((medians[index]! / medians[0]! - 1) * 100).toFixed(1).padStart(6)} % vs ${rows[0]![0]}`
+    console.log(`${label.padEnd(44)} ${Math.round(medians[index]!).toLocaleString('en-US').padStart(12)} ops/CPU-s${change}`)
+  }
+}
+
 const binary = findRedisServer()
 if (!process.env.REDIS_URL && !binary) throw new Error('set REDIS_URL or install redis-server')
 const privateRedis = process.env.REDIS_URL ? undefined : await startPrivateRedis(binary!)
@@ -69,6 +91,12 @@ await timeIt('L1 hit (in-process mode), instrumented', 2_000_000, () => inProces
 await timeIt('Redis hit, L1 off, 1 at a time, instrumented', 20_000, () => withoutL1Otel.getOrLoad('k', loader))
 // The first row again, in the same process state: tells the cost of instrumenting apart from drift.
 await timeIt('L1 hit (Redis configured), not instrumented', 2_000_000, () => withL1.getOrLoad('k', loader))
+console.log('L1 hit, instrumentation off and on, interleaved rounds (median of 9, CPU time)')
+await compareInterleaved([
+  ['L1 hit, not instrumented', () => withL1.getOrLoad('k', loader)],
+  ['L1 hit, instrumented', () => withL1Otel.getOrLoad('k', loader)],
+  ['L1 hit, instrumented + keyLabel', () => withL1OtelLabel.getOrLoad('k', loader)],
+])
 
 await Promise.all([withL1.close(), withoutL1.close(), inProcess.close(), withL1Otel.close(), withL1OtelLabel.close(), inProcessOtel.close(), withoutL1Otel.close()])
 await Promise.all([meterProvider.shutdown(), tracerProvider.shutdown()])
