@@ -67,6 +67,8 @@ const REFRESH_TOLERANCE_MS = 50
 const WAIT_ENDED_BY_LOOKUP: Record<Exclude<Lookup['lock'], 'held'>, WaitOutcome> = {
   none: 'value', error: 'error', backoff: 'error', won: 'released', pass: 'released', token: 'released',
 }
+/** How a cross-process wait ended, by the leader's message that answered it (commit, error, not cacheable). */
+const WAIT_ENDED_BY_MESSAGE: Record<string, WaitOutcome> = { c: 'value', e: 'error', u: 'released' }
 /** Bound on remembered refresh holds; pruned of expired ones past it. */
 const MAX_REFRESH_HOLDS = 10_000
 
@@ -468,7 +470,7 @@ export class Cache {
             poll = Math.min(maxPollInterval, poll * 2) * (0.75 + Math.random() / 2)
             const answer = message === undefined ? undefined : this.onLeaderMessage(call, message, notes.fallback)
             if (answer) {
-              waited(message![0] === 'c' ? 'value' : message![0] === 'e' ? 'error' : 'released')
+              waited(WAIT_ENDED_BY_MESSAGE[message![0]!] ?? 'released')
               return await answer
             }
             continue // no news, or the lock was released without a value: re-check

@@ -60,7 +60,8 @@ describe.skipIf(!redisAvailable)('examples (against a private redis-server)', ()
   it('express-metrics.ts: GET /metrics parses and gives the hit ratio of a scripted burst', async () => {
     const run = await runExample('express-metrics.ts', { REDIS_URL: redis.url })
     expect(run.code, explain(run)).toBe(0)
-    expect(run.stdout).toContain('35 requests, 2 renders; GET /metrics → hit ratio 28.6 % (hits 10 L1 + 0 Redis, stale 0, coalesced 23, misses 2; loads 2, 0 failed)')
+    // Typically 10 hits and 23 coalesced (28.6 %); a request slow to arrive may find the render done and hit instead.
+    expect(run.stdout).toMatch(/35 requests, 2 renders; GET \/metrics → hit ratio [\d.]+ % \(hits \d+ L1 \+ 0 Redis, stale 0, coalesced \d+, misses 2; loads 2, 0 failed\)/)
   })
 
   it.skipIf(postgresUnavailable !== undefined)('express-postgres.ts: cached GET, invalidated by PUT', async () => {
