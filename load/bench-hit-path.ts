@@ -6,10 +6,16 @@
  *   per hit from INFO commandstats (usec summed over every command one hit sends).
  * Each pair alternates for several rounds and keeps each side's best round, so a noisy
  * neighbour on a shared machine hurts both sides alike.
+ * - The same rows instrumented (`instrument()` with a real MeterProvider and TracerProvider):
+ *   what OpenTelemetry costs on each path.
  * Uses a private redis-server when REDIS_URL is unset.
  */
+import { PrometheusExporter } from '@opentelemetry/exporter-prometheus'
+import { MeterProvider } from '@opentelemetry/sdk-metrics'
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
 import { Redis } from 'ioredis'
-import { createCache } from '../src/index.js'
+import { createCache, type CacheOptions } from '../src/index.js'
+import { instrument, type InstrumentOptions } from '../src/observability/index.js'
 import { findRedisServer, startPrivateRedis } from './redis-server.js'
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
@@ -73,6 +79,35 @@ async function compare(label: string, runs: number, ours: (i: number) => Promise
   console.log(`${''.padEnd(46)} client CPU per call ${best.oursCpu.toFixed(1)} µs  vs GET+decode ${best.baseCpu.toFixed(1)} µs`)
 }
 
+/**
+ * Rows compared in interleaved rounds, by CPU time per call: on a busy machine wall-clock
+ * rates drift between rows run one after another, and CPU time ignores time spent
+ * descheduled. Prints the median over the rounds and the difference to the first row.
+ */
+async function compareInterleaved(rows: [label: string, call: () => Promise<unknown>][], rounds = 9, runs = 200_000): Promise<void> {
+  const rates = rows.map((): number[] => [])
+  for (let round = 0; round < rounds; round++) {
+    for (const [index, [, call]] of rows.entries()) {
+      const before = process.cpuUsage()
+      for (let i = 0; i < runs; i++) await call()
+      const used = process.cpuUsage(before)
+      rates[index]!.push(runs / ((used.user + used.system) / 1e6))
+    }
+  }
+  const medians = rates.map((list) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)]!)
+  for (const [index, [label]] of rows.entries()) {
+    const change = index === 0 ? '' : `   ${((medians[index]! / medians[0]! - 1) * 100).toFixed(1).padStart(6)} % vs ${rows[0]![0]}`
+    console.log(`${label.padEnd(44)} ${Math.round(medians[index]!).toLocaleString('en-US').padStart(12)} ops/CPU-s${change}`)
+  }
+}
+
+/** One row: calls per second of `call`, spread over `concurrency` loops, after a warm-up. */
+async function timeIt(label: string, runs: number, call: () => Promise<unknown>, concurrency = 1): Promise<void> {
+  for (let i = 0; i < Math.min(runs, 1_000); i++) await call() // warm-up
+  const { perSecond } = await throughput(runs, call, concurrency)
+  console.log(`${label.padEnd(46)} ${fmt(perSecond)} ops/s   ${(1e6 / perSecond).toFixed(2).padStart(8)} µs/op`)
+}
+
 const binary = findRedisServer()
 if (!process.env.REDIS_URL && !binary) throw new Error('set REDIS_URL or install redis-server')
 const privateRedis = process.env.REDIS_URL ? undefined : await startPrivateRedis(binary!)
@@ -121,7 +156,38 @@ const get = await redisCpuPerCall(admin, 20_000, (i) => redis.get(`bench-get:${k
 const cpuRatio = ours.usec / get.usec
 console.log(`Redis CPU per fresh hit: ${ours.usec.toFixed(2)} µs (${ours.commands})  vs GET ${get.usec.toFixed(2)} µs (${get.commands})  = ${cpuRatio.toFixed(2)}×  (goal ≤ 2×: ${cpuRatio <= 2 ? 'met' : 'NOT met'})`)
 
-await Promise.all([withL1.close(), withoutL1.close(), inProcess.close()])
+// Instrumented twins, created only now so the rows above run exactly as they would without
+// them. The Prometheus exporter is the metric reader (it collects only when scraped); spans
+// are kept in memory (a hit opens none).
+const meterProvider = new MeterProvider({ readers: [new PrometheusExporter({ preventServerStart: true })] })
+const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(new InMemorySpanExporter())] })
+let twins = 0
+const instrumented = async (options: Partial<CacheOptions>, otel: InstrumentOptions = {}) => {
+  const cache = createCache({ redis, ttl: '1h', namespace: 'bench-hit', ...options })
+  instrument(cache, { meter: meterProvider.getMeter('bench'), tracer: tracerProvider.getTracer('bench'), name: `twin-${twins++}`, ...otel })
+  await cache.getOrLoad('k', loader)
+  return cache
+}
+const withL1Otel = await instrumented({})
+const withL1OtelLabel = await instrumented({}, { keyLabel: (key) => key.slice(0, 1) })
+const inProcessOtel = await instrumented({ redis: undefined })
+const withoutL1Otel = await instrumented({ l1: false })
+console.log('instrumented: instrument(cache, { meter, tracer }) with the OTel SDKs')
+await timeIt('L1 hit (Redis configured), instrumented', 2_000_000, () => withL1Otel.getOrLoad('k', loader))
+await timeIt('L1 hit (Redis configured), + keyLabel', 2_000_000, () => withL1OtelLabel.getOrLoad('k', loader))
+await timeIt('L1 hit (in-process mode), instrumented', 2_000_000, () => inProcessOtel.getOrLoad('k', loader))
+await timeIt('Redis hit, L1 off, 1 at a time, instrumented', 20_000, () => withoutL1Otel.getOrLoad('k', loader))
+// The first row again, in the same process state: tells the cost of instrumenting apart from drift.
+await timeIt('L1 hit (Redis configured), not instrumented', 2_000_000, () => withL1.getOrLoad('k', loader))
+console.log('L1 hit, instrumentation off and on, interleaved rounds (median of 9, CPU time)')
+await compareInterleaved([
+  ['L1 hit, not instrumented', () => withL1.getOrLoad('k', loader)],
+  ['L1 hit, instrumented', () => withL1Otel.getOrLoad('k', loader)],
+  ['L1 hit, instrumented + keyLabel', () => withL1OtelLabel.getOrLoad('k', loader)],
+])
+
+await Promise.all([withL1.close(), withoutL1.close(), inProcess.close(), withL1Otel.close(), withL1OtelLabel.close(), inProcessOtel.close(), withoutL1Otel.close()])
+await Promise.all([meterProvider.shutdown(), tracerProvider.shutdown()])
 redis.disconnect()
 admin.disconnect()
 await privateRedis?.stop()

@@ -6,9 +6,10 @@ import { Deadlines } from './deadlines.js'
 import { checkKey } from './key.js'
 import { decodeFailure, describeFailure, encodeFailure } from './loader-error.js'
 import { CacheClosedError, InvalidArgumentError, LoaderTimeoutError, LockWaitTimeoutError, RedisUnavailableError, RemoteLoaderError, SerializationError, ValueTooLargeError } from './errors.js'
-import { CacheEmitter, type CacheEventName, type CacheEvents, type CacheStats, type StaleReason } from './events.js'
+import { CacheEmitter, type CacheEventName, type CacheEvents, type CacheStats, type StaleReason, type WaitOutcome } from './events.js'
 import { MemoryTier } from './memory/l1.js'
 import { SingleFlight, type Flight } from './memory/single-flight.js'
+import { LOAD_SCOPE, type LoadScope } from './observability/load-scope.js'
 import { resolveCallPolicy, resolveSettings, type CacheOptions, type Policy, type PolicyOptions, type Settings } from './options.js'
 import { CircuitBreaker } from './redis/breaker.js'
 import { entryKeys, invalidationChannel, type EntryKeys } from './redis/keys.js'
@@ -77,6 +78,14 @@ const NEVER_ABORTED = new AbortController().signal
 const OWN_LOAD: Resolution = { value: undefined, outcome: 'loaded', shareable: false }
 /** Slack for the round trip between reading an entry's remaining life and asking Redis. */
 const REFRESH_TOLERANCE_MS = 50
+/** How a cross-process wait ended, by what the re-check found once the lock was no longer held. */
+const WAIT_ENDED_BY_LOOKUP: Record<Exclude<Lookup['lock'], 'held'>, WaitOutcome> = {
+  none: 'value', error: 'error', backoff: 'error', won: 'released', pass: 'released', token: 'released',
+}
+/** How a cross-process wait ended, by the leader's message that answered it (commit, error, not cacheable). */
+const WAIT_ENDED_BY_MESSAGE: Record<string, WaitOutcome> = { c: 'value', e: 'error', u: 'released' }
+/** A channel message's kind, its first byte: 'c' commit, 'e' loader error, 'u' uncacheable (messages are Buffers). */
+const messageKind = (message: Buffer): string => String.fromCharCode(message[0] ?? 0)
 /** Bound on remembered refresh holds; pruned of expired ones past it. */
 const MAX_REFRESH_HOLDS = 10_000
 
@@ -93,6 +102,8 @@ const MAX_REFRESH_HOLDS = 10_000
  *   Each caller's softTimeout / hardTimeout race the flight; the flight itself runs on.
  */
 export class Cache {
+  /** Wraps each loader call while `instrument()` traces this cache. */
+  [LOAD_SCOPE]: LoadScope | undefined
   private readonly settings: Settings
   private readonly events = new CacheEmitter()
   private readonly memory: MemoryTier | undefined
@@ -314,6 +325,7 @@ export class Cache {
   private fly(call: Call): Promise<Resolution> {
     const startedAt = performance.now()
     const { flight, joined } = this.flights.run(call.key, { fallback: undefined }, (notes) => this.resolve(call, notes))
+    if (joined) this.events.emit('coalesced', { key: call.key, from: 'process' })
     const answered = this.withTimeouts(call, flight, joined)
     if (!joined) {
       this.trackFlight(call.key, flight.promise)
@@ -466,10 +478,19 @@ export class Cache {
     const { key } = call
     const inMemory = this.memory?.get(key)
     if (fallbackValid(inMemory, performance.now())) notes.fallback = inMemory
-    if (!this.store) return this.lead(call, undefined, notes)
+    if (!this.store) {
+      this.events.emit('miss', { key }) // in-process mode: L1 was the only tier
+      return this.lead(call, undefined, notes)
+    }
 
     const keys = entryKeys(this.settings.namespace, key)
     const store = this.store
+    let waitingSince: number | undefined // set from the `wait` event until the `waited` one
+    const waited = (outcome: WaitOutcome) => {
+      if (waitingSince === undefined) return
+      this.events.emit('waited', { key, durationMs: performance.now() - waitingSince, outcome })
+      waitingSince = undefined
+    }
     let handedOff = false // past this point a RedisUnavailableError is the loader's own
     let subscription: Subscription | undefined
     try {
@@ -493,6 +514,7 @@ export class Cache {
         const found = await this.store.getOrLock(keys, owner, lease, mode, this.retentionMs).finally(() => lookedUp(notes))
         const entry = this.decode(key, found)
         if (entry) notes.fallback = entry
+        if (found.lock !== 'held') waited(WAIT_ENDED_BY_LOOKUP[found.lock])
         switch (found.lock) {
           case 'none': // fresh
             if (!entry) {
@@ -531,6 +553,7 @@ export class Cache {
           case 'held': {
             const pttl = Number(found.lockArg)
             if (entry && found.state === 'grace') {
+              waited('value')
               this.remember(call, entry)
               this.watchReload(call, keys, entry, pttl) // another process is refreshing it
               return this.stale(key, entry, 'grace')
@@ -539,12 +562,14 @@ export class Cache {
             // fall between our check and our subscription.
             if (!subscription) {
               this.events.emit('wait', { key })
+              waitingSince = performance.now()
               subscription = await this.notifier!.subscribe(keys.channel)
               waitDeadline = performance.now() + call.policy.waitTimeout
               continue
             }
             const left = waitDeadline - performance.now()
             if (left <= 0) {
+              waited('timeout')
               const timedOut = this.waitTimedOut(call, notes.fallback)
               if (timedOut) return timedOut
               // Load without the lock; a fresh token still fences the result against newer ones.
@@ -555,12 +580,16 @@ export class Cache {
             const message = await subscription.next(Math.min(pttl + 1, poll, left))
             poll = Math.min(maxPollInterval, poll * 2) * (0.75 + Math.random() / 2)
             const answer = message === undefined ? undefined : this.onLeaderMessage(call, message, notes.fallback)
-            if (answer) return await answer
+            if (answer) {
+              waited(WAIT_ENDED_BY_MESSAGE[messageKind(message!)] ?? 'released')
+              return await answer
+            }
             continue // no news, or the lock was released without a value: re-check
           }
         }
       }
     } catch (error) {
+      waited(error instanceof RemoteLoaderError ? 'error' : 'failed')
       if (handedOff || !(error instanceof RedisUnavailableError)) throw error
       return this.lead(call, undefined, notes)
     } finally {
@@ -649,7 +678,7 @@ export class Cache {
         let entry = this.store && this.store.clock.now() !== undefined ? await this.readFresh(call.key, keys, this.store) : undefined
         if (!entry || !newerVersion(entry.version, current.version)) {
           const message = await subscription.next(until - performance.now())
-          entry = message && String.fromCharCode(message[0] ?? 0) === 'c' ? this.decodeCommitMessage(call.key, message) : undefined
+          entry = message && messageKind(message) === 'c' ? this.decodeCommitMessage(call.key, message) : undefined
         }
         if (entry && !watch.forgotten && newerVersion(entry.version, current.version)) this.remember(call, entry)
       } catch {
@@ -664,11 +693,12 @@ export class Cache {
 
   /** A message on the key's channel, from the leader in another process; undefined = re-check. */
   private onLeaderMessage(call: Call, message: Buffer, fallback: Entry | undefined): Resolution | Promise<Resolution> | undefined {
-    switch (String.fromCharCode(message[0] ?? 0)) {
+    switch (messageKind(message)) {
       case 'c': {
         const entry = this.decodeCommitMessage(call.key, message)
         if (!entry) return undefined
         this.remember(call, entry)
+        this.events.emit('coalesced', { key: call.key, from: 'remote' })
         return { value: entry.value, outcome: 'coalesced', shareable: true }
       }
       case 'e':
@@ -718,7 +748,7 @@ export class Cache {
     const startedAt = performance.now()
     let value: unknown
     try {
-      value = await withTimeout(Promise.resolve().then(() => call.loader(context)), maxHold, () => new LoaderTimeoutError(key, maxHold, 'lock.maxHold'))
+      value = await withTimeout(this.runLoader(call.loader, context), maxHold, () => new LoaderTimeoutError(key, maxHold, 'lock.maxHold'))
     } catch (error) {
       await lease?.stop()
       this.events.emit('load', { key, durationMs: performance.now() - startedAt, error })
@@ -799,7 +829,7 @@ export class Cache {
     const context = new LoadContext(key, NEVER_ABORTED, undefined, policy, { uncached: true })
     const startedAt = performance.now()
     try {
-      const loading = Promise.resolve().then(() => call.loader(context))
+      const loading = this.runLoader(call.loader, context)
       const value = await (hardLeft < maxHold
         ? withTimeout(loading, hardLeft, () => new LoaderTimeoutError(key, policy.hardTimeout))
         : withTimeout(loading, maxHold, () => new LoaderTimeoutError(key, maxHold, 'lock.maxHold')))
@@ -809,6 +839,12 @@ export class Cache {
       this.events.emit('load', { key, durationMs: performance.now() - startedAt, error })
       throw error
     }
+  }
+
+  /** Starts a loader on the next microtask, inside the load scope if one is installed. */
+  private runLoader(loader: Loader<unknown>, context: LoadContext<unknown>): Promise<unknown> {
+    const scope = this[LOAD_SCOPE]
+    return Promise.resolve().then(() => (scope ? scope(context, () => loader(context)) : loader(context)))
   }
 
   private stale(key: string, entry: Entry, reason: StaleReason): Resolution {

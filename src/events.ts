@@ -3,6 +3,16 @@ import { EventEmitter } from 'node:events'
 /** Why a stale value was served instead of a fresh one. */
 export type StaleReason = 'grace' | 'fail-safe' | 'backoff' | 'soft-timeout' | 'hard-timeout' | 'wait-timeout'
 
+/**
+ * How a cross-process wait ended:
+ * - `value`: the other process's value arrived (its commit message, or a fresh copy on re-check);
+ * - `error`: the other process's load failed;
+ * - `released`: the lock came free without a value; this process loads, or serves what it has;
+ * - `timeout`: `waitTimeout` ran out;
+ * - `failed`: Redis failed (or the cache closed) while waiting.
+ */
+export type WaitOutcome = 'value' | 'error' | 'released' | 'timeout' | 'failed'
+
 /** Every event the cache emits, with its payload. Each also bumps a counter of the same name in `stats()`. */
 export interface CacheEvents {
   /** A fresh value was served. */
@@ -15,6 +25,15 @@ export interface CacheEvents {
   leader: { key: string }
   /** Another process holds the lock; this process waits for its result. */
   wait: { key: string }
+  /** That wait ended, `durationMs` after its `wait` event. */
+  waited: { key: string; durationMs: number; outcome: WaitOutcome }
+  /**
+   * Work was shared instead of repeated: a caller joined a flight already running in this
+   * process for its key (`from: 'process'`, once per joining caller, whatever that flight
+   * answers), or this process's flight got the value another process loaded, from its
+   * commit message (`from: 'remote'`, once per flight).
+   */
+  coalesced: { key: string; from: 'process' | 'remote' }
   /** A loader finished; `error` is set when it failed. */
   load: { key: string; durationMs: number; error?: unknown }
   /** A loader failed but a stale value covered it. */
@@ -41,7 +60,7 @@ export type CacheEventName = keyof CacheEvents
 export type CacheStats = Record<CacheEventName, number>
 
 const EVENT_NAMES: CacheEventName[] = [
-  'hit', 'stale', 'miss', 'leader', 'wait', 'load', 'fail-safe', 'timeout', 'uncacheable',
+  'hit', 'stale', 'miss', 'leader', 'wait', 'waited', 'coalesced', 'load', 'fail-safe', 'timeout', 'uncacheable',
   'corrupt', 'fenced', 'lock-lost', 'redis-error', 'circuit-open', 'circuit-close',
 ]
 

@@ -15,5 +15,5 @@ export {
   ValueTooLargeError,
   StampedeGuardError,
 } from './errors.js'
-export type { CacheEventName, CacheEvents, CacheStats, StaleReason } from './events.js'
+export type { CacheEventName, CacheEvents, CacheStats, StaleReason, WaitOutcome } from './events.js'
 export { POLICY_OPTION_NAMES, type CacheOptions, type CircuitBreakerOptions, type EarlyRefresh, type L1Options, type LockOptions, type PolicyOptions } from './options.js'

@@ -57,6 +57,13 @@ describe.skipIf(!redisAvailable)('examples (against a private redis-server)', ()
     expect(run.stdout).toMatch(/40 getOrLoad calls in 4 processes → the loader ran 1 time\(s\)/)
   })
 
+  it('express-metrics.ts: GET /metrics parses and gives the hit ratio of a scripted burst', async () => {
+    const run = await runExample('express-metrics.ts', { REDIS_URL: redis.url })
+    expect(run.code, explain(run)).toBe(0)
+    // Typically 10 hits and 23 coalesced (28.6 %); a request slow to arrive may find the render done and hit instead.
+    expect(run.stdout).toMatch(/35 requests, 2 renders; GET \/metrics → hit ratio [\d.]+ % \(hits \d+ L1 \+ 0 Redis, stale 0, coalesced \d+, misses 2; loads 2, 0 failed\)/)
+  })
+
   it.skipIf(postgresUnavailable !== undefined)('express-postgres.ts: cached GET, invalidated by PUT', async () => {
     const run = await runExample('express-postgres.ts', { REDIS_URL: redis.url, DATABASE_URL })
     expect(run.code, explain(run)).toBe(0)
