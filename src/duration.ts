@@ -27,3 +27,14 @@ export function parseDuration(argument: string, value: Duration, allowZero = fal
   }
   return Math.round(ms)
 }
+
+/** The longest delay Node's timers honour (2^31 − 1 ms, about 24.8 days); a longer one fires after 1 ms. */
+export const MAX_TIMER_MS = 2 ** 31 - 1
+
+/** `parseDuration` for a duration that backs a timer: also rejects values above {@link MAX_TIMER_MS}. */
+export function parseTimerDuration(argument: string, value: Duration, allowZero = false): number {
+  const ms = parseDuration(argument, value, allowZero)
+  if (ms > MAX_TIMER_MS) throw new InvalidArgumentError(argument, `must be at most ${MAX_TIMER_MS} ms (about 24.8 days; Node's timer limit), got ${String(value)}`)
+  if (!allowZero && ms === 0) throw new InvalidArgumentError(argument, `must be at least 1 ms, got ${String(value)}`)
+  return ms
+}

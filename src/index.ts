@@ -4,9 +4,13 @@ export type { Duration } from './duration.js'
 export { jsonCodec, type Codec } from './entry.js'
 export {
   CacheClosedError,
+  FencingUnsupportedError,
   InvalidArgumentError,
   LoaderTimeoutError,
+  LockBackendError,
+  LockBusyError,
   LockLostError,
+  LocksClosedError,
   LockWaitTimeoutError,
   RedisUnavailableError,
   RemoteLoaderError,
@@ -15,3 +19,4 @@ export {
 } from './errors.js'
 export type { CacheEventName, CacheEvents, CacheStats, StaleReason } from './events.js'
 export { POLICY_OPTION_NAMES, type CacheOptions, type CircuitBreakerOptions, type EarlyRefresh, type L1Options, type LockOptions, type PolicyOptions } from './options.js'
+export { createLocks, Locks, type CreateLocksOptions, type HeldLockHandle, type LockCallOptions, type LockContext, type LockDefaults } from './lock/index.js'

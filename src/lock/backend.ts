@@ -49,6 +49,13 @@ export interface HeldLock<Resource = void> {
   /** See {@link Liveness}. */
   readonly liveness: Liveness
   /**
+   * `performance.now()` when the attempt that took the lock was *sent* (`'lease'`
+   * backends): the store started the lease no earlier, so the watchdog's local deadline
+   * (`this + lease − margin`) can never be late. When absent the front uses the moment
+   * `acquire` resolved, which is later by one round trip: set it.
+   */
+  readonly acquiredAt?: number
+  /**
    * Aborted with a `LockLostError` as soon as the backend knows the lock is gone
    * (connection or session lost, lease expired, taken over). Never aborted by `release()`.
    */

@@ -1,0 +1,17 @@
+export type { AcquireRequest, Claim, ClaimStore, HeldLock, LockBackend, Liveness } from './backend.js'
+export { type HeldLockHandle, type LockContext } from './handle.js'
+export { createLocks, Locks, type CreateLocksOptions } from './locks.js'
+export type { LockCallOptions, LockDefaults } from './options.js'
+export type { BackendShortcuts, StoreOptions } from './resolve-backend.js'
+export { LeaseWatchdog, leaseMarginMs, type WatchdogOptions } from './watchdog.js'
+export { WaitBudget, type Wakeup } from './waiting.js'
+export {
+  FencingUnsupportedError,
+  InvalidArgumentError,
+  LockBackendError,
+  LockBusyError,
+  LockLostError,
+  LocksClosedError,
+  RedisUnavailableError,
+  StampedeGuardError,
+} from '../errors.js'

@@ -1,0 +1,154 @@
+import { AsyncLocalStorage } from 'node:async_hooks'
+import { InvalidArgumentError, LockBusyError, LockLostError, LocksClosedError } from '../errors.js'
+import type { LockBackend } from './backend.js'
+import { LockHandle, type HeldLockHandle, type LockContext } from './handle.js'
+import { parseCallOptions, parseDefaults, validateKey, type LockCallOptions, type LockDefaults, type LockSettings } from './options.js'
+import { resolveBackend, SHORTCUT_OPTIONS, type BackendShortcuts, type StoreOptions } from './resolve-backend.js'
+
+const CREATE_KEYS = new Set(['backend', 'lease', 'wait', 'reentrant', 'maxKeyLength', 'namespace', 'commandTimeout', ...SHORTCUT_OPTIONS])
+
+export interface CreateLocksOptions<Resource = void> extends LockDefaults, BackendShortcuts, StoreOptions {
+  /** Any `LockBackend`; the shortcuts (`redis`, `redlock`, …) build one for you. Give exactly one. */
+  backend?: LockBackend<Resource>
+}
+
+/**
+ * Distributed locks over one backend. Every call validates its key and options
+ * (`InvalidArgumentError` naming the option), and fails distinctly:
+ * `LockBusyError` (held by someone else; with how long it waited), `LockLostError`
+ * (on `signal`, when the lease was lost), and the backend's own error
+ * (`RedisUnavailableError`, `LockBackendError`) when its store failed.
+ */
+export class Locks<Resource = void> {
+  private readonly settings: LockSettings
+  private readonly closing = new AbortController()
+  private readonly live = new Set<LockHandle<Resource>>()
+  /** The locks held by the current async call chain, by key (for `reentrant`). */
+  private readonly chain = new AsyncLocalStorage<ReadonlyMap<string, LockHandle<Resource>>>()
+  private closed: Promise<void> | undefined
+
+  constructor(
+    private readonly backend: LockBackend<Resource>,
+    defaults: LockDefaults = {},
+  ) {
+    this.settings = parseDefaults(defaults)
+  }
+
+  /** The backend's name: `'redis'`, `'redlock'`, … */
+  get backendName(): string {
+    return this.backend.name
+  }
+
+  /**
+   * Runs `fn` holding the lock on `key`, and releases it when `fn` settles (after its
+   * promise, so a transaction committed inside `fn` is committed before the next holder
+   * gets in). Waits up to `wait` for a busy lock, then rejects with `LockBusyError`.
+   * If the lock is lost meanwhile, `signal` aborts with `LockLostError`; `fn`'s result is
+   * still returned, since what it already did cannot be undone here: check the signal, and
+   * fence your writes with `token`.
+   */
+  async withLock<T>(key: string, fn: (lock: LockContext<Resource>) => T | Promise<T>, options?: LockCallOptions): Promise<T> {
+    if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `expected a function, got ${typeof fn}`)
+    const checkedKey = this.checkKey(key)
+    const settings = parseCallOptions(options, this.settings, true)
+    const outer = settings.reentrant ? this.heldInChain(checkedKey) : undefined
+    if (outer) return fn(outer.nested())
+    const handle = await this.take(checkedKey, settings)
+    if (!handle) throw new LockBusyError(checkedKey, settings.waitMs) // unreachable: take() throws when waiting
+    const chain = new Map(this.chain.getStore()).set(checkedKey, handle)
+    try {
+      return await this.chain.run(chain, () => fn(handle))
+    } finally {
+      // A failed release leaves the lock to end with its lease; fn's outcome is what the caller needs.
+      await handle.release().catch(() => {})
+    }
+  }
+
+  /**
+   * Takes the lock, waiting up to `wait`; rejects with `LockBusyError` if it stays busy.
+   * Release it with `await using` or `release()`. With `reentrant`, inside a `withLock` on
+   * the same key, resolves to that lock at once (its release is then the outer call's job).
+   */
+  async acquire(key: string, options?: LockCallOptions): Promise<HeldLockHandle<Resource>> {
+    const checkedKey = this.checkKey(key)
+    const settings = parseCallOptions(options, this.settings, true)
+    const outer = settings.reentrant ? this.heldInChain(checkedKey) : undefined
+    if (outer) return outer.nested()
+    const handle = await this.take(checkedKey, settings)
+    if (!handle) throw new LockBusyError(checkedKey, settings.waitMs)
+    return handle
+  }
+
+  /** One attempt, no waiting: the lock, or `undefined` when someone else holds it. */
+  async tryAcquire(key: string, options?: Omit<LockCallOptions, 'wait'>): Promise<HeldLockHandle<Resource> | undefined> {
+    const checkedKey = this.checkKey(key)
+    const settings = parseCallOptions(options, this.settings, false)
+    const outer = settings.reentrant ? this.heldInChain(checkedKey) : undefined
+    if (outer) return outer.nested()
+    return this.take(checkedKey, settings)
+  }
+
+  /**
+   * Stops accepting calls, ends waits in progress (`LocksClosedError`), aborts the
+   * `signal` of every lock still held through this object with `LockLostError` and
+   * releases it, then closes the backend. The clients you passed stay open.
+   */
+  close(): Promise<void> {
+    this.closed ??= (async () => {
+      this.closing.abort(new LocksClosedError())
+      await Promise.all(
+        [...this.live].map((handle) => {
+          handle.lose(new LockLostError(handle.key, 'close() was called'))
+          return handle.release().catch(() => {})
+        }),
+      )
+      await this.backend.close()
+    })()
+    return this.closed
+  }
+
+  private checkKey(key: string): string {
+    if (this.closing.signal.aborted) throw new LocksClosedError()
+    return validateKey(key, this.settings.maxKeyLength)
+  }
+
+  private heldInChain(key: string): LockHandle<Resource> | undefined {
+    const held = this.chain.getStore()?.get(key)
+    return held && !held.ended ? held : undefined
+  }
+
+  /** Resolves the handle, `undefined` when busy after no wait; rejects `LockBusyError` when a wait ran out. */
+  private async take(key: string, settings: LockSettings & { signal?: AbortSignal }): Promise<LockHandle<Resource> | undefined> {
+    const signal = settings.signal ? AbortSignal.any([settings.signal, this.closing.signal]) : this.closing.signal
+    if (signal.aborted) throw signal.reason
+    const startedAt = performance.now()
+    const held = await this.backend.acquire({ key, leaseMs: settings.leaseMs, waitMs: settings.waitMs, signal })
+    if (held && signal.aborted) {
+      await held.release().catch(() => {})
+      throw signal.reason
+    }
+    if (!held) {
+      if (signal.aborted) throw signal.reason
+      if (settings.waitMs === 0) return undefined
+      throw new LockBusyError(key, Math.round(performance.now() - startedAt))
+    }
+    const handle = new LockHandle(key, this.backend.name, held, settings.leaseMs, (h) => this.live.delete(h))
+    this.live.add(handle)
+    return handle
+  }
+}
+
+/**
+ * Distributed locks: `createLocks({ redis })`, `createLocks({ redlock: [r1, …, r5] })`,
+ * or `createLocks({ backend })` with any `LockBackend`.
+ */
+export function createLocks<Resource = void>(options: CreateLocksOptions<Resource>): Locks<Resource> {
+  if (options === null || typeof options !== 'object') throw new InvalidArgumentError('options', 'expected an object')
+  for (const name of Object.keys(options)) {
+    if (!CREATE_KEYS.has(name)) throw new InvalidArgumentError(name, `unknown createLocks option (known: ${[...CREATE_KEYS].join(', ')})`)
+  }
+  const { lease, wait, reentrant, maxKeyLength } = options
+  const defaults = { lease, wait, reentrant, maxKeyLength }
+  parseDefaults(defaults) // before a backend opens anything
+  return new Locks<Resource>(resolveBackend(options as never) as LockBackend<Resource>, defaults)
+}

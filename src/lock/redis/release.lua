@@ -1,0 +1,21 @@
+-- release: compare-and-delete of the lock, then wake the waiters. A holder that lost the
+-- lock (it expired and another owner took it) deletes nothing.
+--
+-- KEYS[1]  lock     <ns>:{k:<key>}:lock   string "<owner>:<token>"
+-- KEYS[2]  channel  <ns>:{k:<key>}:ch     waiters are subscribed here
+-- ARGV[1]  owner    "<owner>:" — the prefix of the value we set. The owner is unique per
+--                   acquisition, so this also releases a lock whose acquire reply we never
+--                   saw (an abandoned attempt) without knowing its token.
+--
+-- Returns 1 when the lock was ours and was deleted, else 0.
+
+local lock, channel, prefix = KEYS[1], KEYS[2], ARGV[1]
+if #prefix < 2 or string.sub(prefix, -1) ~= ':' then
+  return redis.error_reply('ERR stampede-guard release: owner must be "<owner>:"')
+end
+if redis.call('TYPE', lock)['ok'] ~= 'string' then return 0 end
+local value = redis.call('GET', lock)
+if string.sub(value, 1, #prefix) ~= prefix then return 0 end
+redis.call('DEL', lock)
+redis.call('PUBLISH', channel, 'r')
+return 1

@@ -1,0 +1,58 @@
+import type { Cluster, Redis } from 'ioredis'
+import { parseTimerDuration, type Duration } from '../duration.js'
+import { InvalidArgumentError } from '../errors.js'
+import type { LockBackend } from './backend.js'
+import { redisShortcut } from './redis/shortcut.js'
+
+/**
+ * The backend shortcuts `createLocks` accepts: one field per backend, and exactly one of
+ * them (or `backend`) per call. The user passes a client they created; a backend never
+ * imports its peer package at load time.
+ */
+export interface BackendShortcuts {
+  /** An ioredis client or Cluster: the Redis backend (fenced tokens, pub/sub wake-up). */
+  redis?: Redis | Cluster
+}
+
+/** Options each store-backed shortcut understands. */
+export interface StoreOptions {
+  /** Prefix of every name a backend creates in its store. Default `'sg-lock'`. */
+  namespace?: string
+  /** Bound on each call to the store, in ms or `'1s'`; a call past it fails with the backend's typed error. Default `'1s'`. */
+  commandTimeout?: Duration
+}
+
+export interface StoreSettings {
+  namespace: string
+  commandTimeoutMs: number
+}
+
+/** One shortcut: the option that selects it, and how it builds its backend from the option's value. */
+export interface BackendShortcut {
+  readonly option: keyof BackendShortcuts
+  create(value: unknown, settings: StoreSettings): LockBackend<any>
+}
+
+/** Add a backend: one entry here, one field in `BackendShortcuts`. */
+const SHORTCUTS: readonly BackendShortcut[] = [redisShortcut]
+
+export const SHORTCUT_OPTIONS: readonly string[] = SHORTCUTS.map((shortcut) => shortcut.option)
+
+export function resolveBackend(options: BackendShortcuts & StoreOptions & { backend?: LockBackend<unknown> }): LockBackend<unknown> {
+  const given = [...(options.backend === undefined ? [] : ['backend']), ...SHORTCUTS.filter((s) => options[s.option] !== undefined).map((s) => s.option)]
+  if (given.length !== 1) {
+    throw new InvalidArgumentError('backend', `give exactly one of ${['backend', ...SHORTCUT_OPTIONS].join(', ')}; got ${given.length === 0 ? 'none' : given.join(' and ')}`)
+  }
+  const namespace = options.namespace ?? 'sg-lock'
+  if (typeof namespace !== 'string' || namespace.length === 0) throw new InvalidArgumentError('namespace', 'must be a non-empty string')
+  const settings: StoreSettings = { namespace, commandTimeoutMs: parseTimerDuration('commandTimeout', options.commandTimeout ?? 1_000) }
+  if (options.backend !== undefined) {
+    const { backend } = options
+    if (typeof backend !== 'object' || backend === null || typeof backend.acquire !== 'function' || typeof backend.close !== 'function') {
+      throw new InvalidArgumentError('backend', 'expected a LockBackend (name, acquire, close)')
+    }
+    return backend
+  }
+  const shortcut = SHORTCUTS.find((s) => s.option === given[0])!
+  return shortcut.create(options[shortcut.option], settings)
+}

@@ -1,0 +1,61 @@
+import { delay } from '../timers.js'
+
+/** Something that can wake a waiter early: the notifier's subscription, a watch, … */
+export interface Wakeup {
+  /** Resolves on news (a release), or after `timeoutMs` without any. */
+  next(timeoutMs: number): Promise<unknown>
+  /** Ends it, waking a pending `next()` at once. Safe to call twice. */
+  release(): void
+}
+
+/** Safety-net poll: starts here and doubles (with ±25 % jitter) up to `MAX_POLL_MS`. */
+export const FIRST_POLL_MS = 50
+export const MAX_POLL_MS = 1_000
+
+/**
+ * One acquisition's wait, shared by the backends: a deadline, the caller's signal, and a
+ * bounded, backed-off poll as the safety net under whatever notification the backend has.
+ * A waiter is woken by a release message at once; the poll only covers a lost message
+ * (pub/sub is at most once), and the holder's remaining lease bounds each sleep, so a
+ * crashed holder costs at most its lease.
+ */
+export class WaitBudget {
+  private readonly deadline: number
+  private pollMs = FIRST_POLL_MS
+
+  constructor(
+    waitMs: number,
+    private readonly signal: AbortSignal,
+  ) {
+    this.deadline = performance.now() + waitMs
+  }
+
+  /** ms left before the deadline (≤ 0 when spent). */
+  get leftMs(): number {
+    return this.deadline - performance.now()
+  }
+
+  /** The wait is over: deadline passed or the caller aborted. */
+  get over(): boolean {
+    return this.signal.aborted || this.leftMs <= 0
+  }
+
+  /**
+   * Sleeps until `wakeup` has news, the next poll is due, `busyForMs` (the holder's
+   * remaining lease) has passed, the deadline comes, or the caller aborts, whichever is first.
+   */
+  async pause(wakeup: Wakeup | undefined, busyForMs = Infinity): Promise<void> {
+    const ms = Math.max(1, Math.min(this.pollMs, busyForMs + 1, this.leftMs))
+    this.pollMs = Math.min(MAX_POLL_MS, this.pollMs * 2) * (0.75 + Math.random() / 2)
+    if (this.signal.aborted) return
+    // Only one pending next() at a time: a second would take the first's message.
+    const sleep = wakeup ? undefined : delay(ms)
+    const onAbort = () => (wakeup ? wakeup.release() : sleep!.cancel())
+    this.signal.addEventListener('abort', onAbort, { once: true })
+    try {
+      await (wakeup ? wakeup.next(ms) : sleep!.promise)
+    } finally {
+      this.signal.removeEventListener('abort', onAbort)
+    }
+  }
+}
