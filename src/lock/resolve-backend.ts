@@ -3,6 +3,7 @@ import { parseTimerDuration, type Duration } from '../duration.js'
 import { InvalidArgumentError } from '../errors.js'
 import type { LockBackend } from './backend.js'
 import { redisShortcut } from './redis/shortcut.js'
+import { redlockShortcut, type RedlockOptions } from './redlock/shortcut.js'
 
 /**
  * The backend shortcuts `createLocks` accepts: one field per backend, and exactly one of
@@ -12,6 +13,8 @@ import { redisShortcut } from './redis/shortcut.js'
 export interface BackendShortcuts {
   /** An ioredis client or Cluster: the Redis backend (fenced tokens, pub/sub wake-up). */
   redis?: Redis | Cluster
+  /** Independent Redis masters (not replicas), or `{ nodes, nodeTimeout }`: the Redlock backend. No fencing token. */
+  redlock?: readonly Redis[] | RedlockOptions
 }
 
 /** Options each store-backed shortcut understands. */
@@ -34,7 +37,7 @@ export interface BackendShortcut {
 }
 
 /** Add a backend: one entry here, one field in `BackendShortcuts`. */
-const SHORTCUTS: readonly BackendShortcut[] = [redisShortcut]
+const SHORTCUTS: readonly BackendShortcut[] = [redisShortcut, redlockShortcut]
 
 export const SHORTCUT_OPTIONS: readonly string[] = SHORTCUTS.map((shortcut) => shortcut.option)
 

@@ -2,18 +2,11 @@ import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
 import { entryKeys, type EntryKeys } from '../../redis/keys.js'
 import { Notifier, type Subscription } from '../../redis/notifier.js'
-import { defineExtendScript, registerScripts, type ClientWith } from '../../redis/scripts.js'
 import type { AcquireRequest, HeldLock, LockBackend } from '../backend.js'
 import type { StoreSettings } from '../resolve-backend.js'
 import { WaitBudget } from '../waiting.js'
 import { boundedCall } from './bounded-call.js'
-
-const SCRIPTS = {
-  stampedeGuardLockAcquire: { file: 'acquire.lua', keys: 2 },
-  stampedeGuardLockRelease: { file: 'release.lua', keys: 2 },
-} as const
-
-type LockClient = ClientWith<keyof typeof SCRIPTS | 'stampedeGuardExtend'>
+import { defineLockScripts, type LockClient } from './scripts.js'
 
 /** How long a key's token counter outlives its last acquisition (memory bound; fencing does not depend on it). */
 const COUNTER_KEEP_MS = 60_000
@@ -39,8 +32,7 @@ export class RedisLockBackend implements LockBackend {
     client: Redis | Cluster,
     private readonly settings: StoreSettings,
   ) {
-    defineExtendScript(client)
-    this.client = registerScripts(client, SCRIPTS, new URL('./', import.meta.url)) as LockClient
+    this.client = defineLockScripts(client)
     this.notifier = new Notifier(client, settings.commandTimeoutMs)
   }
 

@@ -1,0 +1,112 @@
+import { randomBytes } from 'node:crypto'
+import type { Redis } from 'ioredis'
+import { LockBackendError } from '../../errors.js'
+import { entryKeys, type EntryKeys } from '../../redis/keys.js'
+import type { AcquireRequest, HeldLock, LockBackend } from '../backend.js'
+import { boundedCall } from '../redis/bounded-call.js'
+import { defineLockScripts, type LockClient } from '../redis/scripts.js'
+import { WaitBudget } from '../waiting.js'
+import { leaseMarginMs } from '../watchdog.js'
+
+/** What each node answered: `true` yes, `false` no (held by another owner / not ours), `undefined` no answer in time. */
+type Votes = (boolean | undefined)[]
+
+/**
+ * Redlock over N independent Redis masters (not replicas of each other): the lock is
+ * held while a majority (N/2 + 1) of them hold `owner:` for the key, and only for
+ * `lease − elapsed − drift` after the attempt was sent (drift = 1 % of the lease + 2 ms).
+ * Each node call has its own short bound (`nodeTimeoutMs`), so a dead node costs that
+ * much, not the whole wait.
+ *
+ * No fencing token: independent masters cannot agree on a monotonic counter (two
+ * majorities overlap in one node, whose counter may have restarted), so `token` is
+ * `undefined` and the front throws `FencingUnsupportedError` if it is read. Safety rests
+ * on timing: a holder paused past its validity (GC, SIGSTOP) overlaps the next one.
+ * Waiters poll (backed off, 50 ms → 1 s): there is no single channel to subscribe to.
+ */
+export class RedlockBackend implements LockBackend {
+  readonly name = 'redlock'
+  private readonly nodes: LockClient[]
+  readonly quorum: number
+
+  constructor(
+    nodes: readonly Redis[],
+    private readonly namespace: string,
+    private readonly nodeTimeoutMs: number,
+  ) {
+    this.nodes = nodes.map((node) => defineLockScripts(node))
+    this.quorum = Math.floor(nodes.length / 2) + 1
+  }
+
+  async acquire(request: AcquireRequest): Promise<HeldLock | undefined> {
+    const { key, leaseMs, waitMs, signal } = request
+    const keys = entryKeys(this.namespace, key)
+    const budget = new WaitBudget(waitMs, signal)
+    for (;;) {
+      const owner = `${randomBytes(16).toString('hex')}:`
+      const sentAt = performance.now()
+      const votes = await this.ask('redlock acquire', (node) => node.set(keys.lock, owner, 'PX', leaseMs, 'NX').then((reply) => reply === 'OK'))
+      const validUntil = sentAt + leaseMs - leaseMarginMs(leaseMs)
+      if (count(votes, true) >= this.quorum && performance.now() < validUntil) return this.held(keys, owner, sentAt, validUntil)
+      // Not ours: undo wherever it was taken, and where the answer is unknown (it may land later).
+      await this.releaseAll(keys, owner)
+      this.throwIfNoQuorumPossible(votes, 'acquire')
+      if (budget.over) return undefined
+      await budget.pause(undefined)
+      if (signal.aborted) return undefined
+    }
+  }
+
+  private held(keys: EntryKeys, owner: string, acquiredAt: number, firstValidUntil: number): HeldLock {
+    let validUntil = firstValidUntil
+    let released: Promise<void> | undefined
+    return {
+      token: undefined,
+      liveness: 'lease',
+      acquiredAt,
+      signal: new AbortController().signal, // loss is the watchdog's to detect
+      resource: undefined,
+      renew: async (leaseMs) => {
+        // An expired Redlock is not extended: another owner may hold a majority by now.
+        if (performance.now() >= validUntil) return false
+        const sentAt = performance.now()
+        const votes = await this.ask('redlock extend', (node) => node.stampedeGuardExtend(keys.lock, owner, leaseMs).then((reply) => reply === 1))
+        const until = sentAt + leaseMs - leaseMarginMs(leaseMs)
+        if (count(votes, true) >= this.quorum && performance.now() < until) {
+          validUntil = until
+          return true
+        }
+        this.throwIfNoQuorumPossible(votes, 'extend') // unknown: the watchdog retries until its deadline
+        return false
+      },
+      release: () => (released ??= this.releaseAll(keys, owner, true)),
+    }
+  }
+
+  /** Every node at once, each bounded by its own timeout. */
+  private async ask(operation: string, command: (node: LockClient) => Promise<boolean>): Promise<Votes> {
+    const answers = await Promise.allSettled(this.nodes.map((node) => boundedCall(node, this.nodeTimeoutMs, operation, () => command(node))))
+    return answers.map((answer) => (answer.status === 'fulfilled' ? answer.value : undefined))
+  }
+
+  /** Fewer nodes answered than a quorum needs: that is a store failure, not a busy lock. */
+  private throwIfNoQuorumPossible(votes: Votes, operation: string): void {
+    const answered = votes.length - count(votes, undefined)
+    if (answered < this.quorum) {
+      throw new LockBackendError(this.name, `${operation}: only ${answered} of ${votes.length} nodes answered within ${this.nodeTimeoutMs} ms; a quorum needs ${this.quorum}`)
+    }
+  }
+
+  private async releaseAll(keys: EntryKeys, owner: string, mustReachOne = false): Promise<void> {
+    const votes = await this.ask('redlock release', (node) => node.stampedeGuardLockRelease(keys.lock, keys.channel, owner).then((reply) => reply === 1))
+    if (mustReachOne && count(votes, undefined) === votes.length) {
+      throw new LockBackendError(this.name, `release: no node answered within ${this.nodeTimeoutMs} ms; the lock ends with its lease`)
+    }
+  }
+
+  async close(): Promise<void> {}
+}
+
+function count(votes: Votes, value: boolean | undefined): number {
+  return votes.filter((vote) => vote === value).length
+}
