@@ -76,10 +76,15 @@ export interface HeldLock<Resource = void> {
   renew(leaseMs: number): Promise<boolean>
   /**
    * Gives the lock back. Idempotent, and never removes another holder's lock (compare
-   * and delete). Rejects with a backend error only when the store could not be told; the
-   * lock then ends by itself with its lease or session.
+   * and delete). Rejects with a backend error when the store could not be told (the lock
+   * then ends by itself with its lease or session), or when the critical section's work
+   * held in `resource` was not kept (a transaction that did not commit).
+   *
+   * `failure`: what the critical section threw, when it threw (`withLock` passes it). A
+   * transactional backend (PostgreSQL) then rolls back instead of committing. Other
+   * backends ignore it.
    */
-  release(): Promise<void>
+  release(failure?: unknown): Promise<void>
 }
 
 /**

@@ -94,12 +94,13 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
     }
   }
 
-  release(): Promise<void> {
+  /** `failure`: what the critical section threw (from `withLock`), so a transactional backend rolls back. */
+  release(failure?: unknown): Promise<void> {
     this.released ??= (async () => {
       this.held.signal.removeEventListener('abort', this.fromBackend)
       try {
         await this.watchdog?.stop()
-        await this.held.release()
+        await (failure === undefined ? this.held.release() : this.held.release(failure))
       } finally {
         this.onReleased(this)
       }

@@ -43,6 +43,9 @@ export class Locks<Resource = void> {
    * Runs `fn` holding the lock on `key`, and releases it when `fn` settles (after its
    * promise, so a transaction committed inside `fn` is committed before the next holder
    * gets in). Waits up to `wait` for a busy lock, then rejects with `LockBusyError`.
+   * Rejects with the backend's error if the release failed after `fn` succeeded (the
+   * store could not be told, so the lock lingers until its lease ends; or a transactional
+   * backend could not commit `fn`'s work).
    * If the lock is lost meanwhile, `signal` aborts with `LockLostError`; `fn`'s result is
    * still returned, since what it already did cannot be undone here: check the signal, and
    * fence your writes with `token`.
@@ -56,12 +59,17 @@ export class Locks<Resource = void> {
     const handle = await this.take(checkedKey, settings)
     if (!handle) throw new LockBusyError(checkedKey, settings.waitMs) // unreachable: take() throws when waiting
     const chain = new Map(this.chain.getStore()).set(checkedKey, handle)
+    let result: T
     try {
-      return await this.chain.run(chain, () => fn(handle))
-    } finally {
-      // A failed release leaves the lock to end with its lease; fn's outcome is what the caller needs.
-      await handle.release().catch(() => {})
+      result = await this.chain.run(chain, () => fn(handle))
+    } catch (error) {
+      await handle.release(error ?? new Error('the critical section threw a nullish value')).catch(() => {})
+      throw error
     }
+    // A release that failed is surfaced: the transaction in `resource` may not have
+    // committed, or the lock lingers until its lease ends.
+    await handle.release()
+    return result
   }
 
   /**
