@@ -5,6 +5,8 @@ export type { LockCallOptions, LockDefaults } from './options.js'
 export type { BackendShortcuts, StoreOptions } from './resolve-backend.js'
 export { LeaseWatchdog, leaseMarginMs, type WatchdogOptions } from './watchdog.js'
 export { WaitBudget, type Wakeup } from './waiting.js'
+export type { EtcdFencedWrites } from './etcd/held-lock.js'
+export type { ZooKeeperFencedWrites } from './zookeeper/held-lock.js'
 export {
   FencingUnsupportedError,
   InvalidArgumentError,

@@ -1,9 +1,13 @@
+import type { Namespace } from 'etcd3'
 import type { Cluster, Redis } from 'ioredis'
+import type { Client as ZooKeeperClient } from 'node-zookeeper-client'
 import { parseTimerDuration, type Duration } from '../duration.js'
 import { InvalidArgumentError } from '../errors.js'
 import type { LockBackend } from './backend.js'
 import { redisShortcut } from './redis/shortcut.js'
 import { redlockShortcut, type RedlockOptions } from './redlock/shortcut.js'
+import { etcdShortcut } from './etcd/shortcut.js'
+import { zookeeperShortcut } from './zookeeper/shortcut.js'
 
 /**
  * The backend shortcuts `createLocks` accepts: one field per backend, and exactly one of
@@ -15,6 +19,10 @@ export interface BackendShortcuts {
   redis?: Redis | Cluster
   /** Independent Redis masters (not replicas), or `{ nodes, nodeTimeout }`: the Redlock backend. No fencing token. */
   redlock?: readonly Redis[] | RedlockOptions
+  /** An etcd3 client (`new Etcd3({ hosts })`): the etcd backend (FIFO, token = create_revision, owner-checked writes as `resource`). */
+  etcd?: Namespace
+  /** A connected node-zookeeper-client `Client`: the ZooKeeper backend (FIFO, token = the node's czxid). */
+  zookeeper?: ZooKeeperClient
 }
 
 /** Options each store-backed shortcut understands. */
@@ -37,7 +45,7 @@ export interface BackendShortcut {
 }
 
 /** Add a backend: one entry here, one field in `BackendShortcuts`. */
-const SHORTCUTS: readonly BackendShortcut[] = [redisShortcut, redlockShortcut]
+const SHORTCUTS: readonly BackendShortcut[] = [redisShortcut, redlockShortcut, etcdShortcut, zookeeperShortcut]
 
 export const SHORTCUT_OPTIONS: readonly string[] = SHORTCUTS.map((shortcut) => shortcut.option)
 
