@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks'
+import { setMaxListeners } from 'node:events'
 import { InvalidArgumentError, LockBusyError, LockLostError, LocksClosedError } from '../errors.js'
 import type { LockBackend } from './backend.js'
 import { LockHandle, type HeldLockHandle, type LockContext } from './handle.js'
@@ -32,6 +33,8 @@ export class Locks<Resource = void> {
     defaults: LockDefaults = {},
   ) {
     this.settings = parseDefaults(defaults)
+    // Every waiter listens on it for as long as it waits (and removes its listener): not a leak.
+    setMaxListeners(Infinity, this.closing.signal)
   }
 
   /** The backend's name: `'redis'`, `'redlock'`, … */
