@@ -1,0 +1,134 @@
+/**
+ * A child process holding etcd or ZooKeeper locks for the cross-process tests
+ * (test/lock/etcd*.test.ts, test/lock/zookeeper*.test.ts). It uses the public front,
+ * `createLocks({ etcd })` / `createLocks({ zookeeper })`, on a client of its own.
+ *
+ * env: LOCK_BACKEND=etcd|zookeeper; ETCD_HOSTS (comma-separated URLs) or ZK_CONNECT
+ * (`host:port,…`) and ZK_SESSION_MS; optional REDIS_URL (the occupancy counter of
+ * `contend`), PG_DATABASE + PG_SCHEMA (the coupon tables of `coupons`).
+ *
+ * Requests (see `handle`): hold / status / fencedWrite / release / contend / coupons.
+ */
+import { Etcd3 } from 'etcd3'
+import { Redis } from 'ioredis'
+import zookeeper from 'node-zookeeper-client'
+import pg from 'pg'
+import { createLocks, type HeldLockHandle, type Locks } from '../../src/lock/index.js'
+import type { EtcdFencedWrites, ZooKeeperFencedWrites } from '../../src/lock/index.js'
+import { serveRequests } from '../support/worker-side.js'
+
+type Resource = EtcdFencedWrites | ZooKeeperFencedWrites
+type Request =
+  | { op: 'hold'; key: string; lease: number; wait: number }
+  | { op: 'status' }
+  | { op: 'fencedWrite'; key: string; value: string }
+  | { op: 'release' }
+  | { op: 'contend'; key: string; rounds: number; lease: number; wait: number }
+  | { op: 'coupons'; key: string; users: number[]; lease: number; wait: number }
+
+const backend = process.env.LOCK_BACKEND
+const commandTimeout = Number(process.env.COMMAND_TIMEOUT_MS ?? 1_000)
+
+async function connect(): Promise<{ locks: Locks<Resource>; close(): void }> {
+  if (backend === 'etcd') {
+    const client = new Etcd3({ hosts: process.env.ETCD_HOSTS!.split(',') })
+    return { locks: createLocks<Resource>({ etcd: client, commandTimeout }), close: () => client.close() }
+  }
+  if (backend === 'zookeeper') {
+    const client = zookeeper.createClient(process.env.ZK_CONNECT!, { sessionTimeout: Number(process.env.ZK_SESSION_MS ?? 2_000), spinDelay: 100, retries: 0 })
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('ZooKeeper client did not connect within 10 s')), 10_000)
+      client.once('connected', () => {
+        clearTimeout(timer)
+        resolve()
+      })
+      client.connect()
+    })
+    return { locks: createLocks<Resource>({ zookeeper: client, commandTimeout }), close: () => client.close() }
+  }
+  throw new Error(`LOCK_BACKEND must be etcd or zookeeper, got ${backend}`)
+}
+
+const { locks } = await connect()
+const redis = process.env.REDIS_URL ? new Redis(process.env.REDIS_URL) : undefined
+const pool = process.env.PG_DATABASE ? new pg.Pool({ host: '127.0.0.1', user: 'postgres', database: process.env.PG_DATABASE, max: 2 }) : undefined
+const schema = process.env.PG_SCHEMA ?? 'public'
+
+let held: HeldLockHandle<Resource> | undefined
+let lostAt: number | undefined
+
+async function handle(request: Request): Promise<unknown> {
+  switch (request.op) {
+    case 'hold': {
+      held = await locks.acquire(request.key, { lease: request.lease, wait: request.wait })
+      lostAt = undefined
+      held.signal.addEventListener('abort', () => (lostAt = Date.now()), { once: true })
+      return { token: held.token.toString() }
+    }
+    case 'status':
+      return { aborted: held?.signal.aborted ?? false, reason: (held?.signal.reason as Error | undefined)?.name, lostAt }
+    case 'fencedWrite': {
+      const resource = held!.resource
+      if ('put' in resource) return resource.put(request.key, request.value)
+      return resource.setData(request.key, Buffer.from(request.value))
+    }
+    case 'release':
+      await held?.release()
+      held = undefined
+      return true
+    case 'contend':
+      return contend(request)
+    case 'coupons':
+      return coupons(request)
+  }
+}
+
+/**
+ * `rounds` critical sections on one key. Inside each, INCR of a Redis counter must answer
+ * 1 (no one else inside); it is DECRed on the way out. Failed attempts are counted by
+ * error code, not thrown: the cluster tests kill members meanwhile.
+ */
+async function contend(request: Extract<Request, { op: 'contend' }>) {
+  const tokens: string[] = []
+  const errors: Record<string, number> = {}
+  let overlaps = 0
+  for (let round = 0; round < request.rounds; round++) {
+    try {
+      await locks.withLock(request.key, async ({ token, signal }) => {
+        const inside = await redis!.incr('inside')
+        if (inside !== 1) overlaps++
+        await new Promise((resolve) => setTimeout(resolve, 5))
+        await redis!.decr('inside')
+        if (!signal.aborted) tokens.push(token.toString())
+      }, { lease: request.lease, wait: request.wait })
+    } catch (err) {
+      const code = (err as { code?: string }).code ?? (err as Error).name
+      errors[code] = (errors[code] ?? 0) + 1
+    }
+  }
+  return { tokens, errors, overlaps }
+}
+
+/**
+ * The seeds' coupon issue: read the stock, and if any is left, decrement it and record
+ * the coupon, as separate autocommitted statements. Only the lock keeps two users from
+ * reading the same stock.
+ */
+async function coupons(request: Extract<Request, { op: 'coupons' }>) {
+  let issued = 0
+  let soldOut = 0
+  for (const user of request.users) {
+    const got = await locks.withLock(request.key, async ({ token }) => {
+      const { rows } = await pool!.query(`SELECT stock FROM ${schema}.coupon_stock WHERE id = 1`)
+      if (rows[0].stock <= 0) return false
+      await pool!.query(`UPDATE ${schema}.coupon_stock SET stock = $1 WHERE id = 1`, [rows[0].stock - 1])
+      await pool!.query(`INSERT INTO ${schema}.coupon_issued (user_id, token) VALUES ($1, $2)`, [user, token.toString()])
+      return true
+    }, { lease: request.lease, wait: request.wait })
+    if (got) issued++
+    else soldOut++
+  }
+  return { issued, soldOut }
+}
+
+serveRequests(handle)
