@@ -12,7 +12,7 @@ import { mysqlTables } from './tables.js'
  * With `connection` options instead of a pool, the backend opens its own pool (loading
  * mysql2 on first use) and ends it in `close()`; a pool passed in stays open.
  */
-export function createMysqlBackend(input: MysqlPoolLike | MysqlCallbackPoolLike | MysqlLockOptions, defaults: { namespace?: string; timeoutMs?: number } = {}): LockBackend<undefined> {
+export function createMysqlBackend(input: MysqlPoolLike | MysqlCallbackPoolLike | MysqlLockOptions, defaults: { namespace?: string } = {}): LockBackend<undefined> {
   const settings = parseMysqlOptions(input, defaults)
   const tables = mysqlTables(settings)
   let ownPool: Promise<MysqlPoolLike> | undefined

@@ -28,7 +28,7 @@ export interface MysqlLockOptions {
   pool?: MysqlPoolLike | MysqlCallbackPoolLike
   /** mysql2 connection options (or a URI): the backend opens its own pool (mysql2 loaded on first use) and ends it on close(). */
   connection?: Record<string, unknown> | string
-  /** Prefix of every GET_LOCK name, so applications sharing a server stay apart (GET_LOCK names are server-wide). Default `'sg'`. */
+  /** Prefix of every GET_LOCK name, so applications sharing a server stay apart (GET_LOCK names are server-wide). Default: `createLocks`' `namespace` (`'sg-lock'`). */
   namespace?: string
   /** Database of the fencing-counter and run-once tables, created on first use. Default: the connection's current database. */
   database?: string
@@ -62,7 +62,7 @@ function promisePool(pool: MysqlPoolLike | MysqlCallbackPoolLike): MysqlPoolLike
   return typeof (pool as MysqlCallbackPoolLike).promise === 'function' ? (pool as MysqlCallbackPoolLike).promise() : (pool as MysqlPoolLike)
 }
 
-export function parseMysqlOptions(input: MysqlPoolLike | MysqlCallbackPoolLike | MysqlLockOptions, defaults: { namespace?: string; timeoutMs?: number } = {}): MysqlSettings {
+export function parseMysqlOptions(input: MysqlPoolLike | MysqlCallbackPoolLike | MysqlLockOptions, defaults: { namespace?: string } = {}): MysqlSettings {
   const options: MysqlLockOptions = isPool(input) ? { pool: input } : input
   if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('mysql', 'expected a mysql2 pool or { pool | connection, ... }')
   for (const name of Object.keys(options)) {
@@ -73,7 +73,7 @@ export function parseMysqlOptions(input: MysqlPoolLike | MysqlCallbackPoolLike |
   if (options.connection !== undefined && typeof options.connection !== 'string' && (typeof options.connection !== 'object' || options.connection === null)) {
     throw new InvalidArgumentError('mysql.connection', 'expected mysql2 connection options or a URI string')
   }
-  const namespace = options.namespace ?? defaults.namespace ?? 'sg'
+  const namespace = options.namespace ?? defaults.namespace ?? 'sg-lock'
   // '#' starts the hashed names (see lockName), so a namespace cannot.
   if (typeof namespace !== 'string' || namespace.length === 0 || namespace.length > 32 || namespace.startsWith('#')) {
     throw new InvalidArgumentError('mysql.namespace', 'expected a non-empty string of at most 32 characters, not starting with #')
@@ -83,7 +83,7 @@ export function parseMysqlOptions(input: MysqlPoolLike | MysqlCallbackPoolLike |
   }
   const fencing = options.fencing ?? true
   if (typeof fencing !== 'boolean') throw new InvalidArgumentError('mysql.fencing', 'expected a boolean')
-  const timeoutMs = options.timeout === undefined ? (defaults.timeoutMs ?? 5_000) : parseTimerDuration('mysql.timeout', options.timeout)
+  const timeoutMs = parseTimerDuration('mysql.timeout', options.timeout ?? 5_000)
   const connectionLimit = options.connectionLimit ?? 10
   if (!Number.isInteger(connectionLimit) || connectionLimit < 1) throw new InvalidArgumentError('mysql.connectionLimit', `expected a positive integer, got ${String(connectionLimit)}`)
   return {

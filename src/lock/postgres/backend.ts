@@ -12,8 +12,8 @@ import { acquireTransactionLock } from './transaction-lock.js'
  * 'session'`: the lock lasts as long as its transaction or connection, with no lease to
  * renew, and the front runs no watchdog.
  */
-export function createPostgresBackend(input: PgPoolLike | PostgresLockOptions): LockBackend<PgPoolClientLike | undefined> {
-  const settings = parsePostgresOptions(input)
+export function createPostgresBackend(input: PgPoolLike | PostgresLockOptions, defaults: { namespace?: string } = {}): LockBackend<PgPoolClientLike | undefined> {
+  const settings = parsePostgresOptions(input, defaults)
   const tables = postgresTables(settings)
   let warned = false
   const warnOnce = (message: string) => {

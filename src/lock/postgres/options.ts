@@ -46,7 +46,7 @@ export interface PostgresLockOptions {
    *   Unsafe behind a transaction-mode pooler: refused when detected.
    */
   mode?: 'transaction' | 'session'
-  /** Keeps this application's locks apart from other applications' on the same database. Default `'stampede-guard'`. */
+  /** Keeps this application's locks apart from other applications' on the same database. Default: `createLocks`' `namespace` (`'sg-lock'`). */
   namespace?: string
   /** Text key → advisory key; see {@link PostgresKeyMapping} for the collision odds. Default `'hash64'`. */
   keys?: PostgresKeyMapping
@@ -77,7 +77,7 @@ export function isPgPool(value: unknown): value is PgPoolLike {
   return typeof candidate === 'object' && candidate !== null && typeof candidate.connect === 'function' && typeof candidate.query === 'function'
 }
 
-export function parsePostgresOptions(input: PgPoolLike | PostgresLockOptions): PostgresSettings {
+export function parsePostgresOptions(input: PgPoolLike | PostgresLockOptions, defaults: { namespace?: string } = {}): PostgresSettings {
   const options: PostgresLockOptions = isPgPool(input) ? { pool: input } : input
   if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('postgres', 'expected a pg Pool or { pool, ... }')
   for (const name of Object.keys(options)) {
@@ -89,7 +89,7 @@ export function parsePostgresOptions(input: PgPoolLike | PostgresLockOptions): P
   if (mode === 'session' && typeof options.pool.Client !== 'function') {
     throw new InvalidArgumentError('postgres.pool', "session mode opens its own connection with the pool's Client class and options; this pool exposes neither (pass a pg Pool)")
   }
-  const namespace = options.namespace ?? 'stampede-guard'
+  const namespace = options.namespace ?? defaults.namespace ?? 'sg-lock'
   if (typeof namespace !== 'string' || namespace.length === 0 || namespace.length > 64) {
     throw new InvalidArgumentError('postgres.namespace', 'expected a non-empty string of at most 64 characters')
   }
