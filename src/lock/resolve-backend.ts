@@ -8,6 +8,10 @@ import { redisShortcut } from './redis/shortcut.js'
 import { redlockShortcut, type RedlockOptions } from './redlock/shortcut.js'
 import { etcdShortcut } from './etcd/shortcut.js'
 import { zookeeperShortcut } from './zookeeper/shortcut.js'
+import { postgresShortcut } from './postgres/shortcut.js'
+import type { PgPoolLike, PostgresLockOptions } from './postgres/options.js'
+import { mysqlShortcut } from './mysql/shortcut.js'
+import type { MysqlCallbackPoolLike, MysqlLockOptions, MysqlPoolLike } from './mysql/options.js'
 
 /**
  * The backend shortcuts `createLocks` accepts: one field per backend, and exactly one of
@@ -23,6 +27,14 @@ export interface BackendShortcuts {
   etcd?: Namespace
   /** A connected node-zookeeper-client `Client`: the ZooKeeper backend (FIFO, token = the node's czxid). */
   zookeeper?: ZooKeeperClient
+  /**
+   * A `pg` Pool, or `{ pool, mode, keys, schema, fencing, timeout }`: PostgreSQL advisory
+   * locks (transaction-scoped by default, `resource` = the transaction's client; token from
+   * a counter table). Run-once claims in a table.
+   */
+  postgres?: PgPoolLike | PostgresLockOptions
+  /** A mysql2 pool, or `{ pool | connection, database, fencing, timeout }`: MariaDB/MySQL GET_LOCK on a dedicated connection; token from a counter table. */
+  mysql?: MysqlPoolLike | MysqlCallbackPoolLike | MysqlLockOptions
 }
 
 /** Options each store-backed shortcut understands. */
@@ -45,7 +57,7 @@ export interface BackendShortcut {
 }
 
 /** Add a backend: one entry here, one field in `BackendShortcuts`. */
-const SHORTCUTS: readonly BackendShortcut[] = [redisShortcut, redlockShortcut, etcdShortcut, zookeeperShortcut]
+const SHORTCUTS: readonly BackendShortcut[] = [redisShortcut, redlockShortcut, etcdShortcut, zookeeperShortcut, postgresShortcut, mysqlShortcut]
 
 export const SHORTCUT_OPTIONS: readonly string[] = SHORTCUTS.map((shortcut) => shortcut.option)
 
