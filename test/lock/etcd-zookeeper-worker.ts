@@ -85,7 +85,7 @@ async function handle(request: Request): Promise<unknown> {
 
 /**
  * `rounds` critical sections on one key. Inside each, INCR of a Redis counter must answer
- * 1 (no one else inside); it is DECRed on the way out. Failed attempts are counted by
+ * 1 (no one else inside); it is DECRed on the way out, and `rounds` counts the sections. Failed attempts are counted by
  * error code, not thrown: the cluster tests kill members meanwhile.
  */
 async function contend(request: Extract<Request, { op: 'contend' }>) {
@@ -99,6 +99,7 @@ async function contend(request: Extract<Request, { op: 'contend' }>) {
         if (inside !== 1) overlaps++
         await new Promise((resolve) => setTimeout(resolve, 5))
         await redis!.decr('inside')
+        await redis!.incr('rounds')
         if (!signal.aborted) tokens.push(token.toString())
       }, { lease: request.lease, wait: request.wait })
     } catch (err) {

@@ -64,11 +64,14 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
     const waiting = AbortSignal.any([request.signal, this.closing.signal, lifetime.signal])
     const call = <T>(what: string, promise: Promise<T>) => abortable(this.calls.call(what, promise), waiting, () => {})
     let acquired = false
+    let stage = 'grant a lease'
     try {
-      const leaseId = await call('grant a lease', lease.grant())
+      const leaseId = await call(stage, lease.grant())
       const ownKey = queue + BigInt(leaseId).toString(16)
-      const put = await call('put the lock key', this.client.put(ownKey).value(OWNER).lease(leaseId).exec())
+      stage = 'put the lock key'
+      const put = await call(stage, this.client.put(ownKey).value(OWNER).lease(leaseId).exec())
       const revision = BigInt(put.header.revision)
+      stage = 'wait for the lock'
       if (!(await this.waitForTurn(queue, ownKey, revision, deadline, waiting, call))) return undefined
       acquired = true
       const held = new EtcdHeldLock(this.client, this.calls, lease, lifetime, ownKey, revision, () => this.held.delete(held))
@@ -77,7 +80,7 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
     } catch (err) {
       if (request.signal.aborted) throw request.signal.reason
       if (this.closing.signal.aborted) throw new LockBackendError('etcd', 'the backend was closed while waiting')
-      if (lifetime.lost) throw new LockBackendError('etcd', `the lease ended while waiting: ${lifetime.lost.reason}`)
+      if (lifetime.lost) throw new LockBackendError('etcd', `the lease ended before the lock was taken (trying to ${stage}): ${lifetime.lost.reason}`)
       throw err
     } finally {
       if (!acquired) this.giveUp(lease, lifetime)
