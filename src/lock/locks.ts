@@ -5,6 +5,7 @@ import type { LockBackend } from './backend.js'
 import { LockHandle, type HeldLockHandle, type LockContext } from './handle.js'
 import { parseCallOptions, parseDefaults, validateKey, type LockCallOptions, type LockDefaults, type LockSettings } from './options.js'
 import { resolveBackend, SHORTCUT_OPTIONS, type BackendShortcuts, type StoreOptions } from './resolve-backend.js'
+import { runOnce, type RunOnceContext, type RunOnceOptions, type RunOnceResult } from './run-once.js'
 
 const CREATE_KEYS = new Set(['backend', 'lease', 'wait', 'reentrant', 'maxKeyLength', 'namespace', 'commandTimeout', ...SHORTCUT_OPTIONS])
 
@@ -97,6 +98,19 @@ export class Locks<Resource = void> {
     const outer = settings.reentrant ? this.heldInChain(checkedKey) : undefined
     if (outer) return outer.nested()
     return this.take(checkedKey, settings)
+  }
+
+  /**
+   * Runs `fn` on at most one instance per tick of a scheduled job (ShedLock semantics):
+   * claims `name` in the backend (Redis, PostgreSQL, MariaDB/MySQL) by the store's clock
+   * until `lockAtMostFor`; every other instance gets `{ ran: false }` at once, without
+   * waiting. After the run the claim stays until `lockAtLeastFor` from its start, so an
+   * instance whose timer fires a little late skips the tick. `fn`'s error propagates here.
+   * Pair it with `schedule()` (`stampede-guard/lock`) to fire it every N ms or on a cron.
+   */
+  runOnce<T>(name: string, fn: (context: RunOnceContext) => T | Promise<T>, options: RunOnceOptions): Promise<RunOnceResult<T>> {
+    if (this.closing.signal.aborted) return Promise.reject(new LocksClosedError())
+    return runOnce(this.backend.claims, this.backend.name, name, fn, options, this.settings.maxKeyLength)
   }
 
   /**
