@@ -59,3 +59,39 @@ export class WaitBudget {
     }
   }
 }
+
+/** One attempt's outcome: the lock, or how long the holder's lease still runs (`Infinity` if unknown). */
+export type Attempt<Held> = { held: Held } | { busyForMs: number }
+
+/**
+ * The waiting loop every notifying backend shares: try; if busy, subscribe and try again
+ * *before* sleeping (so a release cannot fall between the check and the subscription,
+ * Redisson #1763); then sleep until a release message, the holder's lease, the next poll or
+ * the deadline, and try again. A failed subscription leaves the poll to bound the wait.
+ * Resolves `undefined` when the wait is spent or the caller aborted.
+ */
+export async function acquireWaiting<Held>(
+  request: { readonly waitMs: number; readonly signal: AbortSignal },
+  attempt: () => Promise<Attempt<Held>>,
+  subscribe: () => Promise<Wakeup>,
+): Promise<Held | undefined> {
+  const budget = new WaitBudget(request.waitMs, request.signal)
+  let wakeup: Wakeup | undefined
+  let subscribed = false
+  try {
+    for (;;) {
+      const outcome = await attempt()
+      if ('held' in outcome) return outcome.held
+      if (budget.over) return undefined
+      if (!subscribed) {
+        subscribed = true
+        wakeup = await subscribe().catch(() => undefined)
+        if (wakeup) continue
+      }
+      await budget.pause(wakeup, outcome.busyForMs)
+      if (request.signal.aborted) return undefined
+    }
+  } finally {
+    wakeup?.release()
+  }
+}

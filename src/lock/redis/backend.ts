@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
 import { entryKeys, type EntryKeys } from '../../redis/keys.js'
-import { Notifier, type Subscription } from '../../redis/notifier.js'
+import { Notifier } from '../../redis/notifier.js'
 import type { AcquireRequest, HeldLock, LockBackend } from '../backend.js'
 import type { StoreSettings } from '../resolve-backend.js'
-import { WaitBudget } from '../waiting.js'
+import { acquireWaiting } from '../waiting.js'
 import { boundedCall } from './bounded-call.js'
 import { defineLockScripts, type LockClient } from './scripts.js'
 
@@ -37,32 +37,17 @@ export class RedisLockBackend implements LockBackend {
   }
 
   async acquire(request: AcquireRequest): Promise<HeldLock | undefined> {
-    const { key, leaseMs, waitMs, signal } = request
-    const keys = entryKeys(this.settings.namespace, key)
+    const keys = entryKeys(this.settings.namespace, request.key)
     const owner = randomBytes(16).toString('hex')
-    const budget = new WaitBudget(waitMs, signal)
-    let subscription: Subscription | undefined
-    let subscribeFailed = false
-    try {
-      for (;;) {
+    return acquireWaiting(
+      request,
+      async () => {
         const sentAt = performance.now()
-        const [won, arg] = await this.attempt(keys, owner, leaseMs)
-        if (won === 1) return this.held(keys, owner, String(arg), sentAt)
-        if (budget.over) return undefined
-        if (!subscription && !subscribeFailed) {
-          try {
-            subscription = await this.notifier.subscribe(keys.channel)
-            continue // subscribed: re-check before sleeping, so a release cannot fall in between
-          } catch {
-            subscribeFailed = true // the subscriber is down: the poll alone bounds the wait
-          }
-        }
-        await budget.pause(subscription, Number(arg))
-        if (signal.aborted) return undefined
-      }
-    } finally {
-      subscription?.release()
-    }
+        const [won, arg] = await this.attempt(keys, owner, request.leaseMs)
+        return won === 1 ? { held: this.held(keys, owner, String(arg), sentAt) } : { busyForMs: Number(arg) }
+      },
+      () => this.notifier.subscribe(keys.channel),
+    )
   }
 
   /** One try. If it fails without an answer, the script may still run later (replayed after a reconnect): release that owner behind it, on the same connection. */
@@ -72,7 +57,7 @@ export class RedisLockBackend implements LockBackend {
         this.client.stampedeGuardLockAcquire(keys.lock, keys.entry, owner, leaseMs, Math.max(COUNTER_KEEP_MS, 2 * leaseMs)),
       )) as [number, string | number]
     } catch (error) {
-      this.client.stampedeGuardLockRelease(keys.lock, keys.channel, `${owner}:`).catch(() => {})
+      this.client.stampedeGuardLockRelease(keys.lock, keys.channel, `${owner}:`, 0).catch(() => {})
       throw error
     }
   }
@@ -90,7 +75,7 @@ export class RedisLockBackend implements LockBackend {
         (await boundedCall(this.client, this.settings.commandTimeoutMs, 'lock extend', () => this.client.stampedeGuardExtend(keys.lock, value, leaseMs))) === 1,
       release: () =>
         (released ??= boundedCall(this.client, this.settings.commandTimeoutMs, 'lock release', () =>
-          this.client.stampedeGuardLockRelease(keys.lock, keys.channel, `${owner}:`),
+          this.client.stampedeGuardLockRelease(keys.lock, keys.channel, `${owner}:`, 1),
         ).then(() => {})),
     }
   }

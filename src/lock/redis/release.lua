@@ -6,6 +6,9 @@
 -- ARGV[1]  owner    "<owner>:" — the prefix of the value we set. The owner is unique per
 --                   acquisition, so this also releases a lock whose acquire reply we never
 --                   saw (an abandoned attempt) without knowing its token.
+-- ARGV[2]  notify   '1': publish on the channel (a holder's release). '0': do not (undoing
+--                   a failed attempt, e.g. a split Redlock vote: waking every waiter for it
+--                   would only start the next split vote).
 --
 -- Returns 1 when the lock was ours and was deleted, else 0.
 
@@ -17,5 +20,5 @@ if redis.call('TYPE', lock)['ok'] ~= 'string' then return 0 end
 local value = redis.call('GET', lock)
 if string.sub(value, 1, #prefix) ~= prefix then return 0 end
 redis.call('DEL', lock)
-redis.call('PUBLISH', channel, 'r')
+if ARGV[2] == '1' then redis.call('PUBLISH', channel, 'r') end
 return 1

@@ -2,10 +2,11 @@ import { randomBytes } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import { LockBackendError } from '../../errors.js'
 import { entryKeys, type EntryKeys } from '../../redis/keys.js'
+import { Notifier } from '../../redis/notifier.js'
 import type { AcquireRequest, HeldLock, LockBackend } from '../backend.js'
 import { boundedCall } from '../redis/bounded-call.js'
 import { defineLockScripts, type LockClient } from '../redis/scripts.js'
-import { WaitBudget } from '../waiting.js'
+import { acquireWaiting, type Wakeup } from '../waiting.js'
 import { leaseMarginMs } from '../watchdog.js'
 
 /** What each node answered: `true` yes, `false` no (held by another owner / not ours), `undefined` no answer in time. */
@@ -22,11 +23,13 @@ type Votes = (boolean | undefined)[]
  * majorities overlap in one node, whose counter may have restarted), so `token` is
  * `undefined` and the front throws `FencingUnsupportedError` if it is read. Safety rests
  * on timing: a holder paused past its validity (GC, SIGSTOP) overlaps the next one.
- * Waiters poll (backed off, 50 ms → 1 s): there is no single channel to subscribe to.
+ * Waiters subscribe on the first node that answers (every node's release publishes), with
+ * the backed-off poll (50 ms → 1 s) as the safety net.
  */
 export class RedlockBackend implements LockBackend {
   readonly name = 'redlock'
   private readonly nodes: LockClient[]
+  private readonly notifiers: Notifier[]
   readonly quorum: number
 
   constructor(
@@ -35,26 +38,40 @@ export class RedlockBackend implements LockBackend {
     private readonly nodeTimeoutMs: number,
   ) {
     this.nodes = nodes.map((node) => defineLockScripts(node))
+    this.notifiers = nodes.map((node) => new Notifier(node, nodeTimeoutMs))
     this.quorum = Math.floor(nodes.length / 2) + 1
   }
 
   async acquire(request: AcquireRequest): Promise<HeldLock | undefined> {
-    const { key, leaseMs, waitMs, signal } = request
+    const { key, leaseMs } = request
     const keys = entryKeys(this.namespace, key)
-    const budget = new WaitBudget(waitMs, signal)
-    for (;;) {
-      const owner = `${randomBytes(16).toString('hex')}:`
-      const sentAt = performance.now()
-      const votes = await this.ask('redlock acquire', (node) => node.set(keys.lock, owner, 'PX', leaseMs, 'NX').then((reply) => reply === 'OK'))
-      const validUntil = sentAt + leaseMs - leaseMarginMs(leaseMs)
-      if (count(votes, true) >= this.quorum && performance.now() < validUntil) return this.held(keys, owner, sentAt, validUntil)
-      // Not ours: undo wherever it was taken, and where the answer is unknown (it may land later).
-      await this.releaseAll(keys, owner)
-      this.throwIfNoQuorumPossible(votes, 'acquire')
-      if (budget.over) return undefined
-      await budget.pause(undefined)
-      if (signal.aborted) return undefined
+    return acquireWaiting(
+      request,
+      async () => {
+        const owner = `${randomBytes(16).toString('hex')}:`
+        const sentAt = performance.now()
+        const votes = await this.ask('redlock acquire', (node) => node.set(keys.lock, owner, 'PX', leaseMs, 'NX').then((reply) => reply === 'OK'))
+        const validUntil = sentAt + leaseMs - leaseMarginMs(leaseMs)
+        if (count(votes, true) >= this.quorum && performance.now() < validUntil) return { held: this.held(keys, owner, sentAt, validUntil) }
+        // Not ours: undo wherever it was taken, and where the answer is unknown (it may land later).
+        await this.releaseAll(keys, owner)
+        this.throwIfNoQuorumPossible(votes, 'acquire')
+        return { busyForMs: Infinity }
+      },
+      () => this.subscribe(keys.channel),
+    )
+  }
+
+  /** Releases publish on every node; hearing one is enough (the poll covers the rest), so listen on the first node that answers. */
+  private async subscribe(channel: string): Promise<Wakeup> {
+    for (const notifier of this.notifiers) {
+      try {
+        return await notifier.subscribe(channel)
+      } catch {
+        // that node is down: try the next
+      }
     }
+    throw new LockBackendError(this.name, 'no node accepted a subscription')
   }
 
   private held(keys: EntryKeys, owner: string, acquiredAt: number, firstValidUntil: number): HeldLock {
@@ -97,14 +114,17 @@ export class RedlockBackend implements LockBackend {
     }
   }
 
-  private async releaseAll(keys: EntryKeys, owner: string, mustReachOne = false): Promise<void> {
-    const votes = await this.ask('redlock release', (node) => node.stampedeGuardLockRelease(keys.lock, keys.channel, owner).then((reply) => reply === 1))
-    if (mustReachOne && count(votes, undefined) === votes.length) {
+  /** `holder`: a holder's release (publishes to waiters, and must reach a node); else the undo of a failed attempt. */
+  private async releaseAll(keys: EntryKeys, owner: string, holder = false): Promise<void> {
+    const votes = await this.ask('redlock release', (node) => node.stampedeGuardLockRelease(keys.lock, keys.channel, owner, holder ? 1 : 0).then((reply) => reply === 1))
+    if (holder && count(votes, undefined) === votes.length) {
       throw new LockBackendError(this.name, `release: no node answered within ${this.nodeTimeoutMs} ms; the lock ends with its lease`)
     }
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    for (const notifier of this.notifiers) notifier.close()
+  }
 }
 
 function count(votes: Votes, value: boolean | undefined): number {
