@@ -27,6 +27,8 @@ type Request =
   | { op: 'coupons'; key: string; users: number[]; lease: number; wait: number }
 
 const backend = process.env.LOCK_BACKEND
+/** ZooKeeper: the client was told its session expired. */
+let sessionExpired = false
 const commandTimeout = Number(process.env.COMMAND_TIMEOUT_MS ?? 1_000)
 
 async function connect(): Promise<{ locks: Locks<Resource>; close(): void }> {
@@ -44,6 +46,7 @@ async function connect(): Promise<{ locks: Locks<Resource>; close(): void }> {
       })
       client.connect()
     })
+    client.once('expired', () => (sessionExpired = true))
     return { locks: createLocks<Resource>({ zookeeper: client, commandTimeout }), close: () => client.close() }
   }
   throw new Error(`LOCK_BACKEND must be etcd or zookeeper, got ${backend}`)
@@ -66,7 +69,11 @@ async function handle(request: Request): Promise<unknown> {
       return { token: held.token.toString() }
     }
     case 'status':
-      return { aborted: held?.signal.aborted ?? false, reason: (held?.signal.reason as Error | undefined)?.name, lostAt }
+      // After a SIGCONT this message can be read before the overdue timers run (I/O
+      // callbacks come first in that loop turn): let one timers phase pass, as any code
+      // of the holder's would see it.
+      await new Promise((resolve) => setTimeout(resolve, 0))
+      return { aborted: held?.signal.aborted ?? false, reason: (held?.signal.reason as Error | undefined)?.name, lostAt, sessionExpired }
     case 'fencedWrite': {
       const resource = held!.resource
       if ('put' in resource) return resource.put(request.key, request.value)

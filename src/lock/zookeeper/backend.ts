@@ -1,5 +1,6 @@
 import type { Client, Stat } from 'node-zookeeper-client'
 import { randomUUID } from 'node:crypto'
+import { setMaxListeners } from 'node:events'
 import { LockBackendError } from '../../errors.js'
 import type { AcquireRequest, LockBackend } from '../backend.js'
 import { abortable } from '../connection-hold.js'
@@ -65,6 +66,8 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
     this.calls = new ZooKeeperCalls(client, settings.commandTimeoutMs)
     this.root = '/' + settings.namespace.split('/').filter(Boolean).map(nodeName).join('/')
     client.on('expired', this.onExpired)
+    // One listener per lock held or awaited through this backend: no leak to warn of.
+    setMaxListeners(0, this.expired.signal, this.closing.signal)
   }
 
   async acquire(request: AcquireRequest): Promise<ZooKeeperHeldLock | undefined> {
@@ -97,7 +100,7 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
       lost.signal.addEventListener('abort', () => this.expired.signal.removeEventListener('abort', onExpired), { once: true })
       if (!(await this.waitForTurn(parent, path.slice(parent.length + 1), deadline, AbortSignal.any([waiting, lifetime.signal]), step))) return undefined
       acquired = true
-      const held = new ZooKeeperHeldLock(this.calls, lifetime, path, token, () => {
+      const held = new ZooKeeperHeldLock(this.calls, lifetime, path, token, this.expired.signal, () => {
         this.expired.signal.removeEventListener('abort', onExpired)
         this.held.delete(held)
       })

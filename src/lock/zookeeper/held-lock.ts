@@ -29,6 +29,7 @@ export class ZooKeeperHeldLock implements HeldLock<ZooKeeperFencedWrites> {
     private readonly lifetime: LeaseWatchdog,
     private readonly lockPath: string,
     readonly token: bigint,
+    sessionExpired: AbortSignal,
     private readonly onReleased: () => void,
   ) {
     const transaction = () => calls.client.transaction().check(lockPath)
@@ -36,6 +37,8 @@ export class ZooKeeperHeldLock implements HeldLock<ZooKeeperFencedWrites> {
       lockPath,
       transaction,
       setData: async (path, data) => {
+        // An expired session can send nothing (its client only answers CONNECTION_LOSS now).
+        if (sessionExpired.aborted) return false
         type Outcome = { error: Error | Exception | null; results: { err: number }[] | undefined }
         const { error, results } = await calls.call<Outcome>('owner-checked setData', (cb) =>
           transaction().setData(path, data).commit((error, results) => cb(null, { error, results })),
