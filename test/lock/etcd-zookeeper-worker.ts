@@ -12,7 +12,6 @@
 import { Etcd3 } from 'etcd3'
 import { Redis } from 'ioredis'
 import zookeeper from 'node-zookeeper-client'
-import pg from 'pg'
 import { createLocks, type HeldLockHandle, type Locks } from '../../src/lock/index.js'
 import type { EtcdFencedWrites, ZooKeeperFencedWrites } from '../../src/lock/index.js'
 import { serveRequests } from '../support/worker-side.js'
@@ -24,7 +23,6 @@ type Request =
   | { op: 'fencedWrite'; key: string; value: string }
   | { op: 'release' }
   | { op: 'contend'; key: string; rounds: number; lease: number; wait: number }
-  | { op: 'coupons'; key: string; users: number[]; lease: number; wait: number }
 
 const backend = process.env.LOCK_BACKEND
 /** ZooKeeper: the client was told its session expired. */
@@ -54,8 +52,6 @@ async function connect(): Promise<{ locks: Locks<Resource>; close(): void }> {
 
 const { locks } = await connect()
 const redis = process.env.REDIS_URL ? new Redis(process.env.REDIS_URL) : undefined
-const pool = process.env.PG_DATABASE ? new pg.Pool({ host: '127.0.0.1', user: 'postgres', database: process.env.PG_DATABASE, max: 2 }) : undefined
-const schema = process.env.PG_SCHEMA ?? 'public'
 
 let held: HeldLockHandle<Resource> | undefined
 let lostAt: number | undefined
@@ -85,8 +81,6 @@ async function handle(request: Request): Promise<unknown> {
       return true
     case 'contend':
       return contend(request)
-    case 'coupons':
-      return coupons(request)
   }
 }
 
@@ -115,28 +109,6 @@ async function contend(request: Extract<Request, { op: 'contend' }>) {
     }
   }
   return { tokens, errors, overlaps }
-}
-
-/**
- * The seeds' coupon issue: read the stock, and if any is left, decrement it and record
- * the coupon, as separate autocommitted statements. Only the lock keeps two users from
- * reading the same stock.
- */
-async function coupons(request: Extract<Request, { op: 'coupons' }>) {
-  let issued = 0
-  let soldOut = 0
-  for (const user of request.users) {
-    const got = await locks.withLock(request.key, async ({ token }) => {
-      const { rows } = await pool!.query(`SELECT stock FROM ${schema}.coupon_stock WHERE id = 1`)
-      if (rows[0].stock <= 0) return false
-      await pool!.query(`UPDATE ${schema}.coupon_stock SET stock = $1 WHERE id = 1`, [rows[0].stock - 1])
-      await pool!.query(`INSERT INTO ${schema}.coupon_issued (user_id, token) VALUES ($1, $2)`, [user, token.toString()])
-      return true
-    }, { lease: request.lease, wait: request.wait })
-    if (got) issued++
-    else soldOut++
-  }
-  return { issued, soldOut }
 }
 
 serveRequests(handle)
