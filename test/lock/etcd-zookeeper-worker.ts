@@ -5,9 +5,9 @@
  *
  * env: LOCK_BACKEND=etcd|zookeeper; ETCD_HOSTS (comma-separated URLs) or ZK_CONNECT
  * (`host:port,…`) and ZK_SESSION_MS; optional REDIS_URL (the occupancy counter of
- * `contend`), PG_DATABASE + PG_SCHEMA (the coupon tables of `coupons`).
+ * `contend`). The coupon contest runs on test/lock/coupons/ with *.coupons-factory.ts.
  *
- * Requests (see `handle`): hold / status / fencedWrite / release / contend / coupons.
+ * Requests (see `handle`): hold / status / fencedWrite / release / contend.
  */
 import { Etcd3 } from 'etcd3'
 import { Redis } from 'ioredis'
