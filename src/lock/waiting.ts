@@ -8,16 +8,21 @@ export interface Wakeup {
   release(): void
 }
 
-/** Safety-net poll: starts here and doubles (with ±25 % jitter) up to `MAX_POLL_MS`. */
+/** Safety-net poll without a subscription: starts here and doubles (with ±25 % jitter) up to `MAX_POLL_MS`. */
 export const FIRST_POLL_MS = 50
 export const MAX_POLL_MS = 1_000
+/**
+ * With a live subscription a waiter sleeps until the holder's lease would end (a crashed
+ * holder publishes nothing), but at most this long: a release message is lost only when
+ * the subscriber connection is, and this bounds what that costs. No polling while held.
+ */
+export const SUBSCRIBED_MAX_SLEEP_MS = 5_000
 
 /**
  * One acquisition's wait, shared by the backends: a deadline, the caller's signal, and a
- * bounded, backed-off poll as the safety net under whatever notification the backend has.
- * A waiter is woken by a release message at once; the poll only covers a lost message
- * (pub/sub is at most once), and the holder's remaining lease bounds each sleep, so a
- * crashed holder costs at most its lease.
+ * bounded safety net under whatever notification the backend has. A waiter is woken by a
+ * release message at once; the holder's remaining lease bounds each sleep, so a crashed
+ * holder costs at most its lease; without a subscription, a backed-off poll.
  */
 export class WaitBudget {
   private readonly deadline: number
@@ -41,12 +46,13 @@ export class WaitBudget {
   }
 
   /**
-   * Sleeps until `wakeup` has news, the next poll is due, `busyForMs` (the holder's
-   * remaining lease) has passed, the deadline comes, or the caller aborts, whichever is first.
+   * Sleeps until `wakeup` has news, `busyForMs` (the holder's remaining lease) has passed,
+   * the deadline comes, or the caller aborts, whichever is first; without `wakeup`, also
+   * until the next poll.
    */
   async pause(wakeup: Wakeup | undefined, busyForMs = Infinity): Promise<void> {
-    const ms = Math.max(1, Math.min(this.pollMs, busyForMs + 1, this.leftMs))
-    this.pollMs = Math.min(MAX_POLL_MS, this.pollMs * 2) * (0.75 + Math.random() / 2)
+    const ms = Math.max(1, Math.min(wakeup ? SUBSCRIBED_MAX_SLEEP_MS : this.pollMs, busyForMs + 1, this.leftMs))
+    if (!wakeup) this.pollMs = Math.min(MAX_POLL_MS, this.pollMs * 2) * (0.75 + Math.random() / 2)
     if (this.signal.aborted) return
     // Only one pending next() at a time: a second would take the first's message.
     const sleep = wakeup ? undefined : delay(ms)
