@@ -137,6 +137,23 @@ describe.skipIf(!etcdAvailable)('etcd lock backend (one member)', () => {
     expect(await client.get(`${key}/data`).string()).toBe('next holder')
   })
 
+  it('works through a namespaced client (keys under its prefix, hand-off included)', async () => {
+    const tenant = createLocks({ etcd: client.namespace('tenant-a/') })
+    const key = freshKey()
+    const first = await tenant.acquire(key)
+    const second = tenant.acquire(key, { wait: '10s' })
+    await until(async () => (await client.getAll().prefix(`tenant-a/sg-lock/${encodeURIComponent(key)}/`).count()) === 2, 'the waiter to queue under the namespace')
+    const member = etcd.members[0]!
+    const eventsBefore = await member.metric('etcd_debugging_mvcc_events_total')
+    await first.release()
+    const next = await second
+    // Woken by its watch (one event), not by the safety-net poll.
+    expect((await member.metric('etcd_debugging_mvcc_events_total')) - eventsBefore).toBe(1)
+    expect(next.token).toBeGreaterThan(first.token)
+    await next.release()
+    await tenant.close()
+  })
+
   it('rejects a value that is not an etcd3 client', () => {
     expect(() => createLocks({ etcd: {} as never })).toThrow(InvalidArgumentError)
     try {

@@ -91,6 +91,10 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
    * Waits until no key older than ours is left under the lock's prefix. `false` when the
    * wait ran out first. Watches one predecessor at a time; a bounded, backed-off re-read
    * is the safety net should a watch stay silent.
+   *
+   * Each look at the queue is one txn: if our own key still has our revision, read the
+   * newest older key. So every wake-up re-reads our own key (gone: our lease expired
+   * while we waited, etcd-io/etcd#11456) in the same round trip as the queue.
    */
   private async waitForTurn(
     queue: string,
@@ -100,28 +104,20 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
     signal: AbortSignal,
     call: <T>(what: string, promise: Promise<T>) => Promise<T>,
   ): Promise<boolean> {
+    const predecessorOf = this.client.getAll().prefix(queue).maxCreateRevision((revision - 1n).toString()).sort('Create', 'Descend').limit(1)
     let pollMs = POLL_START_MS
-    let woken = false
     for (;;) {
-      const res = await call(
-        'read the lock queue',
-        this.client.getAll().prefix(queue).maxCreateRevision((revision - 1n).toString()).sort('Create', 'Descend').limit(1).exec(),
-      )
-      const predecessor = res.kvs[0]
-      if (!predecessor) break
+      const res = await call('read the lock queue', this.client.if(ownKey, 'Create', '==', revision.toString()).then(predecessorOf).commit())
+      if (!res.succeeded) throw new LockBackendError('etcd', 'the own lock key is gone: its lease expired while it waited (etcd-io/etcd#11456)')
+      const predecessor = res.responses[0]?.response_range?.kvs[0]
+      if (!predecessor) return true
       const remaining = deadline - performance.now()
       if (remaining <= 0) return false
-      const outcome = await this.waitForDelete(predecessor.key, BigInt(res.header.revision) + 1n, Math.min(remaining, pollMs), signal)
+      // Txn replies carry full key names; the watch adds the client's namespace itself.
+      const key = predecessor.key.subarray(this.client.prefix.length)
+      const outcome = await this.waitForDelete(key, BigInt(res.header.revision) + 1n, Math.min(remaining, pollMs), signal)
       if (outcome === 'silent') pollMs = Math.min(pollMs * 2, POLL_CAP_MS)
-      woken = true
     }
-    if (woken) {
-      const own = await call('re-read the own lock key', this.client.get(ownKey).exec())
-      if (own.kvs[0]?.create_revision !== revision.toString()) {
-        throw new LockBackendError('etcd', 'the own lock key is gone after the wait: its lease expired meanwhile (etcd-io/etcd#11456)')
-      }
-    }
-    return true
   }
 
   /** Resolves when `key` is deleted (from `fromRevision` on), after `ms` ('silent'), or on abort. */
