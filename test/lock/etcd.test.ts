@@ -62,6 +62,20 @@ describe.skipIf(!etcdAvailable)('etcd lock backend (one member)', () => {
     await holder.release()
   })
 
+  it('a waiter whose own key vanished while it waited fails on wake-up instead of taking the lock (etcd-io/etcd#11456)', async () => {
+    const key = freshKey()
+    const holder = await locks.acquire(key)
+    const waiting = locks.acquire(key, { wait: '10s' }).catch((err: unknown) => err)
+    await until(async () => (await queueLength(key)) === 2, 'the waiter to queue')
+    // What an expired lease does to the waiter's key, without waiting a TTL for it.
+    const { kvs } = await client.getAll().prefix(`sg-lock/${encodeURIComponent(key)}/`).sort('Create', 'Descend').limit(1).exec()
+    await client.delete().key(kvs[0]!.key)
+    await holder.release()
+    const error = await waiting
+    expect(error).toBeInstanceOf(LockBackendError)
+    expect((error as Error).message).toMatch(/own lock key is gone/)
+  })
+
   it('owner-checked writes commit while held and are refused after release', async () => {
     const key = freshKey()
     const held = await locks.acquire(key)
