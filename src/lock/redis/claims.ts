@@ -30,7 +30,14 @@ export function redisClaims(client: Redis | Cluster, settings: StoreSettings): C
     async claim(name: string, atMostMs: number): Promise<Claim | undefined> {
       const key = claimKey(settings.namespace, name)
       const owner = randomBytes(16).toString('hex')
-      const claimedAt = await boundedCall(client, settings.commandTimeoutMs, 'run-once claim', () => scripted.stampedeGuardClaim(key, owner, atMostMs))
+      let claimedAt: unknown
+      try {
+        claimedAt = await boundedCall(client, settings.commandTimeoutMs, 'run-once claim', () => scripted.stampedeGuardClaim(key, owner, atMostMs))
+      } catch (error) {
+        // unanswered: the claim may still land (replayed after a reconnect); undo it behind us
+        scripted.stampedeGuardFinishClaim(key, owner, 0).catch(() => {})
+        throw error
+      }
       if (claimedAt === null) return undefined
       return {
         async finish(atLeastMs: number): Promise<void> {
