@@ -69,10 +69,19 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
       const leaseId = await call(stage, lease.grant())
       const ownKey = queue + BigInt(leaseId).toString(16)
       stage = 'put the lock key'
-      const put = await call(stage, this.client.put(ownKey).value(OWNER).lease(leaseId).exec())
+      // One txn puts our key and reads the oldest key: when that is ours, the lock is taken in this round trip.
+      const put = await call(
+        stage,
+        this.client
+          .if(ownKey, 'Create', '==', 0)
+          .then(this.client.put(ownKey).value(OWNER).lease(leaseId), this.client.getAll().prefix(queue).sort('Create', 'Ascend').limit(1))
+          .commit(),
+      )
+      if (!put.succeeded) throw new LockBackendError('etcd', `the lock key ${ownKey} already exists under a fresh lease`)
       const revision = BigInt(put.header.revision)
+      const oldest = put.responses[1]?.response_range?.kvs[0]
       stage = 'wait for the lock'
-      if (!(await this.waitForTurn(queue, ownKey, revision, deadline, waiting, call))) return undefined
+      if (oldest?.create_revision !== revision.toString() && !(await this.waitForTurn(queue, ownKey, revision, deadline, waiting, call))) return undefined
       acquired = true
       const held = new EtcdHeldLock(this.client, this.calls, lease, lifetime, ownKey, revision, () => this.held.delete(held))
       this.held.add(held)
