@@ -88,15 +88,18 @@ describe.skipIf(stores.length === 0)('runOnce', () => {
     const [a, b] = [await locksOn(store), await locksOn(store)]
     const release = gate()
     let aborted: unknown
+    let started = false
     const long = a.runOnce(
       'overrun',
       async ({ signal }) => {
+        started = true
         await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }))
         aborted = signal.reason
         await release.promise
       },
       { lockAtMostFor: 500 },
     )
+    await until(() => started, 'the first instance to start the job')
     await until(async () => (await b.runOnce('overrun', () => 'second', { lockAtMostFor: '1m', lockAtLeastFor: '1m' })).ran, 'the claim to expire', 10_000)
     expect((aborted as Error | undefined)?.name).toBe('LockLostError')
     release.open()
