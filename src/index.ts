@@ -19,4 +19,4 @@ export {
 } from './errors.js'
 export type { CacheEventName, CacheEvents, CacheStats, StaleReason } from './events.js'
 export { POLICY_OPTION_NAMES, type CacheOptions, type CircuitBreakerOptions, type EarlyRefresh, type L1Options, type LockOptions, type PolicyOptions } from './options.js'
-export { createLocks, Locks, type CreateLocksOptions, type HeldLockHandle, type LockCallOptions, type LockContext, type LockDefaults } from './lock/index.js'
+export { createLocks, locked, Locks, type CreateLocksOptions, type LockedOptions, type HeldLockHandle, type LockCallOptions, type LockContext, type LockDefaults } from './lock/index.js'
