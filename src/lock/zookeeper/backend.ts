@@ -84,7 +84,9 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
     try {
       ownPath = await step(this.createNode(parent, `${randomUUID()}-lock-`))
       const path = ownPath
-      const token = czxid(await step(this.ownNode(path)))
+      // Both sent at once (one connection, answered in order): one round trip for the token and the queue.
+      const [stat, queue] = await step(Promise.all([this.ownNode(path), this.calls.children(parent)]))
+      const token = czxid(stat)
       lifetime = new LeaseWatchdog({
         key: request.key,
         leaseMs: this.client.getSessionTimeout(),
@@ -98,7 +100,7 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
       const onExpired = () => lost.lose('the ZooKeeper session expired')
       this.expired.signal.addEventListener('abort', onExpired, { once: true })
       lost.signal.addEventListener('abort', () => this.expired.signal.removeEventListener('abort', onExpired), { once: true })
-      if (!(await this.waitForTurn(parent, path.slice(parent.length + 1), deadline, AbortSignal.any([waiting, lifetime.signal]), step))) return undefined
+      if (!(await this.waitForTurn(parent, path.slice(parent.length + 1), queue, deadline, AbortSignal.any([waiting, lifetime.signal]), step))) return undefined
       acquired = true
       const held = new ZooKeeperHeldLock(this.calls, lifetime, path, token, this.expired.signal, () => {
         this.expired.signal.removeEventListener('abort', onExpired)
@@ -145,21 +147,22 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
   }
 
   /**
-   * Waits until our node is the lowest under `parent`; `false` when the wait ran out
-   * first. Watches one predecessor at a time; a bounded, backed-off re-read is the safety
+   * Waits until our node is the lowest under `parent` (starting from `firstRead`, the
+   * children read right after the create); `false` when the wait ran out first. Watches one predecessor at a time; a bounded, backed-off re-read is the safety
    * net should a watch stay silent. Every re-read also re-checks that our own node still
    * exists: gone means the session expired while we waited.
    */
   private async waitForTurn(
     parent: string,
     ownName: string,
+    firstRead: string[],
     deadline: number,
     signal: AbortSignal,
     step: <T>(promise: Promise<T>) => Promise<T>,
   ): Promise<boolean> {
     let pollMs = POLL_START_MS
-    for (;;) {
-      const queue = (await step(this.calls.children(parent))).filter(isLockNode).sort(bySequence)
+    for (let children: string[] | undefined = firstRead; ; children = undefined) {
+      const queue = (children ?? (await step(this.calls.children(parent)))).filter(isLockNode).sort(bySequence)
       const index = queue.indexOf(ownName)
       if (index < 0) throw new LockBackendError('zookeeper', 'the own lock node is gone after the wait: the session expired meanwhile')
       if (index === 0) return true
