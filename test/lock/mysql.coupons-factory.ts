@@ -1,6 +1,6 @@
 /** Coupon contest factory: the MariaDB/MySQL GET_LOCK backend. Config: `{ database, namespace }` (counter table in `database`). */
-import { createLocks } from '../../../../src/index.js'
-import { mysqlPool } from '../../../support/databases.js'
+import { createLocks } from '../../src/index.js'
+import { mysqlPool } from '../support/databases.js'
 
 export default async function mysqlLocks(config: { database: string; namespace: string }) {
   const pool = await mysqlPool(config.database, { connectionLimit: 5 })

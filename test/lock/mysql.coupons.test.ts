@@ -15,7 +15,7 @@ describe.skipIf(!mariadbAvailable || !postgresAvailable)('coupon contest on the 
   it('never oversold, issued == decremented', async () => {
     const result = await runCouponContest({
       kind: 'mysql',
-      factory: new URL('./coupons/factories/mysql.ts', import.meta.url),
+      factory: new URL('./mysql.coupons-factory.ts', import.meta.url),
       backend: { database: db.name, namespace: uniqueName('coupons').slice(0, 32) },
     })
     expectNeverOversold(result)

@@ -3,8 +3,8 @@
  * Config: `{ database, schema, namespace, mode? }`: the lock's counter table goes in
  * `schema`, and `namespace` keeps its advisory keys apart from other tests on the database.
  */
-import { createLocks } from '../../../../src/index.js'
-import { pgPool } from '../../../support/databases.js'
+import { createLocks } from '../../src/index.js'
+import { pgPool } from '../support/databases.js'
 
 export default async function postgresLocks(config: { database: string; schema: string; namespace: string; mode?: 'transaction' | 'session' }) {
   const pool = await pgPool(config.database, { max: 5 })

@@ -16,7 +16,7 @@ describe.skipIf(!postgresAvailable)('coupon contest on the PostgreSQL lock: 1,00
     const mode = 'transaction'
     const result = await runCouponContest({
       kind: `postgres_${mode}`,
-      factory: new URL('./coupons/factories/postgres.ts', import.meta.url),
+      factory: new URL('./postgres.coupons-factory.ts', import.meta.url),
       backend: { database: POSTGRES.adminDatabase, schema, namespace: uniqueName('coupons'), mode },
     })
     expectNeverOversold(result)
