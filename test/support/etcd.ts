@@ -10,7 +10,7 @@
 import { Etcd3, type IOptions } from 'etcd3'
 import { mkdirSync } from 'node:fs'
 import path from 'node:path'
-import { findExecutable, freePort, httpGet, HOST, ManagedProcess, reportMissing, tmpDir } from './managed-process.js'
+import { findExecutable, freePort, httpGet, HOST, ManagedProcess, reportMissing, ServerHandle, tmpDir } from './managed-process.js'
 
 const START_TIMEOUT_MS = 20_000
 const HEARTBEAT_MS = 50
@@ -49,9 +49,8 @@ export interface EtcdCluster {
   stop(): Promise<void>
 }
 
-class Member implements EtcdMember {
+class Member extends ServerHandle implements EtcdMember {
   readonly url: string
-  readonly process: ManagedProcess
 
   constructor(
     readonly name: string,
@@ -61,42 +60,23 @@ class Member implements EtcdMember {
     initialCluster: string,
     clusterToken: string,
   ) {
-    this.url = `http://${HOST}:${clientPort}`
+    const url = `http://${HOST}:${clientPort}`
     const peerUrl = `http://${HOST}:${peerPort}`
-    this.process = new ManagedProcess({
+    super(new ManagedProcess({
       label: `etcd member ${name} (client port ${clientPort})`,
       command: etcdBinary!,
       logFile: path.join(dir, 'etcd.log'),
       args: [
         '--name', name, '--data-dir', path.join(dir, 'data'),
-        '--listen-client-urls', this.url, '--advertise-client-urls', this.url,
+        '--listen-client-urls', url, '--advertise-client-urls', url,
         '--listen-peer-urls', peerUrl, '--initial-advertise-peer-urls', peerUrl,
         '--initial-cluster', initialCluster, '--initial-cluster-state', 'new',
         '--initial-cluster-token', clusterToken,
         '--heartbeat-interval', String(HEARTBEAT_MS), '--election-timeout', String(ELECTION_MS),
         '--logger', 'zap', '--log-level', 'warn',
       ],
-    })
-  }
-
-  get pid(): number {
-    return this.process.pid
-  }
-
-  get running(): boolean {
-    return this.process.running
-  }
-
-  kill(): Promise<void> {
-    return this.process.kill()
-  }
-
-  pause(): void {
-    this.process.pause()
-  }
-
-  resume(): void {
-    this.process.resume()
+    }))
+    this.url = url
   }
 
   async restart(): Promise<void> {

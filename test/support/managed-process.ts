@@ -242,28 +242,39 @@ export class ManagedProcess {
   }
 }
 
-/** One HTTP GET on loopback, bounded; resolves the body, or undefined on any failure. */
-export function httpGet(port: number, urlPath: string, timeoutMs = 1_000): Promise<string | undefined> {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host: HOST, port })
-    let body = ''
-    const done = (value: string | undefined) => {
-      socket.destroy()
-      resolve(value)
-    }
-    socket.setTimeout(timeoutMs, () => done(undefined))
-    socket.once('error', () => done(undefined))
-    socket.once('connect', () => socket.write(`GET ${urlPath} HTTP/1.0\r\nHost: ${HOST}\r\n\r\n`))
-    socket.on('data', (chunk) => (body += chunk.toString('utf8')))
-    socket.once('end', () => {
-      const split = body.indexOf('\r\n\r\n')
-      done(body.startsWith('HTTP/1.') && / 200 /.test(body.slice(0, body.indexOf('\r\n'))) && split >= 0 ? body.slice(split + 4) : undefined)
-    })
-  })
+/**
+ * A server process behind a test-facing handle (an etcd member, a ZooKeeper server): the
+ * handle's crash and pause controls act on that process's pid only.
+ */
+export class ServerHandle {
+  constructor(readonly process: ManagedProcess) {}
+
+  get pid(): number {
+    return this.process.pid
+  }
+
+  get running(): boolean {
+    return this.process.running
+  }
+
+  /** SIGKILL, and wait for the exit. */
+  kill(): Promise<void> {
+    return this.process.kill()
+  }
+
+  /** SIGSTOP: the server hangs, its connections stay open. */
+  pause(): void {
+    this.process.pause()
+  }
+
+  /** SIGCONT. */
+  resume(): void {
+    this.process.resume()
+  }
 }
 
-/** Sends `command` (a ZooKeeper four-letter word) and resolves the reply, or undefined. */
-export function tcpAsk(port: number, command: string, timeoutMs = 1_000): Promise<string | undefined> {
+/** Sends `request` to a loopback port and resolves everything the server sent until it closed, or undefined (refused, timed out). */
+export function exchange(port: number, request: string, timeoutMs = 1_000): Promise<string | undefined> {
   return new Promise((resolve) => {
     const socket = net.connect({ host: HOST, port })
     let reply = ''
@@ -273,8 +284,16 @@ export function tcpAsk(port: number, command: string, timeoutMs = 1_000): Promis
     }
     socket.setTimeout(timeoutMs, () => done(undefined))
     socket.once('error', () => done(undefined))
-    socket.once('connect', () => socket.write(command))
+    socket.once('connect', () => socket.write(request))
     socket.on('data', (chunk) => (reply += chunk.toString('utf8')))
     socket.once('end', () => done(reply))
   })
+}
+
+/** One HTTP/1.0 GET on loopback, bounded; resolves the body of a 200, or undefined. */
+export async function httpGet(port: number, urlPath: string, timeoutMs = 1_000): Promise<string | undefined> {
+  const reply = await exchange(port, `GET ${urlPath} HTTP/1.0\r\nHost: ${HOST}\r\n\r\n`, timeoutMs)
+  const split = reply?.indexOf('\r\n\r\n') ?? -1
+  if (!reply || split < 0 || !/^HTTP\/1\.\d 200 /.test(reply)) return undefined
+  return reply.slice(split + 4)
 }

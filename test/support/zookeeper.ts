@@ -14,7 +14,7 @@
 import zookeeper from 'node-zookeeper-client'
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
-import { findExecutable, freePort, HOST, ManagedProcess, reportMissing, tcpAsk, tmpDir } from './managed-process.js'
+import { exchange, findExecutable, freePort, HOST, ManagedProcess, reportMissing, ServerHandle, tmpDir } from './managed-process.js'
 
 const START_TIMEOUT_MS = 30_000
 const CONNECT_TIMEOUT_MS = 10_000
@@ -48,9 +48,7 @@ export interface ZooKeeperEnsemble {
   stop(): Promise<void>
 }
 
-class Server implements ZooKeeperServer {
-  readonly process: ManagedProcess
-
+class Server extends ServerHandle implements ZooKeeperServer {
   constructor(
     readonly id: number,
     readonly clientPort: number,
@@ -73,7 +71,7 @@ class Server implements ZooKeeperServer {
       mkdirSync(dataDir, { recursive: true })
       writeFileSync(path.join(dataDir, 'myid'), `${id}\n`)
     }
-    this.process = new ManagedProcess({
+    super(new ManagedProcess({
       label: `ZooKeeper server ${id} (client port ${clientPort})`,
       command: javaBinary!,
       logFile: path.join(dir, 'zookeeper.log'),
@@ -82,27 +80,11 @@ class Server implements ZooKeeperServer {
         '-Dorg.slf4j.simpleLogger.defaultLogLevel=warn', '-Dzookeeper.admin.enableServer=false',
         '-cp', JARS.join(':'), 'org.apache.zookeeper.server.quorum.QuorumPeerMain', config,
       ],
-    })
-  }
-
-  get pid(): number {
-    return this.process.pid
-  }
-
-  kill(): Promise<void> {
-    return this.process.kill()
-  }
-
-  pause(): void {
-    this.process.pause()
-  }
-
-  resume(): void {
-    this.process.resume()
+    }))
   }
 
   async mode(): Promise<string | undefined> {
-    const reply = await tcpAsk(this.clientPort, 'srvr')
+    const reply = await exchange(this.clientPort, 'srvr')
     return reply ? /^Mode:\s*(\S+)/m.exec(reply)?.[1] : undefined
   }
 }

@@ -1,6 +1,6 @@
 import type { ComparatorBuilder, Lease, Namespace } from 'etcd3'
-import type { HeldLock } from '../backend.js'
 import type { LeaseWatchdog } from '../watchdog.js'
+import { WatchdogHeldLock } from '../watchdog-hold.js'
 
 /**
  * Owner-checked writes into etcd: the `resource` of an etcd lock. Each write is one txn
@@ -28,20 +28,19 @@ export interface EtcdCalls {
   call<T>(what: string, promise: Promise<T>): Promise<T>
 }
 
-export class EtcdHeldLock implements HeldLock<EtcdFencedWrites> {
-  readonly liveness = 'session' as const
+export class EtcdHeldLock extends WatchdogHeldLock<EtcdFencedWrites> {
   readonly resource: EtcdFencedWrites
-  private released: Promise<void> | undefined
 
   constructor(
-    private readonly client: Namespace,
+    client: Namespace,
     private readonly calls: EtcdCalls,
     private readonly lease: Lease,
-    private readonly lifetime: LeaseWatchdog,
+    lifetime: LeaseWatchdog,
     lockKey: string,
-    readonly token: bigint,
-    private readonly onReleased: () => void,
+    token: bigint,
+    onReleased: () => void,
   ) {
+    super(lifetime, token, onReleased)
     const revision = token.toString()
     const owned = () => client.if(lockKey, 'Create', '==', revision)
     const committed = (what: string, txn: ComparatorBuilder) => calls.call(what, txn.commit()).then((res) => res.succeeded)
@@ -53,23 +52,8 @@ export class EtcdHeldLock implements HeldLock<EtcdFencedWrites> {
     }
   }
 
-  get signal(): AbortSignal {
-    return this.lifetime.signal
-  }
-
-  /** A keep-alive now (the watchdog sends one every TTL/3 anyway); `false` once the lease is lost. */
-  renew(): Promise<boolean> {
-    if (this.released) return Promise.resolve(false)
-    return this.lifetime.extend()
-  }
-
   /** Revokes the lease: etcd deletes our key in the same revision, which wakes our successor. */
-  release(): Promise<void> {
-    this.released ??= (async () => {
-      await this.lifetime.stop()
-      this.onReleased()
-      await this.calls.call('revoke the lease', this.lease.revoke())
-    })()
-    return this.released
+  protected async giveBack(): Promise<void> {
+    await this.calls.call('revoke the lease', this.lease.revoke())
   }
 }

@@ -1,7 +1,7 @@
 import type { Exception, Transaction } from 'node-zookeeper-client'
-import type { HeldLock } from '../backend.js'
 import { LockBackendError } from '../../errors.js'
 import type { LeaseWatchdog } from '../watchdog.js'
+import { WatchdogHeldLock } from '../watchdog-hold.js'
 import { SESSION_EXPIRED, ZK_OK, zkCode, type ZooKeeperCalls } from './calls.js'
 
 /**
@@ -19,19 +19,18 @@ export interface ZooKeeperFencedWrites {
   transaction(): Transaction
 }
 
-export class ZooKeeperHeldLock implements HeldLock<ZooKeeperFencedWrites> {
-  readonly liveness = 'session' as const
+export class ZooKeeperHeldLock extends WatchdogHeldLock<ZooKeeperFencedWrites> {
   readonly resource: ZooKeeperFencedWrites
-  private released: Promise<void> | undefined
 
   constructor(
     private readonly calls: ZooKeeperCalls,
-    private readonly lifetime: LeaseWatchdog,
+    lifetime: LeaseWatchdog,
     private readonly lockPath: string,
-    readonly token: bigint,
+    token: bigint,
     sessionExpired: AbortSignal,
-    private readonly onReleased: () => void,
+    onReleased: () => void,
   ) {
+    super(lifetime, token, onReleased)
     const transaction = () => calls.client.transaction().check(lockPath)
     this.resource = {
       lockPath,
@@ -51,28 +50,13 @@ export class ZooKeeperHeldLock implements HeldLock<ZooKeeperFencedWrites> {
     }
   }
 
-  get signal(): AbortSignal {
-    return this.lifetime.signal
-  }
-
-  /** Confirms the session and the node now (the watchdog does so every session timeout / 3). */
-  renew(): Promise<boolean> {
-    if (this.released) return Promise.resolve(false)
-    return this.lifetime.extend()
-  }
-
   /**
    * Deletes our node, which wakes our successor (and only it); then the key's path if no
    * one else is queued on it, so paths do not pile up per key (a concurrent acquirer
    * that finds it gone creates it again).
    */
-  release(): Promise<void> {
-    this.released ??= (async () => {
-      await this.lifetime.stop()
-      this.onReleased()
-      await this.calls.remove(this.lockPath)
-      this.calls.remove(this.lockPath.slice(0, this.lockPath.lastIndexOf('/'))).catch(() => {})
-    })()
-    return this.released
+  protected async giveBack(): Promise<void> {
+    await this.calls.remove(this.lockPath)
+    this.calls.remove(this.lockPath.slice(0, this.lockPath.lastIndexOf('/'))).catch(() => {})
   }
 }
