@@ -1,5 +1,12 @@
 import { LockBackendError, LockLostError } from '../errors.js'
 import { withTimeout } from '../timers.js'
+import type { HeldLock } from './backend.js'
+
+/** A driver connection's lifecycle events (pg Client, mysql2 core connection). */
+export interface ConnectionEvents {
+  on(event: 'error' | 'end', listener: (err?: Error) => void): unknown
+  removeListener(event: 'error' | 'end', listener: (err?: Error) => void): unknown
+}
 
 /**
  * The state of a lock that lives as long as one database connection (PostgreSQL,
@@ -9,8 +16,50 @@ import { withTimeout } from '../timers.js'
 export class ConnectionHold {
   private readonly controller = new AbortController()
   private state: 'held' | 'lost' | 'released' = 'held'
+  private failure: Error | undefined
+  private unwatch: (() => void) | undefined
 
   constructor(private readonly key: string) {}
+
+  /** Why the connection is unusable (it failed, or we gave it up), if it is. */
+  get broken(): Error | undefined {
+    return this.failure
+  }
+
+  /** The connection must not be reused (a timeout or an abort left it mid-statement). */
+  markBroken(why: Error): void {
+    this.failure ??= why
+  }
+
+  /**
+   * Loses the hold when `connection` reports an error or its end; `describe` words the
+   * `LockLostError`. `stopWatching()` removes the listeners (before the connection goes back
+   * to a pool that attaches its own).
+   */
+  watch(connection: ConnectionEvents, describe: (cause: Error) => string): void {
+    const onError = (err?: Error) => {
+      this.markBroken(err ?? new Error('connection ended'))
+      this.lose(describe(this.failure!))
+    }
+    const onEnd = () => onError(new Error('connection ended'))
+    connection.on('error', onError)
+    connection.on('end', onEnd)
+    this.unwatch = () => {
+      connection.removeListener('error', onError)
+      connection.removeListener('end', onEnd)
+    }
+  }
+
+  stopWatching(): void {
+    this.unwatch?.()
+    this.unwatch = undefined
+  }
+
+  /** The contract's HeldLock for a lock just taken; throws if the connection failed while taking it. */
+  heldLock<Resource>(backend: string, parts: Pick<HeldLock<Resource>, 'token' | 'resource' | 'renew' | 'release'>): HeldLock<Resource> {
+    if (!this.held) throw new LockBackendError(backend, `the connection failed while taking the lock: ${this.failure?.message ?? 'unknown'}`)
+    return { ...parts, liveness: 'session', signal: this.signal }
+  }
 
   get signal(): AbortSignal {
     return this.controller.signal
@@ -59,6 +108,21 @@ export function asBackendError(backend: string, what: string, err: unknown): Err
   if (err instanceof LockBackendError || err instanceof LockLostError) return err
   const message = err instanceof Error ? err.message : String(err)
   return new LockBackendError(backend, `${what} failed: ${message}`, err)
+}
+
+/**
+ * Borrows a connection (`pool.connect()`, `pool.getConnection()`) within `ms`; one that
+ * arrives after the bound is handed to `giveBack` at once instead of leaking.
+ */
+export async function borrowBounded<T>(backend: string, borrowing: Promise<T>, giveBack: (connection: T) => void, ms: number): Promise<T> {
+  let late = false
+  borrowing.then(
+    (connection) => {
+      if (late) giveBack(connection)
+    },
+    () => {},
+  )
+  return boundedCall(backend, 'connect', borrowing, ms, () => (late = true))
 }
 
 /** Rejects with the caller's abort reason when `signal` fires first. */

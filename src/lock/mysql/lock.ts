@@ -1,6 +1,6 @@
 import { LockBackendError } from '../../errors.js'
 import type { AcquireRequest, HeldLock } from '../backend.js'
-import { abortable, asBackendError, boundedCall, ConnectionHold } from '../connection-hold.js'
+import { abortable, asBackendError, borrowBounded, boundedCall, ConnectionHold } from '../connection-hold.js'
 import { counterKey, lockName } from './names.js'
 import type { MysqlConnectionLike, MysqlPoolLike, MysqlSettings } from './options.js'
 import { nextTokenSql, type MysqlTables } from './tables.js'
@@ -17,28 +17,20 @@ import { nextTokenSql, type MysqlTables } from './tables.js'
  */
 export async function acquireMysqlLock(settings: MysqlSettings, pool: MysqlPoolLike, tables: MysqlTables, request: AcquireRequest): Promise<HeldLock<undefined> | undefined> {
   if (settings.fencing) await tables.ensure(pool)
-  const connection = await borrow(pool, settings.timeoutMs)
+  const connection = await borrowBounded('mysql', pool.getConnection(), (late) => late.release(), settings.timeoutMs)
   const hold = new ConnectionHold(request.key)
-  let broken: Error | undefined
-  const onError = (err?: Error) => {
-    broken ??= err ?? new Error('connection ended')
-    hold.lose(`its connection failed (${broken.message}); the server released the GET_LOCK lock`)
-  }
-  const onEnd = () => onError(new Error('connection ended'))
-  connection.connection.on('error', onError)
-  connection.connection.on('end', onEnd)
+  hold.watch(connection.connection, (cause) => `its connection failed (${cause.message}); the server released the GET_LOCK lock`)
   let returned = false
-  const giveBack = (destroy: boolean) => {
+  const giveBack = () => {
     if (returned) return
     returned = true
-    connection.connection.removeListener('error', onError)
-    connection.connection.removeListener('end', onEnd)
-    if (destroy || broken) connection.destroy()
+    hold.stopWatching()
+    if (hold.broken) connection.destroy()
     else connection.release()
   }
   const abandon = () => {
-    broken ??= new Error('abandoned')
-    giveBack(true)
+    hold.markBroken(new Error('abandoned mid-statement'))
+    giveBack()
   }
 
   const name = lockName(settings.namespace, request.key)
@@ -47,7 +39,7 @@ export async function acquireMysqlLock(settings: MysqlSettings, pool: MysqlPoolL
     const [rows] = await boundedCall('mysql', 'GET_LOCK', call, request.waitMs + settings.timeoutMs, abandon)
     const got = Number((rows as { got: unknown }[])[0]?.got ?? Number.NaN)
     if (got === 0) {
-      giveBack(false)
+      giveBack()
       return undefined
     }
     if (got === -1) throw new LockBackendError('mysql', `a pooled connection came back still holding GET_LOCK('${name}'): an earlier borrower leaked it; that connection is destroyed`)
@@ -59,15 +51,12 @@ export async function acquireMysqlLock(settings: MysqlSettings, pool: MysqlPoolL
       if (typeof issued !== 'number' || !Number.isSafeInteger(issued)) throw new LockBackendError('mysql', `the fencing counter answered ${String(issued)}`)
       token = BigInt(issued)
     }
-    if (!hold.held) throw new LockBackendError('mysql', `the connection failed while taking the lock: ${broken?.message ?? 'unknown'}`)
-    return {
+    return hold.heldLock('mysql', {
       token,
-      liveness: 'session',
-      signal: hold.signal,
       resource: undefined,
       renew: () => confirmHeld(connection, hold, name, settings.timeoutMs, abandon),
       release: () => release(connection, hold, name, settings.timeoutMs, giveBack),
-    }
+    })
   } catch (err) {
     abandon()
     if (request.signal.aborted) throw request.signal.reason
@@ -85,35 +74,19 @@ async function confirmHeld(connection: MysqlConnectionLike, hold: ConnectionHold
   return hold.held
 }
 
-async function release(connection: MysqlConnectionLike, hold: ConnectionHold, name: string, timeoutMs: number, giveBack: (destroy: boolean) => void): Promise<void> {
+async function release(connection: MysqlConnectionLike, hold: ConnectionHold, name: string, timeoutMs: number, giveBack: () => void): Promise<void> {
   const wasLost = hold.lost
   if (!hold.beginRelease()) return
-  if (wasLost) return giveBack(true)
-  let released: number
+  if (wasLost) return giveBack()
   try {
     const [rows] = await boundedCall('mysql', 'RELEASE_LOCK', connection.query('SELECT RELEASE_LOCK(?) AS released', [name]), timeoutMs)
-    released = Number((rows as { released: unknown }[])[0]?.released)
+    const released = Number((rows as { released: unknown }[])[0]?.released)
+    if (released !== 1) throw new LockBackendError('mysql', `RELEASE_LOCK('${name}') found the lock not held by this connection (answered ${released}); the connection is destroyed`)
   } catch (err) {
-    // Destroying the connection ends its session, and with it the lock.
-    giveBack(true)
+    // Destroying the connection ends its session, and with it any lock left on it.
+    hold.markBroken(err as Error)
     throw err
+  } finally {
+    giveBack()
   }
-  if (released !== 1) {
-    giveBack(true)
-    throw new LockBackendError('mysql', `RELEASE_LOCK('${name}') found the lock not held by this connection (answered ${released}); the connection is destroyed`)
-  }
-  giveBack(false)
-}
-
-/** `pool.getConnection()` bounded; a connection that arrives after the bound is released. */
-async function borrow(pool: MysqlPoolLike, timeoutMs: number): Promise<MysqlConnectionLike> {
-  let late = false
-  const borrowing = pool.getConnection()
-  borrowing.then(
-    (connection) => {
-      if (late) connection.release()
-    },
-    () => {},
-  )
-  return boundedCall('mysql', 'getConnection', borrowing, timeoutMs, () => (late = true))
 }

@@ -4,9 +4,7 @@ import { abortable, asBackendError, boundedCall, ConnectionHold } from '../conne
 import { advisoryKey, type AdvisoryKey } from './keys.js'
 import type { PgStandaloneClientLike, PostgresSettings } from './options.js'
 import { nextTokenSql, type PostgresTables } from './schema.js'
-import { asList } from './transaction-lock.js'
-
-const LOCK_NOT_AVAILABLE = '55P03'
+import { asList, isLockTimeout } from './transaction-lock.js'
 
 /**
  * Opt-in session mode: `pg_advisory_lock` on a connection opened for this hold alone
@@ -25,19 +23,12 @@ export async function acquireSessionLock(settings: PostgresSettings, tables: Pos
   const { pool } = settings
   const client = new pool.Client!(pool.options)
   const hold = new ConnectionHold(request.key)
-  let broken: Error | undefined
-  const onError = (err?: Error) => {
-    broken ??= err ?? new Error('connection ended')
-    hold.lose(`its dedicated connection failed (${broken.message}); PostgreSQL released the session lock`)
-  }
-  const onEnd = () => onError(new Error('connection ended'))
-  client.on('error', onError)
-  client.on('end', onEnd)
+  hold.watch(client, (cause) => `its dedicated connection failed (${cause.message}); PostgreSQL released the session lock`)
   let closed = false
   const close = () => {
     if (closed) return
     closed = true
-    broken ??= new Error('closed')
+    hold.markBroken(new Error('closed'))
     closeQuietly(client, settings.timeoutMs)
   }
 
@@ -70,7 +61,7 @@ export async function acquireSessionLock(settings: PostgresSettings, tables: Pos
       const results = asList(await boundedCall('postgres', 'pg_advisory_lock', call, request.waitMs + settings.timeoutMs, close))
       row = request.waitMs > 0 ? results[2]?.rows[0] : results[0]?.rows[0]
     } catch (err) {
-      if ((err as { cause?: { code?: string } }).cause?.code === LOCK_NOT_AVAILABLE) {
+      if (isLockTimeout(err)) {
         close()
         return undefined
       }
@@ -87,15 +78,12 @@ export async function acquireSessionLock(settings: PostgresSettings, tables: Pos
       samePid(session.pid, issued[0]?.rows[0]?.pid)
       token = BigInt(String(issued[0]?.rows[0]?.token))
     }
-    if (!hold.held) throw new LockBackendError('postgres', `the connection failed while taking the lock: ${broken?.message ?? 'unknown'}`)
-    return {
+    return hold.heldLock('postgres', {
       token,
-      liveness: 'session',
-      signal: hold.signal,
       resource: undefined,
       renew: () => confirmHeld(client, hold, key, session.pid, settings.timeoutMs, close),
       release: () => unlock(client, hold, key, session.pid, settings.timeoutMs, close),
-    }
+    })
   } catch (err) {
     close()
     if (request.signal.aborted) throw request.signal.reason

@@ -1,12 +1,12 @@
 import { LockBackendError } from '../../errors.js'
 import type { AcquireRequest, HeldLock } from '../backend.js'
-import { abortable, asBackendError, boundedCall, ConnectionHold } from '../connection-hold.js'
+import { abortable, asBackendError, borrowBounded, boundedCall, ConnectionHold } from '../connection-hold.js'
 import { advisoryKey } from './keys.js'
-import type { PgPoolClientLike, PgPoolLike, PgResult, PostgresSettings } from './options.js'
+import type { PgPoolClientLike, PgResult, PostgresSettings } from './options.js'
 import { nextTokenSql, type PostgresTables } from './schema.js'
 
 /** SQLSTATE 55P03 lock_not_available: `lock_timeout` ran out while waiting. */
-const LOCK_NOT_AVAILABLE = '55P03'
+export const LOCK_NOT_AVAILABLE = '55P03'
 
 /**
  * The default mode: `pg_advisory_xact_lock` inside a transaction on a client borrowed
@@ -18,23 +18,21 @@ const LOCK_NOT_AVAILABLE = '55P03'
  */
 export async function acquireTransactionLock(settings: PostgresSettings, tables: PostgresTables, request: AcquireRequest): Promise<HeldLock<PgPoolClientLike> | undefined> {
   if (settings.fencing) await tables.ensure()
-  const client = await connectPooled(settings.pool, settings.timeoutMs)
+  const client = await borrowBounded('postgres', settings.pool.connect(), (late) => late.release(), settings.timeoutMs)
   const hold = new ConnectionHold(request.key)
-  let broken: Error | undefined
-  const onError = (err?: Error) => {
-    broken ??= err ?? new Error('connection ended')
-    hold.lose(`the transaction's connection failed (${broken.message}); the lock is gone and the transaction rolled back`)
+  hold.watch(client, (cause) => `the transaction's connection failed (${cause.message}); the lock is gone and the transaction rolled back`)
+  let returned = false
+  const giveBack = () => {
+    if (returned) return
+    returned = true
+    hold.stopWatching()
+    client.release(hold.broken ?? undefined) // an Error destroys the connection instead of pooling it
   }
-  const onEnd = () => onError(new Error('connection ended'))
-  client.on('error', onError)
-  client.on('end', onEnd)
-  const giveBack = (destroy: boolean) => {
-    client.removeListener('error', onError)
-    client.removeListener('end', onEnd)
-    client.release(destroy ? (broken ?? true) : undefined)
-  }
-  const destroy = () => {
-    broken ??= new Error('abandoned')
+  const abandon = () => hold.markBroken(new Error('abandoned mid-statement'))
+  const rollbackAndGiveBack = async () => {
+    await boundedCall('postgres', 'ROLLBACK', client.query('ROLLBACK'), settings.timeoutMs).catch(abandon)
+    giveBack()
+    return undefined
   }
 
   const key = advisoryKey(settings.keys, settings.namespace, request.key)
@@ -45,94 +43,61 @@ export async function acquireTransactionLock(settings: PostgresSettings, tables:
   try {
     let results: PgResult[]
     try {
-      const call = abortable(client.query(lockSql), request.signal, destroy)
-      results = asList(await boundedCall('postgres', 'pg_advisory_xact_lock', call, request.waitMs + settings.timeoutMs, destroy))
+      const call = abortable(client.query(lockSql), request.signal, abandon)
+      results = asList(await boundedCall('postgres', 'pg_advisory_xact_lock', call, request.waitMs + settings.timeoutMs, abandon))
     } catch (err) {
-      if ((err as { cause?: { code?: string } }).cause?.code === LOCK_NOT_AVAILABLE) {
-        await rollback(client, settings.timeoutMs).then(
-          () => giveBack(false),
-          () => giveBack(true),
-        )
-        return undefined
-      }
+      if (isLockTimeout(err)) return await rollbackAndGiveBack()
       throw err
     }
-    if (request.waitMs === 0 && results[1]?.rows[0]?.got !== true) {
-      await rollback(client, settings.timeoutMs).then(
-        () => giveBack(false),
-        () => giveBack(true),
-      )
-      return undefined
-    }
+    if (request.waitMs === 0 && results[1]?.rows[0]?.got !== true) return await rollbackAndGiveBack()
     let token: bigint | undefined
     if (settings.fencing) {
-      const issued = await boundedCall('postgres', 'issuing the fencing token', client.query(nextTokenSql(tables.fences), [settings.namespace, request.key]), settings.timeoutMs, destroy)
+      const issued = await boundedCall('postgres', 'issuing the fencing token', client.query(nextTokenSql(tables.fences), [settings.namespace, request.key]), settings.timeoutMs, abandon)
       token = BigInt(String(asList(issued)[0]?.rows[0]?.token))
     }
-    if (!hold.held) throw new LockBackendError('postgres', `the connection failed while taking the lock: ${broken?.message ?? 'unknown'}`)
-    return {
+    return hold.heldLock('postgres', {
       token,
-      liveness: 'session',
-      signal: hold.signal,
       resource: client,
       // Nothing to extend: the lock lasts as long as the transaction. No round trip either:
       // the client may be busy with the critical section's own statements.
       renew: async () => hold.held,
-      release: (failure?: unknown) => endTransaction(client, hold, failure, settings.timeoutMs, giveBack, () => broken),
-    }
+      release: (failure?: unknown) => endTransaction(client, hold, failure, settings.timeoutMs, giveBack),
+    })
   } catch (err) {
-    destroy()
-    giveBack(true)
+    abandon()
+    giveBack()
     if (request.signal.aborted) throw request.signal.reason
     throw asBackendError('postgres', 'taking the advisory lock', err)
   }
 }
 
-async function endTransaction(
-  client: PgPoolClientLike,
-  hold: ConnectionHold,
-  failure: unknown,
-  timeoutMs: number,
-  giveBack: (destroy: boolean) => void,
-  broken: () => Error | undefined,
-): Promise<void> {
+async function endTransaction(client: PgPoolClientLike, hold: ConnectionHold, failure: unknown, timeoutMs: number, giveBack: () => void): Promise<void> {
   const wasLost = hold.lost
   if (!hold.beginRelease()) return
   if (wasLost) {
-    giveBack(true)
+    giveBack()
     if (failure !== undefined) return
-    throw new LockBackendError('postgres', `the connection was lost before COMMIT (${broken()?.message ?? 'unknown'}): the lock ended and nothing written in its transaction was kept`)
+    throw new LockBackendError('postgres', `the connection was lost before COMMIT (${hold.broken?.message ?? 'unknown'}): the lock ended and nothing written in its transaction was kept`)
   }
   const statement = failure === undefined ? 'COMMIT' : 'ROLLBACK'
   let result: PgResult
   try {
     result = asList(await boundedCall('postgres', statement, client.query(statement), timeoutMs))[0]!
   } catch (err) {
-    giveBack(true)
+    hold.markBroken(err as Error)
     throw err
+  } finally {
+    giveBack()
   }
-  giveBack(false)
   // COMMIT of a transaction in which a statement failed is answered with ROLLBACK, not an error.
   if (statement === 'COMMIT' && result.command === 'ROLLBACK') {
     throw new LockBackendError('postgres', 'COMMIT rolled back: a statement in the critical section failed, so PostgreSQL aborted the transaction and kept nothing it wrote')
   }
 }
 
-async function rollback(client: PgPoolClientLike, timeoutMs: number): Promise<void> {
-  await boundedCall('postgres', 'ROLLBACK', client.query('ROLLBACK'), timeoutMs)
-}
-
-/** `pool.connect()` bounded; a client that arrives after the bound is given straight back. */
-export async function connectPooled(pool: PgPoolLike, timeoutMs: number): Promise<PgPoolClientLike> {
-  let late = false
-  const connecting = pool.connect()
-  connecting.then(
-    (client) => {
-      if (late) client.release()
-    },
-    () => {},
-  )
-  return boundedCall('postgres', 'connect', connecting, timeoutMs, () => (late = true))
+/** The lock wait ran out (`lock_timeout`): busy, not a failure. */
+export function isLockTimeout(err: unknown): boolean {
+  return (err as { cause?: { code?: string } }).cause?.code === LOCK_NOT_AVAILABLE
 }
 
 export function asList(result: PgResult | PgResult[]): PgResult[] {
