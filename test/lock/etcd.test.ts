@@ -5,10 +5,11 @@
 import type { Etcd3 } from 'etcd3'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { InvalidArgumentError, LockBackendError, LockBusyError } from '../../src/errors.js'
-import { createLocks, type EtcdFencedWrites, type HeldLockHandle, type Locks } from '../../src/lock/index.js'
+import { createLocks, type EtcdFencedWrites, type Locks } from '../../src/lock/index.js'
 import { etcdAvailable, startEtcd, type EtcdCluster } from '../support/etcd.js'
 import { until } from '../support/timing.js'
 import { forkWorker, type Worker } from '../support/workers.js'
+import { expectBusyThenHandOff, handOffAfterCrash, pausedHolderIsFenced, queueInOrder } from './etcd-zookeeper-scenarios.js'
 
 const WORKER = new URL('./etcd-zookeeper-worker.ts', import.meta.url)
 
@@ -42,15 +43,7 @@ describe.skipIf(!etcdAvailable)('etcd lock backend (one member)', () => {
 
   it('takes a free lock, reports a held one busy, and hands it over with a greater token', async () => {
     const key = freshKey()
-    const first = await locks.acquire(key)
-    await expect(locks.tryAcquire(key)).resolves.toBeUndefined()
-    await expect(locks.acquire(key, { wait: 200 })).rejects.toBeInstanceOf(LockBusyError)
-    const second = locks.acquire(key, { wait: '10s' })
-    await until(async () => (await queueLength(key)) === 2, 'the waiter to queue')
-    await first.release()
-    const next = await second
-    expect(next.token).toBeGreaterThan(first.token)
-    await next.release()
+    await expectBusyThenHandOff(locks, key, queueLength)
     await until(async () => (await queueLength(key)) === 0, 'every lock key to be gone')
   })
 
@@ -86,68 +79,29 @@ describe.skipIf(!etcdAvailable)('etcd lock backend (one member)', () => {
   })
 
   it('FIFO: 20 waiters get the lock in the order they queued, and each release sends one watch event', async () => {
-    const key = freshKey()
-    const holder = await locks.acquire(key)
-    const order: number[] = []
-    const tokens: bigint[] = []
-    const waits: Promise<void>[] = []
-    for (let i = 0; i < 20; i++) {
-      waits.push(
-        locks.acquire(key, { wait: '60s' }).then(async (held: HeldLockHandle<EtcdFencedWrites>) => {
-          order.push(i)
-          tokens.push(held.token)
-          await held.release()
-        }),
-      )
-      // Queue them one after another, so the queue order is known.
-      await until(async () => (await queueLength(key)) === i + 2, `waiter ${i} to queue`)
-    }
     const member = etcd.members[0]!
-    const eventsBefore = await member.metric('etcd_debugging_mvcc_events_total')
-    await holder.release()
-    await Promise.all(waits)
+    let eventsBefore = 0
+    await queueInOrder(locks, freshKey(), 20, queueLength, async () => {
+      eventsBefore = await member.metric('etcd_debugging_mvcc_events_total')
+    })
     const eventsAfter = await member.metric('etcd_debugging_mvcc_events_total')
-    expect(order).toEqual(Array.from({ length: 20 }, (_, i) => i))
-    expect([...tokens].sort((a, b) => (a < b ? -1 : 1))).toEqual(tokens)
     // 21 releases; all but the last one's wake exactly one watcher. A prefix watch (a
     // herd) would send every release and every queued put to every waiter instead.
     expect(eventsAfter - eventsBefore).toBe(20)
   })
 
   it('a SIGKILLed holder is followed by the next holder within about one lease', async () => {
-    const key = freshKey()
     const [holder, waiter] = await spawn(2)
-    const first = await holder!.request<{ token: string }>({ op: 'hold', key, lease: 1_000, wait: 0 })
-    const next = waiter!.request<{ token: string }>({ op: 'hold', key, lease: 1_000, wait: 20_000 }, 30_000)
-    await until(async () => (await queueLength(key)) === 2, 'the waiter to queue')
-    const killedAt = performance.now()
-    holder!.kill('SIGKILL')
-    const second = await next
-    const handOffMs = performance.now() - killedAt
+    const handOffMs = await handOffAfterCrash(holder!, waiter!, freshKey(), queueLength)
     console.log(`[etcd] hand-off after SIGKILL of the holder: ${handOffMs.toFixed(0)} ms (lease 1 s)`)
     // etcd expires leases on the leader's 500 ms sweep: one lease plus that, generously.
     expect(handOffMs).toBeLessThan(4_000)
-    expect(BigInt(second.token)).toBeGreaterThan(BigInt(first.token))
   })
 
   it('a paused holder: its signal aborts, its late owner-checked write is refused, the next token is greater', async () => {
     const key = freshKey()
     const [paused, next] = await spawn(2)
-    const first = await paused!.request<{ token: string }>({ op: 'hold', key, lease: 1_000, wait: 0 })
-    await expect(paused!.request({ op: 'fencedWrite', key: `${key}/data`, value: 'before the pause' })).resolves.toBe(true)
-    const second = next!.request<{ token: string }>({ op: 'hold', key, lease: 1_000, wait: 20_000 }, 30_000)
-    await until(async () => (await queueLength(key)) === 2, 'the second process to queue')
-    paused!.kill('SIGSTOP')
-    try {
-      const taken = await second
-      expect(BigInt(taken.token)).toBeGreaterThan(BigInt(first.token))
-      await expect(next!.request({ op: 'fencedWrite', key: `${key}/data`, value: 'next holder' })).resolves.toBe(true)
-    } finally {
-      paused!.kill('SIGCONT')
-    }
-    const status = await paused!.request<{ aborted: boolean; reason?: string }>({ op: 'status' })
-    expect(status).toMatchObject({ aborted: true, reason: 'LockLostError' })
-    await expect(paused!.request({ op: 'fencedWrite', key: `${key}/data`, value: 'late' })).resolves.toBe(false)
+    await pausedHolderIsFenced(paused!, next!, key, `${key}/data`, queueLength)
     expect(await client.get(`${key}/data`).string()).toBe('next holder')
   })
 

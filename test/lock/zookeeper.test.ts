@@ -6,11 +6,12 @@
 import net from 'node:net'
 import type { Client } from 'node-zookeeper-client'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { InvalidArgumentError, LockBusyError } from '../../src/errors.js'
+import { InvalidArgumentError } from '../../src/errors.js'
 import { createLocks, type Locks, type ZooKeeperFencedWrites } from '../../src/lock/index.js'
 import { until } from '../support/timing.js'
 import { forkWorker, type Worker } from '../support/workers.js'
 import { startZooKeeper, zookeeperAvailable, type ZooKeeperEnsemble } from '../support/zookeeper.js'
+import { expectBusyThenHandOff, handOffAfterCrash, pausedHolderIsFenced, queueInOrder } from './etcd-zookeeper-scenarios.js'
 
 const WORKER = new URL('./etcd-zookeeper-worker.ts', import.meta.url)
 const SESSION_MS = 1_000
@@ -50,35 +51,12 @@ describe.skipIf(!zookeeperAvailable)('ZooKeeper lock backend (standalone server)
 
   it('takes a free lock, reports a held one busy, hands it over with a greater token, and leaves no path behind', async () => {
     const key = freshKey()
-    const first = await locks.acquire(key)
-    await expect(locks.tryAcquire(key)).resolves.toBeUndefined()
-    await expect(locks.acquire(key, { wait: 200 })).rejects.toBeInstanceOf(LockBusyError)
-    const second = locks.acquire(key, { wait: '10s' })
-    await until(async () => (await queueLength(key)) === 2, 'the waiter to queue')
-    await first.release()
-    const next = await second
-    expect(next.token).toBeGreaterThan(first.token)
-    await next.release()
+    await expectBusyThenHandOff(locks, key, queueLength)
     await until(async () => !(await zk<unknown>((cb) => client.exists(lockPath(key), cb))), "the key's path to be removed")
   })
 
-  it('FIFO: 10 waiters get the lock in the order they queued', async () => {
-    const key = freshKey()
-    const holder = await locks.acquire(key)
-    const order: number[] = []
-    const waits: Promise<void>[] = []
-    for (let i = 0; i < 10; i++) {
-      waits.push(
-        locks.acquire(key, { wait: '30s' }).then(async (held) => {
-          order.push(i)
-          await held.release()
-        }),
-      )
-      await until(async () => (await queueLength(key)) === i + 2, `waiter ${i} to queue`)
-    }
-    await holder.release()
-    await Promise.all(waits)
-    expect(order).toEqual(Array.from({ length: 10 }, (_, i) => i))
+  it('FIFO: 10 waiters get the lock in the order they queued, with increasing tokens', async () => {
+    await queueInOrder(locks, freshKey(), 10, queueLength)
   })
 
   it('owner-checked setData applies while held and is refused after release', async () => {
@@ -93,18 +71,10 @@ describe.skipIf(!zookeeperAvailable)('ZooKeeper lock backend (standalone server)
   })
 
   it('a SIGKILLed holder is followed by the next holder within about one session timeout', async () => {
-    const key = freshKey()
     const [holder, waiter] = await spawn(2)
-    const first = await holder!.request<{ token: string }>({ op: 'hold', key, lease: 1_000, wait: 0 })
-    const next = waiter!.request<{ token: string }>({ op: 'hold', key, lease: 1_000, wait: 20_000 }, 30_000)
-    await until(async () => (await queueLength(key)) === 2, 'the waiter to queue')
-    const killedAt = performance.now()
-    holder!.kill('SIGKILL')
-    const second = await next
-    const handOffMs = performance.now() - killedAt
+    const handOffMs = await handOffAfterCrash(holder!, waiter!, freshKey(), queueLength)
     console.log(`[zookeeper] hand-off after SIGKILL of the holder: ${handOffMs.toFixed(0)} ms (session timeout ${SESSION_MS} ms)`)
     expect(handOffMs).toBeLessThan(4 * SESSION_MS)
-    expect(BigInt(second.token)).toBeGreaterThan(BigInt(first.token))
   })
 
   it('a paused holder: its session expires, its signal aborts, its late owner-checked write is refused, the next token is greater', async () => {
@@ -112,23 +82,11 @@ describe.skipIf(!zookeeperAvailable)('ZooKeeper lock backend (standalone server)
     const data = `/${key}-data`
     await zk((cb) => client.create(data, Buffer.from('none'), cb))
     const [paused, next] = await spawn(2)
-    const first = await paused!.request<{ token: string }>({ op: 'hold', key, lease: 1_000, wait: 0 })
-    const second = next!.request<{ token: string }>({ op: 'hold', key, lease: 1_000, wait: 20_000 }, 30_000)
-    await until(async () => (await queueLength(key)) === 2, 'the second process to queue')
-    paused!.kill('SIGSTOP')
-    try {
-      const taken = await second
-      expect(BigInt(taken.token)).toBeGreaterThan(BigInt(first.token))
-      await expect(next!.request({ op: 'fencedWrite', key: data, value: 'next holder' })).resolves.toBe(true)
-    } finally {
-      paused!.kill('SIGCONT')
-    }
-    const status = await paused!.request<{ aborted: boolean; reason?: string }>({ op: 'status' })
-    expect(status).toMatchObject({ aborted: true, reason: 'LockLostError' })
-    // Its client learns of the expiry when it reconnects; a write sent meanwhile fails
-    // with CONNECTION_LOSS (outcome unknown: a LockBackendError), so ask once it knows.
-    await until(async () => (await paused!.request<{ sessionExpired: boolean }>({ op: 'status' })).sessionExpired, 'the paused client to learn its session expired')
-    await expect(paused!.request({ op: 'fencedWrite', key: data, value: 'late' })).resolves.toBe(false)
+    await pausedHolderIsFenced(paused!, next!, key, data, queueLength, async () => {
+      // Its client learns of the expiry when it reconnects; a write sent meanwhile fails
+      // with CONNECTION_LOSS (outcome unknown: a LockBackendError), so write once it knows.
+      await until(async () => (await paused!.request<{ sessionExpired: boolean }>({ op: 'status' })).sessionExpired, 'the paused client to learn its session expired')
+    })
     expect((await zk<Buffer>((cb) => client.getData(data, cb))).toString()).toBe('next holder')
   })
 
