@@ -18,7 +18,8 @@ export const POSTGRES = { host: '127.0.0.1', port: Number(process.env.PGPORT ?? 
 export const MARIADB = { host: '127.0.0.1', port: Number(process.env.MYSQL_PORT ?? 3306), user: process.env.MYSQL_USER ?? 'root', password: process.env.MYSQL_PASSWORD ?? '' } as const
 const PROBE_TIMEOUT_MS = 3_000
 
-function tcpOpen(port: number): Promise<boolean> {
+/** Whether something accepts TCP connections on 127.0.0.1:`port` (bounded). */
+export function tcpOpen(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = net.connect({ host: '127.0.0.1', port })
     const done = (ok: boolean) => {

@@ -6,10 +6,9 @@
  * missing, its suites are skipped with the reason, or fail under CI=true.
  */
 import { chmodSync, writeFileSync } from 'node:fs'
-import net from 'node:net'
 import path from 'node:path'
 import { findExecutable, freePort, HOST, ManagedProcess, reportMissing, tmpDir } from './managed-process.js'
-import { POSTGRES } from './databases.js'
+import { POSTGRES, tcpOpen } from './databases.js'
 
 const START_TIMEOUT_MS = 15_000
 
@@ -28,19 +27,6 @@ export interface StartPgBouncerOptions {
   poolMode?: 'transaction' | 'session' | 'statement'
   /** Server connections per database/user pair. Default 2. */
   poolSize?: number
-}
-
-function accepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host: HOST, port })
-    const done = (ok: boolean) => {
-      socket.destroy()
-      resolve(ok)
-    }
-    socket.setTimeout(1_000, () => done(false))
-    socket.once('error', () => done(false))
-    socket.once('connect', () => done(true))
-  })
 }
 
 export async function startPgBouncer(options: StartPgBouncerOptions = {}): Promise<PgBouncer> {
@@ -73,7 +59,7 @@ export async function startPgBouncer(options: StartPgBouncerOptions = {}): Promi
   if (asRoot) for (const file of [path.dirname(dir), dir, users, config]) chmodSync(file, file === users || file === config ? 0o644 : 0o755)
   const server = new ManagedProcess({ label: `pgbouncer :${port}`, command: pgbouncerBinary, args: [...(asRoot ? ['-u', 'postgres'] : []), config], logFile: path.join(dir, 'pgbouncer.log') })
   server.spawn()
-  await server.waitReady(() => accepts(port), START_TIMEOUT_MS)
+  await server.waitReady(() => tcpOpen(port), START_TIMEOUT_MS)
   return {
     port,
     get pid() {
