@@ -11,10 +11,10 @@
  */
 import { Etcd3 } from 'etcd3'
 import { Redis } from 'ioredis'
-import zookeeper from 'node-zookeeper-client'
 import { createLocks, type HeldLockHandle, type Locks } from '../../src/lock/index.js'
 import type { EtcdFencedWrites, ZooKeeperFencedWrites } from '../../src/lock/index.js'
 import { serveRequests } from '../support/worker-side.js'
+import { connectZooKeeper } from '../support/zookeeper.js'
 
 type Resource = EtcdFencedWrites | ZooKeeperFencedWrites
 type Request =
@@ -35,15 +35,7 @@ async function connect(): Promise<{ locks: Locks<Resource>; close(): void }> {
     return { locks: createLocks<Resource>({ etcd: client, commandTimeout }), close: () => client.close() }
   }
   if (backend === 'zookeeper') {
-    const client = zookeeper.createClient(process.env.ZK_CONNECT!, { sessionTimeout: Number(process.env.ZK_SESSION_MS ?? 2_000), spinDelay: 100, retries: 0 })
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error('ZooKeeper client did not connect within 10 s')), 10_000)
-      client.once('connected', () => {
-        clearTimeout(timer)
-        resolve()
-      })
-      client.connect()
-    })
+    const client = await connectZooKeeper(process.env.ZK_CONNECT!, { sessionTimeout: Number(process.env.ZK_SESSION_MS ?? 2_000) })
     client.once('expired', () => (sessionExpired = true))
     return { locks: createLocks<Resource>({ zookeeper: client, commandTimeout }), close: () => client.close() }
   }

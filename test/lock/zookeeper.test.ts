@@ -10,7 +10,7 @@ import { InvalidArgumentError } from '../../src/errors.js'
 import { createLocks, type Locks, type ZooKeeperFencedWrites } from '../../src/lock/index.js'
 import { until } from '../support/timing.js'
 import { forkWorker, type Worker } from '../support/workers.js'
-import { startZooKeeper, zookeeperAvailable, type ZooKeeperEnsemble } from '../support/zookeeper.js'
+import { connectZooKeeper, startZooKeeper, zookeeperAvailable, type ZooKeeperEnsemble } from '../support/zookeeper.js'
 import { expectBusyThenHandOff, handOffAfterCrash, pausedHolderIsFenced, queueInOrder } from './etcd-zookeeper-scenarios.js'
 
 const WORKER = new URL('./etcd-zookeeper-worker.ts', import.meta.url)
@@ -92,12 +92,7 @@ describe.skipIf(!zookeeperAvailable)('ZooKeeper lock backend (standalone server)
 
   it('a disconnection that recovers within the session is not a loss; a silent partition aborts the signal before the next holder gets in', async () => {
     const proxy = await startProxy(Number(server.connectionString.split(':')[1]))
-    const { default: zookeeper } = await import('node-zookeeper-client')
-    const viaProxy = zookeeper.createClient(`127.0.0.1:${proxy.port}`, { sessionTimeout: SESSION_MS, spinDelay: 50, retries: 0 })
-    await new Promise<void>((resolve) => {
-      viaProxy.once('connected', () => resolve())
-      viaProxy.connect()
-    })
+    const viaProxy = await connectZooKeeper(`127.0.0.1:${proxy.port}`, { sessionTimeout: SESSION_MS, spinDelay: 50 })
     const proxied = createLocks({ zookeeper: viaProxy })
     try {
       const key = freshKey()

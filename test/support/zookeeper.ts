@@ -121,20 +121,29 @@ export async function startZooKeeperEnsemble(size = 1): Promise<ZooKeeperEnsembl
     servers,
     connectionString,
     async client(options = {}) {
-      const client = zookeeper.createClient(connectionString, { sessionTimeout: 2_000, spinDelay: 100, retries: 0, ...options })
+      const client = await connectZooKeeper(connectionString, options)
       clients.add(client)
-      await new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`ZooKeeper client did not connect to ${connectionString} within ${CONNECT_TIMEOUT_MS} ms`)), CONNECT_TIMEOUT_MS)
-        client.once('connected', () => {
-          clearTimeout(timer)
-          resolve()
-        })
-        client.connect()
-      })
       return client
     },
     stop,
   }
+}
+
+/** A node-zookeeper-client client, connected (bounded: rejects after 10 s). Short sessions by default: 2 s. */
+export async function connectZooKeeper(connectionString: string, options: Partial<zookeeper.Option> = {}): Promise<zookeeper.Client> {
+  const client = zookeeper.createClient(connectionString, { sessionTimeout: 2_000, spinDelay: 100, retries: 0, ...options })
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      client.close()
+      reject(new Error(`ZooKeeper client did not connect to ${connectionString} within ${CONNECT_TIMEOUT_MS} ms`))
+    }, CONNECT_TIMEOUT_MS)
+    client.once('connected', () => {
+      clearTimeout(timer)
+      resolve()
+    })
+    client.connect()
+  })
+  return client
 }
 
 /** A standalone ZooKeeper server. */
