@@ -1,4 +1,5 @@
 import { LockBackendError, LockLostError } from '../errors.js'
+import { MAX_TIMER_MS } from '../duration.js'
 import { withTimeout } from '../timers.js'
 import type { HeldLock } from './backend.js'
 
@@ -94,6 +95,8 @@ export class ConnectionHold {
  * `onTimeout` runs first (destroy the connection, so the server drops what it was doing).
  */
 export async function boundedCall<T>(backend: string, what: string, call: Promise<T>, ms: number, onTimeout?: () => void): Promise<T> {
+  // wait + timeout can pass Node's timer limit, where setTimeout would fire after 1 ms
+  ms = Math.min(ms, MAX_TIMER_MS)
   try {
     return await withTimeout(call, ms, () => {
       onTimeout?.()

@@ -218,6 +218,12 @@ describe.skipIf(!postgresAvailable)('PostgreSQL lock backend', () => {
     }
   })
 
+  it('the longest wait there is (2^31 − 1 ms) still waits: the bound on wait + timeout stays within Node\'s timer range', async () => {
+    const locks = locksFor()
+    const held = await locks.acquire('longest-wait', { wait: 2 ** 31 - 1 })
+    await held.release()
+  })
+
   it('the caller\'s signal stops a wait at once and takes nothing', async () => {
     const locks = locksFor()
     const holder = await locks.acquire('abort')
