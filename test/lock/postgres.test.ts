@@ -218,6 +218,18 @@ describe.skipIf(!postgresAvailable)('PostgreSQL lock backend', () => {
     }
   })
 
+  it('transaction mode: a release ended from outside (LockLostError, as close() does) rolls back and closes the client, so fn cannot go on writing in autocommit', async () => {
+    await pool.query('CREATE TABLE IF NOT EXISTS tx_outside (note text NOT NULL)')
+    const backend = createPostgresBackend({ pool })
+    const held = (await backend.acquire({ key: 'outside', leaseMs: 5_000, waitMs: 0, signal: new AbortController().signal }))!
+    const tx = held.resource!
+    await tx.query("INSERT INTO tx_outside VALUES ('half a critical section')")
+    await held.release(new LockLostError('outside', 'close() was called'))
+    // fn, still running, tries its next statement
+    await expect(tx.query("INSERT INTO tx_outside VALUES ('after the end')")).rejects.toThrow()
+    expect((await pool.query('SELECT count(*)::int AS n FROM tx_outside')).rows[0].n).toBe(0)
+  })
+
   it('the longest wait there is (2^31 − 1 ms) still waits: the bound on wait + timeout stays within Node\'s timer range', async () => {
     const locks = locksFor()
     const held = await locks.acquire('longest-wait', { wait: 2 ** 31 - 1 })

@@ -1,4 +1,4 @@
-import { LockBackendError } from '../../errors.js'
+import { LockBackendError, LockLostError } from '../../errors.js'
 import type { AcquireRequest, HeldLock } from '../backend.js'
 import { abortable, asBackendError, borrowBounded, boundedCall, ConnectionHold } from '../connection-hold.js'
 import { advisoryKey } from './keys.js'
@@ -83,6 +83,9 @@ async function endTransaction(client: PgPoolClientLike, hold: ConnectionHold, fa
   let result: PgResult
   try {
     result = asList(await boundedCall('postgres', statement, client.query(statement), timeoutMs))[0]!
+    // Ended from outside while fn may still run (Locks.close()): fn's next statements must
+    // fail on a closed client, not run in autocommit on a client lent to someone else.
+    if (failure instanceof LockLostError) hold.markBroken(failure)
   } catch (err) {
     hold.markBroken(err as Error)
     throw err
