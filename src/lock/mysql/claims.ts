@@ -24,7 +24,11 @@ export function mysqlClaims(settings: MysqlSettings, pool: () => Promise<MysqlPo
       await tables.ensure(db)
       const owner = randomUUID()
       const row = counterKey(settings.namespace, name)
-      await boundedCall('mysql', 'claiming the run', db.query(claimSql, [row, name, atMostMs * 1000, owner]), settings.timeoutMs)
+      await boundedCall('mysql', 'claiming the run', db.query(claimSql, [row, name, atMostMs * 1000, owner]), settings.timeoutMs).catch((error: unknown) => {
+        // unanswered: the claim may still land; end it behind us (lockAtLeastFor 0)
+        db.query(finishSql, [0, row, owner]).catch(() => {})
+        throw error
+      })
       const [rows] = await boundedCall('mysql', 'reading the claim', db.query(`SELECT locked_by FROM ${tables.runOnce} WHERE k = ?`, [row]), settings.timeoutMs)
       if ((rows as { locked_by: string }[])[0]?.locked_by !== owner) return undefined
       return {
