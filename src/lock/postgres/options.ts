@@ -31,7 +31,7 @@ export interface PgPoolLike {
   query(text: string, values?: unknown[]): Promise<PgResult>
   /** pg-pool's client class and config: session mode opens its own connection with them. */
   readonly Client?: new (config: unknown) => PgStandaloneClientLike
-  readonly options?: { port?: number }
+  readonly options?: { port?: number; connectionString?: string }
 }
 
 export interface PostgresLockOptions {

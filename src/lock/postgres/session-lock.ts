@@ -44,7 +44,7 @@ export async function acquireSessionLock(settings: PostgresSettings, tables: Pos
           "session locks are not safe there. Use the default mode: 'transaction'",
       )
     }
-    const configuredPort = Number(pool.options?.port ?? 5432)
+    const configuredPort = clientPort(pool.options)
     if (session.serverPort !== null && session.serverPort !== configuredPort) {
       warnOnce(
         `stampede-guard: postgres session locks: the server listens on port ${session.serverPort} but the pool connects to ${configuredPort}, so a proxy or pooler sits in between. ` +
@@ -145,4 +145,18 @@ async function unlock(client: PgStandaloneClientLike, hold: ConnectionHold, key:
 
 function closeQuietly(client: PgStandaloneClientLike, timeoutMs: number): void {
   boundedCall('postgres', 'closing the connection', client.end(), timeoutMs).catch(() => {})
+}
+
+/** The port the pool's clients connect to, as pg resolves it: `port`, the connection string's, PGPORT, 5432. */
+function clientPort(options: { port?: number; connectionString?: string } | undefined): number {
+  if (options?.port !== undefined) return Number(options.port)
+  if (options?.connectionString) {
+    try {
+      const port = new URL(options.connectionString).port
+      if (port) return Number(port)
+    } catch {
+      /* not a URL: pg's other forms fall through */
+    }
+  }
+  return Number(process.env.PGPORT ?? 5432)
 }
