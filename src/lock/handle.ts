@@ -48,7 +48,7 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
     private readonly backendName: string,
     private readonly held: HeldLock<Resource>,
     private readonly leaseMs: number,
-    private readonly onReleased: (handle: LockHandle<Resource>) => void,
+    private readonly onReleased: () => void,
   ) {
     this.signal = this.controller.signal
     if (held.liveness === 'lease') {
@@ -102,7 +102,7 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
         await this.watchdog?.stop()
         await (failure === undefined ? this.held.release() : this.held.release(failure))
       } finally {
-        this.onReleased(this)
+        this.onReleased()
       }
     })()
     return this.released

@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks'
 import { setMaxListeners } from 'node:events'
 import { InvalidArgumentError, LockBusyError, LockLostError, LocksClosedError } from '../errors.js'
+import { delay } from '../timers.js'
 import type { LockBackend } from './backend.js'
 import { LockHandle, type HeldLockHandle, type LockContext } from './handle.js'
 import { parseCallOptions, parseDefaults, validateKey, type LockCallOptions, type LockDefaults, type LockSettings } from './options.js'
@@ -24,9 +25,12 @@ export interface CreateLocksOptions<Resource = void> extends LockDefaults, Backe
 export class Locks<Resource = void> {
   private readonly settings: LockSettings
   private readonly closing = new AbortController()
-  private readonly live = new Set<LockHandle<Resource>>()
+  // `unknown`/`any` rather than `Resource` keep Locks<void> assignable to Locks<unknown>.
+  private readonly live = new Set<LockHandle<unknown>>()
   /** The locks held by the current async call chain, by key (for `reentrant`). */
-  private readonly chain = new AsyncLocalStorage<ReadonlyMap<string, LockHandle<Resource>>>()
+  private readonly chain = new AsyncLocalStorage<ReadonlyMap<string, LockHandle<any>>>()
+  /** Per key, the newest acquisition of this process still waiting on the store (see `inTurn`). */
+  private readonly waiting = new Map<string, Promise<unknown>>()
   private closed: Promise<void> | undefined
 
   constructor(
@@ -142,12 +146,34 @@ export class Locks<Resource = void> {
     return held && !held.ended ? held : undefined
   }
 
+  /**
+   * Waiters for one key in this process wait on the store one at a time: each starts once
+   * the one before it has *acquired* (or given up), not released, so at a release every
+   * process has one contender woken, as fair across processes as the backend is, instead
+   * of every caller of every process racing for it. `tryAcquire` (no wait) skips the line.
+   */
+  private async inTurn<T>(key: string, waitMs: number, signal: AbortSignal, attempt: (waitMs: number) => Promise<T | undefined>): Promise<T | undefined> {
+    if (waitMs === 0) return attempt(0)
+    const ahead = this.waiting.get(key)
+    const startedAt = performance.now()
+    const turn = (async () => {
+      if (ahead && !(await settlesWithin(ahead, waitMs, signal))) return undefined
+      return attempt(Math.max(0, Math.round(waitMs - (performance.now() - startedAt))))
+    })()
+    this.waiting.set(key, turn)
+    try {
+      return await turn
+    } finally {
+      if (this.waiting.get(key) === turn) this.waiting.delete(key)
+    }
+  }
+
   /** Resolves the handle, `undefined` when busy after no wait; rejects `LockBusyError` when a wait ran out. */
   private async take(key: string, settings: LockSettings & { signal?: AbortSignal }): Promise<LockHandle<Resource> | undefined> {
     const signal = settings.signal ? AbortSignal.any([settings.signal, this.closing.signal]) : this.closing.signal
     if (signal.aborted) throw signal.reason
     const startedAt = performance.now()
-    const held = await this.backend.acquire({ key, leaseMs: settings.leaseMs, waitMs: settings.waitMs, signal })
+    const held = await this.inTurn(key, settings.waitMs, signal, (waitMs) => this.backend.acquire({ key, leaseMs: settings.leaseMs, waitMs, signal }))
     if (held && signal.aborted) {
       await held.release().catch(() => {})
       throw signal.reason
@@ -157,7 +183,7 @@ export class Locks<Resource = void> {
       if (settings.waitMs === 0) return undefined
       throw new LockBusyError(key, Math.round(performance.now() - startedAt))
     }
-    const handle = new LockHandle(key, this.backend.name, held, settings.leaseMs, (h) => this.live.delete(h))
+    const handle: LockHandle<Resource> = new LockHandle(key, this.backend.name, held, settings.leaseMs, () => this.live.delete(handle))
     this.live.add(handle)
     return handle
   }
@@ -176,4 +202,17 @@ export function createLocks<Resource = void>(options: CreateLocksOptions<Resourc
   const defaults = { lease, wait, reentrant, maxKeyLength }
   parseDefaults(defaults) // before a backend opens anything
   return new Locks<Resource>(resolveBackend(options as never) as LockBackend<Resource>, defaults)
+}
+
+/** Whether `promise` settled (either way) within `ms`, before `signal` aborted. */
+async function settlesWithin(promise: Promise<unknown>, ms: number, signal: AbortSignal): Promise<boolean> {
+  const timeout = delay(ms)
+  const onAbort = () => timeout.cancel()
+  signal.addEventListener('abort', onAbort, { once: true })
+  try {
+    return await Promise.race([promise.then(() => true, () => true), timeout.promise.then(() => false)])
+  } finally {
+    timeout.cancel()
+    signal.removeEventListener('abort', onAbort)
+  }
 }

@@ -56,7 +56,10 @@ export class RedlockBackend implements LockBackend {
         // Not ours: undo wherever it was taken, and where the answer is unknown (it may land later).
         await this.releaseAll(keys, owner)
         this.throwIfNoQuorumPossible(votes, 'acquire')
-        return { busyForMs: Infinity }
+        // Some nodes said yes: a release is landing node by node (we heard the first one),
+        // or contenders split the vote. Either way no further message may come: retry
+        // soon, jittered so split voters do not collide again.
+        return { busyForMs: count(votes, true) > 0 ? 5 + Math.random() * 45 : Infinity }
       },
       () => this.subscribe(keys.channel),
     )

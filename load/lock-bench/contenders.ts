@@ -1,0 +1,113 @@
+/**
+ * The locks `npm run bench:lock` measures, each behind one small adapter. Add a backend
+ * (etcd, ZooKeeper, PostgreSQL, …) with one entry in `BENCH_CONTENDERS`: the bench
+ * starts nothing for it, so its `create` connects to what its env names (or the entry
+ * is skipped with `unavailable`).
+ */
+import { Redis } from 'ioredis'
+import { Redlock as SesameRedlock } from '@sesamecare-oss/redlock'
+import { createLocks, type Locks } from '../../src/index.js'
+import { SpinLockBackend } from '../coupons/baseline-backends.js'
+
+export interface BenchLock {
+  /** Takes `key`, waiting up to `waitMs`; resolves the release. */
+  acquire(key: string, waitMs: number): Promise<() => Promise<void>>
+  close(): Promise<void>
+}
+
+export interface BenchEnv {
+  /** Independent redis-servers; the first one is "the" Redis of the single-node locks. */
+  redisUrls: string[]
+}
+
+export interface BenchContender {
+  name: string
+  describe: string
+  /** A reason this contender cannot run here, or undefined. */
+  unavailable?(env: BenchEnv): string | undefined
+  create(env: BenchEnv): Promise<BenchLock>
+}
+
+const LEASE_MS = 5_000
+
+function fromLocks(locks: Locks<unknown>, clients: Redis[]): BenchLock {
+  return {
+    async acquire(key, waitMs) {
+      const held = await locks.acquire(key, { wait: waitMs, lease: LEASE_MS })
+      return () => held.release()
+    },
+    async close() {
+      await locks.close()
+      for (const client of clients) client.disconnect()
+    },
+  }
+}
+
+function fromSesame(clients: Redis[]): BenchLock {
+  // Its defaults: retry every 200 ms ± 100 ms jitter; retryCount sized to the wait per call.
+  const redlock = new SesameRedlock(clients)
+  return {
+    async acquire(key, waitMs) {
+      const lock = await redlock.acquire([key], LEASE_MS, { retryCount: Math.ceil(waitMs / 200) + 1 })
+      return async () => {
+        await lock.release()
+      }
+    },
+    async close() {
+      for (const client of clients) client.disconnect()
+    },
+  }
+}
+
+export const BENCH_CONTENDERS: BenchContender[] = [
+  {
+    name: 'stampede-guard redis',
+    describe: 'createLocks({ redis }): token in acquire.lua, pub/sub wake-up, watchdog',
+    async create(env) {
+      const redis = new Redis(env.redisUrls[0]!)
+      return fromLocks(createLocks({ redis, namespace: 'bench-sg' }), [redis])
+    },
+  },
+  {
+    name: 'seed spin lock',
+    describe: 'SET NX PX, else sleep 100 ms and retry; compare-and-delete release',
+    async create(env) {
+      const redis = new Redis(env.redisUrls[0]!)
+      const backend = new SpinLockBackend(redis, 'bench-spin', 100, 1_000)
+      return {
+        async acquire(key, waitMs) {
+          const held = await backend.acquire({ key, leaseMs: LEASE_MS, waitMs, signal: new AbortController().signal })
+          if (!held) throw new Error(`spin lock: ${key} still busy`)
+          return () => held.release()
+        },
+        async close() {
+          redis.disconnect()
+        },
+      }
+    },
+  },
+  {
+    name: '@sesamecare-oss/redlock 1 node',
+    describe: 'node-redlock v5 fork, one Redis: retry every 200 ± 100 ms',
+    async create(env) {
+      return fromSesame([new Redis(env.redisUrls[0]!)])
+    },
+  },
+  {
+    name: 'stampede-guard redlock 5 nodes',
+    describe: 'createLocks({ redlock: 5 clients }): quorum 3, wake-up on one node',
+    unavailable: (env) => (env.redisUrls.length < 5 ? 'needs 5 redis-servers' : undefined),
+    async create(env) {
+      const nodes = env.redisUrls.slice(0, 5).map((url) => new Redis(url))
+      return fromLocks(createLocks({ redlock: nodes, namespace: 'bench-rl' }), nodes)
+    },
+  },
+  {
+    name: '@sesamecare-oss/redlock 5 nodes',
+    describe: 'node-redlock v5 fork over the same 5 servers',
+    unavailable: (env) => (env.redisUrls.length < 5 ? 'needs 5 redis-servers' : undefined),
+    async create(env) {
+      return fromSesame(env.redisUrls.slice(0, 5).map((url) => new Redis(url)))
+    },
+  },
+]
