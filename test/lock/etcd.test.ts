@@ -81,7 +81,7 @@ describe.skipIf(!etcdAvailable)('etcd lock backend (one member)', () => {
   it('FIFO: 20 waiters get the lock in the order they queued, and each release sends one watch event', async () => {
     const member = etcd.members[0]!
     let eventsBefore = 0
-    await queueInOrder(locks, freshKey(), 20, queueLength, async () => {
+    await queueInOrder(locks, async () => createLocks({ etcd: client }), freshKey(), 20, queueLength, async () => {
       eventsBefore = await member.metric('etcd_debugging_mvcc_events_total')
     })
     const eventsAfter = await member.metric('etcd_debugging_mvcc_events_total')

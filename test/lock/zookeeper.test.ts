@@ -56,7 +56,17 @@ describe.skipIf(!zookeeperAvailable)('ZooKeeper lock backend (standalone server)
   })
 
   it('FIFO: 10 waiters get the lock in the order they queued, with increasing tokens', async () => {
-    await queueInOrder(locks, freshKey(), 10, queueLength)
+    const clients: Client[] = []
+    const newLocks = async () => {
+      const own = await server.client()
+      clients.push(own)
+      return createLocks({ zookeeper: own })
+    }
+    try {
+      await queueInOrder(locks, newLocks, freshKey(), 10, queueLength)
+    } finally {
+      for (const own of clients) own.close()
+    }
   })
 
   it('owner-checked setData applies while held and is refused after release', async () => {

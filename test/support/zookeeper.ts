@@ -32,6 +32,7 @@ export interface ZooKeeperServer {
   readonly id: number
   readonly clientPort: number
   readonly pid: number
+  readonly running: boolean
   kill(): Promise<void>
   pause(): void
   resume(): void

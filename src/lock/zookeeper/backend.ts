@@ -21,6 +21,10 @@ const POLL_CAP_MS = 8_000
 /** Attempts at creating the node (a parent removed by a concurrent release, a lost reply). */
 const CREATE_ATTEMPTS = 4
 const SEQUENCE_DIGITS = 10
+/** When a create failed with its outcome unknown, look for our node this long after, ms. */
+const SWEEP_AFTER_MS = [1_000, 5_000]
+/** Pause before a read that failed with a lost connection is tried again, ms. */
+const RECONNECT_RETRY_MS = 100
 
 /**
  * The ZooKeeper lock, the recipe from ZooKeeper's own docs (node-zookeeper-client ships
@@ -78,12 +82,13 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
     const waiting = AbortSignal.any([request.signal, this.closing.signal, this.expired.signal])
     const step = <T>(promise: Promise<T>) => abortable(promise, waiting, () => {})
     const startedAt = performance.now()
-    let ownPath: string | undefined
+    const prefix = `${randomUUID()}-lock-`
+    const creating = this.createNode(parent, prefix)
+    creating.catch(() => {})
     let lifetime: LeaseWatchdog | undefined
     let acquired = false
     try {
-      ownPath = await step(this.createNode(parent, `${randomUUID()}-lock-`))
-      const path = ownPath
+      const path = await step(creating)
       // Both sent at once (one connection, answered in order): one round trip for the token and the queue.
       const [stat, queue] = await step(Promise.all([this.ownNode(path), this.calls.children(parent)]))
       const token = czxid(stat)
@@ -115,7 +120,7 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
       if (lifetime?.lost) throw new LockBackendError('zookeeper', `the session could not be confirmed while waiting: ${lifetime.lost.reason}`)
       throw err
     } finally {
-      if (!acquired) this.giveUp(parent, ownPath, lifetime)
+      if (!acquired) this.giveUp(parent, prefix, creating, lifetime)
     }
   }
 
@@ -148,8 +153,9 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
 
   /**
    * Waits until our node is the lowest under `parent` (starting from `firstRead`, the
-   * children read right after the create); `false` when the wait ran out first. Watches one predecessor at a time; a bounded, backed-off re-read is the safety
-   * net should a watch stay silent. Every re-read also re-checks that our own node still
+   * children read right after the create); `false` when the wait ran out first.
+   * Watches one predecessor at a time; a bounded, backed-off re-read is the safety net
+   * should a watch stay silent. Every re-read also re-checks that our own node still
    * exists: gone means the session expired while we waited.
    */
   private async waitForTurn(
@@ -161,43 +167,89 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
     step: <T>(promise: Promise<T>) => Promise<T>,
   ): Promise<boolean> {
     let pollMs = POLL_START_MS
+    // The watch set on the predecessor, kept across safety-net re-reads: ZooKeeper watches
+    // are one-shot and cannot be removed, so setting another on the same node would pile up.
+    let watching: { path: string; fired: Promise<void> } | undefined
+    const ownPrefix = ownName.slice(0, -SEQUENCE_DIGITS)
     for (let children: string[] | undefined = firstRead; ; children = undefined) {
-      const queue = (children ?? (await step(this.calls.children(parent)))).filter(isLockNode).sort(bySequence)
+      const names = children ?? (await this.readThroughReconnects(() => this.calls.children(parent), deadline, step))
+      // A duplicate of ours from a create retried after a lost reply: it must not queue.
+      for (const name of names) if (name !== ownName && name.startsWith(ownPrefix)) void this.calls.removeEventually(`${parent}/${name}`).catch(() => {})
+      const queue = names.filter((name) => isLockNode(name) && (name === ownName || !name.startsWith(ownPrefix))).sort(bySequence)
       const index = queue.indexOf(ownName)
       if (index < 0) throw new LockBackendError('zookeeper', 'the own lock node is gone after the wait: the session expired meanwhile')
       if (index === 0) return true
       const remaining = deadline - performance.now()
       if (remaining <= 0) return false
-      const outcome = await this.waitForDelete(`${parent}/${queue[index - 1]}`, Math.min(remaining, pollMs), signal)
-      if (outcome === 'silent') pollMs = Math.min(pollMs * 2, POLL_CAP_MS)
+      const predecessor = `${parent}/${queue[index - 1]}`
+      if (watching?.path !== predecessor) {
+        let fire!: () => void
+        const fired = new Promise<void>((resolve) => (fire = resolve))
+        const stat = await this.readThroughReconnects(() => this.calls.exists(predecessor, () => fire()), deadline, step)
+        if (!stat) continue // already gone: read the queue again
+        watching = { path: predecessor, fired }
+      }
+      if ((await this.fireOrTimeout(watching.fired, Math.min(remaining, pollMs), signal)) === 'silent') {
+        pollMs = Math.min(pollMs * 2, POLL_CAP_MS)
+      } else {
+        watching = undefined
+      }
     }
   }
 
-  /** Resolves when the watch on `path` fires (or it is already gone), after `ms` ('silent'), or rejects on abort. */
-  private async waitForDelete(path: string, ms: number, signal: AbortSignal): Promise<'fired' | 'silent'> {
-    let fire!: () => void
-    const fired = new Promise<'fired'>((resolve) => (fire = () => resolve('fired')))
-    // A ZooKeeper watch is one-shot and cannot be cancelled: after a timeout it fires later, into nothing.
-    const stat = await abortable(this.calls.exists(path, () => fire()), signal, () => {})
-    if (!stat) return 'fired'
+  /**
+   * A read while waiting, tried again after a connection loss (the client reconnects, the
+   * session and our node live on) until the wait's deadline; other failures throw.
+   */
+  private async readThroughReconnects<T>(read: () => Promise<T>, deadline: number, step: <R>(promise: Promise<R>) => Promise<R>): Promise<T> {
+    for (;;) {
+      try {
+        return await step(read())
+      } catch (err) {
+        const lostConnection = zkCode((err as { cause?: unknown }).cause) === CONNECTION_LOSS
+        const left = deadline - performance.now()
+        if (!lostConnection || left <= 0) throw err
+        await step(new Promise((resolve) => setTimeout(resolve, Math.min(RECONNECT_RETRY_MS, left)).unref()))
+      }
+    }
+  }
+
+  /** Resolves 'fired' with `fired`, 'silent' after `ms`; rejects on abort. */
+  private async fireOrTimeout(fired: Promise<void>, ms: number, signal: AbortSignal): Promise<'fired' | 'silent'> {
     let timer: NodeJS.Timeout | undefined
     const silent = new Promise<'silent'>((resolve) => {
       timer = setTimeout(() => resolve('silent'), ms)
       timer.unref()
     })
     try {
-      return await abortable(Promise.race([fired, silent]), signal, () => {})
+      return await abortable(Promise.race([fired.then(() => 'fired' as const), silent]), signal, () => {})
     } finally {
       clearTimeout(timer)
     }
   }
 
-  /** Removes our node (if it was created), then the key's path if no one else is queued on it. */
-  private giveUp(parent: string, ownPath: string | undefined, lifetime: LeaseWatchdog | undefined): void {
+  /**
+   * Our node must not outlive a failed or abandoned attempt: it would block the queue for
+   * the whole session. So remove it once the create resolves, even late; when the create
+   * failed with its outcome unknown (connection lost), sweep the queue for our uuid a
+   * little later, when the client has reconnected. Then the key's path, if it is empty.
+   */
+  private giveUp(parent: string, prefix: string, creating: Promise<string>, lifetime: LeaseWatchdog | undefined): void {
     void lifetime?.stop()
-    if (ownPath === undefined) return
-    // Unreachable ZooKeeper: the node goes with the session.
-    this.calls.remove(ownPath).then(() => this.calls.remove(parent), () => {}).catch(() => {})
+    creating.then(
+      (path) => this.calls.removeEventually(path).then(() => this.calls.remove(parent)).catch(() => {}),
+      () => {
+        for (const delayMs of SWEEP_AFTER_MS) {
+          const timer = setTimeout(() => {
+            this.calls
+              .children(parent)
+              .then((names) => Promise.all(names.filter((name) => name.startsWith(prefix)).map((name) => this.calls.removeEventually(`${parent}/${name}`))))
+              .catch(() => {})
+          }, delayMs)
+          timer.unref()
+        }
+      },
+    )
   }
 
   async close(): Promise<void> {

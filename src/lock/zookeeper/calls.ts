@@ -23,6 +23,9 @@ export function zkCode(err: unknown): number | undefined {
 
 type Callback<T> = (error: Error | null, result: T) => void
 
+/** Background attempts at removing a lock node ZooKeeper could not be told about (backed off to 2 s: about a minute). */
+const REMOVE_RETRIES = 35
+
 /** Promise forms of the client calls the lock uses, each bounded and failing with `LockBackendError('zookeeper', …)`. */
 export class ZooKeeperCalls {
   constructor(
@@ -45,8 +48,19 @@ export class ZooKeeperCalls {
     return boundedCall('zookeeper', what, tolerant, this.timeoutMs)
   }
 
+  /**
+   * Creates a node. Should the bound give up on a create still queued in the client (it is
+   * sent once the client reconnects), a late success is removed again: a lock node nobody
+   * waits for would block its queue for the whole session.
+   */
   create(path: string, mode: number): Promise<string> {
-    return this.call<string>('create a lock node', (cb) => this.client.create(path, Buffer.alloc(0), mode, cb as never))
+    let settled = false
+    const raw = this.raw<string>((cb) => this.client.create(path, Buffer.alloc(0), mode, cb as never)).finally(() => (settled = true))
+    raw.catch(() => {})
+    return boundedCall('zookeeper', 'create a lock node', raw, this.timeoutMs).catch((err: unknown) => {
+      if (!settled) raw.then((created) => this.removeEventually(created), () => {})
+      throw err
+    })
   }
 
   children(path: string): Promise<string[]> {
@@ -63,6 +77,29 @@ export class ZooKeeperCalls {
   /** Removes `path`; already gone (or, for a parent, not empty) is fine. */
   remove(path: string): Promise<unknown> {
     return this.tolerate('remove a lock node', [NO_NODE, NOT_EMPTY], undefined, (cb) => this.client.remove(path, -1, cb as never))
+  }
+
+  /**
+   * Removes a lock node; when ZooKeeper cannot be told now, keeps trying in the
+   * background (backed off, about a minute in all), since the node would otherwise stay
+   * for as long as the session, blocking everyone queued behind it. Stops once the
+   * session has expired (the node went with it). Settles with the first attempt.
+   */
+  removeEventually(path: string): Promise<unknown> {
+    const retry = (attempt: number) => {
+      if (attempt > REMOVE_RETRIES) return
+      const timer = setTimeout(() => {
+        this.remove(path).catch((err: unknown) => {
+          if (zkCode((err as { cause?: unknown }).cause) !== SESSION_EXPIRED) retry(attempt + 1)
+        })
+      }, Math.min(2_000, 100 * 2 ** attempt))
+      timer.unref()
+    }
+    const first = this.remove(path)
+    first.catch((err: unknown) => {
+      if (zkCode((err as { cause?: unknown }).cause) !== SESSION_EXPIRED) retry(1)
+    })
+    return first
   }
 
   mkdirp(path: string): Promise<unknown> {

@@ -56,7 +56,8 @@ export class ZooKeeperHeldLock extends WatchdogHeldLock<ZooKeeperFencedWrites> {
    * that finds it gone creates it again).
    */
   protected async giveBack(): Promise<void> {
-    await this.calls.remove(this.lockPath)
+    // Retried in the background when it fails: our node would block the queue for the whole session.
+    await this.calls.removeEventually(this.lockPath)
     this.calls.remove(this.lockPath.slice(0, this.lockPath.lastIndexOf('/'))).catch(() => {})
   }
 }
