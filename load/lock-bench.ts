@@ -106,7 +106,6 @@ async function main(): Promise<void> {
         const releasedAt = now()
         await release()
         handoffMs.push((await acquired).at - releasedAt)
-        if (process.env.BENCH_DEBUG && handoffMs.at(-1)! > 1_000) console.log(`slow round ${round}: ${handoffMs.at(-1)!.toFixed(0)} ms`)
         const released = nextMessage(waiter, 'released')
         send({ type: 'release', key })
         await released
@@ -118,7 +117,9 @@ async function main(): Promise<void> {
     console.log('')
     console.log(renderGrid(['lock', 'acquire p50 ms', 'acquire p99', 'release p50', 'release p99', 'hand-off p50', 'hand-off p99', 'hand-off max'], rows))
   } finally {
+    const exited = new Promise((resolve) => waiter.once('exit', resolve))
     waiter.disconnect()
+    await Promise.race([exited, sleep(10_000)]) // it closes its clients before the servers go
     await Promise.all(servers.map((server) => server.stop()))
   }
 }

@@ -32,12 +32,21 @@ export class RedlockBackend implements LockBackend {
   private readonly notifiers: Notifier[]
   readonly quorum: number
 
+  /** Nodes that have been connected at least once: only those are held to `nodeTimeoutMs`. */
+  private readonly connected = new Set<LockClient>()
+
+  /** `firstConnectMs`: the bound for a node that has not connected yet (a process starting up should not count it dead after 100 ms). */
   constructor(
     nodes: readonly Redis[],
     private readonly namespace: string,
     private readonly nodeTimeoutMs: number,
+    private readonly firstConnectMs: number,
   ) {
     this.nodes = nodes.map((node) => defineLockScripts(node))
+    for (const node of this.nodes) {
+      if (node.status === 'ready') this.connected.add(node)
+      else (node as unknown as NodeJS.EventEmitter).once('ready', () => this.connected.add(node))
+    }
     this.notifiers = nodes.map((node) => new Notifier(node, nodeTimeoutMs))
     this.quorum = Math.floor(nodes.length / 2) + 1
   }
@@ -105,7 +114,9 @@ export class RedlockBackend implements LockBackend {
 
   /** Every node at once, each bounded by its own timeout. */
   private async ask(operation: string, command: (node: LockClient) => Promise<boolean>): Promise<Votes> {
-    const answers = await Promise.allSettled(this.nodes.map((node) => boundedCall(node, this.nodeTimeoutMs, operation, () => command(node))))
+    const answers = await Promise.allSettled(
+      this.nodes.map((node) => boundedCall(node, this.connected.has(node) ? this.nodeTimeoutMs : Math.max(this.nodeTimeoutMs, this.firstConnectMs), operation, () => command(node))),
+    )
     return answers.map((answer) => (answer.status === 'fulfilled' ? answer.value : undefined))
   }
 

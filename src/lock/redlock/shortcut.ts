@@ -10,7 +10,8 @@ export interface RedlockOptions {
   nodes: readonly Redis[]
   /**
    * Bound on each call to one node, in ms or `'100ms'`: a dead or hung node costs this
-   * much per attempt. Keep it well below the lease. Default `'100ms'`.
+   * much per attempt. Keep it well below the lease. A node that has not connected yet gets
+   * `commandTimeout` instead, so a process starting up does not count it dead. Default `'100ms'`.
    */
   nodeTimeout?: Duration
 }
@@ -26,6 +27,6 @@ export const redlockShortcut: BackendShortcut = {
     }
     if (new Set(nodes).size !== nodes.length) throw new InvalidArgumentError('redlock', 'the same client is listed twice; each node must be a separate master')
     const nodeTimeoutMs = parseTimerDuration('redlock.nodeTimeout', options.nodeTimeout ?? 100)
-    return new RedlockBackend(nodes, settings.namespace, nodeTimeoutMs)
+    return new RedlockBackend(nodes, settings.namespace, nodeTimeoutMs, settings.commandTimeoutMs)
   },
 }
