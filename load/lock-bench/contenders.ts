@@ -8,6 +8,7 @@ import { Redis } from 'ioredis'
 import { Redlock as SesameRedlock } from '@sesamecare-oss/redlock'
 import { createLocks, type Locks } from '../../src/index.js'
 import { SpinLockBackend } from '../coupons/baseline-backends.js'
+import { CONSENSUS_BENCH_CONTENDERS } from './consensus-contenders.js'
 import { DB_BENCH_CONTENDERS } from './db-contenders.js'
 
 export interface BenchLock {
@@ -19,6 +20,10 @@ export interface BenchLock {
 export interface BenchEnv {
   /** Independent redis-servers; the first one is "the" Redis of the single-node locks. */
   redisUrls: string[]
+  /** Client URLs of the etcd member the bench started (absent: etcd not installed). */
+  etcdHosts?: string[] | undefined
+  /** Connection string of the ZooKeeper server the bench started (absent: not installed). */
+  zookeeper?: string | undefined
 }
 
 export interface BenchContender {
@@ -29,14 +34,16 @@ export interface BenchContender {
   create(env: BenchEnv): Promise<BenchLock>
 }
 
-const LEASE_MS = 5_000
+/** The lease every contender takes. */
+export const LEASE_MS = 5_000
 
 /** A bench client: errors are the bench's outcome to report, not an unhandled event. */
 function client(url: string): Redis {
   return new Redis(url).on('error', () => {})
 }
 
-function fromLocks(locks: Locks<unknown>, clients: Redis[]): BenchLock {
+/** A contender built on `createLocks`, whatever its backend; `closeClients` ends the clients it was given. */
+export function fromLocks(locks: Locks<unknown>, closeClients: () => void | Promise<void>): BenchLock {
   return {
     async acquire(key, waitMs) {
       const held = await locks.acquire(key, { wait: waitMs, lease: LEASE_MS })
@@ -44,10 +51,12 @@ function fromLocks(locks: Locks<unknown>, clients: Redis[]): BenchLock {
     },
     async close() {
       await locks.close()
-      for (const client of clients) client.disconnect()
+      await closeClients()
     },
   }
 }
+
+const disconnect = (clients: Redis[]) => () => clients.forEach((c) => c.disconnect())
 
 function fromSesame(clients: Redis[]): BenchLock {
   // Its defaults: retry every 200 ms ± 100 ms jitter; retryCount sized to the wait per call.
@@ -71,7 +80,7 @@ export const BENCH_CONTENDERS: BenchContender[] = [
     describe: 'createLocks({ redis }): token in acquire.lua, pub/sub wake-up, watchdog',
     async create(env) {
       const redis = client(env.redisUrls[0]!)
-      return fromLocks(createLocks({ redis, namespace: 'bench-sg' }), [redis])
+      return fromLocks(createLocks({ redis, namespace: 'bench-sg' }), disconnect([redis]))
     },
   },
   {
@@ -105,7 +114,7 @@ export const BENCH_CONTENDERS: BenchContender[] = [
     unavailable: (env) => (env.redisUrls.length < 5 ? 'needs 5 redis-servers' : undefined),
     async create(env) {
       const nodes = env.redisUrls.slice(0, 5).map((url) => client(url))
-      return fromLocks(createLocks({ redlock: nodes, namespace: 'bench-rl' }), nodes)
+      return fromLocks(createLocks({ redlock: nodes, namespace: 'bench-rl' }), disconnect(nodes))
     },
   },
   {
@@ -118,4 +127,6 @@ export const BENCH_CONTENDERS: BenchContender[] = [
   },
   // PostgreSQL and MariaDB (issue 12)
   ...DB_BENCH_CONTENDERS,
+  // etcd and ZooKeeper (issue 13)
+  ...CONSENSUS_BENCH_CONTENDERS,
 ]
