@@ -1,6 +1,6 @@
 /**
  * `npm run bench:lock`: the distributed locks side by side, in one run, on the same
- * private redis-servers:
+ * private redis-servers (and one etcd member and one ZooKeeper server, when installed):
  *
  * 1. acquire and release latency, uncontended (the cost a critical section pays twice);
  * 2. hand-off latency: this process holds a lock that a waiter in ANOTHER process is
@@ -17,6 +17,7 @@ import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { forkTs } from './fork-ts.js'
+import { startConsensusServers } from './lock-bench/consensus-contenders.js'
 import { BENCH_CONTENDERS, type BenchEnv } from './lock-bench/contenders.js'
 import type { FromWaiter, ToWaiter } from './lock-bench/protocol.js'
 import { findRedisServer, startPrivateRedis, type PrivateRedis } from './redis-server.js'
@@ -64,10 +65,11 @@ async function main(): Promise<void> {
   const binary = findRedisServer()
   if (!binary) throw new Error('bench:lock needs redis-server on PATH (or REDIS_SERVER_BIN)')
   const servers: PrivateRedis[] = await Promise.all(Array.from({ length: 5 }, () => startPrivateRedis(binary)))
-  const env: BenchEnv = { redisUrls: servers.map((server) => server.url) }
+  const consensus = await startConsensusServers()
+  const env: BenchEnv = { redisUrls: servers.map((server) => server.url), ...consensus.env }
   const requested = args.contenders?.split(',').map((name) => name.trim())
   const contenders = BENCH_CONTENDERS.filter((c) => !requested || requested.includes(c.name))
-  const waiter = forkTs(fileURLToPath(new URL('./lock-bench/waiter.ts', import.meta.url)), { BENCH_REDIS_URLS: env.redisUrls.join(',') })
+  const waiter = forkTs(fileURLToPath(new URL('./lock-bench/waiter.ts', import.meta.url)), { BENCH_REDIS_URLS: env.redisUrls.join(','), ...consensus.waiterEnv })
   const send = (message: ToWaiter) => waiter.send(message)
   const rows: string[][] = []
   try {
@@ -120,7 +122,7 @@ async function main(): Promise<void> {
     const exited = new Promise((resolve) => waiter.once('exit', resolve))
     waiter.disconnect()
     await Promise.race([exited, sleep(10_000)]) // it closes its clients before the servers go
-    await Promise.all(servers.map((server) => server.stop()))
+    await Promise.all([...servers.map((server) => server.stop()), consensus.stop()])
   }
 }
 

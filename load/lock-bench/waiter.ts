@@ -1,8 +1,9 @@
 /** The other process of the hand-off measurement: waits for the lock the parent holds. env BENCH_REDIS_URLS (comma-separated). */
+import { consensusEnvFromProcess } from './consensus-contenders.js'
 import { BENCH_CONTENDERS, type BenchLock } from './contenders.js'
 import type { FromWaiter, ToWaiter } from './protocol.js'
 
-const env = { redisUrls: process.env.BENCH_REDIS_URLS!.split(',') }
+const env = { redisUrls: process.env.BENCH_REDIS_URLS!.split(','), ...consensusEnvFromProcess() }
 const send = (message: FromWaiter) => process.send?.(message)
 const locks = new Map<string, BenchLock>()
 const held = new Map<string, () => Promise<void>>()
