@@ -7,6 +7,7 @@ import type pg from 'pg'
 import { issueCoupon, type CouponStore } from '../../examples/coupon-issue.js'
 import { createLocks, LockBusyError, type Locks } from '../../src/index.js'
 import { NoLockBackend, SpinLockBackend } from './baseline-backends.js'
+import { DB_CONTENDERS } from './db-contenders.js'
 
 export interface CouponIssue {
   outcome: 'issued' | 'sold-out' | 'fenced' | 'gave-up'
@@ -73,4 +74,6 @@ export const CONTENDERS: Record<string, ContenderEntry> = {
       return underLock(context, createLocks({ redis, namespace: `coupons-${context.schema}` }), redis, true)
     },
   },
+  // the database patterns and the PostgreSQL lock (issue 12)
+  ...DB_CONTENDERS,
 }

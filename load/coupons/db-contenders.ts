@@ -9,50 +9,49 @@
  *   The row lock is the lock: no lock service at all.
  * - `optimistic-version`: read `remaining, version`; then one statement decrements only if the
  *   version is unchanged and inserts the coupon in the same statement; on a lost race,
- *   retry (counted) after a short jittered pause, up to `maxRetries`.
+ *   retry (counted) after a short jittered pause, up to `MAX_RETRIES`.
  *
  * Each `issue` answers its outcome and how many retries it took.
  */
 import type pg from 'pg'
 import { createLocks, type Locks } from '../../src/index.js'
+import type { ContenderContext, ContenderEntry, CouponContender, CouponIssue } from './contenders.js'
 
-export type DbContenderName = 'pg-advisory' | 'select-for-update' | 'optimistic-version'
-export const DB_CONTENDERS: readonly DbContenderName[] = ['pg-advisory', 'select-for-update', 'optimistic-version']
+type DbContenderName = 'pg-advisory' | 'select-for-update' | 'optimistic-version'
 
-export interface DbIssue {
-  outcome: 'issued' | 'sold-out' | 'gave-up'
-  retries: number
+/** Optimistic retries before an issue gives up (the scenario reports how many it took). */
+const MAX_RETRIES = 1_000
+
+/** The entries `CONTENDERS` spreads in. */
+export const DB_CONTENDERS: Record<DbContenderName, ContenderEntry> = {
+  'pg-advisory': {
+    describe: "stampede-guard withLock on PostgreSQL (pg_advisory_xact_lock); the SQL runs on the lock's own transaction, fenced",
+    create: async (context) => dbContender('pg-advisory', context),
+  },
+  'select-for-update': {
+    describe: 'no lock service: BEGIN; SELECT … FOR UPDATE on the stock row; decrement; insert; COMMIT',
+    create: async (context) => dbContender('select-for-update', context),
+  },
+  'optimistic-version': {
+    describe: `no lock: read the version, then decrement + insert in one statement only if it is unchanged; retry (≤ ${MAX_RETRIES})`,
+    async create(context) {
+      await context.pool.query(`ALTER TABLE "${context.schema}".coupon_stock ADD COLUMN IF NOT EXISTS version bigint NOT NULL DEFAULT 0`)
+      return dbContender('optimistic-version', context)
+    },
+  },
 }
 
-export interface DbContender {
-  issue(userId: number): Promise<DbIssue>
-  close(): Promise<void>
-}
-
-export interface DbContenderConfig {
-  pool: pg.Pool
-  schema: string
-  couponId: number
-  /** Optimistic retries before giving up. Default 1,000 (the scenario counts how many it took). */
-  maxRetries?: number
-}
-
-/** The optimistic pattern needs a version column on the stock row; idempotent. */
-export async function addVersionColumn(pool: pg.Pool, schema: string): Promise<void> {
-  await pool.query(`ALTER TABLE "${schema}".coupon_stock ADD COLUMN IF NOT EXISTS version bigint NOT NULL DEFAULT 0`)
-}
-
-export function dbContender(name: DbContenderName, config: DbContenderConfig): DbContender {
-  const s = `"${config.schema}"`
-  const { pool, couponId } = config
+function dbContender(name: DbContenderName, context: ContenderContext): CouponContender {
+  const s = `"${context.schema}"`
+  const { pool, couponId } = context
   switch (name) {
     case 'pg-advisory': {
-      const locks = createLocks<pg.PoolClient>({ postgres: { pool, schema: config.schema }, namespace: `coupons-${config.schema}` }) as unknown as Locks<pg.PoolClient>
+      const locks = createLocks<pg.PoolClient>({ postgres: { pool, schema: context.schema }, namespace: `coupons-${context.schema}` }) as unknown as Locks<pg.PoolClient>
       return {
         issue: (userId) =>
           locks.withLock(
             `coupon:${couponId}`,
-            async ({ resource: tx, token }): Promise<DbIssue> => {
+            async ({ resource: tx, token }): Promise<CouponIssue> => {
               const { rows } = await tx.query<{ remaining: number }>(`SELECT remaining FROM ${s}.coupon_stock WHERE id = $1`, [couponId])
               if ((rows[0]?.remaining ?? 0) <= 0) return { outcome: 'sold-out', retries: 0 }
               await tx.query(`UPDATE ${s}.coupon_stock SET remaining = remaining - 1, fence = $2 WHERE id = $1 AND fence < $2`, [couponId, token.toString()])
@@ -89,7 +88,6 @@ export function dbContender(name: DbContenderName, config: DbContenderConfig): D
         close: async () => {},
       }
     case 'optimistic-version': {
-      const maxRetries = config.maxRetries ?? 1_000
       // One statement: the decrement happens only if nobody changed the row since we read
       // it, and the coupon row is inserted by the same statement, so both or neither land.
       const casSql =
@@ -102,7 +100,7 @@ export function dbContender(name: DbContenderName, config: DbContenderConfig): D
             if ((rows[0]?.remaining ?? 0) <= 0) return { outcome: 'sold-out', retries }
             const won = await pool.query(casSql, [couponId, rows[0]!.version, userId])
             if (won.rowCount === 1) return { outcome: 'issued', retries }
-            if (retries >= maxRetries) return { outcome: 'gave-up', retries }
+            if (retries >= MAX_RETRIES) return { outcome: 'gave-up', retries }
             await new Promise((resolve) => setTimeout(resolve, Math.random() * 5)) // spread the herd a little
           }
         },

@@ -32,6 +32,8 @@ export interface ContenderResult {
   oversold: number
   soldOut: number
   gaveUp: number
+  /** Optimistic retries, summed over every issue (0 for the locks, whose waiting is inside). */
+  retries: number
   errors: string[]
   issuedPerSecond: number
   p50Ms: number
@@ -71,6 +73,7 @@ export async function runCouponScenario(options: CouponScenarioOptions): Promise
         oversold: Math.max(0, issued - coupons),
         soldOut: sum('sold-out'),
         gaveUp: sum('gave-up'),
+        retries: replies.reduce((total, r) => total + (r.type === 'done' ? r.retries : 0), 0),
         errors: replies.flatMap((r) => (r.type === 'done' ? r.errors : [])),
         issuedPerSecond: issued / (durationMs / 1000),
         p50Ms: quantile(latencies, 0.5),
@@ -110,9 +113,10 @@ export function renderCouponTable(results: ContenderResult[], coupons: number, u
     r.issuedPerSecond.toFixed(0),
     r.p50Ms.toFixed(1),
     r.p99Ms.toFixed(1),
+    String(r.retries),
     String(r.gaveUp + r.errors.length),
   ])
-  return renderGrid(['contender', 'issued', 'stock left', `correctness (${coupons} coupons, ${users} users)`, 'issued/s', 'p50 ms', 'p99 ms', 'gave up/errors'], rows)
+  return renderGrid(['contender', 'issued', 'stock left', `correctness (${coupons} coupons, ${users} users)`, 'issued/s', 'p50 ms', 'p99 ms', 'retries', 'gave up/errors'], rows)
 }
 
 export const COUPON_CONTENDERS = Object.keys(CONTENDERS)
