@@ -6,25 +6,13 @@
  */
 import { Etcd3 } from 'etcd3'
 import type { Client } from 'node-zookeeper-client'
-import { createLocks, type Locks } from '../../src/index.js'
+import { createLocks } from '../../src/index.js'
 import { etcdAvailable, startEtcd, type EtcdCluster } from '../../test/support/etcd.js'
 import { connectZooKeeper, startZooKeeper, zookeeperAvailable, type ZooKeeperEnsemble } from '../../test/support/zookeeper.js'
-import type { BenchContender, BenchEnv, BenchLock } from './contenders.js'
+import type { BenchContender, BenchEnv } from './contenders.js'
 
-const LEASE_MS = 5_000
-
-function fromLocks(locks: Locks<unknown>, close: () => void): BenchLock {
-  return {
-    async acquire(key, waitMs) {
-      const held = await locks.acquire(key, { wait: waitMs, lease: LEASE_MS })
-      return () => held.release()
-    },
-    async close() {
-      await locks.close()
-      close()
-    },
-  }
-}
+/** contenders.ts lists these entries, so its `fromLocks` is loaded when used, not at import (no cycle). */
+const fromLocks = async (...args: Parameters<typeof import('./contenders.js').fromLocks>) => (await import('./contenders.js')).fromLocks(...args)
 
 export const CONSENSUS_BENCH_CONTENDERS: BenchContender[] = [
   {
