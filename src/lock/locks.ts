@@ -127,8 +127,10 @@ export class Locks<Resource = void> {
       this.closing.abort(new LocksClosedError())
       await Promise.all(
         [...this.live].map((handle) => {
-          handle.lose(new LockLostError(handle.key, 'close() was called'))
-          return handle.release().catch(() => {})
+          const lost = new LockLostError(handle.key, 'close() was called')
+          handle.lose(lost)
+          // As a failure: a transactional backend rolls back what fn may still be writing.
+          return handle.release(lost).catch(() => {})
         }),
       )
       await this.backend.close()
