@@ -10,7 +10,7 @@ import { createPostgresBackend, type PostgresLockOptions } from '../../src/lock/
 import { startBlackholeProxy } from '../support/blackhole-proxy.js'
 import { createPostgresDatabase, postgresAvailable, type TestDatabase } from '../support/databases.js'
 import { freePort } from '../support/managed-process.js'
-import { until } from '../support/timing.js'
+import { gate, until } from '../support/timing.js'
 
 type Mode = 'transaction' | 'session'
 
@@ -228,6 +228,27 @@ describe.skipIf(!postgresAvailable)('PostgreSQL lock backend', () => {
     // fn, still running, tries its next statement
     await expect(tx.query("INSERT INTO tx_outside VALUES ('after the end')")).rejects.toThrow()
     expect((await pool.query('SELECT count(*)::int AS n FROM tx_outside')).rows[0].n).toBe(0)
+  })
+
+  it('locks.close() while withLock\'s fn runs: its transaction rolls back, and its next statement fails instead of running in autocommit', async () => {
+    const locks = locksFor()
+    await pool.query('CREATE TABLE IF NOT EXISTS tx_closed (note text NOT NULL)')
+    const inside = gate()
+    const closed = gate()
+    let after: unknown
+    const running = locks.withLock('closing', async ({ resource, signal }) => {
+      await resource!.query("INSERT INTO tx_closed VALUES ('before close')")
+      inside.open()
+      await closed.promise
+      expect(signal.aborted).toBe(true)
+      after = await resource!.query("INSERT INTO tx_closed VALUES ('after close')").catch((e: unknown) => e)
+    })
+    await inside.promise
+    await locks.close()
+    closed.open()
+    await running.catch(() => {})
+    expect(after).toBeInstanceOf(Error)
+    expect((await pool.query('SELECT count(*)::int AS n FROM tx_closed')).rows[0].n).toBe(0)
   })
 
   it('the longest wait there is (2^31 − 1 ms) still waits: the bound on wait + timeout stays within Node\'s timer range', async () => {
