@@ -4,9 +4,10 @@
  */
 import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createLocks, InvalidArgumentError, RedisUnavailableError, schedule, type LockBackend, type Locks } from '../../src/lock/index.js'
+import { createLocks, InvalidArgumentError, LockBackendError, RedisUnavailableError, schedule, type LockBackend, type Locks } from '../../src/lock/index.js'
 import { createMariaDatabase, createPostgresDatabase, mariadbAvailable, postgresAvailable, type TestDatabase, type TestMariaDatabase } from '../support/databases.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { freePort } from '../support/managed-process.js'
 import { gate, until } from '../support/timing.js'
 
 type Store = 'redis' | 'postgres' | 'mysql'
@@ -108,7 +109,7 @@ describe.skipIf(stores.length === 0)('runOnce', () => {
     expect(await a.runOnce('overrun', () => 'third', { lockAtMostFor: '1m' })).toEqual({ ran: false })
   })
 
-  it('bad input is InvalidArgumentError naming it; a backend without claims says so; Redis down is RedisUnavailableError', async () => {
+  it('bad input is InvalidArgumentError naming it; a backend without claims says so; PostgreSQL down is LockBackendError, Redis down RedisUnavailableError; the job does not run', async () => {
     const locks = await locksOn(stores[0]!)
     const cases: [() => Promise<unknown>, string][] = [
       [() => locks.runOnce('', () => 1, { lockAtMostFor: '1m' }), 'name'],
@@ -128,6 +129,13 @@ describe.skipIf(stores.length === 0)('runOnce', () => {
     const error = await custom.runOnce('job', () => 1, { lockAtMostFor: '1m' }).catch((e: unknown) => e)
     expect((error as InvalidArgumentError).argument).toBe('runOnce')
 
+    if (pg) {
+      const down = await pg.pool({ port: await freePort(), connectionTimeoutMillis: 0 })
+      const onDown = createLocks({ postgres: { pool: down, timeout: 2_000 }, namespace: 'run-once' })
+      let ran = false
+      await expect(onDown.runOnce('job', () => (ran = true), { lockAtMostFor: '1m' })).rejects.toBeInstanceOf(LockBackendError)
+      expect(ran).toBe(false)
+    }
     if (redisServer) {
       const doomed = redisServer.client({ maxRetriesPerRequest: 0, retryStrategy: () => null })
       const onDead = createLocks({ redis: doomed, namespace: 'run-once' })
