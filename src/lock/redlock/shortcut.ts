@@ -9,9 +9,12 @@ export interface RedlockOptions {
   /** Independent Redis masters (not replicas of each other; not a Cluster). 5 survive 2 failures. */
   nodes: readonly Redis[]
   /**
-   * Bound on each call to one node, in ms or `'100ms'`: a dead or hung node costs this
-   * much per attempt. Keep it well below the lease. A node that has not connected yet gets
-   * `commandTimeout` instead, so a process starting up does not count it dead. Default `'100ms'`.
+   * Bound on each call to one node, in ms or `'500ms'`: a hung node costs this much per
+   * attempt (a dead one fails at once). It is measured by this process's timers, so it
+   * also absorbs this process's own event-loop stalls: too tight, and one stall makes
+   * every node look dead. Keep it well below the lease; the validity check (lease −
+   * elapsed − drift) keeps a slow attempt safe whatever its value. A node that has not
+   * connected yet gets `commandTimeout` instead. Default `'500ms'`.
    */
   nodeTimeout?: Duration
 }
@@ -26,7 +29,7 @@ export const redlockShortcut: BackendShortcut = {
       throw new InvalidArgumentError('redlock', 'expected a non-empty array of ioredis clients, one per independent Redis master')
     }
     if (new Set(nodes).size !== nodes.length) throw new InvalidArgumentError('redlock', 'the same client is listed twice; each node must be a separate master')
-    const nodeTimeoutMs = parseTimerDuration('redlock.nodeTimeout', options.nodeTimeout ?? 100)
+    const nodeTimeoutMs = parseTimerDuration('redlock.nodeTimeout', options.nodeTimeout ?? 500)
     return new RedlockBackend(nodes, settings.namespace, nodeTimeoutMs, settings.commandTimeoutMs)
   },
 }
