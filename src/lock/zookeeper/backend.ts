@@ -86,6 +86,7 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
     const creating = this.createNode(parent, prefix)
     creating.catch(() => {})
     let lifetime: LeaseWatchdog | undefined
+    let stopListening = () => {}
     let acquired = false
     try {
       const path = await step(creating)
@@ -104,11 +105,12 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
       const lost = lifetime
       const onExpired = () => lost.lose('the ZooKeeper session expired')
       this.expired.signal.addEventListener('abort', onExpired, { once: true })
-      lost.signal.addEventListener('abort', () => this.expired.signal.removeEventListener('abort', onExpired), { once: true })
+      stopListening = () => this.expired.signal.removeEventListener('abort', onExpired)
+      lost.signal.addEventListener('abort', stopListening, { once: true })
       if (!(await this.waitForTurn(parent, path.slice(parent.length + 1), queue, deadline, AbortSignal.any([waiting, lifetime.signal]), step))) return undefined
       acquired = true
       const held = new ZooKeeperHeldLock(this.calls, lifetime, path, token, this.expired.signal, () => {
-        this.expired.signal.removeEventListener('abort', onExpired)
+        stopListening()
         this.held.delete(held)
       })
       this.held.add(held)
@@ -120,7 +122,10 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
       if (lifetime?.lost) throw new LockBackendError('zookeeper', `the session could not be confirmed while waiting: ${lifetime.lost.reason}`)
       throw err
     } finally {
-      if (!acquired) this.giveUp(parent, prefix, creating, lifetime)
+      if (!acquired) {
+        stopListening()
+        this.giveUp(parent, prefix, creating, lifetime)
+      }
     }
   }
 
