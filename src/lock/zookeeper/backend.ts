@@ -83,7 +83,7 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
     const step = <T>(promise: Promise<T>) => abortable(promise, waiting, () => {})
     const startedAt = performance.now()
     const prefix = `${randomUUID()}-lock-`
-    const creating = this.createNode(parent, prefix)
+    const creating = this.createNode(parent, prefix, deadline)
     creating.catch(() => {})
     let lifetime: LeaseWatchdog | undefined
     let stopListening = () => {}
@@ -136,14 +136,19 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
     return stat
   }
 
-  /** Creates our ephemeral sequential node, creating the parent path when it is missing. */
-  private async createNode(parent: string, prefix: string): Promise<string> {
+  /**
+   * Creates our ephemeral sequential node, creating the parent path when it is missing.
+   * A lost connection is retried only while the wait lasts: a store that keeps dropping
+   * the connection (an ensemble without a quorum) fails the attempt within its wait.
+   */
+  private async createNode(parent: string, prefix: string, deadline: number): Promise<string> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.calls.create(`${parent}/${prefix}`, EPHEMERAL_SEQUENTIAL)
       } catch (err) {
         const code = zkCode((err as { cause?: unknown }).cause)
         if (attempt >= CREATE_ATTEMPTS || (code !== NO_NODE && code !== CONNECTION_LOSS)) throw err
+        if (code === CONNECTION_LOSS && performance.now() >= deadline) throw err
         if (code === NO_NODE) {
           // A release removed the empty parent (or this is the key's first lock).
           await this.calls.mkdirp(parent)
