@@ -63,7 +63,8 @@ export async function queueInOrder(locks: Locks<unknown>, newLocks: () => Promis
 export async function handOffAfterCrash(holder: Worker, waiter: Worker, key: string, queueLength: QueueLength): Promise<number> {
   const first = await holder.request<{ token: string }>({ op: 'hold', key, lease: 1_000, wait: 0 })
   const next = waiter.request<{ token: string }>({ op: 'hold', key, lease: 1_000, wait: 20_000 }, 30_000)
-  await until(async () => (await queueLength(key)) === 2, 'the waiter to queue')
+  // A worker's first call also opens its connection: generous on a loaded 2-core box.
+  await until(async () => (await queueLength(key)) === 2, 'the waiter to queue', 30_000)
   const killedAt = performance.now()
   holder.kill('SIGKILL')
   const second = await next
@@ -80,7 +81,7 @@ export async function handOffAfterCrash(holder: Worker, waiter: Worker, key: str
 export async function pausedHolderIsFenced(paused: Worker, next: Worker, key: string, dataKey: string, queueLength: QueueLength, resumed: () => Promise<void> = async () => {}): Promise<void> {
   const first = await paused.request<{ token: string }>({ op: 'hold', key, lease: 1_000, wait: 0 })
   const second = next.request<{ token: string }>({ op: 'hold', key, lease: 1_000, wait: 20_000 }, 30_000)
-  await until(async () => (await queueLength(key)) === 2, 'the second process to queue')
+  await until(async () => (await queueLength(key)) === 2, 'the second process to queue', 30_000)
   paused.kill('SIGSTOP')
   try {
     const taken = await second

@@ -3,6 +3,7 @@ import os from 'node:os'
 import { LockBackendError } from '../../errors.js'
 import type { AcquireRequest, LockBackend } from '../backend.js'
 import { abortable, boundedCall } from '../connection-hold.js'
+import { delay } from '../../timers.js'
 import { LeaseWatchdog } from '../watchdog.js'
 import { EtcdHeldLock, type EtcdFencedWrites } from './held-lock.js'
 
@@ -17,6 +18,8 @@ export interface EtcdBackendSettings {
 const POLL_START_MS = 1_000
 const POLL_CAP_MS = 8_000
 const OWNER = `${os.hostname()}:${process.pid}`
+/** Pause before a failed read of the queue is tried again, ms. */
+const READ_RETRY_MS = 100
 
 /**
  * The etcd lock: the Go `concurrency.Mutex` recipe on etcd3's lease and KV calls (not
@@ -116,7 +119,7 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
     const predecessorOf = this.client.getAll().prefix(queue).maxCreateRevision((revision - 1n).toString()).sort('Create', 'Descend').limit(1)
     let pollMs = POLL_START_MS
     for (;;) {
-      const res = await call('read the lock queue', this.client.if(ownKey, 'Create', '==', revision.toString()).then(predecessorOf).commit())
+      const res = await this.readThroughFailover(() => call('read the lock queue', this.client.if(ownKey, 'Create', '==', revision.toString()).then(predecessorOf).commit()), deadline, signal)
       if (!res.succeeded) throw new LockBackendError('etcd', 'the own lock key is gone: its lease expired while it waited (etcd-io/etcd#11456)')
       const predecessor = res.responses[0]?.response_range?.kvs[0]
       if (!predecessor) return true
@@ -126,6 +129,23 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
       const key = predecessor.key.subarray(this.client.prefix.length)
       const outcome = await this.waitForDelete(key, BigInt(res.header.revision) + 1n, Math.min(remaining, pollMs), signal)
       if (outcome === 'silent') pollMs = Math.min(pollMs * 2, POLL_CAP_MS)
+    }
+  }
+
+  /**
+   * A read while waiting, tried again after a failure (a leader election, a member going
+   * down: etcd3 moves to another member) until the wait's deadline; then the last error.
+   * Reads only: nothing is written twice.
+   */
+  private async readThroughFailover<T>(read: () => Promise<T>, deadline: number, signal: AbortSignal): Promise<T> {
+    for (;;) {
+      try {
+        return await read()
+      } catch (err) {
+        const left = deadline - performance.now()
+        if (signal.aborted || left <= 0 || !(err instanceof LockBackendError)) throw err
+        await abortable(delay(Math.min(READ_RETRY_MS, left)).promise, signal, () => {})
+      }
     }
   }
 
