@@ -115,7 +115,9 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
   /** Ends the lock for this holder: aborts `signal` once. `close()` uses it too. */
   lose(error: LockLostError): void {
     if (this.controller.signal.aborted) return
-    this.watchdog?.lose(error.reason)
+    // A loss from elsewhere (the backend, close()) ends the renewals; the watchdog's own
+    // deadline loss keeps them going while the lock may still be ours.
+    if (!this.watchdog?.lost) this.watchdog?.lose(error.reason)
     this.controller.abort(error)
   }
 

@@ -37,8 +37,11 @@ export interface WatchdogOptions {
  *   `signal` aborts with `LockLostError` whatever a renewal in flight is doing. A renewal
  *   stuck on a black-holed connection cannot stretch the holder past its lease, which is
  *   what gave two holders for up to `redisTimeout` before;
- * - a lost lease stays lost: a renewal answered after the deadline changes nothing, and
- *   renewals only extend a lock that is still ours, never take it again (redis-semaphore #175).
+ * - a lost lease stays lost: a renewal confirmed after the deadline does not take the
+ *   abort back, and renewals only extend a lock that is still ours, never take it again
+ *   (redis-semaphore #175). After a deadline loss they go on (the lock may be ours still,
+ *   and a holder that ignores its signal is better not joined); after a takeover or
+ *   `maxHold`, they stop.
  *
  * Timers are unref'd and never throw.
  */
@@ -52,6 +55,8 @@ export class LeaseWatchdog {
   private holdTimer: NodeJS.Timeout | undefined
   private queue: Promise<unknown> = Promise.resolve()
   private stopped = false
+  /** False once renewing is pointless: taken over, held past maxHold, or stopped. */
+  private renewing = true
   private lostWith: LockLostError | undefined
 
   constructor(private readonly options: WatchdogOptions) {
@@ -86,7 +91,7 @@ export class LeaseWatchdog {
   }
 
   private async renewOnce(leaseMs: number): Promise<boolean> {
-    if (this.lostWith || this.stopped) return !this.lostWith && !this.stopped
+    if (!this.renewing || this.stopped) return false
     clearTimeout(this.renewTimer)
     const sentAt = performance.now()
     let renewed: boolean
@@ -95,26 +100,30 @@ export class LeaseWatchdog {
     } catch (error) {
       // Unreachable: the lock lives on until its lease runs out, so keep trying; the
       // deadline timer gives it up in time if no renewal gets through.
-      if (!this.lostWith && !this.stopped) this.scheduleRenewal(Math.max(performance.now() + 10, sentAt + this.leaseMs / 6))
+      if (this.renewing && !this.stopped) this.scheduleRenewal(Math.max(performance.now() + 10, sentAt + this.leaseMs / 6))
       throw error
     }
-    if (this.lostWith) return false // answered after the deadline: lost is final
     if (!renewed) {
+      this.renewing = false
       this.lose('the lock expired or was taken by another owner')
       return false
     }
-    if (this.stopped) return true
+    if (this.stopped) return !this.lostWith
     this.leaseMs = leaseMs
+    this.scheduleRenewal(sentAt + leaseMs / 3)
+    if (this.lostWith) return false // confirmed after the deadline: the holder was told, and lost is final
     this.confirmedSentAt = Math.max(this.confirmedSentAt, sentAt)
     this.armDeadline()
-    this.scheduleRenewal(sentAt + leaseMs / 3)
     return true
   }
 
   private armDeadline(): void {
     clearTimeout(this.deadlineTimer)
     const deadline = this.confirmedSentAt + this.leaseMs - leaseMarginMs(this.leaseMs)
-    this.deadlineTimer = timer(deadline, () => this.lose('the lease ran out before a renewal was confirmed'))
+    // Renewals go on after this loss: compare-and-PEXPIRE only keeps a lock that is still
+    // ours, so a holder that carries on regardless (a loader ignoring its signal) is not
+    // joined by a second one while it does, and a late confirmation wastes nothing.
+    this.deadlineTimer = timer(deadline, () => this.lose('the lease ran out before a renewal was confirmed', true))
   }
 
   private scheduleRenewal(at: number): void {
@@ -124,11 +133,21 @@ export class LeaseWatchdog {
     })
   }
 
-  /** Marks the lease lost (also for a loss the caller learnt elsewhere). Idempotent; no-op after `stop()`. */
-  lose(reason: string): void {
-    if (this.stopped || this.lostWith) return
+  /**
+   * Marks the lease lost (also for a loss the caller learnt elsewhere): aborts `signal`
+   * once. `keepRenewing`: the lock may still be ours (only its confirmation is late), so
+   * keep extending it until `stop()`. Idempotent; no-op after `stop()`.
+   */
+  lose(reason: string, keepRenewing = false): void {
+    if (this.stopped) return
+    if (!keepRenewing) {
+      this.renewing = false
+      this.clearTimers()
+    }
+    if (this.lostWith) return
     this.lostWith = new LockLostError(this.options.key, reason)
-    this.clearTimers()
+    clearTimeout(this.deadlineTimer)
+    clearTimeout(this.holdTimer)
     this.options.onLost?.(this.lostWith)
     this.controller.abort(this.lostWith)
   }
@@ -136,6 +155,7 @@ export class LeaseWatchdog {
   /** Stops renewing and waits for a renewal in flight, so it cannot race the release. */
   async stop(): Promise<void> {
     this.stopped = true
+    this.renewing = false
     this.clearTimers()
     await this.queue
   }
