@@ -1,6 +1,23 @@
-import { defineConfig } from 'vitest/config';
+import { transform } from 'esbuild';
+import { defineConfig, type Plugin } from 'vitest/config';
+
+/**
+ * Vite's Oxc transform leaves standard (TC39) decorators as they are, and Node 20 cannot
+ * parse them. Files that use one (`@locked` tests) go through esbuild first, which lowers
+ * them as `tsc` does for users.
+ */
+const standardDecorators: Plugin = {
+  name: 'standard-decorators',
+  enforce: 'pre',
+  async transform(code, id) {
+    if (!id.endsWith('.ts') || !/^\s*@[A-Za-z_$][\w$.]*\(/m.test(code)) return undefined;
+    const result = await transform(code, { loader: 'ts', target: 'es2022', sourcemap: true, sourcefile: id });
+    return { code: result.code, map: result.map };
+  },
+};
 
 export default defineConfig({
+  plugins: [standardDecorators],
   test: {
     environment: 'node',
     include: ['test/**/*.test.ts'],

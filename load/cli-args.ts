@@ -7,6 +7,10 @@ import { isScenarioName, SCENARIO_NAMES, type ScenarioName } from './scenarios.j
 
 export interface CliOptions {
   scenarios: ScenarioName[]
+  /** `--scenario coupons`: the lock scenario (load/coupons/), run apart from the HTTP ones. */
+  coupons: boolean
+  /** Who competes in the coupon scenario (default: every registered contender). */
+  contenders: string[] | undefined
   modes: ModeName[]
   workers: number
   dbLatencyMs: number
@@ -24,7 +28,10 @@ export const DEFAULT_SCENARIOS: ScenarioName[] = [...SCENARIO_NAMES]
 export const USAGE = `Usage: npm run load -- [options]
 
   --scenario LIST     comma-separated: ${SCENARIO_NAMES.join(', ')}, or all
-                      (default: ${DEFAULT_SCENARIOS.join(',')})
+                      (default: ${DEFAULT_SCENARIOS.join(',')}); or coupons: the
+                      distributed-lock scenario (1,000 coupons, 1,200 users, 4 processes,
+                      PostgreSQL at DATABASE_URL, default 127.0.0.1:5432/test)
+  --contenders LIST   coupons only: which locks compete (default: all registered)
   --modes LIST        comma-separated: ${MODE_NAMES.join(', ')} (default: all)
   --workers N         app worker processes (default: 4)
   --db-latency MS     latency of one database query (default: 50)
@@ -61,6 +68,7 @@ export function parseCliArgs(argv: string[]): CliOptions {
     options: {
       scenario: { type: 'string' },
       scenarios: { type: 'string' },
+      contenders: { type: 'string' },
       modes: { type: 'string' },
       mode: { type: 'string' },
       workers: { type: 'string' },
@@ -74,12 +82,17 @@ export function parseCliArgs(argv: string[]): CliOptions {
     },
     strict: true,
   })
-  const scenarioArg = values.scenario ?? values.scenarios
+  const requested = (values.scenario ?? values.scenarios)?.split(',').map((name) => name.trim())
+  const coupons = requested?.includes('coupons') ?? false
+  const httpScenarios = requested?.filter((name) => name !== 'coupons')
+  const scenarioArg = httpScenarios?.join(',')
   const modeArg = values.modes ?? values.mode
   // Keep the modes in the canonical order whatever order they were given in: the table reads none → full.
   const modes = modeArg ? list(modeArg, MODE_NAMES, isModeName, 'mode') : [...MODE_NAMES]
   return {
-    scenarios: scenarioArg ? list(scenarioArg, SCENARIO_NAMES, isScenarioName, 'scenario') : DEFAULT_SCENARIOS,
+    scenarios: scenarioArg ? list(scenarioArg, SCENARIO_NAMES, isScenarioName, 'scenario') : coupons ? [] : DEFAULT_SCENARIOS,
+    coupons,
+    contenders: values.contenders?.split(',').map((name) => name.trim()).filter(Boolean),
     modes: MODE_NAMES.filter((m) => modes.includes(m)),
     workers: values.workers ? Math.round(positive(values.workers, 'workers')) : 4,
     dbLatencyMs: values['db-latency'] ? positive(values['db-latency'], 'db-latency', true) : 50,

@@ -11,6 +11,10 @@ import { renderMarkdownTable, renderTable } from './report/table.js'
 import { renderTerminalChart } from './report/terminal-chart.js'
 import { writeResults } from './report/results-file.js'
 import path from 'node:path'
+import { CONTENDERS } from './coupons/contenders.js'
+import { COUPON_CONTENDERS, renderCouponTable, runCouponScenario } from './coupons/scenario.js'
+import { describeSource } from './db/source.js'
+import { findRedisServer, startPrivateRedis } from './redis-server.js'
 
 async function main(): Promise<void> {
   let options
@@ -25,6 +29,9 @@ async function main(): Promise<void> {
     console.log(USAGE)
     return
   }
+
+  if (options.coupons) await runCoupons(options.contenders)
+  if (options.scenarios.length === 0) return
 
   const progress = progressBar()
   const results = await runLoad({
@@ -76,6 +83,29 @@ async function main(): Promise<void> {
     for (const svg of files.svgs) console.log(`chart:   ${path.relative(process.cwd(), svg)}`)
   }
   console.log(dim(`done in ${(results.elapsedMs / 1000).toFixed(1)} s on ${results.machine.cpus} × ${results.machine.cpuModel}, Node ${results.machine.node}`))
+}
+
+/** `--scenario coupons`: Redis from REDIS_URL or a private redis-server; PostgreSQL from DATABASE_URL. */
+async function runCoupons(requested: string[] | undefined): Promise<void> {
+  const contenders = requested ?? COUPON_CONTENDERS
+  const unknown = contenders.filter((name) => !COUPON_CONTENDERS.includes(name))
+  if (unknown.length > 0) throw new Error(`unknown contender ${unknown.join(', ')} (expected one of: ${COUPON_CONTENDERS.join(', ')})`)
+  const binary = findRedisServer()
+  if (!process.env.REDIS_URL && !binary) throw new Error('the coupons scenario needs a Redis: set REDIS_URL or install redis-server')
+  const privateRedis = process.env.REDIS_URL ? undefined : await startPrivateRedis(binary!)
+  const redisUrl = process.env.REDIS_URL || privateRedis!.url
+  const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+  console.log(bold('■ coupons: 1,000 coupons, 1,200 users, 4 app processes × 4 issues in flight, one PostgreSQL row'))
+  console.log(dim(`  redis ${privateRedis ? 'private redis-server' : 'REDIS_URL'}, database ${describeSource({ kind: 'postgres', url: databaseUrl })}`))
+  for (const name of contenders) console.log(dim(`  ${name}: ${CONTENDERS[name]!.describe}`))
+  try {
+    const results = await runCouponScenario({ redisUrl, databaseUrl, contenders })
+    console.log(renderCouponTable(results, 1_000, 1_200))
+    for (const r of results.filter((r) => r.errors.length > 0)) console.log(dim(`  ${r.contender}: first error: ${r.errors[0]}`))
+    console.log('')
+  } finally {
+    await privateRedis?.stop()
+  }
 }
 
 main().catch((err: unknown) => {

@@ -1,7 +1,11 @@
-// tsc does not copy non-TypeScript files; the Lua scripts are read at run time next to scripts.js.
-import { cpSync } from 'node:fs'
+// tsc does not copy non-TypeScript files; the Lua scripts are read at run time next to the .js
+// that loads them (src/redis/scripts/, src/lock/redis/), so copy every .lua under src/ to dist/.
+import { cpSync, readdirSync } from 'node:fs'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
 
-cpSync(new URL('../src/redis/scripts/', import.meta.url), new URL('../dist/redis/scripts/', import.meta.url), {
-  recursive: true,
-  filter: (source) => !source.includes('.') || source.endsWith('.lua') || source.endsWith('/'),
-})
+const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)))
+const src = path.join(root, 'src')
+for (const file of readdirSync(src, { recursive: true })) {
+  if (String(file).endsWith('.lua')) cpSync(path.join(src, String(file)), path.join(root, 'dist', String(file)))
+}

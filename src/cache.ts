@@ -64,6 +64,8 @@ interface Claim {
   token: string
   /** '' when loading without the lock (after a wait timeout): nothing to renew or release. */
   lockValue: string
+  /** `performance.now()` when the lookup that took the lock was sent: the lease runs from no earlier. */
+  lockedAt: number
 }
 
 /** The flight's first lookup answered (or failed): from now on its joined callers' waitTimeouts run. */
@@ -511,6 +513,7 @@ export class Cache {
       let poll = pollInterval
       for (;;) {
         notes.lookingUp ??= []
+        const sentAt = performance.now()
         const found = await this.store.getOrLock(keys, owner, lease, mode, this.retentionMs).finally(() => lookedUp(notes))
         const entry = this.decode(key, found)
         if (entry) notes.fallback = entry
@@ -534,7 +537,7 @@ export class Cache {
           case 'token':
             throw new Error(`unexpected lookup ${found.lock} in mode ${mode}`)
           case 'won': {
-            const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}` }
+            const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: sentAt }
             if (entry && found.state === 'grace') {
               this.remember(call, entry)
               if (this.refreshing >= this.settings.maxBackgroundRefreshes) {
@@ -575,7 +578,7 @@ export class Cache {
               // Load without the lock; a fresh token still fences the result against newer ones.
               const { lockArg: token } = await this.store.getOrLock(keys, owner, lease, 'token', this.retentionMs)
               handedOff = true
-              return await this.lead(call, { keys, token, lockValue: '' }, notes)
+              return await this.lead(call, { keys, token, lockValue: '', lockedAt: 0 }, notes)
             }
             const message = await subscription.next(Math.min(pttl + 1, poll, left))
             poll = Math.min(maxPollInterval, poll * 2) * (0.75 + Math.random() / 2)
@@ -618,6 +621,7 @@ export class Cache {
     // Skip the reload if Redis already holds a value fresher than ours (another process refreshed).
     const refreshBelow = current.freshUntil - performance.now() + REFRESH_TOLERANCE_MS
     let found: Lookup
+    const sentAt = performance.now()
     try {
       found = await this.store.getOrLock(keys, owner, this.settings.lock.lease, mode, this.retentionMs, refreshBelow)
     } catch {
@@ -643,7 +647,7 @@ export class Cache {
       current = stored
       notes.fallback = stored
     }
-    if (found.lock === 'won') return this.lead(call, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}` }, notes)
+    if (found.lock === 'won') return this.lead(call, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: sentAt }, notes)
     const now = performance.now()
     if (found.lock === 'held') this.watchReload(call, keys, current, Number(found.lockArg))
     else if (found.lock === 'backoff') this.holdRefresh(call.key, now + Number(found.lockArg))
@@ -740,7 +744,7 @@ export class Cache {
     if (claim) this.events.emit('leader', { key })
     const { lease: leaseMs, maxHold } = this.settings.lock
     const lease = claim?.lockValue && this.store
-      ? new Lease(this.store, claim.keys, claim.lockValue, leaseMs, maxHold, key, (reason) => this.events.emit('lock-lost', { key, reason }))
+      ? new Lease(this.store, claim.keys, claim.lockValue, leaseMs, maxHold, key, claim.lockedAt, (reason) => this.events.emit('lock-lost', { key, reason }))
       : undefined
     const context = new LoadContext(key, lease?.signal ?? NEVER_ABORTED, notes.fallback?.value, call.policy, { background: call.background })
     // A background loader starts after the caller that triggered it has its stale answer.

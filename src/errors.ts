@@ -95,9 +95,12 @@ export class ValueTooLargeError extends StampedeGuardError {
 /** The lock was lost (extension failed or max hold reached); the reason the loader's AbortSignal fired. */
 export class LockLostError extends StampedeGuardError {
   readonly key: string
+  /** Why, in a few words: "the lease ran out before a renewal was confirmed", … */
+  readonly reason: string
   constructor(key: string, why: string) {
     super('ERR_SG_LOCK_LOST', `lock for "${key}" lost: ${why}`)
     this.key = key
+    this.reason = why
   }
 }
 
@@ -146,5 +149,12 @@ export class FencingUnsupportedError extends StampedeGuardError {
   constructor(backend: string, why: string) {
     super('ERR_SG_FENCING_UNSUPPORTED', `${backend} issues no fencing token: ${why}`)
     this.backend = backend
+  }
+}
+
+/** `close()` was called on the `Locks` object: no new acquisitions, and waits in progress end with this. */
+export class LocksClosedError extends StampedeGuardError {
+  constructor() {
+    super('ERR_SG_LOCKS_CLOSED', 'the lock service is closed')
   }
 }

@@ -27,11 +27,15 @@ const columns: Column[] = [
 ]
 
 export function renderTable(scenario: ScenarioResult): string {
-  const rows = scenario.modes.map((r) => columns.map((c) => c.cell(r)))
-  const widths = columns.map((c, i) => Math.max(c.header.length, ...rows.map((row) => row[i]!.length)))
-  const line = (cells: string[]) => cells.map((cell, i) => (columns[i]!.left ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  ')
+  return renderGrid(columns.map((c) => c.header), scenario.modes.map((r) => columns.map((c) => c.cell(r))), (i) => columns[i]!.left === true)
+}
+
+/** Any table of strings: the first column left-aligned (or as `left` says), the others right-aligned. */
+export function renderGrid(headers: string[], rows: string[][], left: (column: number) => boolean = (column) => column === 0): string {
+  const widths = headers.map((header, i) => Math.max(header.length, ...rows.map((row) => row[i]!.length)))
+  const line = (cells: string[]) => cells.map((cell, i) => (left(i) ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  ')
   const rule = widths.map((w) => '─'.repeat(w)).join('  ')
-  return [line(columns.map((c) => c.header)), rule, ...rows.map(line)].join('\n')
+  return [line(headers), rule, ...rows.map(line)].join('\n')
 }
 
 /** The same table in Markdown, for pasting into the README. */

@@ -49,6 +49,13 @@ export interface HeldLock<Resource = void> {
   /** See {@link Liveness}. */
   readonly liveness: Liveness
   /**
+   * `performance.now()` when the attempt that took the lock was *sent* (`'lease'`
+   * backends): the store started the lease no earlier, so the watchdog's local deadline
+   * (`this + lease − margin`) can never be late. When absent the front uses the moment
+   * `acquire` resolved, which is later by one round trip: set it.
+   */
+  readonly acquiredAt?: number
+  /**
    * Aborted with a `LockLostError` as soon as the backend knows the lock is gone
    * (connection or session lost, lease expired, taken over). Never aborted by `release()`.
    */
@@ -69,10 +76,15 @@ export interface HeldLock<Resource = void> {
   renew(leaseMs: number): Promise<boolean>
   /**
    * Gives the lock back. Idempotent, and never removes another holder's lock (compare
-   * and delete). Rejects with a backend error only when the store could not be told; the
-   * lock then ends by itself with its lease or session.
+   * and delete). Rejects with a backend error when the store could not be told (the lock
+   * then ends by itself with its lease or session), or when the critical section's work
+   * held in `resource` was not kept (a transaction that did not commit).
+   *
+   * `failure`: what the critical section threw, when it threw (`withLock` passes it). A
+   * transactional backend (PostgreSQL) then rolls back instead of committing. Other
+   * backends ignore it.
    */
-  release(): Promise<void>
+  release(failure?: unknown): Promise<void>
 }
 
 /**

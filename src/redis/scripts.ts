@@ -1,6 +1,12 @@
 import { readFileSync } from 'node:fs'
 import type { Cluster, Redis } from 'ioredis'
 
+/** A Lua file and how many of its arguments are KEYS. */
+export interface ScriptFile {
+  readonly file: string
+  readonly keys: number
+}
+
 /**
  * One Lua file per operation, registered with ioredis `defineCommand`: ioredis
  * sends EVALSHA and falls back to EVAL on NOSCRIPT (after a restart or failover).
@@ -15,27 +21,36 @@ const SCRIPTS = {
 
 export type ScriptName = keyof typeof SCRIPTS
 
-/** The client with our commands on it. Each takes its KEYS then ARGV, as the .lua header lists them. */
-export type ScriptedClient = (Redis | Cluster) & {
-  [name in ScriptName | `${ScriptName}Buffer`]: (...args: (string | number | Buffer)[]) => Promise<unknown>
+/** The client with `names` defined on it (and their `…Buffer` variants, whose replies are Buffers). Each takes its KEYS then ARGV, as the .lua header lists them. */
+export type ClientWith<Name extends string> = (Redis | Cluster) & {
+  [name in Name | `${Name}Buffer`]: (...args: (string | number | Buffer)[]) => Promise<unknown>
 }
 
-const sources = new Map<ScriptName, string>()
-function source(name: ScriptName): string {
-  let lua = sources.get(name)
-  if (lua === undefined) {
-    lua = readFileSync(new URL(`./scripts/${SCRIPTS[name].file}`, import.meta.url), 'utf8')
-    sources.set(name, lua)
+export type ScriptedClient = ClientWith<ScriptName>
+
+const sources = new Map<string, string>()
+
+/** Defines each script of `scripts` (files relative to `directory`) on `client`, once per client. */
+export function registerScripts<Name extends string>(client: Redis | Cluster, scripts: Readonly<Record<Name, ScriptFile>>, directory: URL): ClientWith<Name> {
+  for (const name of Object.keys(scripts) as Name[]) {
+    if (typeof (client as unknown as Record<string, unknown>)[name] === 'function') continue
+    const url = new URL(scripts[name].file, directory).href
+    let lua = sources.get(url)
+    if (lua === undefined) {
+      lua = readFileSync(new URL(url), 'utf8')
+      sources.set(url, lua)
+    }
+    client.defineCommand(name, { numberOfKeys: scripts[name].keys, lua })
   }
-  return lua
+  return client as ClientWith<Name>
 }
 
 export function defineScripts(client: Redis | Cluster): ScriptedClient {
-  for (const name of Object.keys(SCRIPTS) as ScriptName[]) {
-    if (typeof (client as unknown as Record<string, unknown>)[name] !== 'function') {
-      client.defineCommand(name, { numberOfKeys: SCRIPTS[name].keys, lua: source(name) })
-    }
-  }
-  return client as ScriptedClient
+  return registerScripts(client, SCRIPTS, new URL('./scripts/', import.meta.url))
+}
+
+/** The cache's compare-and-PEXPIRE, which the Redis lock backend shares. */
+export function defineExtendScript(client: Redis | Cluster): ClientWith<'stampedeGuardExtend'> {
+  return registerScripts(client, { stampedeGuardExtend: SCRIPTS.stampedeGuardExtend }, new URL('./scripts/', import.meta.url))
 }
 

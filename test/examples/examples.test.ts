@@ -70,4 +70,11 @@ describe.skipIf(!redisAvailable)('examples (against a private redis-server)', ()
     expect(run.stdout).toContain('SQL queries so far: 1')
     expect(run.stdout).toContain('price 1999 (fresh from the database); SQL queries so far: 2')
   })
+
+  it.skipIf(postgresUnavailable !== undefined)('coupon-issue.ts: 50 users, 20 coupons, never oversold', async () => {
+    const run = await runExample('coupon-issue.ts', { REDIS_URL: redis.url, DATABASE_URL })
+    expect(run.code, explain(run)).toBe(0)
+    expect(run.stdout).toContain('50 users, 20 coupons → issued 20, sold out for 30, fenced 0')
+    expect(run.stdout).toContain('20 coupons issued, 0 left (never oversold)')
+  })
 })

@@ -1,0 +1,207 @@
+import type { Lease, Namespace } from 'etcd3'
+import os from 'node:os'
+import { LockBackendError } from '../../errors.js'
+import type { AcquireRequest, LockBackend } from '../backend.js'
+import { abortable, boundedCall } from '../connection-hold.js'
+import { delay } from '../../timers.js'
+import { LeaseWatchdog } from '../watchdog.js'
+import { EtcdHeldLock, type EtcdFencedWrites } from './held-lock.js'
+
+export interface EtcdBackendSettings {
+  /** Prefix of every lock key: `<namespace>/<encoded key>/<lease id>`. */
+  readonly namespace: string
+  /** Bound on each etcd call, ms. */
+  readonly commandTimeoutMs: number
+}
+
+/** First safety-net re-check of a wait that saw no watch event, ms; doubles up to the cap. */
+const POLL_START_MS = 1_000
+const POLL_CAP_MS = 8_000
+const OWNER = `${os.hostname()}:${process.pid}`
+/** Pause before a failed read of the queue is tried again, ms. */
+const READ_RETRY_MS = 100
+
+/**
+ * The etcd lock: the Go `concurrency.Mutex` recipe on etcd3's lease and KV calls (not
+ * etcd3's `Lock`, which cannot wait and drops the revision).
+ *
+ * - Acquire: grant a lease (TTL = the lock's lease, rounded up to whole seconds), put
+ *   `<namespace>/<key>/<lease id>` under it. The key with the lowest `create_revision`
+ *   under `<namespace>/<key>/` holds the lock; every other one watches only the key just
+ *   below its own (FIFO, and a release wakes exactly one waiter).
+ * - After a wake-up it re-reads its own key: gone means its lease expired while it
+ *   waited (the Jepsen finding, etcd-io/etcd#11456), and the attempt fails.
+ * - Token: the own key's `create_revision`, which increases across the whole cluster.
+ * - Liveness `'session'`: the backend keeps the lease alive from the grant on (through
+ *   the wait too) with etcd3's keep-alive, driven by the shared watchdog: every TTL/3,
+ *   and a local deadline at `last confirmed keep-alive sent + TTL − margin`. etcd3's own
+ *   `lost` event fires only 2 × TTL after the connection dropped (microsoft/etcd3#110),
+ *   when the next holder may already be in; the deadline does not wait for it. Loss
+ *   aborts `signal` with `LockLostError`.
+ * - Every call is bounded by `commandTimeoutMs` (etcd3 calls hang while the cluster has no
+ *   quorum) and fails with `LockBackendError('etcd', …)`.
+ */
+export function createEtcdBackend(client: Namespace, settings: EtcdBackendSettings): LockBackend<EtcdFencedWrites> {
+  return new EtcdBackend(client, settings)
+}
+
+class EtcdBackend implements LockBackend<EtcdFencedWrites> {
+  readonly name = 'etcd'
+  private readonly closing = new AbortController()
+  private readonly held = new Set<EtcdHeldLock>()
+  private readonly calls = { call: <T>(what: string, promise: Promise<T>) => boundedCall('etcd', what, promise, this.settings.commandTimeoutMs) }
+
+  constructor(
+    private readonly client: Namespace,
+    private readonly settings: EtcdBackendSettings,
+  ) {}
+
+  async acquire(request: AcquireRequest): Promise<EtcdHeldLock | undefined> {
+    if (this.closing.signal.aborted) throw new LockBackendError('etcd', 'the backend is closed')
+    const deadline = performance.now() + request.waitMs
+    const queue = `${this.settings.namespace}/${encodeURIComponent(request.key)}/`
+    const ttlSeconds = Math.max(1, Math.ceil(request.leaseMs / 1_000))
+    const grantSentAt = performance.now()
+    const lease = this.client.lease(ttlSeconds, { autoKeepAlive: false })
+    const lifetime = this.keepAlive(lease, request.key, ttlSeconds * 1_000, grantSentAt)
+    const waiting = AbortSignal.any([request.signal, this.closing.signal, lifetime.signal])
+    const call = <T>(what: string, promise: Promise<T>) => abortable(this.calls.call(what, promise), waiting, () => {})
+    let acquired = false
+    let stage = 'grant a lease'
+    try {
+      const leaseId = await call(stage, lease.grant())
+      const ownKey = queue + BigInt(leaseId).toString(16)
+      stage = 'put the lock key'
+      // One txn puts our key and reads the oldest key: when that is ours, the lock is taken in this round trip.
+      const put = await call(
+        stage,
+        this.client
+          .if(ownKey, 'Create', '==', 0)
+          .then(this.client.put(ownKey).value(OWNER).lease(leaseId), this.client.getAll().prefix(queue).sort('Create', 'Ascend').limit(1))
+          .commit(),
+      )
+      if (!put.succeeded) throw new LockBackendError('etcd', `the lock key ${ownKey} already exists under a fresh lease`)
+      const revision = BigInt(put.header.revision)
+      const oldest = put.responses[1]?.response_range?.kvs[0]
+      stage = 'wait for the lock'
+      if (oldest?.create_revision !== revision.toString() && !(await this.waitForTurn(queue, ownKey, revision, deadline, waiting, call))) return undefined
+      acquired = true
+      const held = new EtcdHeldLock(this.client, this.calls, lease, lifetime, ownKey, revision, () => this.held.delete(held))
+      this.held.add(held)
+      return held
+    } catch (err) {
+      if (request.signal.aborted) throw request.signal.reason
+      if (this.closing.signal.aborted) throw new LockBackendError('etcd', 'the backend was closed while waiting')
+      if (lifetime.lost) throw new LockBackendError('etcd', `the lease ended before the lock was taken (trying to ${stage}): ${lifetime.lost.reason}`)
+      throw err
+    } finally {
+      if (!acquired) this.giveUp(lease, lifetime)
+    }
+  }
+
+  /**
+   * Waits until no key older than ours is left under the lock's prefix. `false` when the
+   * wait ran out first. Watches one predecessor at a time; a bounded, backed-off re-read
+   * is the safety net should a watch stay silent.
+   *
+   * Each look at the queue is one txn: if our own key still has our revision, read the
+   * newest older key. So every wake-up re-reads our own key (gone: our lease expired
+   * while we waited, etcd-io/etcd#11456) in the same round trip as the queue.
+   */
+  private async waitForTurn(
+    queue: string,
+    ownKey: string,
+    revision: bigint,
+    deadline: number,
+    signal: AbortSignal,
+    call: <T>(what: string, promise: Promise<T>) => Promise<T>,
+  ): Promise<boolean> {
+    const predecessorOf = this.client.getAll().prefix(queue).maxCreateRevision((revision - 1n).toString()).sort('Create', 'Descend').limit(1)
+    let pollMs = POLL_START_MS
+    for (;;) {
+      const res = await this.readThroughFailover(() => call('read the lock queue', this.client.if(ownKey, 'Create', '==', revision.toString()).then(predecessorOf).commit()), deadline, signal)
+      if (!res.succeeded) throw new LockBackendError('etcd', 'the own lock key is gone: its lease expired while it waited (etcd-io/etcd#11456)')
+      const predecessor = res.responses[0]?.response_range?.kvs[0]
+      if (!predecessor) return true
+      const remaining = deadline - performance.now()
+      if (remaining <= 0) return false
+      // Txn replies carry full key names; the watch adds the client's namespace itself.
+      const key = predecessor.key.subarray(this.client.prefix.length)
+      const outcome = await this.waitForDelete(key, BigInt(res.header.revision) + 1n, Math.min(remaining, pollMs), signal)
+      if (outcome === 'silent') pollMs = Math.min(pollMs * 2, POLL_CAP_MS)
+    }
+  }
+
+  /**
+   * A read while waiting, tried again after a failure (a leader election, a member going
+   * down: etcd3 moves to another member) until the wait's deadline; then the last error.
+   * Reads only: nothing is written twice.
+   */
+  private async readThroughFailover<T>(read: () => Promise<T>, deadline: number, signal: AbortSignal): Promise<T> {
+    for (;;) {
+      try {
+        return await read()
+      } catch (err) {
+        const left = deadline - performance.now()
+        if (signal.aborted || left <= 0 || !(err instanceof LockBackendError)) throw err
+        await abortable(delay(Math.min(READ_RETRY_MS, left)).promise, signal, () => {})
+      }
+    }
+  }
+
+  /** Resolves when `key` is deleted (from `fromRevision` on), after `ms` ('silent'), or on abort. */
+  private waitForDelete(key: Buffer, fromRevision: bigint, ms: number, signal: AbortSignal): Promise<'deleted' | 'silent'> {
+    if (signal.aborted) return Promise.reject(signal.reason)
+    const watcher = this.client.watch().key(key).startRevision(fromRevision.toString()).watcher()
+    return new Promise<'deleted' | 'silent'>((resolve, reject) => {
+      const finish = (outcome: 'deleted' | 'silent' | Error) => {
+        clearTimeout(timer)
+        signal.removeEventListener('abort', onAbort)
+        watcher.removeAllListeners()
+        watcher.cancel().catch(() => {})
+        if (outcome instanceof Error) reject(outcome)
+        else resolve(outcome)
+      }
+      const onAbort = () => finish(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)))
+      const timer = setTimeout(() => finish('silent'), ms)
+      timer.unref()
+      signal.addEventListener('abort', onAbort, { once: true })
+      watcher.on('delete', () => finish('deleted'))
+      // A watch that failed (compaction, stream error) is a wake-up: the caller re-reads.
+      watcher.on('error', () => finish('silent'))
+    })
+  }
+
+  /**
+   * Keeps `lease` alive from its grant on. The server started the TTL no earlier than
+   * `grantSentAt`, and each confirmed keep-alive no earlier than it was sent: the
+   * watchdog's deadline, counted from those instants, is never late.
+   */
+  private keepAlive(lease: Lease, key: string, ttlMs: number, grantSentAt: number): LeaseWatchdog {
+    const watchdog = new LeaseWatchdog({
+      key,
+      leaseMs: ttlMs,
+      startedAt: grantSentAt,
+      renew: async () => {
+        const res = await this.calls.call('keep the lease alive', lease.keepaliveOnce())
+        return Number(res.TTL) > 0
+      },
+    })
+    // etcd said the lease is gone (expired, revoked, or never granted).
+    lease.on('lost', (err) => watchdog.lose(`etcd reports the lease lost (${err.message})`))
+    return watchdog
+  }
+
+  /** Revokes the lease, which deletes our key (if it was put) in the same revision. */
+  private giveUp(lease: Lease, lifetime: LeaseWatchdog): void {
+    void lifetime.stop()
+    this.calls.call('revoke the lease', lease.revoke()).catch(() => {
+      // Unreachable etcd: the lease, and the key with it, expire after one TTL.
+    })
+  }
+
+  async close(): Promise<void> {
+    this.closing.abort()
+    await Promise.allSettled([...this.held].map((held) => held.release()))
+  }
+}

@@ -1,0 +1,16 @@
+import type { Namespace } from 'etcd3'
+import { InvalidArgumentError } from '../../errors.js'
+import type { BackendShortcut } from '../resolve-backend.js'
+import { createEtcdBackend } from './backend.js'
+
+/** `createLocks({ etcd: new Etcd3({ hosts }) })` (or a `client.namespace('…')` of it). */
+export const etcdShortcut: BackendShortcut = {
+  option: 'etcd',
+  create(value, settings) {
+    const client = value as Partial<Namespace> | null
+    if (typeof client !== 'object' || client === null || typeof client.lease !== 'function' || typeof client.watch !== 'function' || typeof client.getAll !== 'function') {
+      throw new InvalidArgumentError('etcd', 'expected an etcd3 client (new Etcd3({ hosts }) from the etcd3 package)')
+    }
+    return createEtcdBackend(client as Namespace, settings)
+  },
+}

@@ -1,0 +1,142 @@
+import { parseDuration, type Duration } from '../duration.js'
+import { FencingUnsupportedError, InvalidArgumentError, LockLostError } from '../errors.js'
+import type { HeldLock } from './backend.js'
+import { MIN_LEASE_MS } from './options.js'
+import { LeaseWatchdog } from './watchdog.js'
+
+/** What a critical section gets: `withLock`'s callback argument, and the core of a `LockHandle`. */
+export interface LockContext<Resource = void> {
+  /** The key as given. */
+  readonly key: string
+  /**
+   * The fencing token: strictly increasing per key across every holder, so the resource
+   * you write can refuse a write from an older holder (`UPDATE … WHERE fence < $token`).
+   * Reading it on a backend that issues none honestly (Redlock) throws `FencingUnsupportedError`.
+   */
+  readonly token: bigint
+  /** Aborts with `LockLostError` when the lock is lost: stop writing. Never aborted by a release. */
+  readonly signal: AbortSignal
+  /**
+   * Extends the lease to `lease` (default: the lease it was taken with) from now, and
+   * keeps renewing at that length. Rejects with `LockLostError` if the lock is lost, or
+   * with the backend's error if its store could not be reached.
+   */
+  extend(lease?: Duration): Promise<void>
+  /** The backend's handle for the critical section (the PostgreSQL transaction client, …); `undefined` for Redis. */
+  readonly resource: Resource
+}
+
+/**
+ * A held lock, from `acquire`/`tryAcquire`. `await using held = await locks.acquire(k)`
+ * releases it when the block exits; `release()` does the same by hand and is idempotent.
+ */
+export interface HeldLockHandle<Resource = void> extends LockContext<Resource>, AsyncDisposable {
+  /** Gives the lock back (compare-and-delete: never another holder's). Idempotent. Rejects only when the store could not be told; the lock then ends with its lease. */
+  release(): Promise<void>
+}
+
+/** The front's side of one held lock: the watchdog, the signal, and the release. */
+export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
+  readonly signal: AbortSignal
+  private readonly controller = new AbortController()
+  private readonly watchdog: LeaseWatchdog | undefined
+  private released: Promise<void> | undefined
+  private readonly fromBackend: () => void
+
+  constructor(
+    readonly key: string,
+    private readonly backendName: string,
+    private readonly held: HeldLock<Resource>,
+    private readonly leaseMs: number,
+    private readonly onReleased: () => void,
+  ) {
+    this.signal = this.controller.signal
+    if (held.liveness === 'lease') {
+      this.watchdog = new LeaseWatchdog({
+        key,
+        leaseMs,
+        startedAt: held.acquiredAt ?? performance.now(),
+        renew: (ms) => held.renew(ms),
+        onLost: (error) => this.lose(error),
+      })
+    }
+    this.fromBackend = () => this.lose(held.signal.reason instanceof LockLostError ? held.signal.reason : new LockLostError(key, String(held.signal.reason ?? 'the backend lost it')))
+    if (held.signal.aborted) this.fromBackend()
+    else held.signal.addEventListener('abort', this.fromBackend, { once: true })
+  }
+
+  get token(): bigint {
+    const { token } = this.held
+    if (token === undefined) {
+      throw new FencingUnsupportedError(this.backendName, 'its independent nodes cannot agree on a monotonic counter; guard the resource with its own check (see docs/locks.md)')
+    }
+    return token
+  }
+
+  get resource(): Resource {
+    return this.held.resource
+  }
+
+  /** True once released or lost. */
+  get ended(): boolean {
+    return this.released !== undefined || this.signal.aborted
+  }
+
+  async extend(lease?: Duration): Promise<void> {
+    const ms = lease === undefined ? this.leaseMs : parseDuration('lease', lease)
+    if (ms < MIN_LEASE_MS) throw new InvalidArgumentError('lease', `must be at least ${MIN_LEASE_MS} ms, got ${String(lease)}`)
+    if (this.signal.aborted) throw this.signal.reason
+    if (this.released) throw new LockLostError(this.key, 'it was released')
+    const extended = this.watchdog ? await this.watchdog.extend(ms) : await this.held.renew(ms)
+    if (!extended) {
+      if (!this.signal.aborted) this.lose(new LockLostError(this.key, 'the lock expired or was taken by another owner'))
+      throw this.signal.reason
+    }
+  }
+
+  /** `failure`: what the critical section threw (from `withLock`), so a transactional backend rolls back. */
+  release(failure?: unknown): Promise<void> {
+    this.released ??= (async () => {
+      this.held.signal.removeEventListener('abort', this.fromBackend)
+      try {
+        await this.watchdog?.stop()
+        await (failure === undefined ? this.held.release() : this.held.release(failure))
+      } finally {
+        this.onReleased()
+      }
+    })()
+    return this.released
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.release()
+  }
+
+  /** Ends the lock for this holder: aborts `signal` once. `close()` uses it too. */
+  lose(error: LockLostError): void {
+    if (this.controller.signal.aborted) return
+    // A loss from elsewhere (the backend, close()) ends the renewals; the watchdog's own
+    // deadline loss keeps them going while the lock may still be ours.
+    if (!this.watchdog?.lost) this.watchdog?.lose(error.reason)
+    this.controller.abort(error)
+  }
+
+  /** The view a nested reentrant call gets: the same lock, whose release is the outer holder's job. */
+  nested(): HeldLockHandle<Resource> {
+    const outer = this
+    const done = () => Promise.resolve()
+    return {
+      key: outer.key,
+      get token() {
+        return outer.token
+      },
+      signal: outer.signal,
+      extend: (lease) => outer.extend(lease),
+      get resource() {
+        return outer.resource
+      },
+      release: done,
+      [Symbol.asyncDispose]: done,
+    }
+  }
+}

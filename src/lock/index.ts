@@ -1,0 +1,24 @@
+export type { AcquireRequest, Claim, ClaimStore, HeldLock, LockBackend, Liveness } from './backend.js'
+export { locked, type LockedOptions } from './decorator.js'
+export { type HeldLockHandle, type LockContext } from './handle.js'
+export { createLocks, Locks, type CreateLocksOptions } from './locks.js'
+export type { LockCallOptions, LockDefaults } from './options.js'
+export type { BackendShortcuts, StoreOptions } from './resolve-backend.js'
+export type { RunOnceContext, RunOnceOptions, RunOnceResult } from './run-once.js'
+export { schedule, type Schedule, type ScheduleOptions, type ScheduleStats, type Tick } from './schedule.js'
+export { createPostgresBackend, type PostgresLockOptions, type PostgresKeyMapping } from './postgres/backend.js'
+export { createMysqlBackend, type MysqlLockOptions } from './mysql/backend.js'
+export { LeaseWatchdog, leaseMarginMs, type WatchdogOptions } from './watchdog.js'
+export { WaitBudget, type Wakeup } from './waiting.js'
+export type { EtcdFencedWrites } from './etcd/held-lock.js'
+export type { ZooKeeperFencedWrites } from './zookeeper/held-lock.js'
+export {
+  FencingUnsupportedError,
+  InvalidArgumentError,
+  LockBackendError,
+  LockBusyError,
+  LockLostError,
+  LocksClosedError,
+  RedisUnavailableError,
+  StampedeGuardError,
+} from '../errors.js'

@@ -1,0 +1,11 @@
+import type { BackendShortcut } from '../resolve-backend.js'
+import { createMysqlBackend } from './backend.js'
+import type { MysqlCallbackPoolLike, MysqlLockOptions, MysqlPoolLike } from './options.js'
+
+/** `createLocks({ mysql: pool })` or `createLocks({ mysql: { connection: { host, user, … } } })`. */
+export const mysqlShortcut: BackendShortcut = {
+  option: 'mysql',
+  create(value, settings) {
+    return createMysqlBackend(value as MysqlPoolLike | MysqlCallbackPoolLike | MysqlLockOptions, { namespace: settings.namespace })
+  },
+}

@@ -1,0 +1,107 @@
+import { parseDuration, type Duration } from '../duration.js'
+import { InvalidArgumentError } from '../errors.js'
+
+/** Options of one `withLock` / `acquire` / `tryAcquire` call. Unset ones take the `createLocks` defaults. */
+export interface LockCallOptions {
+  /**
+   * How long the lock outlives its holder if the holder dies without releasing it: the
+   * longest a crashed holder blocks the next one. While held, the lease is renewed every
+   * lease/3 (for lease-based backends), so it need not cover the critical section.
+   * Milliseconds or `'5s'`; at least 30 ms, at most 2^31 − 1 ms. Default `'5s'`.
+   */
+  lease?: Duration
+  /**
+   * How long to wait for a busy lock before giving up with `LockBusyError`. `0` means
+   * one attempt. Milliseconds or `'10s'`, at most 2^31 − 1 ms. Default `'10s'` for
+   * `withLock` and `acquire`; `tryAcquire` never waits.
+   */
+  wait?: Duration
+  /**
+   * Let a `withLock` nested in the same async call chain, on the same key of the same
+   * `Locks`, run at once under the outer lock instead of deadlocking on it (Redisson's
+   * RLock). Tracked with AsyncLocalStorage; the outer call still releases. Default `false`.
+   */
+  reentrant?: boolean
+  /** Abort to stop waiting (the call rejects with the signal's reason). Does not end a lock already held. */
+  signal?: AbortSignal
+}
+
+/** The defaults `createLocks` accepts for every call. */
+export interface LockDefaults {
+  /** Default lease (see {@link LockCallOptions.lease}). Default `'5s'`. */
+  lease?: Duration
+  /** Default wait (see {@link LockCallOptions.wait}). Default `'10s'`. */
+  wait?: Duration
+  /** Default reentrancy (see {@link LockCallOptions.reentrant}). Default `false`. */
+  reentrant?: boolean
+  /** Longest key accepted, in UTF-16 code units. Default `1024`. */
+  maxKeyLength?: number
+}
+
+export interface LockSettings {
+  leaseMs: number
+  waitMs: number
+  reentrant: boolean
+  maxKeyLength: number
+}
+
+/** Shortest lease: renewal runs every lease/3 and the margin is 1 % + 2 ms. */
+export const MIN_LEASE_MS = 30
+
+const CALL_KEYS = new Set(['lease', 'wait', 'reentrant', 'signal'])
+
+export function parseDefaults(defaults: LockDefaults): LockSettings {
+  const maxKeyLength = defaults.maxKeyLength ?? 1024
+  if (!Number.isSafeInteger(maxKeyLength) || maxKeyLength < 1) throw new InvalidArgumentError('maxKeyLength', `must be a positive integer, got ${String(maxKeyLength)}`)
+  return {
+    leaseMs: parseLease('lease', defaults.lease ?? 5_000),
+    waitMs: parseDuration('wait', defaults.wait ?? 10_000, true),
+    reentrant: parseFlag('reentrant', defaults.reentrant ?? false),
+    maxKeyLength,
+  }
+}
+
+/** One call's options over the defaults. `waits: false` for `tryAcquire`. */
+export function parseCallOptions(options: LockCallOptions | undefined, defaults: LockSettings, waits: boolean): LockSettings & { signal?: AbortSignal } {
+  if (options === undefined) return { ...defaults, waitMs: waits ? defaults.waitMs : 0 }
+  if (options === null || typeof options !== 'object') throw new InvalidArgumentError('options', `expected an object, got ${options === null ? 'null' : typeof options}`)
+  for (const name of Object.keys(options)) {
+    if (!CALL_KEYS.has(name)) throw new InvalidArgumentError(name, `unknown lock option (known: ${[...CALL_KEYS].join(', ')})`)
+  }
+  const { signal } = options
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidArgumentError('signal', 'expected an AbortSignal')
+  if (!waits && options.wait !== undefined) throw new InvalidArgumentError('wait', 'tryAcquire never waits; use acquire(key, { wait })')
+  return {
+    leaseMs: options.lease === undefined ? defaults.leaseMs : parseLease('lease', options.lease),
+    waitMs: !waits ? 0 : options.wait === undefined ? defaults.waitMs : parseDuration('wait', options.wait, true),
+    reentrant: options.reentrant === undefined ? defaults.reentrant : parseFlag('reentrant', options.reentrant),
+    maxKeyLength: defaults.maxKeyLength,
+    signal,
+  }
+}
+
+export function parseLease(argument: string, value: Duration): number {
+  const ms = parseDuration(argument, value)
+  if (ms < MIN_LEASE_MS) throw new InvalidArgumentError(argument, `must be at least ${MIN_LEASE_MS} ms, got ${String(value)}`)
+  return ms
+}
+
+function parseFlag(argument: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') throw new InvalidArgumentError(argument, `expected a boolean, got ${typeof value}`)
+  return value
+}
+
+/** Keys must be non-empty, bounded, well-formed UTF-16 strings: a lone surrogate would be sent as U+FFFD and collide. */
+export function validateKey(key: unknown, maxKeyLength: number): string {
+  if (typeof key !== 'string') throw new InvalidArgumentError('key', `expected a string, got ${key === null ? 'null' : typeof key}`)
+  if (key.length === 0) throw new InvalidArgumentError('key', 'must not be empty')
+  if (key.length > maxKeyLength) throw new InvalidArgumentError('key', `is ${key.length} characters long; at most ${maxKeyLength} (maxKeyLength)`)
+  if (!isWellFormed(key)) throw new InvalidArgumentError('key', 'contains a lone surrogate (not well-formed UTF-16)')
+  return key
+}
+
+function isWellFormed(text: string): boolean {
+  const native = (text as { isWellFormed?: () => boolean }).isWellFormed
+  if (native) return native.call(text)
+  return !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(text)
+}

@@ -1,0 +1,11 @@
+import type { BackendShortcut } from '../resolve-backend.js'
+import { createPostgresBackend } from './backend.js'
+import type { PgPoolLike, PostgresLockOptions } from './options.js'
+
+/** `createLocks({ postgres: pool })` or `createLocks({ postgres: { pool, mode: 'session', … } })`. */
+export const postgresShortcut: BackendShortcut = {
+  option: 'postgres',
+  create(value, settings) {
+    return createPostgresBackend(value as PgPoolLike | PostgresLockOptions, { namespace: settings.namespace })
+  },
+}

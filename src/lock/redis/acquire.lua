@@ -1,0 +1,56 @@
+-- acquire: take the lock if it is free, with a fencing token issued here, in the same step.
+--
+-- KEYS[1]  lock     <ns>:{k:<key>}:lock   string "<owner>:<token>", PX lease
+-- KEYS[2]  counter  <ns>:{k:<key>}        string: the last token issued for this key
+-- ARGV[1]  owner    128 random bits (hex), new for each acquisition
+-- ARGV[2]  lease    ms, integer in 1 .. 2^31-1
+-- ARGV[3]  keep     ms to keep the counter after this acquisition
+--
+-- Returns {1, token} when taken (token as a decimal string), {0, pttl} when another owner
+-- holds it (pttl in ms).
+--
+-- The token is max(last + 1, server time in µs): strictly increasing per key, and still
+-- increasing after the counter expired or Redis restarted empty, since it then starts from
+-- the clock, which is past every token handed out before (those were at most a burst ahead
+-- of it). The counter's expiry only bounds memory.
+
+local lock, counter = KEYS[1], KEYS[2]
+local owner, lease, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+if not lease or lease < 1 or lease > 2147483647 or lease % 1 ~= 0 then
+  return redis.error_reply('ERR stampede-guard acquire: lease must be an integer in 1..2^31-1 ms')
+end
+if not keep or keep < lease or keep % 1 ~= 0 then
+  return redis.error_reply('ERR stampede-guard acquire: keep must be an integer >= lease')
+end
+
+local kind = redis.call('TYPE', lock)['ok']
+if kind == 'string' then
+  local pttl = redis.call('PTTL', lock)
+  if pttl < 0 then
+    -- Planted or left without an expiry: it ends like any lease instead of blocking forever.
+    redis.call('PEXPIRE', lock, lease)
+    pttl = lease
+  end
+  return {0, pttl}
+elseif kind ~= 'none' then
+  redis.call('DEL', lock) -- not a lock of ours
+end
+
+local time = redis.call('TIME')
+local nowUs = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local last = nil
+local counterKind = redis.call('TYPE', counter)['ok']
+if counterKind == 'string' then
+  last = tonumber(redis.call('GET', counter))
+elseif counterKind ~= 'none' then
+  redis.call('DEL', counter)
+end
+-- Exact integers only (doubles are exact below 2^53); anything else is corrupt and restarts
+-- from the clock.
+if not last or last % 1 ~= 0 or last < 0 or last >= 9007199254740000 then last = 0 end
+local token = math.max(last + 1, nowUs)
+local text = string.format('%.0f', token)
+
+redis.call('SET', counter, text, 'PX', keep)
+redis.call('SET', lock, owner .. ':' .. text, 'PX', lease)
+return {1, text}

@@ -1,0 +1,18 @@
+-- claim: take a run-once claim (ShedLock semantics) unless another live claim exists.
+-- Every instant is the server's clock (TIME), never a node's.
+--
+-- KEYS[1]  claim   <ns>:{o:<name>}   string "<owner>|<claimed at, server ms>"
+-- ARGV[1]  owner   unique per claim (no "|")
+-- ARGV[2]  atMost  ms: the claim ends by itself after this long (lockAtMostFor), so a
+--                  runner that crashed does not block the job for longer
+--
+-- Returns the claim time in server ms when claimed, or nil when a live claim exists.
+
+local claim, owner, atMost = KEYS[1], ARGV[1], tonumber(ARGV[2])
+if not atMost or atMost < 1 or string.find(owner, '|', 1, true) then
+  return redis.error_reply('ERR stampede-guard claim: owner without "|" and atMost >= 1 ms expected')
+end
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+if redis.call('SET', claim, owner .. '|' .. now, 'NX', 'PX', atMost) then return now end
+return nil

@@ -1,0 +1,32 @@
+-- release: compare-and-delete of the lock, then wake the waiters. A holder that lost the
+-- lock (it expired and another owner took it) deletes nothing.
+--
+-- KEYS[1]  lock     <ns>:{k:<key>}:lock   string "<owner>:<token>"
+-- KEYS[2]  channel  <ns>:{k:<key>}:ch     waiters are subscribed here
+-- ARGV[1]  owner    "<owner>:" — the prefix of the value we set. The owner is unique per
+--                   acquisition, so this also releases a lock whose acquire reply we never
+--                   saw (an abandoned attempt) without knowing its token.
+-- ARGV[2]  notify   '1': publish on the channel (a holder's release), whether or not the lock
+--                   was still here. '0': do not (undoing
+--                   a failed attempt, e.g. a split Redlock vote: waking every waiter for it
+--                   would only start the next split vote).
+--
+-- Returns 1 when the lock was ours and was deleted, else 0.
+
+local lock, channel, prefix = KEYS[1], KEYS[2], ARGV[1]
+if #prefix < 2 or string.sub(prefix, -1) ~= ':' then
+  return redis.error_reply('ERR stampede-guard release: owner must be "<owner>:"')
+end
+local released = 0
+if redis.call('TYPE', lock)['ok'] == 'string' then
+  local value = redis.call('GET', lock)
+  if string.sub(value, 1, #prefix) == prefix then
+    redis.call('DEL', lock)
+    released = 1
+  end
+end
+-- A holder's release publishes even when this node did not hold it (a Redlock node whose
+-- vote was lost, or the lock expired): a waiter listening here must still hear of it, and
+-- a spurious wake-up only costs it one re-check.
+if ARGV[2] == '1' then redis.call('PUBLISH', channel, 'r') end
+return released

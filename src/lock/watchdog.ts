@@ -1,0 +1,175 @@
+import { LockLostError } from '../errors.js'
+
+/**
+ * How much earlier than the store a holder gives its lease up, to cover clock-rate drift
+ * between this process and the store: 1 % of the lease + 2 ms (node-redlock's formula,
+ * also the Redlock validity drift).
+ */
+export function leaseMarginMs(leaseMs: number): number {
+  return Math.floor(leaseMs * 0.01) + 2
+}
+
+export interface WatchdogOptions {
+  /** The user's key, for the `LockLostError`. */
+  readonly key: string
+  /** Lease length in ms; `renew(leaseMs)` makes it run this long again. */
+  readonly leaseMs: number
+  /**
+   * `performance.now()` when the command that took the lock was *sent*: the store started
+   * the lease at or after this instant, so a deadline counted from it is never late.
+   */
+  readonly startedAt: number
+  /** Extends the lease: `true` extended, `false` no longer ours; rejects when the store is unreachable. */
+  renew(leaseMs: number): Promise<boolean>
+  /** Gives the lock up this long after `startedAt`, renewed or not (the cache's `lock.maxHold`). */
+  readonly maxHoldMs?: number
+  /** Called once, synchronously, before `signal` aborts. */
+  onLost?(error: LockLostError): void
+}
+
+/**
+ * The watchdog of a held lease, shared by the lock API and the cache's leader lease
+ * (Redisson's idea, with two corrections from other libraries' bugs):
+ *
+ * - renewal every lease/3 counted from when the lock was *taken*, not from the first
+ *   attempt (node-redlock #169), then from when each confirmed renewal was sent;
+ * - a local deadline at `last confirmed renewal sent + lease − margin`: when it passes,
+ *   `signal` aborts with `LockLostError` whatever a renewal in flight is doing. A renewal
+ *   stuck on a black-holed connection cannot stretch the holder past its lease, which is
+ *   what gave two holders for up to `redisTimeout` before;
+ * - a lost lease stays lost: a renewal confirmed after the deadline does not take the
+ *   abort back, and renewals only extend a lock that is still ours, never take it again
+ *   (redis-semaphore #175). After a deadline loss they go on (the lock may be ours still,
+ *   and a holder that ignores its signal is better not joined); after a takeover or
+ *   `maxHold`, they stop.
+ *
+ * Timers are unref'd and never throw.
+ */
+export class LeaseWatchdog {
+  private readonly controller = new AbortController()
+  private leaseMs: number
+  /** Send time of the newest renewal the store confirmed (initially: of the acquisition). */
+  private confirmedSentAt: number
+  private renewTimer: NodeJS.Timeout | undefined
+  private deadlineTimer: NodeJS.Timeout | undefined
+  private holdTimer: NodeJS.Timeout | undefined
+  private queue: Promise<unknown> = Promise.resolve()
+  private stopped = false
+  /** False once renewing is pointless: taken over, held past maxHold, or stopped. */
+  private renewing = true
+  private lostWith: LockLostError | undefined
+
+  constructor(private readonly options: WatchdogOptions) {
+    this.leaseMs = options.leaseMs
+    this.confirmedSentAt = options.startedAt
+    this.armDeadline()
+    this.scheduleRenewal(options.startedAt + this.leaseMs / 3)
+    if (options.maxHoldMs !== undefined) {
+      this.holdTimer = timer(options.startedAt + options.maxHoldMs, () => this.lose('held longer than lock.maxHold'))
+    }
+  }
+
+  /** Aborts with `LockLostError` when the lease is lost; never by `stop()`. */
+  get signal(): AbortSignal {
+    return this.controller.signal
+  }
+
+  /** The error the lease was lost with, if it was. */
+  get lost(): LockLostError | undefined {
+    return this.lostWith
+  }
+
+  /**
+   * Renews now, after any renewal in flight (a user's `extend`). Resolves `true` when
+   * extended, `false` when the lease is lost (or was already); rejects with the store's
+   * error when it could not be reached (the deadline still stands).
+   */
+  extend(leaseMs = this.leaseMs): Promise<boolean> {
+    const run = this.queue.then(() => this.renewOnce(leaseMs))
+    this.queue = run.catch(() => {})
+    return run
+  }
+
+  private async renewOnce(leaseMs: number): Promise<boolean> {
+    if (!this.renewing || this.stopped) return false
+    clearTimeout(this.renewTimer)
+    const sentAt = performance.now()
+    let renewed: boolean
+    try {
+      renewed = await this.options.renew(leaseMs)
+    } catch (error) {
+      // Unreachable: the lock lives on until its lease runs out, so keep trying; the
+      // deadline timer gives it up in time if no renewal gets through.
+      if (this.renewing && !this.stopped) this.scheduleRenewal(Math.max(performance.now() + 10, sentAt + this.leaseMs / 6))
+      throw error
+    }
+    if (!renewed) {
+      this.renewing = false
+      this.lose('the lock expired or was taken by another owner')
+      return false
+    }
+    if (this.stopped) return !this.lostWith
+    this.leaseMs = leaseMs
+    this.scheduleRenewal(sentAt + leaseMs / 3)
+    if (this.lostWith) return false // confirmed after the deadline: the holder was told, and lost is final
+    this.confirmedSentAt = Math.max(this.confirmedSentAt, sentAt)
+    this.armDeadline()
+    return true
+  }
+
+  private armDeadline(): void {
+    clearTimeout(this.deadlineTimer)
+    const deadline = this.confirmedSentAt + this.leaseMs - leaseMarginMs(this.leaseMs)
+    // Renewals go on after this loss: compare-and-PEXPIRE only keeps a lock that is still
+    // ours, so a holder that carries on regardless (a loader ignoring its signal) is not
+    // joined by a second one while it does, and a late confirmation wastes nothing.
+    this.deadlineTimer = timer(deadline, () => this.lose('the lease ran out before a renewal was confirmed', true))
+  }
+
+  private scheduleRenewal(at: number): void {
+    clearTimeout(this.renewTimer)
+    this.renewTimer = timer(at, () => {
+      this.extend().catch(() => {})
+    })
+  }
+
+  /**
+   * Marks the lease lost (also for a loss the caller learnt elsewhere): aborts `signal`
+   * once. `keepRenewing`: the lock may still be ours (only its confirmation is late), so
+   * keep extending it until `stop()`. Idempotent; no-op after `stop()`.
+   */
+  lose(reason: string, keepRenewing = false): void {
+    if (this.stopped) return
+    if (!keepRenewing) {
+      this.renewing = false
+      this.clearTimers()
+    }
+    if (this.lostWith) return
+    this.lostWith = new LockLostError(this.options.key, reason)
+    clearTimeout(this.deadlineTimer)
+    clearTimeout(this.holdTimer)
+    this.options.onLost?.(this.lostWith)
+    this.controller.abort(this.lostWith)
+  }
+
+  /** Stops renewing and waits for a renewal in flight, so it cannot race the release. */
+  async stop(): Promise<void> {
+    this.stopped = true
+    this.renewing = false
+    this.clearTimers()
+    await this.queue
+  }
+
+  private clearTimers(): void {
+    clearTimeout(this.renewTimer)
+    clearTimeout(this.deadlineTimer)
+    clearTimeout(this.holdTimer)
+  }
+}
+
+/** An unref'd timer firing at `performance.now()` instant `at` (at once if it has passed). */
+function timer(at: number, fire: () => void): NodeJS.Timeout {
+  const handle = setTimeout(fire, Math.max(0, Math.ceil(at - performance.now())))
+  handle.unref()
+  return handle
+}

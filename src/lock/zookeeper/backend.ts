@@ -1,0 +1,287 @@
+import type { Client, Stat } from 'node-zookeeper-client'
+import { randomUUID } from 'node:crypto'
+import { setMaxListeners } from 'node:events'
+import { LockBackendError } from '../../errors.js'
+import type { AcquireRequest, LockBackend } from '../backend.js'
+import { abortable } from '../connection-hold.js'
+import { LeaseWatchdog } from '../watchdog.js'
+import { CONNECTION_LOSS, EPHEMERAL_SEQUENTIAL, NO_NODE, zkCode, ZooKeeperCalls } from './calls.js'
+import { ZooKeeperHeldLock, type ZooKeeperFencedWrites } from './held-lock.js'
+
+export interface ZooKeeperBackendSettings {
+  /** Parent path of every lock: `/<namespace>/<encoded key>/<uuid>-lock-<sequence>`. */
+  readonly namespace: string
+  /** Bound on each ZooKeeper call, ms. */
+  readonly commandTimeoutMs: number
+}
+
+/** First safety-net re-check of a wait that saw no watch event, ms; doubles up to the cap. */
+const POLL_START_MS = 1_000
+const POLL_CAP_MS = 8_000
+/** Attempts at creating the node (a parent removed by a concurrent release, a lost reply). */
+const CREATE_ATTEMPTS = 4
+const SEQUENCE_DIGITS = 10
+/** When a create failed with its outcome unknown, look for our node this long after, ms. */
+const SWEEP_AFTER_MS = [1_000, 5_000]
+/** Pause before a read that failed with a lost connection is tried again, ms. */
+const RECONNECT_RETRY_MS = 100
+
+/**
+ * The ZooKeeper lock, the recipe from ZooKeeper's own docs (node-zookeeper-client ships
+ * none, node-zookeeper-client#8):
+ *
+ * - Acquire: create an ephemeral sequential node `<uuid>-lock-` under the key's path. The
+ *   lowest sequence holds the lock; every other node watches only the one just below its
+ *   own, and re-reads the queue when it fires (FIFO, and a release wakes one waiter). The
+ *   uuid finds our node again if the reply to the create was lost with the connection
+ *   (Curator's "protected" mode), so no orphan node blocks the queue for a session.
+ * - Token: the node's `czxid`, the zxid of the transaction that created it. Every write to
+ *   an ensemble gets a zxid from the leader, in one total order ((epoch << 32) | counter,
+ *   and a new leader's epoch is higher), so a later holder's node always has a greater
+ *   czxid, across keys, leader changes, and the parent path being deleted and created
+ *   again. The sequence number would not do: it is per parent, restarts when the parent
+ *   is recreated, and is a 32-bit counter.
+ * - Liveness `'session'`: the node lives as long as the client's session. A session
+ *   expiry (the `expired` event) aborts `signal` with `LockLostError`. A disconnection
+ *   that recovers before the session timeout is not a loss: the session and its node
+ *   survive. While disconnected the client cannot know whether the server has already
+ *   expired the session, so the shared watchdog confirms the node every session
+ *   timeout / 3 and gives the lock up locally at `last confirmation sent + session
+ *   timeout − margin`: the server expires a session no earlier than that.
+ * - Every call is bounded by `commandTimeoutMs` and fails with `LockBackendError('zookeeper', …)`.
+ */
+export function createZooKeeperBackend(client: Client, settings: ZooKeeperBackendSettings): LockBackend<ZooKeeperFencedWrites> {
+  return new ZooKeeperBackend(client, settings)
+}
+
+class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
+  readonly name = 'zookeeper'
+  private readonly calls: ZooKeeperCalls
+  private readonly closing = new AbortController()
+  private readonly expired = new AbortController()
+  private readonly held = new Set<ZooKeeperHeldLock>()
+  private readonly root: string
+  private readonly onExpired = () => this.expired.abort()
+
+  constructor(
+    private readonly client: Client,
+    settings: ZooKeeperBackendSettings,
+  ) {
+    this.calls = new ZooKeeperCalls(client, settings.commandTimeoutMs)
+    this.root = '/' + settings.namespace.split('/').filter(Boolean).map(nodeName).join('/')
+    client.on('expired', this.onExpired)
+    // One listener per lock held or awaited through this backend: no leak to warn of.
+    setMaxListeners(0, this.expired.signal, this.closing.signal)
+  }
+
+  async acquire(request: AcquireRequest): Promise<ZooKeeperHeldLock | undefined> {
+    if (this.closing.signal.aborted) throw new LockBackendError('zookeeper', 'the backend is closed')
+    if (this.expired.signal.aborted) throw new LockBackendError('zookeeper', 'the client\'s session has expired: create a new client')
+    const deadline = performance.now() + request.waitMs
+    const parent = `${this.root}/${nodeName(request.key)}`
+    const waiting = AbortSignal.any([request.signal, this.closing.signal, this.expired.signal])
+    const step = <T>(promise: Promise<T>) => abortable(promise, waiting, () => {})
+    const startedAt = performance.now()
+    const prefix = `${randomUUID()}-lock-`
+    const creating = this.createNode(parent, prefix, deadline)
+    creating.catch(() => {})
+    let lifetime: LeaseWatchdog | undefined
+    let stopListening = () => {}
+    let acquired = false
+    try {
+      const path = await step(creating)
+      // Both sent at once (one connection, answered in order): one round trip for the token and the queue.
+      const [stat, queue] = await step(Promise.all([this.ownNode(path), this.calls.children(parent)]))
+      const token = czxid(stat)
+      lifetime = new LeaseWatchdog({
+        key: request.key,
+        leaseMs: this.client.getSessionTimeout(),
+        startedAt,
+        renew: async () => {
+          const stat = await this.calls.exists(path)
+          return stat !== undefined && czxid(stat) === token
+        },
+      })
+      const lost = lifetime
+      const onExpired = () => lost.lose('the ZooKeeper session expired')
+      this.expired.signal.addEventListener('abort', onExpired, { once: true })
+      stopListening = () => this.expired.signal.removeEventListener('abort', onExpired)
+      lost.signal.addEventListener('abort', stopListening, { once: true })
+      if (!(await this.waitForTurn(parent, path.slice(parent.length + 1), queue, deadline, AbortSignal.any([waiting, lifetime.signal]), step))) return undefined
+      acquired = true
+      const held = new ZooKeeperHeldLock(this.calls, lifetime, path, token, this.expired.signal, () => {
+        stopListening()
+        this.held.delete(held)
+      })
+      this.held.add(held)
+      return held
+    } catch (err) {
+      if (request.signal.aborted) throw request.signal.reason
+      if (this.closing.signal.aborted) throw new LockBackendError('zookeeper', 'the backend was closed while waiting')
+      if (this.expired.signal.aborted) throw new LockBackendError('zookeeper', 'the session expired while waiting')
+      if (lifetime?.lost) throw new LockBackendError('zookeeper', `the session could not be confirmed while waiting: ${lifetime.lost.reason}`)
+      throw err
+    } finally {
+      if (!acquired) {
+        stopListening()
+        this.giveUp(parent, prefix, creating, lifetime)
+      }
+    }
+  }
+
+  /** The own node's Stat; its absence right after the create means the session is gone. */
+  private async ownNode(path: string): Promise<Stat> {
+    const stat = await this.calls.exists(path)
+    if (!stat) throw new LockBackendError('zookeeper', 'the lock node vanished right after it was created: the session expired')
+    return stat
+  }
+
+  /**
+   * Creates our ephemeral sequential node, creating the parent path when it is missing.
+   * A lost connection is retried only while the wait lasts: a store that keeps dropping
+   * the connection (an ensemble without a quorum) fails the attempt within its wait.
+   */
+  private async createNode(parent: string, prefix: string, deadline: number): Promise<string> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.calls.create(`${parent}/${prefix}`, EPHEMERAL_SEQUENTIAL)
+      } catch (err) {
+        const code = zkCode((err as { cause?: unknown }).cause)
+        if (attempt >= CREATE_ATTEMPTS || (code !== NO_NODE && code !== CONNECTION_LOSS)) throw err
+        if (code === CONNECTION_LOSS && performance.now() >= deadline) throw err
+        if (code === NO_NODE) {
+          // A release removed the empty parent (or this is the key's first lock).
+          await this.calls.mkdirp(parent)
+          continue
+        }
+        // The reply was lost: the node may exist. Find it by our uuid.
+        const mine = (await this.calls.children(parent).catch(() => [])).find((name) => name.startsWith(prefix))
+        if (mine) return `${parent}/${mine}`
+      }
+    }
+  }
+
+  /**
+   * Waits until our node is the lowest under `parent` (starting from `firstRead`, the
+   * children read right after the create); `false` when the wait ran out first.
+   * Watches one predecessor at a time; a bounded, backed-off re-read is the safety net
+   * should a watch stay silent. Every re-read also re-checks that our own node still
+   * exists: gone means the session expired while we waited.
+   */
+  private async waitForTurn(
+    parent: string,
+    ownName: string,
+    firstRead: string[],
+    deadline: number,
+    signal: AbortSignal,
+    step: <T>(promise: Promise<T>) => Promise<T>,
+  ): Promise<boolean> {
+    let pollMs = POLL_START_MS
+    // The watch set on the predecessor, kept across safety-net re-reads: ZooKeeper watches
+    // are one-shot and cannot be removed, so setting another on the same node would pile up.
+    let watching: { path: string; fired: Promise<void> } | undefined
+    const ownPrefix = ownName.slice(0, -SEQUENCE_DIGITS)
+    for (let children: string[] | undefined = firstRead; ; children = undefined) {
+      const names = children ?? (await this.readThroughReconnects(() => this.calls.children(parent), deadline, step))
+      // A duplicate of ours from a create retried after a lost reply: it must not queue.
+      for (const name of names) if (name !== ownName && name.startsWith(ownPrefix)) void this.calls.removeEventually(`${parent}/${name}`).catch(() => {})
+      const queue = names.filter((name) => isLockNode(name) && (name === ownName || !name.startsWith(ownPrefix))).sort(bySequence)
+      const index = queue.indexOf(ownName)
+      if (index < 0) throw new LockBackendError('zookeeper', 'the own lock node is gone after the wait: the session expired meanwhile')
+      if (index === 0) return true
+      const remaining = deadline - performance.now()
+      if (remaining <= 0) return false
+      const predecessor = `${parent}/${queue[index - 1]}`
+      if (watching?.path !== predecessor) {
+        let fire!: () => void
+        const fired = new Promise<void>((resolve) => (fire = resolve))
+        const stat = await this.readThroughReconnects(() => this.calls.exists(predecessor, () => fire()), deadline, step)
+        if (!stat) continue // already gone: read the queue again
+        watching = { path: predecessor, fired }
+      }
+      if ((await this.fireOrTimeout(watching.fired, Math.min(remaining, pollMs), signal)) === 'silent') {
+        pollMs = Math.min(pollMs * 2, POLL_CAP_MS)
+      } else {
+        watching = undefined
+      }
+    }
+  }
+
+  /**
+   * A read while waiting, tried again after a connection loss (the client reconnects, the
+   * session and our node live on) until the wait's deadline; other failures throw.
+   */
+  private async readThroughReconnects<T>(read: () => Promise<T>, deadline: number, step: <R>(promise: Promise<R>) => Promise<R>): Promise<T> {
+    for (;;) {
+      try {
+        return await step(read())
+      } catch (err) {
+        const lostConnection = zkCode((err as { cause?: unknown }).cause) === CONNECTION_LOSS
+        const left = deadline - performance.now()
+        if (!lostConnection || left <= 0) throw err
+        await step(new Promise((resolve) => setTimeout(resolve, Math.min(RECONNECT_RETRY_MS, left)).unref()))
+      }
+    }
+  }
+
+  /** Resolves 'fired' with `fired`, 'silent' after `ms`; rejects on abort. */
+  private async fireOrTimeout(fired: Promise<void>, ms: number, signal: AbortSignal): Promise<'fired' | 'silent'> {
+    let timer: NodeJS.Timeout | undefined
+    const silent = new Promise<'silent'>((resolve) => {
+      timer = setTimeout(() => resolve('silent'), ms)
+      timer.unref()
+    })
+    try {
+      return await abortable(Promise.race([fired.then(() => 'fired' as const), silent]), signal, () => {})
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
+  /**
+   * Our node must not outlive a failed or abandoned attempt: it would block the queue for
+   * the whole session. So remove it once the create resolves, even late; when the create
+   * failed with its outcome unknown (connection lost), sweep the queue for our uuid a
+   * little later, when the client has reconnected. Then the key's path, if it is empty.
+   */
+  private giveUp(parent: string, prefix: string, creating: Promise<string>, lifetime: LeaseWatchdog | undefined): void {
+    void lifetime?.stop()
+    creating.then(
+      (path) => this.calls.removeEventually(path).then(() => this.calls.remove(parent)).catch(() => {}),
+      () => {
+        for (const delayMs of SWEEP_AFTER_MS) {
+          const timer = setTimeout(() => {
+            this.calls
+              .children(parent)
+              .then((names) => Promise.all(names.filter((name) => name.startsWith(prefix)).map((name) => this.calls.removeEventually(`${parent}/${name}`))))
+              .catch(() => {})
+          }, delayMs)
+          timer.unref()
+        }
+      },
+    )
+  }
+
+  async close(): Promise<void> {
+    this.closing.abort()
+    this.client.removeListener('expired', this.onExpired)
+    await Promise.allSettled([...this.held].map((held) => held.release()))
+  }
+}
+
+/** A key as one node name: no `/`, and never `.` or `..` (ZooKeeper rejects both). */
+function nodeName(key: string): string {
+  return encodeURIComponent(key).replace(/\./g, '%2E')
+}
+
+function isLockNode(name: string): boolean {
+  return /-lock-\d{10}$/.test(name)
+}
+
+function bySequence(a: string, b: string): number {
+  return Number(a.slice(-SEQUENCE_DIGITS)) - Number(b.slice(-SEQUENCE_DIGITS))
+}
+
+function czxid(stat: Stat): bigint {
+  return stat.czxid.readBigUInt64BE(0)
+}

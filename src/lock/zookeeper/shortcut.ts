@@ -1,0 +1,16 @@
+import type { Client } from 'node-zookeeper-client'
+import { InvalidArgumentError } from '../../errors.js'
+import type { BackendShortcut } from '../resolve-backend.js'
+import { createZooKeeperBackend } from './backend.js'
+
+/** `createLocks({ zookeeper: client })`: a node-zookeeper-client `Client`, `connect()`ed by you. */
+export const zookeeperShortcut: BackendShortcut = {
+  option: 'zookeeper',
+  create(value, settings) {
+    const client = value as Partial<Client> | null
+    if (typeof client !== 'object' || client === null || typeof client.create !== 'function' || typeof client.getChildren !== 'function' || typeof client.transaction !== 'function' || typeof client.getSessionTimeout !== 'function') {
+      throw new InvalidArgumentError('zookeeper', 'expected a node-zookeeper-client Client (zookeeper.createClient(…), connected)')
+    }
+    return createZooKeeperBackend(client as Client, settings)
+  },
+}
