@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createCache } from '../../src/index.js'
-import { redisAvailable, startCluster, type RedisClusterHandle } from '../support/redis.js'
+import { redisAvailable } from '../support/redis.js'
+import { startCluster, type RedisClusterHandle } from '../support/redis-cluster.js'
 import { sleep, until } from '../support/timing.js'
 
 describe.skipIf(!redisAvailable)('Redis Cluster', () => {
