@@ -384,9 +384,10 @@ export class Cache {
     let waitDeadline = 0
     let poll = pollInterval
     let handedOff = false // past this point a RedisUnavailableError is the loader's own
+    const failoverDeadline = performance.now() + call.policy.waitTimeout
     try {
       for (;;) {
-        const found = await this.store.getOrLock(keys, owner, lease, mode, this.retentionMs)
+        const found = await this.store.throughFailover(() => this.store!.getOrLock(keys, owner, lease, mode, this.retentionMs), failoverDeadline, pollInterval)
         const entry = this.decode(key, found)
         if (entry) notes.fallback = entry
         switch (found.lock) {
@@ -602,11 +603,20 @@ export class Cache {
     const life = context.lifetimes(loadMs)
     let written = true
     if (this.store) {
+      const store = this.store
+      const commit = () => store.commit(claim?.keys ?? entryKeys(this.settings.namespace, key), { lockValue: claim?.lockValue ?? '', token: claim?.token ?? '', data, ...life })
       try {
-        written = await this.store.commit(claim?.keys ?? entryKeys(this.settings.namespace, key), { lockValue: claim?.lockValue ?? '', token: claim?.token ?? '', data, ...life })
+        written = await commit()
         if (!written) this.events.emit('fenced', { key })
       } catch {
-        // Redis is unavailable: keep the value in L1; the lock expires by itself.
+        // Redis is unavailable: keep the value in L1; the lock expires by itself. If it is a
+        // failover, commit again once the promoted node serves (fenced, so harmless if late),
+        // so waiters elsewhere get the value instead of waiting out our lock. Within one lease:
+        // after that the lock is gone and they have reloaded.
+        if (claim?.lockValue) {
+          const { lease, pollInterval } = this.settings.lock
+          this.track(store.throughFailover(commit, performance.now() + lease, pollInterval).then((late) => late || this.events.emit('fenced', { key })))
+        }
       }
     }
     if (written) {

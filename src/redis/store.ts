@@ -3,6 +3,7 @@ import type { Lifetimes } from '../entry.js'
 import type { CacheEmitter } from '../events.js'
 import { RedisUnavailableError } from '../errors.js'
 import type { CircuitBreaker } from './breaker.js'
+import { delay } from '../timers.js'
 import type { EntryKeys } from './keys.js'
 import { defineScripts, type ScriptedClient } from './scripts.js'
 
@@ -11,6 +12,11 @@ export type LookupMode = 'read' | 'refresh' | 'token'
 /** ioredis prefixes KEYS (so our channels inside scripts) but neither PUBLISH nor SUBSCRIBE arguments. */
 export function keyPrefixOf(client: Redis | Cluster): string {
   return (client.options as { keyPrefix?: string }).keyPrefix ?? ''
+}
+
+/** Cluster, or a client that finds its primary through Sentinel. */
+export function canFailOver(client: Redis | Cluster): boolean {
+  return client.isCluster === true || ((client.options as { sentinels?: unknown[] }).sentinels?.length ?? 0) > 0
 }
 
 /** What getOrLock found. `data` is '' when there is no usable value. */
@@ -44,6 +50,14 @@ export class RedisStore {
   private readonly client: ScriptedClient
   private readonly publish: 'PUBLISH' | 'SPUBLISH'
   private readonly keyPrefix: string
+  /** A Cluster or Sentinel client: a failing command may be a failover in progress, worth retrying. */
+  private readonly failsOver: boolean
+  /**
+   * Set by throughFailover while it starts a retry: the breaker counts consecutive failed
+   * operations, and the retries of one operation waiting out one failover are not more of them
+   * (or a single shard's failover would open the breaker for every key of the cluster).
+   */
+  private retrying = false
   private connectedOnce: boolean
   private readonly inFlight = new Set<(error: Error) => void>()
   private readonly connection: NodeJS.EventEmitter
@@ -64,6 +78,7 @@ export class RedisStore {
     this.publish = sharded ? 'SPUBLISH' : 'PUBLISH'
     this.client = defineScripts(client)
     this.keyPrefix = keyPrefixOf(client)
+    this.failsOver = canFailOver(client)
     this.connectedOnce = client.status === 'ready'
     this.connection = client as unknown as NodeJS.EventEmitter
     if (!this.connectedOnce) this.connection.once('ready', this.onReady)
@@ -83,6 +98,28 @@ export class RedisStore {
     )) as [Lookup['state'], Lookup['lock'], string, string, number, number, number, number, number, number]
     const [state, lock, lockArg, data, freshMs, graceMs, fallbackMs, loadMs, corrupt, ttlMs] = reply
     return { state, lock, lockArg, data, life: { freshMs, graceMs, fallbackMs, loadMs, ttlMs: ttlMs || freshMs }, corrupt: corrupt === 1 }
+  }
+
+  /**
+   * `operation`, retried every `retryMs` on a client that can fail over (Cluster, Sentinel)
+   * while the breaker stays closed, until `deadline` (performance.now() ms). During a
+   * failover every process would otherwise run the loader in-process, each one an extra
+   * load, or a leader's commit would be lost and its waiters would wait out its lock;
+   * retrying until the promoted node serves keeps it to one load. A Redis that stays down
+   * opens the breaker, and the caller then carries on without Redis, as on a standalone client.
+   */
+  async throughFailover<T>(operation: () => Promise<T>, deadline: number, retryMs: number): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        this.retrying = attempt > 0
+        const result = operation() // call() reads `retrying` synchronously, before its first await
+        this.retrying = false
+        return await result
+      } catch (error) {
+        if (!this.failsOver || !this.breaker.closed || performance.now() + retryMs >= deadline) throw error
+        await delay(retryMs).promise
+      }
+    }
   }
 
   /** Returns whether the value was written (false: fenced out by a newer token). */
@@ -116,6 +153,7 @@ export class RedisStore {
   }
 
   private async call<T>(operation: string, command: () => Promise<T>): Promise<T> {
+    const countsAsFailure = !this.retrying
     if (!this.breaker.allow()) throw new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`)
     try {
       // A client that was connected and lost its connection would queue the command until it
@@ -135,7 +173,7 @@ export class RedisStore {
       this.breaker.success()
       return result
     } catch (error) {
-      this.breaker.failure()
+      if (countsAsFailure) this.breaker.failure()
       this.events.emit('redis-error', { operation, error })
       throw error instanceof RedisUnavailableError ? error : new RedisUnavailableError(`redis ${operation} failed: ${(error as Error)?.message}`, error)
     }
