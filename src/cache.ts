@@ -98,7 +98,7 @@ export class Cache {
 
   constructor(options: CacheOptions) {
     this.settings = resolveSettings(options)
-    const { l1, lock, redisTimeout, breaker, namespace } = this.settings
+    const { l1, lock, redisTimeout, redisFailoverWait, breaker, namespace } = this.settings
     this.retentionMs = lock.maxHold + lock.lease
     if (l1) this.memory = new MemoryTier(l1.max, l1.maxTtl)
     if (options.redis) {
@@ -107,7 +107,7 @@ export class Cache {
         throw new InvalidArgumentError('redis', 'must be an ioredis Redis or Cluster client')
       }
       const { shardedPubSub } = this.settings
-      this.store = new RedisStore(client, redisTimeout, new CircuitBreaker(breaker.threshold, breaker.openFor, this.events), this.events, shardedPubSub)
+      this.store = new RedisStore(client, redisTimeout, new CircuitBreaker(breaker.threshold, breaker.openFor, this.events), this.events, shardedPubSub, redisFailoverWait)
       this.notifier = new Notifier(client, redisTimeout, shardedPubSub)
       if (this.memory) {
         this.notifier.listen(invalidationChannel(namespace), (message) => {
@@ -431,7 +431,7 @@ export class Cache {
             // fall between our check and our subscription.
             if (!subscription) {
               this.events.emit('wait', { key })
-              subscription = await this.notifier!.subscribe(keys.channel)
+              subscription = await this.store.throughFailover(() => this.notifier!.subscribe(keys.channel), failoverDeadline, pollInterval)
               waitDeadline = performance.now() + call.policy.waitTimeout
               continue
             }

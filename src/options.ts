@@ -116,6 +116,15 @@ export interface CacheOptions extends PolicyOptions {
   lock?: LockOptions
   /** Timeout for each Redis command stampede-guard sends, whatever the client's own settings. Default `'1s'`. */
   redisTimeout?: Duration
+  /**
+   * On a client that can fail over (an ioredis `Cluster`, or a `Redis` with `sentinels`): while
+   * Redis has been failing for less than this, a call retries it (every `lock.pollInterval`,
+   * within its `waitTimeout`) instead of loading without Redis, so a failover costs at most one
+   * load per key instead of one per process. Past it, Redis is treated as down, as on a
+   * standalone client. Set it above your failover time (cluster-node-timeout or Sentinel's
+   * down-after-milliseconds, plus ~1 s); `0` turns it off. Default `'5s'`.
+   */
+  redisFailoverWait?: Duration
   circuitBreaker?: CircuitBreakerOptions
   /** Encodes values for Redis. Default JSON (`null` is a value; `undefined`, BigInt and cycles cannot be stored). */
   codec?: Codec
@@ -151,6 +160,7 @@ export interface Settings {
   l1: { max: number; maxTtl: number } | false
   lock: { lease: number; maxHold: number; pollInterval: number; maxPollInterval: number }
   redisTimeout: number
+  redisFailoverWait: number
   breaker: { threshold: number; openFor: number }
   codec: Codec
   maxKeyLength: number
@@ -159,7 +169,7 @@ export interface Settings {
 
 /** Names of the options `getOrLoad` takes per call (for wrappers that pass them through). */
 export const POLICY_OPTION_NAMES = ['ttl', 'staleTtl', 'staleIfError', 'failSafeBackoff', 'softTimeout', 'hardTimeout', 'waitTimeout', 'onWaitTimeout', 'earlyRefresh', 'negativeTtl'] as const
-const CACHE_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'redis', 'namespace', 'l1', 'lock', 'redisTimeout', 'circuitBreaker', 'codec', 'maxKeyLength', 'shardedPubSub'])
+const CACHE_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'redis', 'namespace', 'l1', 'lock', 'redisTimeout', 'redisFailoverWait', 'circuitBreaker', 'codec', 'maxKeyLength', 'shardedPubSub'])
 const CALL_KEYS = new Set<string>(POLICY_OPTION_NAMES)
 const L1_KEYS = new Set(['max', 'maxTtl'])
 const LOCK_KEYS = new Set(['lease', 'maxHold', 'pollInterval', 'maxPollInterval'])
@@ -266,6 +276,7 @@ export function resolveSettings(options: CacheOptions): Settings {
     },
     lock: { lease, maxHold, pollInterval, maxPollInterval },
     redisTimeout: parseDuration('redisTimeout', options.redisTimeout ?? 1_000),
+    redisFailoverWait: parseDuration('redisFailoverWait', options.redisFailoverWait ?? 5_000, true),
     breaker: {
       threshold: positiveInteger('circuitBreaker.threshold', breaker.threshold ?? 3),
       openFor: parseDuration('circuitBreaker.openFor', breaker.openFor ?? 2_000),

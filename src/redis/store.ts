@@ -53,11 +53,13 @@ export class RedisStore {
   /** A Cluster or Sentinel client: a failing command may be a failover in progress, worth retrying. */
   private readonly failsOver: boolean
   /**
-   * Set by throughFailover while it starts a retry: the breaker counts consecutive failed
-   * operations, and the retries of one operation waiting out one failover are not more of them
-   * (or a single shard's failover would open the breaker for every key of the cluster).
+   * Set by throughFailover while it starts a retry. The breaker counts consecutive failed
+   * operations, and the retries of one operation waiting out one failover are not more of
+   * them (or a single shard's failover would open the breaker for every key of the cluster).
    */
   private retrying = false
+  /** performance.now() of the first failure since the last success: how long Redis has been failing. */
+  private failingSince: number | undefined
   private connectedOnce: boolean
   private readonly inFlight = new Set<(error: Error) => void>()
   private readonly connection: NodeJS.EventEmitter
@@ -74,6 +76,8 @@ export class RedisStore {
     private readonly breaker: CircuitBreaker,
     private readonly events: CacheEmitter,
     sharded: boolean,
+    /** See `redisFailoverWait`; only used on a client that can fail over. */
+    private readonly failoverWaitMs = 0,
   ) {
     this.publish = sharded ? 'SPUBLISH' : 'PUBLISH'
     this.client = defineScripts(client)
@@ -102,11 +106,11 @@ export class RedisStore {
 
   /**
    * `operation`, retried every `retryMs` on a client that can fail over (Cluster, Sentinel)
-   * while the breaker stays closed, until `deadline` (performance.now() ms). During a
-   * failover every process would otherwise run the loader in-process, each one an extra
-   * load, or a leader's commit would be lost and its waiters would wait out its lock;
-   * retrying until the promoted node serves keeps it to one load. A Redis that stays down
-   * opens the breaker, and the caller then carries on without Redis, as on a standalone client.
+   * until `deadline` (performance.now() ms), for as long as Redis has been failing for less
+   * than `failoverWaitMs`. During a failover every process would otherwise run the loader
+   * in-process, each one an extra load, or a leader's commit would be lost and its waiters
+   * would wait out its lock; retrying until the promoted node serves keeps it to one load.
+   * A Redis down for longer is an outage: callers then carry on without it at once.
    */
   async throughFailover<T>(operation: () => Promise<T>, deadline: number, retryMs: number): Promise<T> {
     for (let attempt = 0; ; attempt++) {
@@ -116,7 +120,8 @@ export class RedisStore {
         this.retrying = false
         return await result
       } catch (error) {
-        if (!this.failsOver || !this.breaker.closed || performance.now() + retryMs >= deadline) throw error
+        const now = performance.now()
+        if (!this.failsOver || now - (this.failingSince ?? now) >= this.failoverWaitMs || now + retryMs >= deadline) throw error
         await delay(retryMs).promise
       }
     }
@@ -153,8 +158,10 @@ export class RedisStore {
   }
 
   private async call<T>(operation: string, command: () => Promise<T>): Promise<T> {
-    const countsAsFailure = !this.retrying
-    if (!this.breaker.allow()) throw new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`)
+    // A retry through a failover goes to Redis even past an open breaker: it has already been
+    // judged worth it (within redisFailoverWait), and an open breaker would only skip it to no end.
+    const retry = this.retrying
+    if (!retry && !this.breaker.allow()) throw new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`)
     try {
       // A client that was connected and lost its connection would queue the command until it
       // reconnects: fail at once instead of after redisTimeout. Before the first connection,
@@ -171,9 +178,11 @@ export class RedisStore {
         })
       })
       this.breaker.success()
+      this.failingSince = undefined
       return result
     } catch (error) {
-      if (countsAsFailure) this.breaker.failure()
+      if (!retry) this.breaker.failure()
+      this.failingSince ??= performance.now()
       this.events.emit('redis-error', { operation, error })
       throw error instanceof RedisUnavailableError ? error : new RedisUnavailableError(`redis ${operation} failed: ${(error as Error)?.message}`, error)
     }

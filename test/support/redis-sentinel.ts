@@ -125,7 +125,15 @@ export async function startSentinel(options: StartSentinelOptions = {}): Promise
     for (;;) {
       const reported = await reportedPrimary(sentinels.find((s) => s.running)!).catch(() => undefined);
       if (reported && reported !== server) {
-        await admin(server).call('REPLICAOF', HOST, String(reported.port));
+        // As Sentinel reconfigures a node: its clients are disconnected, so they look up the
+        // new primary instead of getting READONLY from this one.
+        await admin(server)
+          .multi()
+          .call('REPLICAOF', HOST, String(reported.port))
+          .call('CLIENT', 'KILL', 'TYPE', 'normal')
+          .call('CLIENT', 'KILL', 'TYPE', 'pubsub')
+          .exec()
+          .catch(() => {}); // our own connection is among those killed
         break;
       }
       if (Date.now() > deadline) throw new Error(`no primary other than ${server.port} reported within ${READY_TIMEOUT_MS} ms`);
