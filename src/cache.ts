@@ -11,6 +11,7 @@ import { CircuitBreaker } from './redis/breaker.js'
 import { entryKeys, invalidationChannel, type EntryKeys } from './redis/keys.js'
 import { Lease } from './redis/lease.js'
 import { Notifier, type Subscription } from './redis/notifier.js'
+import { ServerProbe } from './redis/server-probe.js'
 import { RedisStore, type Lookup, type LookupMode } from './redis/store.js'
 import { withTimeout } from './timers.js'
 
@@ -90,6 +91,7 @@ export class Cache {
   private deletions = 0
   private readonly store: RedisStore | undefined
   private readonly notifier: Notifier | undefined
+  private readonly probe: ServerProbe | undefined
   /** How long a delete's fence outlives it: the longest a load may still commit. */
   private readonly retentionMs: number
   private closed = false
@@ -106,9 +108,9 @@ export class Cache {
       if (typeof client.defineCommand !== 'function' || typeof client.duplicate !== 'function') {
         throw new InvalidArgumentError('redis', 'must be an ioredis Redis or Cluster client')
       }
-      const { shardedPubSub } = this.settings
-      this.store = new RedisStore(client, redisTimeout, new CircuitBreaker(breaker.threshold, breaker.openFor, this.events), this.events, shardedPubSub, redisFailoverWait)
-      this.notifier = new Notifier(client, redisTimeout, shardedPubSub)
+      this.probe = new ServerProbe(client, this.settings.shardedPubSub, redisTimeout, this.events)
+      this.store = new RedisStore(client, redisTimeout, new CircuitBreaker(breaker.threshold, breaker.openFor, this.events), this.events, this.probe, redisFailoverWait)
+      this.notifier = new Notifier(client, redisTimeout, this.probe)
       if (this.memory) {
         this.notifier.listen(invalidationChannel(namespace), (message) => {
           const bar = message.indexOf('|')
@@ -197,6 +199,7 @@ export class Cache {
     this.closed = true
     while (this.background.size > 0) await Promise.allSettled([...this.background])
     this.store?.close()
+    this.probe?.close()
     this.notifier?.close()
     this.memory?.clear()
     this.events.removeAll()

@@ -35,6 +35,11 @@ export interface CacheEvents {
   'circuit-open': { failures: number }
   /** The circuit breaker closed again after a successful probe. */
   'circuit-close': Record<string, never>
+  /**
+   * A server setting weakens the guarantees (read once at start-up, where CONFIG is allowed):
+   * `maxmemory-policy` other than `noeviction` can evict locks, fences and delete tombstones.
+   */
+  'config-warning': { setting: string; value: string; message: string }
 }
 
 export type CacheEventName = keyof CacheEvents
@@ -42,7 +47,7 @@ export type CacheStats = Record<CacheEventName, number>
 
 const EVENT_NAMES: CacheEventName[] = [
   'hit', 'stale', 'miss', 'leader', 'wait', 'load', 'fail-safe', 'timeout', 'uncacheable',
-  'corrupt', 'fenced', 'lock-lost', 'redis-error', 'circuit-open', 'circuit-close',
+  'corrupt', 'fenced', 'lock-lost', 'redis-error', 'circuit-open', 'circuit-close', 'config-warning',
 ]
 
 /** A typed emitter that also counts. Emitting with no listener costs one increment. */

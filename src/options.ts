@@ -131,11 +131,14 @@ export interface CacheOptions extends PolicyOptions {
   /** Longest accepted key, in UTF-16 code units. Default `1024`. */
   maxKeyLength?: number
   /**
-   * On a Redis Cluster (≥ 7), wake waiters with sharded pub/sub (SPUBLISH/SSUBSCRIBE): a
-   * notification then travels only within its key's shard instead of to every node.
-   * Needs `redis` to be an ioredis `Cluster`. Default `false`.
+   * Wake waiters with sharded pub/sub (SPUBLISH/SSUBSCRIBE): a notification then travels only
+   * within its key's shard, where classic PUBLISH is relayed to every node of a cluster.
+   * `'auto'` reads the server version once in the background: sharded on a Redis ≥ 7
+   * Cluster, classic on Redis 6.2 and on a standalone or Sentinel client. `true` needs an
+   * ioredis `Cluster` on Redis ≥ 7. Every process sharing a cluster must end up with the same
+   * choice, or waiters miss each other's messages and wake by polling. Default `'auto'`.
    */
-  shardedPubSub?: boolean
+  shardedPubSub?: boolean | 'auto'
 }
 
 export type ResolvedEarlyRefresh = { kind: 'off' } | { kind: 'threshold'; fraction: number } | { kind: 'xfetch'; beta: number }
@@ -164,7 +167,7 @@ export interface Settings {
   breaker: { threshold: number; openFor: number }
   codec: Codec
   maxKeyLength: number
-  shardedPubSub: boolean
+  shardedPubSub: boolean | 'auto'
 }
 
 /** Names of the options `getOrLoad` takes per call (for wrappers that pass them through). */
@@ -235,10 +238,10 @@ export function resolveCallPolicy(base: Policy, options: PolicyOptions): Policy 
   return resolvePolicy(base, options)
 }
 
-function shardedPubSub(options: CacheOptions): boolean {
-  const sharded = options.shardedPubSub ?? false
-  if (typeof sharded !== 'boolean') throw new InvalidArgumentError('shardedPubSub', `must be a boolean, got ${typeof sharded}`)
-  if (sharded && options.redis?.isCluster !== true) throw new InvalidArgumentError('shardedPubSub', 'needs redis to be an ioredis Cluster')
+function shardedPubSub(options: CacheOptions): boolean | 'auto' {
+  const sharded = options.shardedPubSub ?? 'auto'
+  if (typeof sharded !== 'boolean' && sharded !== 'auto') throw new InvalidArgumentError('shardedPubSub', `must be a boolean or 'auto', got ${JSON.stringify(sharded)}`)
+  if (sharded === true && options.redis?.isCluster !== true) throw new InvalidArgumentError('shardedPubSub', 'needs redis to be an ioredis Cluster')
   return sharded
 }
 

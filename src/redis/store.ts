@@ -6,6 +6,7 @@ import type { CircuitBreaker } from './breaker.js'
 import { delay } from '../timers.js'
 import type { EntryKeys } from './keys.js'
 import { defineScripts, type ScriptedClient } from './scripts.js'
+import type { ServerProbe } from './server-probe.js'
 
 export type LookupMode = 'read' | 'refresh' | 'token'
 
@@ -48,7 +49,6 @@ export interface CommitRequest {
  */
 export class RedisStore {
   private readonly client: ScriptedClient
-  private readonly publish: 'PUBLISH' | 'SPUBLISH'
   private readonly keyPrefix: string
   /** A Cluster or Sentinel client: a failing command may be a failover in progress, worth retrying. */
   private readonly failsOver: boolean
@@ -75,11 +75,10 @@ export class RedisStore {
     private readonly timeoutMs: number,
     private readonly breaker: CircuitBreaker,
     private readonly events: CacheEmitter,
-    sharded: boolean,
+    private readonly probe: ServerProbe,
     /** See `redisFailoverWait`; only used on a client that can fail over. */
     private readonly failoverWaitMs = 0,
   ) {
-    this.publish = sharded ? 'SPUBLISH' : 'PUBLISH'
     this.client = defineScripts(client)
     this.keyPrefix = keyPrefixOf(client)
     this.failsOver = canFailOver(client)
@@ -130,16 +129,20 @@ export class RedisStore {
   /** Returns whether the value was written (false: fenced out by a newer token). */
   async commit(keys: EntryKeys, request: CommitRequest): Promise<boolean> {
     const { lockValue, token, data, freshMs, graceMs, fallbackMs, loadMs } = request // freshMs is the ttl
+    const known = this.publishCommand()
+    const publish = typeof known === 'string' ? known : await known
     const [written] = (await this.call('commit', () =>
-      this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), this.publish),
+      this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), publish),
     )) as [number, number]
     return written === 1
   }
 
   async release(keys: EntryKeys, lockValue: string, message: string, marks: { backoffMs?: number; passMs?: number; negativeMs?: number } = {}): Promise<boolean> {
     const { backoffMs = 0, passMs = 0, negativeMs = 0 } = marks
+    const known = this.publishCommand()
+    const publish = typeof known === 'string' ? known : await known
     const released = await this.call('release', () =>
-      this.client.stampedeGuardRelease(keys.entry, keys.lock, keys.channel, lockValue, message, backoffMs, passMs, this.publish, negativeMs),
+      this.client.stampedeGuardRelease(keys.entry, keys.lock, keys.channel, lockValue, message, backoffMs, passMs, publish, negativeMs),
     )
     return released === 1
   }
@@ -150,6 +153,16 @@ export class RedisStore {
 
   async invalidate(keys: EntryKeys, retentionMs: number): Promise<void> {
     await this.call('invalidate', () => this.client.stampedeGuardInvalidate(keys.entry, retentionMs))
+  }
+
+  /**
+   * The per-key notification command: at once when the probe knows the server (so commands
+   * go out in call order, with no await in between), else once it does (bounded).
+   */
+  private publishCommand(): 'PUBLISH' | 'SPUBLISH' | Promise<'PUBLISH' | 'SPUBLISH'> {
+    const sharded = this.probe.shardedPubSub()
+    const command = (known: boolean) => (known ? 'SPUBLISH' : 'PUBLISH')
+    return typeof sharded === 'boolean' ? command(sharded) : sharded.then(command)
   }
 
   /** PUBLISH takes no key, so ioredis does not apply `keyPrefix`: add it, as the subscriber does. */
