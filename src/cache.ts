@@ -109,7 +109,7 @@ export class Cache {
         throw new InvalidArgumentError('redis', 'must be an ioredis Redis or Cluster client')
       }
       this.probe = new ServerProbe(client, this.settings.shardedPubSub, redisTimeout, this.events)
-      this.store = new RedisStore(client, redisTimeout, new CircuitBreaker(breaker.threshold, breaker.openFor, this.events), this.events, this.probe, redisFailoverWait)
+      this.store = new RedisStore(client, redisTimeout, new CircuitBreaker(breaker.threshold, breaker.openFor, this.events), this.events, this.probe, redisFailoverWait, lock.waitForReplicas)
       this.notifier = new Notifier(client, redisTimeout, this.probe)
       if (this.memory) {
         this.notifier.listen(invalidationChannel(namespace), (message) => {
@@ -412,6 +412,7 @@ export class Cache {
           case 'token':
             throw new Error(`unexpected lookup ${found.lock} in mode ${mode}`)
           case 'won': {
+            this.checkReplicated(key, found)
             const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}` }
             if (entry && found.state === 'grace') {
               this.remember(call, entry)
@@ -463,6 +464,14 @@ export class Cache {
     }
   }
 
+  /** With lock.waitForReplicas: a lock fewer replicas acknowledged is used all the same (the weaker mode), and reported. */
+  private checkReplicated(key: string, found: Lookup): void {
+    const wanted = this.settings.lock.waitForReplicas?.replicas
+    if (wanted !== undefined && found.acknowledged !== undefined && found.acknowledged < wanted) {
+      this.events.emit('lock-unreplicated', { key, acknowledged: found.acknowledged, wanted })
+    }
+  }
+
   private hit(call: Call, entry: Entry): Resolution {
     this.remember(call, entry)
     this.events.emit('hit', { key: call.key, tier: 'redis' })
@@ -496,7 +505,10 @@ export class Cache {
       }
       return this.lead(call, undefined, notes)
     }
-    if (found.lock === 'won') return this.lead(call, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}` }, notes)
+    if (found.lock === 'won') {
+      this.checkReplicated(call.key, found)
+      return this.lead(call, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}` }, notes)
+    }
     const newer = this.decode(call.key, found)
     const now = performance.now()
     if (newer && found.state === 'fresh') {

@@ -2,6 +2,7 @@ import type { Cluster, Redis } from 'ioredis'
 import { parseDuration, type Duration } from './duration.js'
 import { InvalidArgumentError } from './errors.js'
 import { jsonCodec, type Codec } from './entry.js'
+import type { ReplicaWait } from './redis/replicas.js'
 
 export type { Duration }
 
@@ -96,6 +97,16 @@ export interface LockOptions {
   pollInterval?: Duration
   /** Cap on the safety poll interval. Default `'1s'`. */
   maxPollInterval?: Duration
+  /**
+   * Durability of the lock across a failover (Redisson's approach): each lookup that may take
+   * the lock is followed, in the same round trip, by `WAIT replicas timeout`. A lock that fewer
+   * replicas acknowledged is still used (the fence keeps the stored value right; a lock lost in
+   * a failover costs one duplicate load) and reported as a `lock-unreplicated` event.
+   * Costs up to `timeout` per lookup when replicas lag, and the full `timeout` on every lookup
+   * when there are fewer replicas than asked. `replicas` defaults to 1, `timeout` to `'50ms'`.
+   * Default `false` (off).
+   */
+  waitForReplicas?: false | { replicas?: number; timeout?: Duration }
 }
 
 /** Keeps the cache answering when Redis is down: after `threshold` consecutive failures Redis is skipped for `openFor`. */
@@ -161,7 +172,7 @@ export interface Settings {
   namespace: string
   policy: Policy
   l1: { max: number; maxTtl: number } | false
-  lock: { lease: number; maxHold: number; pollInterval: number; maxPollInterval: number }
+  lock: { lease: number; maxHold: number; pollInterval: number; maxPollInterval: number; waitForReplicas: ReplicaWait | undefined }
   redisTimeout: number
   redisFailoverWait: number
   breaker: { threshold: number; openFor: number }
@@ -175,7 +186,8 @@ export const POLICY_OPTION_NAMES = ['ttl', 'staleTtl', 'staleIfError', 'failSafe
 const CACHE_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'redis', 'namespace', 'l1', 'lock', 'redisTimeout', 'redisFailoverWait', 'circuitBreaker', 'codec', 'maxKeyLength', 'shardedPubSub'])
 const CALL_KEYS = new Set<string>(POLICY_OPTION_NAMES)
 const L1_KEYS = new Set(['max', 'maxTtl'])
-const LOCK_KEYS = new Set(['lease', 'maxHold', 'pollInterval', 'maxPollInterval'])
+const LOCK_KEYS = new Set(['lease', 'maxHold', 'pollInterval', 'maxPollInterval', 'waitForReplicas'])
+const REPLICA_WAIT_KEYS = new Set(['replicas', 'timeout'])
 const BREAKER_KEYS = new Set(['threshold', 'openFor'])
 
 function rejectUnknown(where: string, options: object, known: Set<string>): void {
@@ -245,6 +257,15 @@ function shardedPubSub(options: CacheOptions): boolean | 'auto' {
   return sharded
 }
 
+function replicaWait(option: LockOptions['waitForReplicas']): ReplicaWait | undefined {
+  if (option === undefined || option === false) return undefined
+  rejectUnknown('lock.waitForReplicas', option, REPLICA_WAIT_KEYS)
+  return {
+    replicas: positiveInteger('lock.waitForReplicas.replicas', option.replicas ?? 1),
+    timeoutMs: parseDuration('lock.waitForReplicas.timeout', option.timeout ?? 50),
+  }
+}
+
 /** Validates everything given to `createCache`, failing fast with the option's name. */
 export function resolveSettings(options: CacheOptions): Settings {
   if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('options', 'createCache needs an options object with at least { ttl }')
@@ -277,7 +298,7 @@ export function resolveSettings(options: CacheOptions): Settings {
       max: positiveInteger('l1.max', l1.max ?? 10_000),
       maxTtl: l1.maxTtl === undefined ? Infinity : parseDuration('l1.maxTtl', l1.maxTtl),
     },
-    lock: { lease, maxHold, pollInterval, maxPollInterval },
+    lock: { lease, maxHold, pollInterval, maxPollInterval, waitForReplicas: replicaWait(lock.waitForReplicas) },
     redisTimeout: parseDuration('redisTimeout', options.redisTimeout ?? 1_000),
     redisFailoverWait: parseDuration('redisFailoverWait', options.redisFailoverWait ?? 5_000, true),
     breaker: {

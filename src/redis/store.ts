@@ -7,6 +7,7 @@ import { delay } from '../timers.js'
 import type { EntryKeys } from './keys.js'
 import { defineScripts, type ScriptedClient } from './scripts.js'
 import type { ServerProbe } from './server-probe.js'
+import { execWithReplicaWait, type ReplicaWait } from './replicas.js'
 
 export type LookupMode = 'read' | 'refresh' | 'token'
 
@@ -29,6 +30,8 @@ export interface Lookup {
   data: string
   life: Lifetimes
   corrupt: boolean
+  /** With a replica wait: how many replicas acknowledged the lookup's writes (the lock). */
+  acknowledged?: number
 }
 
 /** What the leader writes: the encoded value and its lifetimes from now, in ms. */
@@ -78,6 +81,8 @@ export class RedisStore {
     private readonly probe: ServerProbe,
     /** See `redisFailoverWait`; only used on a client that can fail over. */
     private readonly failoverWaitMs = 0,
+    /** See `lock.waitForReplicas`: WAIT after each lookup, in the same round trip. */
+    private readonly replicaWait?: ReplicaWait,
   ) {
     this.client = defineScripts(client)
     this.keyPrefix = keyPrefixOf(client)
@@ -96,11 +101,16 @@ export class RedisStore {
 
   /** `refreshBelowMs`: in 'refresh' mode, only refresh a value fresh for at most this long (-1: always). */
   async getOrLock(keys: EntryKeys, owner: string, leaseMs: number, mode: LookupMode, retentionMs: number, refreshBelowMs = -1): Promise<Lookup> {
-    const reply = (await this.call('getOrLock', () =>
-      this.client.stampedeGuardGetOrLock(keys.entry, keys.lock, owner, leaseMs, mode, retentionMs, Math.round(refreshBelowMs)),
-    )) as [Lookup['state'], Lookup['lock'], string, string, number, number, number, number, number, number]
+    const args = [keys.entry, keys.lock, owner, leaseMs, mode, retentionMs, Math.round(refreshBelowMs)] as const
+    let acknowledged: number | undefined
+    const reply = (await this.call('getOrLock', async () => {
+      if (!this.replicaWait) return this.client.stampedeGuardGetOrLock(...args)
+      const { replies, acknowledged: count } = await execWithReplicaWait(this.client, (pipeline) => (pipeline as unknown as ScriptedClient).stampedeGuardGetOrLock(...args), this.replicaWait)
+      acknowledged = count
+      return replies[0]
+    }, this.replicaWait?.timeoutMs)) as [Lookup['state'], Lookup['lock'], string, string, number, number, number, number, number, number]
     const [state, lock, lockArg, data, freshMs, graceMs, fallbackMs, loadMs, corrupt, ttlMs] = reply
-    return { state, lock, lockArg, data, life: { freshMs, graceMs, fallbackMs, loadMs, ttlMs: ttlMs || freshMs }, corrupt: corrupt === 1 }
+    return { state, lock, lockArg, data, life: { freshMs, graceMs, fallbackMs, loadMs, ttlMs: ttlMs || freshMs }, corrupt: corrupt === 1, acknowledged }
   }
 
   /**
@@ -170,7 +180,8 @@ export class RedisStore {
     await this.call('publish', () => this.client.publish(this.keyPrefix + channel, message))
   }
 
-  private async call<T>(operation: string, command: () => Promise<T>): Promise<T> {
+  /** `extraMs`: added to the timeout for a command that waits on the server on purpose (WAIT). */
+  private async call<T>(operation: string, command: () => Promise<T>, extraMs = 0): Promise<T> {
     // A retry through a failover goes to Redis even past an open breaker: it has already been
     // judged worth it (within redisFailoverWait), and an open breaker would only skip it to no end.
     const retry = this.retrying
@@ -182,7 +193,7 @@ export class RedisStore {
       if (this.connectedOnce && this.client.status !== 'ready') throw new RedisUnavailableError(`redis ${operation} skipped: connection is ${this.client.status}`)
       // Settles with the reply, after timeoutMs, or when the connection drops, whichever is first.
       const result = await new Promise<T>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new RedisUnavailableError(`redis ${operation} timed out after ${this.timeoutMs} ms`)), this.timeoutMs)
+        const timer = setTimeout(() => reject(new RedisUnavailableError(`redis ${operation} timed out after ${this.timeoutMs + extraMs} ms`)), this.timeoutMs + extraMs)
         timer.unref()
         this.inFlight.add(reject)
         command().then(resolve, reject).finally(() => {
