@@ -5,6 +5,7 @@
  * "database" redis that no failover touches.
  */
 import type { Redis } from 'ioredis'
+import { expect } from 'vitest'
 import type { FailoverReport, LoadRecord, StartRequest } from '../fixtures/failover-worker.js'
 import { until } from './timing.js'
 import { forkWorker, type Worker } from './workers.js'
@@ -99,4 +100,16 @@ export function describeRun(name: string, run: FailoverRun): string {
     `lastRedisError=+${run.lastRedisErrorMs}ms slowestCall=${Math.max(...run.reports.map((r) => r.slowestMs))}ms ` +
     `redisErrors=${sum('redis-error')} circuitOpen=${sum('circuit-open')} fenced=${sum('fenced')} lockLost=${sum('lock-lost')}`
   )
+}
+
+/**
+ * The goals: no failed call, no caller given a version older than one a finished call had,
+ * at most one extra load per key for the one failover, and no call near waitTimeout (10 s):
+ * waiters re-subscribed or polled instead of hanging.
+ */
+export function expectFailoverGoals(run: FailoverRun): void {
+  expect(run.reports.flatMap((r) => r.errors)).toEqual([])
+  expect(run.reports.flatMap((r) => r.regressions)).toEqual([])
+  expect(Object.entries(run.extraLoads).filter(([, extra]) => extra > 1)).toEqual([])
+  expect(Math.max(...run.reports.map((r) => r.slowestMs))).toBeLessThan(8_000)
 }

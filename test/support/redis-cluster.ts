@@ -10,7 +10,7 @@ import { spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import path from 'node:path';
 import { Cluster, type ClusterOptions, type Redis } from 'ioredis';
-import { HOST, parseInfo, redisServerBinary, sleep, startRedisProcess, type RedisServer } from './redis.js';
+import { adminClients, HOST, parseInfo, redisServerBinary, sleep, startRedisProcess, type RedisServer } from './redis.js';
 
 const SLOTS = 16384;
 const READY_TIMEOUT_MS = 30_000;
@@ -149,21 +149,12 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<R
   ];
   const nodes: RedisServer[] = [];
   const clients = new Set<Cluster>();
-  const admins = new Map<RedisServer, Redis>();
-  const admin = (server: RedisServer): Redis => {
-    let client = admins.get(server);
-    if (!client) {
-      client = server.client({ maxRetriesPerRequest: 1, connectTimeout: 1_000, commandTimeout: 2_000, retryStrategy: () => 100 });
-      client.on('error', () => {});
-      admins.set(server, client);
-    }
-    return client;
-  };
+  const admins = adminClients();
+  const admin = admins.admin;
   const stop = async () => {
     for (const c of clients) c.disconnect();
     clients.clear();
-    for (const a of admins.values()) a.disconnect();
-    admins.clear();
+    admins.disconnect();
     await Promise.all(nodes.map((n) => n.stop()));
   };
   const byPort = () => new Map(nodes.map((n) => [n.port, n]));

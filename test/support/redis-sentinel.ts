@@ -4,7 +4,7 @@
  * down-after-milliseconds and failover-timeout so a promotion takes a few seconds.
  */
 import { Redis, type RedisOptions } from 'ioredis';
-import { HOST, parseInfo, sleep, startRedisProcess, type RedisServer } from './redis.js';
+import { adminClients, HOST, parseInfo, sleep, startRedisProcess, type RedisServer } from './redis.js';
 
 const READY_TIMEOUT_MS = 30_000;
 export const SENTINEL_MASTER_NAME = 'sg-primary';
@@ -49,22 +49,13 @@ export async function startSentinel(options: StartSentinelOptions = {}): Promise
   const failoverTimeout = options.failoverTimeoutMs ?? 5_000;
   const servers: RedisServer[] = [];
   const sentinels: RedisServer[] = [];
-  const admins = new Map<RedisServer, Redis>();
+  const admins = adminClients();
+  const admin = admins.admin;
   const clients = new Set<Redis>();
-  const admin = (server: RedisServer): Redis => {
-    let client = admins.get(server);
-    if (!client) {
-      client = server.client({ maxRetriesPerRequest: 1, connectTimeout: 1_000, commandTimeout: 2_000, retryStrategy: () => 100 });
-      client.on('error', () => {});
-      admins.set(server, client);
-    }
-    return client;
-  };
   const stop = async () => {
     for (const c of clients) c.disconnect();
     clients.clear();
-    for (const a of admins.values()) a.disconnect();
-    admins.clear();
+    admins.disconnect();
     await Promise.all([...sentinels, ...servers].map((s) => s.stop()));
   };
 

@@ -420,3 +420,27 @@ export function parseInfo(text: string): Record<string, string> {
   }
   return out;
 }
+
+/**
+ * Admin connections for set-ups of several servers (cluster, sentinel): one per server,
+ * made on first use, quick to give up (1 retry, 2 s per command), reconnecting every
+ * 100 ms, and quiet about errors (a killed node is expected).
+ */
+export function adminClients(): { admin(server: RedisServer): Redis; disconnect(): void } {
+  const admins = new Map<RedisServer, Redis>();
+  return {
+    admin(server) {
+      let client = admins.get(server);
+      if (!client) {
+        client = server.client({ maxRetriesPerRequest: 1, connectTimeout: 1_000, commandTimeout: 2_000, retryStrategy: () => 100 });
+        client.on('error', () => {});
+        admins.set(server, client);
+      }
+      return client;
+    },
+    disconnect() {
+      for (const client of admins.values()) client.disconnect();
+      admins.clear();
+    },
+  };
+}
