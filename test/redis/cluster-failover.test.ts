@@ -1,13 +1,12 @@
 import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { describeRun, expectFailoverGoals, runFailoverUnderLoad, type FailoverRun } from '../support/failover-load.js'
+import { describeRun, expectFailoverGoals, FAILOVER_HOT_KEY, FAILOVER_KEYS, runFailoverUnderLoad, type FailoverRun } from '../support/failover-load.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { redisCliBinary, startCluster, type RedisClusterHandle } from '../support/redis-cluster.js'
 
 const ci = process.env.CI === 'true'
-const KEYS = Array.from({ length: 30 }, (_, i) => `item:${i}`)
-const HOT = KEYS[0]!
-const TTL_MS = 1_000
+const KEYS = FAILOVER_KEYS
+const HOT = FAILOVER_HOT_KEY
 
 describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('Redis Cluster failover under load (3 masters + 3 replicas, 4 processes)', () => {
   let cluster: RedisClusterHandle
@@ -43,7 +42,6 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('Redis Cluster fail
   }
 
   async function run(namespace: string, failover: () => Promise<void>): Promise<FailoverRun & { nodeErrors: Record<string, number> }> {
-    await db.flushall()
     await Promise.all(cluster.nodes.filter((n) => n.running).map((n) => cluster.admin(n).config('RESETSTAT')))
     // The 30 keys really are spread over every master.
     const owners = new Set(await Promise.all(KEYS.map(async (key) => (await cluster.ownerOf(`${namespace}:{k:${key}}`)).master)))
@@ -52,10 +50,7 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('Redis Cluster fail
       env: { CLUSTER_NODES: JSON.stringify(cluster.startupNodes) },
       db,
       dbUrl: database.url,
-      keys: KEYS,
-      hotKey: HOT,
-      ttlMs: TTL_MS,
-      cacheOptions: { namespace },
+      namespace,
       failover,
     })
     const nodeErrors = await errorsOnNodes()

@@ -4,9 +4,6 @@ import { describeRun, expectFailoverGoals, runFailoverUnderLoad, type FailoverRu
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { startSentinel, type SentinelHandle } from '../support/redis-sentinel.js'
 
-const KEYS = Array.from({ length: 30 }, (_, i) => `item:${i}`)
-const HOT = KEYS[0]!
-const TTL_MS = 1_000
 
 describe.skipIf(!redisAvailable)('Sentinel promotion under load (primary + replica + 3 sentinels, 4 processes)', () => {
   let sentinel: SentinelHandle
@@ -23,15 +20,11 @@ describe.skipIf(!redisAvailable)('Sentinel promotion under load (primary + repli
   })
 
   async function run(namespace: string, failover: () => Promise<void>): Promise<FailoverRun> {
-    await db.flushall()
     const result = await runFailoverUnderLoad({
       env: { SENTINELS: JSON.stringify(sentinel.sentinelNodes), SENTINEL_NAME: sentinel.masterName },
       db,
       dbUrl: database.url,
-      keys: KEYS,
-      hotKey: HOT,
-      ttlMs: TTL_MS,
-      cacheOptions: { namespace },
+      namespace,
       failover,
     })
     console.log(describeRun(namespace, result))

@@ -24,15 +24,18 @@ export interface FailoverRun {
   lastRedisErrorMs: number
 }
 
+/** The traffic of every failover run: 30 keys, every other call on the first, ttl 1 s so loads are always under way. */
+export const FAILOVER_KEYS = Array.from({ length: 30 }, (_, i) => `item:${i}`)
+export const FAILOVER_HOT_KEY = FAILOVER_KEYS[0]!
+const TTL_MS = 1_000
+
 export interface FailoverRunOptions {
   /** Redis connection env for the worker (CLUSTER_NODES or SENTINELS + SENTINEL_NAME). */
   env: Record<string, string>
+  /** The "database": a standalone redis no failover touches. */
   db: Redis
   dbUrl: string
-  keys: string[]
-  hotKey: string
-  ttlMs: number
-  cacheOptions?: object
+  namespace: string
   processes?: number
   /** Triggers the failover and resolves once the new primary serves. */
   failover(): Promise<void>
@@ -47,10 +50,12 @@ function countExtraLoads(loads: LoadRecord[], ttlMs: number): number {
 }
 
 export async function runFailoverUnderLoad(options: FailoverRunOptions): Promise<FailoverRun> {
-  const { db, keys, hotKey, ttlMs } = options
+  await options.db.flushall()
+  const { db } = options
+  const [keys, hotKey, ttlMs] = [FAILOVER_KEYS, FAILOVER_HOT_KEY, TTL_MS]
   const workers: Worker[] = await Promise.all(
     Array.from({ length: options.processes ?? 4 }, () =>
-      forkWorker(WORKER, { env: { DB_URL: options.dbUrl, CACHE_OPTIONS: JSON.stringify({ ttl: ttlMs, ...options.cacheOptions }), ...options.env } }),
+      forkWorker(WORKER, { env: { DB_URL: options.dbUrl, CACHE_OPTIONS: JSON.stringify({ ttl: ttlMs, namespace: options.namespace }), ...options.env } }),
     ),
   )
   try {
