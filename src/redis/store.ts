@@ -122,15 +122,22 @@ export class RedisStore {
    * A Redis down for longer is an outage: callers then carry on without it at once.
    */
   async throughFailover<T>(operation: () => Promise<T>, deadline: number, retryMs: number): Promise<T> {
+    let firstFailure: number | undefined // of this operation: bounds one that fails outside call() (a subscription)
     for (let attempt = 0; ; attempt++) {
       try {
+        let result: Promise<T>
         this.retrying = attempt > 0
-        const result = operation() // call() reads `retrying` synchronously, before its first await
-        this.retrying = false
+        try {
+          result = operation() // call() reads `retrying` synchronously, before its first await
+        } finally {
+          this.retrying = false
+        }
         return await result
       } catch (error) {
         const now = performance.now()
-        if (!this.failsOver || now - (this.failingSince ?? now) >= this.failoverWaitMs || now + retryMs >= deadline) throw error
+        firstFailure ??= now
+        const failingFor = now - Math.min(this.failingSince ?? now, firstFailure)
+        if (!this.failsOver || failingFor >= this.failoverWaitMs || now + retryMs >= deadline) throw error
         await delay(retryMs).promise
       }
     }
