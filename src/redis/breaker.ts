@@ -16,11 +16,6 @@ export class CircuitBreaker {
     private readonly events: CacheEmitter,
   ) {}
 
-  /** No recent run of failures: commands go to Redis (a failure now may be passing, e.g. a failover). */
-  get closed(): boolean {
-    return this.state === 'closed'
-  }
-
   /** May a command be sent now? In half-open state only the single probe may. */
   allow(): boolean {
     if (this.state === 'closed') return true
