@@ -505,10 +505,13 @@ export class Cache {
       // The first lookup is the fresh GET and, when it finds nothing, the script: joined
       // callers' waitTimeouts start once it answers (see withTimeouts).
       notes.lookingUp ??= []
-      const fresh = store.clock.now() === undefined ? undefined : await this.readFresh(key, keys, store).catch((error: unknown) => {
-        lookedUp(notes)
-        throw error
-      })
+      // Through a failover as the script is (redisFailoverWait): else every process would load.
+      const fresh = store.clock.now() === undefined
+        ? undefined
+        : await store.throughFailover(() => this.readFresh(key, keys, store), failoverDeadline, pollInterval).catch((error: unknown) => {
+          lookedUp(notes)
+          throw error
+        })
       if (fresh) return this.hit(call, fresh)
       const owner = randomBytes(16).toString('hex')
       let mode: LookupMode = 'read'
