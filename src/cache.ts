@@ -16,6 +16,7 @@ import { entryKeys, invalidationChannel, type EntryKeys } from './redis/keys.js'
 import { Lease } from './redis/lease.js'
 import { Notifier, type Subscription } from './redis/notifier.js'
 import { newerVersion, parseRecord } from './redis/record.js'
+import { ServerProbe } from './redis/server-probe.js'
 import { FOREIGN_TYPE, RedisStore, type Broadcast, type Lookup, type LookupMode } from './redis/store.js'
 import { withTimeout } from './timers.js'
 
@@ -124,6 +125,7 @@ export class Cache {
   private deletions = 0
   private readonly store: RedisStore | undefined
   private readonly notifier: Notifier | undefined
+  private readonly probe: ServerProbe | undefined
   /** How long a delete's fence outlives it: the longest a load may still commit. */
   private readonly retentionMs: number
   private closed = false
@@ -133,7 +135,7 @@ export class Cache {
 
   constructor(options: CacheOptions) {
     this.settings = resolveSettings(options)
-    const { l1, lock, redisTimeout, breaker, namespace } = this.settings
+    const { l1, lock, redisTimeout, redisFailoverWait, breaker, namespace } = this.settings
     this.retentionMs = lock.maxHold + lock.lease
     if (l1) this.memory = new MemoryTier(l1.max, l1.maxBytes, l1.maxTtl)
     if (options.redis) {
@@ -141,9 +143,10 @@ export class Cache {
       if (typeof client.defineCommand !== 'function' || typeof client.duplicate !== 'function') {
         throw new InvalidArgumentError('redis', 'must be an ioredis Redis or Cluster client')
       }
-      const { shardedPubSub } = this.settings
-      this.store = new RedisStore(client, redisTimeout, new CircuitBreaker(breaker.threshold, breaker.openFor, this.events), this.events, shardedPubSub, this.settings.redisCommands)
-      this.notifier = new Notifier(client, redisTimeout, shardedPubSub)
+      this.probe = new ServerProbe(client, this.settings.shardedPubSub, redisTimeout, this.events)
+      const circuit = new CircuitBreaker(breaker.threshold, breaker.openFor, this.events)
+      this.store = new RedisStore(client, redisTimeout, circuit, this.events, this.probe, redisFailoverWait, lock.waitForReplicas, this.settings.redisCommands)
+      this.notifier = new Notifier(client, redisTimeout, this.probe)
       if (this.memory) {
         this.notifier.listen(invalidationChannel(namespace), (message) => {
           const bar = message.indexOf('|')
@@ -240,6 +243,7 @@ export class Cache {
     this.closed = true
     while (this.background.size > 0) await Promise.allSettled([...this.background])
     this.store?.close()
+    this.probe?.close()
     this.notifier?.close()
     this.memory?.clear()
     this.events.removeAll()
@@ -495,26 +499,30 @@ export class Cache {
     }
     let handedOff = false // past this point a RedisUnavailableError is the loader's own
     let subscription: Subscription | undefined
+    const failoverDeadline = performance.now() + call.policy.waitTimeout
+    const { lease, pollInterval, maxPollInterval } = this.settings.lock
     try {
       // Whichever command goes first is sent before this returns, so calls keep their order.
       if (store.clock.stale()) void store.syncClock()
       // The first lookup is the fresh GET and, when it finds nothing, the script: joined
       // callers' waitTimeouts start once it answers (see withTimeouts).
       notes.lookingUp ??= []
-      const fresh = store.clock.now() === undefined ? undefined : await this.readFresh(key, keys, store).catch((error: unknown) => {
-        lookedUp(notes)
-        throw error
-      })
+      // Through a failover as the script is (redisFailoverWait): else every process would load.
+      const fresh = store.clock.now() === undefined
+        ? undefined
+        : await store.throughFailover(() => this.readFresh(key, keys, store), failoverDeadline, pollInterval).catch((error: unknown) => {
+          lookedUp(notes)
+          throw error
+        })
       if (fresh) return this.hit(call, fresh)
       const owner = randomBytes(16).toString('hex')
-      const { lease, pollInterval, maxPollInterval } = this.settings.lock
       let mode: LookupMode = 'read'
       let waitDeadline = 0
       let poll = pollInterval
       for (;;) {
         notes.lookingUp ??= []
         const sentAt = performance.now()
-        const found = await this.store.getOrLock(keys, owner, lease, mode, this.retentionMs).finally(() => lookedUp(notes))
+        const found = await store.throughFailover(() => store.getOrLock(keys, owner, lease, mode, this.retentionMs), failoverDeadline, pollInterval).finally(() => lookedUp(notes))
         const entry = this.decode(key, found)
         if (entry) notes.fallback = entry
         if (found.lock !== 'held') waited(WAIT_ENDED_BY_LOOKUP[found.lock])
@@ -537,6 +545,7 @@ export class Cache {
           case 'token':
             throw new Error(`unexpected lookup ${found.lock} in mode ${mode}`)
           case 'won': {
+            this.checkReplicated(key, found)
             const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: sentAt }
             if (entry && found.state === 'grace') {
               this.remember(call, entry)
@@ -566,7 +575,7 @@ export class Cache {
             if (!subscription) {
               this.events.emit('wait', { key })
               waitingSince = performance.now()
-              subscription = await this.notifier!.subscribe(keys.channel)
+              subscription = await store.throughFailover(() => this.notifier!.subscribe(keys.channel), failoverDeadline, pollInterval)
               waitDeadline = performance.now() + call.policy.waitTimeout
               continue
             }
@@ -597,6 +606,14 @@ export class Cache {
       return this.lead(call, undefined, notes)
     } finally {
       subscription?.release()
+    }
+  }
+
+  /** With lock.waitForReplicas: a lock fewer replicas acknowledged is used all the same (the weaker mode), and reported. */
+  private checkReplicated(key: string, found: Lookup): void {
+    const wanted = this.settings.lock.waitForReplicas?.replicas
+    if (wanted !== undefined && found.acknowledged !== undefined && found.acknowledged < wanted) {
+      this.events.emit('lock-unreplicated', { key, acknowledged: found.acknowledged, wanted })
     }
   }
 
@@ -647,7 +664,10 @@ export class Cache {
       current = stored
       notes.fallback = stored
     }
-    if (found.lock === 'won') return this.lead(call, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: sentAt }, notes)
+    if (found.lock === 'won') {
+      this.checkReplicated(call.key, found)
+      return this.lead(call, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: sentAt }, notes)
+    }
     const now = performance.now()
     if (found.lock === 'held') this.watchReload(call, keys, current, Number(found.lockArg))
     else if (found.lock === 'backoff') this.holdRefresh(call.key, now + Number(found.lockArg))
@@ -790,12 +810,21 @@ export class Cache {
     let written = true
     let version: string | undefined
     if (this.store) {
+      const store = this.store
+      const commit = () => store.commit(claim?.keys ?? entryKeys(this.settings.namespace, key), { lockValue: claim?.lockValue ?? '', token: claim?.token ?? '', data, ...life })
       try {
-        version = await this.store.commit(claim?.keys ?? entryKeys(this.settings.namespace, key), { lockValue: claim?.lockValue ?? '', token: claim?.token ?? '', data, ...life })
+        version = await commit()
         written = version !== undefined
         if (!written) this.events.emit('fenced', { key })
       } catch {
-        // Redis is unavailable: keep the value in L1; the lock expires by itself.
+        // Redis is unavailable: keep the value in L1; the lock expires by itself. If it is a
+        // failover, commit again once the promoted node serves (fenced, so harmless if late),
+        // so waiters elsewhere get the value instead of waiting out our lock. Within one lease:
+        // after that the lock is gone and they have reloaded.
+        if (claim?.lockValue) {
+          const { lease, pollInterval } = this.settings.lock
+          this.track(store.throughFailover(commit, performance.now() + lease, pollInterval).then((late) => late !== undefined || this.events.emit('fenced', { key })))
+        }
       }
     }
     if (written) {

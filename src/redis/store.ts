@@ -3,10 +3,13 @@ import type { Lifetimes } from '../entry.js'
 import type { CacheEmitter } from '../events.js'
 import { RedisUnavailableError } from '../errors.js'
 import type { CircuitBreaker } from './breaker.js'
+import { delay } from '../timers.js'
 import { CommandBudget } from './command-budget.js'
 import type { EntryKeys } from './keys.js'
+import { execWithReplicaWait, type ReplicaWait } from './replicas.js'
 import { defineScripts, type ScriptedClient } from './scripts.js'
 import { ServerClock } from './server-clock.js'
+import type { ServerProbe } from './server-probe.js'
 
 export type LookupMode = 'read' | 'refresh' | 'token'
 
@@ -16,6 +19,11 @@ const LOCK_HOLDER_OPERATIONS = new Set(['extend', 'commit', 'release'])
 /** ioredis prefixes KEYS (so our channels inside scripts) but neither PUBLISH nor SUBSCRIBE arguments. */
 export function keyPrefixOf(client: Redis | Cluster): string {
   return (client.options as { keyPrefix?: string }).keyPrefix ?? ''
+}
+
+/** Cluster, or a client that finds its primary through Sentinel. */
+export function canFailOver(client: Redis | Cluster): boolean {
+  return client.isCluster === true || ((client.options as { sentinels?: unknown[] }).sentinels?.length ?? 0) > 0
 }
 
 /** What getOrLock found. `data` is '' when there is no usable value. */
@@ -30,6 +38,8 @@ export interface Lookup {
   corrupt: boolean
   /** Fencing token the value was written with ('' for none): a larger one is a newer value. */
   version: string
+  /** With a replica wait: how many replicas acknowledged the lookup's writes (the lock). */
+  acknowledged?: number
 }
 
 export const FOREIGN_TYPE = Symbol('foreign type')
@@ -69,8 +79,17 @@ export interface CommitRequest {
  */
 export class RedisStore {
   private readonly client: ScriptedClient
-  private readonly publish: 'PUBLISH' | 'SPUBLISH'
   private readonly keyPrefix: string
+  /** A Cluster or Sentinel client: a failing command may be a failover in progress, worth retrying. */
+  private readonly failsOver: boolean
+  /**
+   * Set by throughFailover while it starts a retry. The breaker counts consecutive failed
+   * operations, and the retries of one operation waiting out one failover are not more of
+   * them (or a single shard's failover would open the breaker for every key of the cluster).
+   */
+  private retrying = false
+  /** performance.now() of the first failure since the last success: how long Redis has been failing. */
+  private failingSince: number | undefined
   private connectedOnce: boolean
   private readonly inFlight = new Set<(error: Error) => void>()
   private readonly budget: CommandBudget
@@ -95,14 +114,18 @@ export class RedisStore {
     private readonly timeoutMs: number,
     private readonly breaker: CircuitBreaker,
     private readonly events: CacheEmitter,
-    sharded: boolean,
+    private readonly probe: ServerProbe,
+    /** See `redisFailoverWait`; only used on a client that can fail over. */
+    private readonly failoverWaitMs = 0,
+    /** See `lock.waitForReplicas`: WAIT after each lookup, in the same round trip. */
+    private readonly replicaWait?: ReplicaWait,
     commands: { maxInFlight: number; maxQueued: number } = { maxInFlight: 256, maxQueued: 50_000 },
   ) {
     this.budget = new CommandBudget(commands.maxInFlight, commands.maxQueued)
-    this.publish = sharded ? 'SPUBLISH' : 'PUBLISH'
     this.client = defineScripts(client)
     this.cluster = client.isCluster === true
     this.keyPrefix = keyPrefixOf(client)
+    this.failsOver = canFailOver(client)
     this.connectedOnce = client.status === 'ready'
     this.connection = client as unknown as NodeJS.EventEmitter
     if (!this.connectedOnce) this.connection.once('ready', this.onReady)
@@ -126,7 +149,8 @@ export class RedisStore {
    */
   getFresh(keys: EntryKeys): Promise<FreshRead> {
     // On a Cluster the keys of one tick are in many slots, and MGET needs one.
-    if (this.cluster) return this.call('get', () => this.getOne(keys.fresh))
+    // A retry through a failover goes alone, by call(), which keeps it out of the breaker's count.
+    if (this.cluster || this.retrying) return this.call('get', () => this.getOne(keys.fresh))
     return new Promise((resolve, reject) => {
       if (!this.breaker.allow()) return reject(new RedisUnavailableError('redis skipped: circuit breaker open (get)'))
       const read = { key: keys.fresh, resolve, reject }
@@ -137,6 +161,36 @@ export class RedisStore {
         reject(error)
       })
     })
+  }
+
+  /**
+   * `operation`, retried every `retryMs` on a client that can fail over (Cluster, Sentinel)
+   * until `deadline` (performance.now() ms), for as long as Redis has been failing for less
+   * than `failoverWaitMs`. During a failover every process would otherwise run the loader
+   * in-process, each one an extra load, or a leader's commit would be lost and its waiters
+   * would wait out its lock; retrying until the promoted node serves keeps it to one load.
+   * A Redis down for longer is an outage: callers then carry on without it at once.
+   */
+  async throughFailover<T>(operation: () => Promise<T>, deadline: number, retryMs: number): Promise<T> {
+    let firstFailure: number | undefined // of this operation: bounds one that fails outside call() (a subscription)
+    for (let attempt = 0; ; attempt++) {
+      try {
+        let result: Promise<T>
+        this.retrying = attempt > 0
+        try {
+          result = operation() // call() reads `retrying` synchronously, before its first await
+        } finally {
+          this.retrying = false
+        }
+        return await result
+      } catch (error) {
+        const now = performance.now()
+        firstFailure ??= now
+        const failingFor = now - Math.min(this.failingSince ?? now, firstFailure)
+        if (!this.failsOver || failingFor >= this.failoverWaitMs || now + retryMs >= deadline) throw error
+        await delay(retryMs).promise
+      }
+    }
   }
 
   /** A read that holds its budget slot, sent with the others of this tick. */
@@ -222,11 +276,16 @@ export class RedisStore {
 
   /** `refreshBelowMs`: in 'refresh' mode, only refresh a value fresh for at most this long (-1: always). */
   async getOrLock(keys: EntryKeys, owner: string, leaseMs: number, mode: LookupMode, retentionMs: number, refreshBelowMs = -1): Promise<Lookup> {
+    // The Buffer variant: the value's bytes must not go through UTF-8 (a BinaryValue's payload).
+    const args = [keys.entry, keys.lock, keys.fresh, owner, leaseMs, mode, retentionMs, Math.round(refreshBelowMs)] as const
+    let acknowledged: number | undefined
     const sentAt = performance.now()
-    const reply = (await this.call('getOrLock', () =>
-      // The Buffer variant: the value's bytes must not go through UTF-8 (a BinaryValue's payload).
-      this.client.stampedeGuardGetOrLockBuffer(keys.entry, keys.lock, keys.fresh, owner, leaseMs, mode, retentionMs, Math.round(refreshBelowMs)),
-    )) as [Buffer, Buffer, Buffer, Buffer, number, number, number, number, number, number, Buffer, Buffer]
+    const reply = (await this.call('getOrLock', async () => {
+      if (!this.replicaWait) return this.client.stampedeGuardGetOrLockBuffer(...args)
+      const { replies, acknowledged: count } = await execWithReplicaWait(this.client, (pipeline) => (pipeline as unknown as ScriptedClient).stampedeGuardGetOrLockBuffer(...args), this.replicaWait)
+      acknowledged = count
+      return replies[0]
+    }, this.replicaWait?.timeoutMs)) as [Buffer, Buffer, Buffer, Buffer, number, number, number, number, number, number, Buffer, Buffer]
     this.clock.observe(Number(String(reply[10])), sentAt, performance.now())
     const [state, lock, lockArg, data, freshMs, graceMs, fallbackMs, loadMs, corrupt, ttlMs, , version] = reply
     return {
@@ -237,6 +296,7 @@ export class RedisStore {
       life: { freshMs, graceMs, fallbackMs, loadMs, ttlMs: ttlMs || freshMs },
       corrupt: corrupt === 1,
       version: String(version),
+      acknowledged,
     }
   }
 
@@ -246,9 +306,11 @@ export class RedisStore {
    */
   async commit(keys: EntryKeys, request: CommitRequest, broadcast?: Broadcast): Promise<string | undefined> {
     const { lockValue, token, data, freshMs, graceMs, fallbackMs, loadMs } = request // freshMs is the ttl
+    const known = this.publishCommand()
+    const publish = typeof known === 'string' ? known : await known
     const sentAt = performance.now()
     const [written, , now, version] = (await this.call('commit', () =>
-      this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, keys.fresh, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), this.publish, ...this.broadcastArgs(broadcast)),
+      this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, keys.fresh, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), publish, ...this.broadcastArgs(broadcast)),
     )) as [number, number, string, string]
     this.clock.observe(Number(now), sentAt, performance.now())
     return written === 1 ? version : undefined
@@ -256,8 +318,10 @@ export class RedisStore {
 
   async release(keys: EntryKeys, lockValue: string, message: string, marks: { backoffMs?: number; passMs?: number; negativeMs?: number } = {}): Promise<boolean> {
     const { backoffMs = 0, passMs = 0, negativeMs = 0 } = marks
+    const known = this.publishCommand()
+    const publish = typeof known === 'string' ? known : await known
     const released = await this.call('release', () =>
-      this.client.stampedeGuardRelease(keys.entry, keys.lock, keys.channel, lockValue, message, backoffMs, passMs, this.publish, negativeMs),
+      this.client.stampedeGuardRelease(keys.entry, keys.lock, keys.channel, lockValue, message, backoffMs, passMs, publish, negativeMs),
     )
     return released === 1
   }
@@ -276,11 +340,28 @@ export class RedisStore {
     return broadcast ? [this.keyPrefix + broadcast.channel, broadcast.message] : ['', '']
   }
 
-  /** Commands, bounded by the budget of commands in flight; lock holders' commands queue first. */
-  private async call<T>(operation: string, command: () => Promise<T>): Promise<T> {
+  /**
+   * The per-key notification command: at once when the probe knows the server (so commands
+   * go out in call order, with no await in between), else once it does (bounded).
+   */
+  private publishCommand(): 'PUBLISH' | 'SPUBLISH' | Promise<'PUBLISH' | 'SPUBLISH'> {
+    const sharded = this.probe.shardedPubSub()
+    const command = (known: boolean) => (known ? 'SPUBLISH' : 'PUBLISH')
+    return typeof sharded === 'boolean' ? command(sharded) : sharded.then(command)
+  }
+
+  /**
+   * Commands, bounded by the budget of commands in flight; lock holders' commands queue first.
+   * `extraMs`: added to the timeout for a command that waits on the server on purpose (WAIT).
+   */
+  private async call<T>(operation: string, command: () => Promise<T>, extraMs = 0): Promise<T> {
+    // A retry through a failover goes to Redis even past an open breaker: it has already been
+    // judged worth it (within redisFailoverWait), and an open breaker would only skip it to no end.
+    // Read before the first await (throughFailover sets it only while it calls us).
+    const retry = this.retrying
     // Commands reach Redis in the order they were asked for: reads of this tick go first.
     if (this.pendingReads && operation !== 'get' && operation !== 'mget') this.sendReads()
-    if (!this.breaker.allow()) throw new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`)
+    if (!retry && !this.breaker.allow()) throw new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`)
     const waiting = this.budget.acquire(LOCK_HOLDER_OPERATIONS.has(operation))
     if (waiting) {
       try {
@@ -292,14 +373,14 @@ export class RedisStore {
       }
     }
     try {
-      return await this.send(operation, command)
+      return await this.send(operation, command, extraMs, retry)
     } finally {
       this.budget.release()
     }
   }
 
-  /** One command with its own timeout, started now that it is sent. */
-  private async send<T>(operation: string, command: () => Promise<T>): Promise<T> {
+  /** One command with its own timeout, started now that it is sent; `retry`: a retry through a failover, not counted by the breaker. */
+  private async send<T>(operation: string, command: () => Promise<T>, extraMs = 0, retry = false): Promise<T> {
     try {
       // A client that was connected and lost its connection would queue the command until it
       // reconnects: fail at once instead of after redisTimeout. Before the first connection,
@@ -309,8 +390,9 @@ export class RedisStore {
       const result = await new Promise<T>((resolve, reject) => {
         // Declared timed out only after the event loop has read what already arrived
         // (setImmediate runs after the I/O phase): a busy loop delays replies, it does not lose them.
-        const timedOut = () => reject(new RedisUnavailableError(`redis ${operation} timed out after ${this.timeoutMs} ms`))
-        const timer = setTimeout(() => setImmediate(timedOut), this.timeoutMs)
+        const timeoutMs = this.timeoutMs + extraMs
+        const timedOut = () => reject(new RedisUnavailableError(`redis ${operation} timed out after ${timeoutMs} ms`))
+        const timer = setTimeout(() => setImmediate(timedOut), timeoutMs)
         timer.unref()
         this.inFlight.add(reject)
         command().then(resolve, reject).finally(() => {
@@ -319,9 +401,11 @@ export class RedisStore {
         })
       })
       this.breaker.success()
+      this.failingSince = undefined
       return result
     } catch (error) {
-      this.breaker.failure()
+      if (!retry) this.breaker.failure()
+      this.failingSince ??= performance.now()
       if (this.breaker.isOpen()) this.budget.failQueued(new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`))
       this.events.emit('redis-error', { operation, error })
       throw error instanceof RedisUnavailableError ? error : new RedisUnavailableError(`redis ${operation} failed: ${(error as Error)?.message}`, error)

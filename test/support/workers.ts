@@ -11,7 +11,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { SerializedError, WorkerReply } from './worker-side.js';
 
-const READY_TIMEOUT_MS = 20_000;
+const READY_TIMEOUT_MS = 60_000;
 const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 const STOP_TIMEOUT_MS = 5_000;
 
