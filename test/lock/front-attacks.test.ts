@@ -4,7 +4,7 @@
  */
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createLocks, LockLostError, type Locks } from '../../src/index.js'
+import { createLocks, InvalidArgumentError, LockLostError, type Locks } from '../../src/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { gate } from '../support/timing.js'
 
@@ -60,5 +60,29 @@ describe.skipIf(!redisAvailable)('lock front under attack (Redis)', () => {
     expect(nested!.signal.aborted).toBe(true)
     expect(nested!.signal.reason).toBeInstanceOf(LockLostError)
     await expect(nested!.extend()).rejects.toBeInstanceOf(LockLostError)
+  })
+})
+
+describe.skipIf(!redisAvailable)('null is a wrong type, not "unset"', () => {
+  let server: RedisServer
+  beforeAll(async () => (server = await startRedis()))
+  afterAll(async () => server?.stop())
+
+  it.each(['lease', 'wait', 'reentrant', 'maxKeyLength', 'namespace', 'commandTimeout'])('createLocks({ %s: null }) is InvalidArgumentError naming it', (option) => {
+    const redis = server.client()
+    let error: unknown
+    try {
+      void createLocks({ redis, [option]: null } as never).close()
+    } catch (thrown) {
+      error = thrown
+    }
+    expect(error).toBeInstanceOf(InvalidArgumentError)
+    expect((error as InvalidArgumentError).argument).toBe(option)
+  })
+
+  it('runOnce({ lockAtLeastFor: null }) is InvalidArgumentError naming it', async () => {
+    const locks = createLocks({ redis: server.client() })
+    await expect(locks.runOnce('null-at-least', () => 1, { lockAtMostFor: 1_000, lockAtLeastFor: null } as never)).rejects.toMatchObject({ argument: 'lockAtLeastFor' })
+    await locks.close()
   })
 })
