@@ -39,6 +39,8 @@ export interface HeldLockHandle<Resource = void> extends LockContext<Resource>, 
 export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
   readonly signal: AbortSignal
   private readonly controller = new AbortController()
+  /** Aborted when the release starts: what nested (reentrant) views still alive must learn. */
+  private readonly ending = new AbortController()
   private readonly watchdog: LeaseWatchdog | undefined
   private released: Promise<void> | undefined
   private readonly fromBackend: () => void
@@ -97,6 +99,7 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
   /** `failure`: what the critical section threw (from `withLock`), so a transactional backend rolls back. */
   release(failure?: unknown): Promise<void> {
     this.released ??= (async () => {
+      this.ending.abort(new LockLostError(this.key, 'the outer holder released it while a nested (reentrant) call still used it'))
       this.held.signal.removeEventListener('abort', this.fromBackend)
       try {
         await this.watchdog?.stop()
@@ -121,7 +124,12 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
     this.controller.abort(error)
   }
 
-  /** The view a nested reentrant call gets: the same lock, whose release is the outer holder's job. */
+  /**
+   * The view a nested reentrant call gets: the same lock, whose release is the outer
+   * holder's job. A nested call that outlives the outer one (a detached promise or timer
+   * started inside it inherits the call chain) holds nothing once the outer releases, so
+   * its `signal` aborts with `LockLostError` then.
+   */
   nested(): HeldLockHandle<Resource> {
     const outer = this
     const done = () => Promise.resolve()
@@ -130,7 +138,7 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
       get token() {
         return outer.token
       },
-      signal: outer.signal,
+      signal: AbortSignal.any([outer.signal, outer.ending.signal]),
       extend: (lease) => outer.extend(lease),
       get resource() {
         return outer.resource

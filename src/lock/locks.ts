@@ -2,9 +2,10 @@ import { AsyncLocalStorage } from 'node:async_hooks'
 import { setMaxListeners } from 'node:events'
 import { InvalidArgumentError, LockBusyError, LockLostError, LocksClosedError } from '../errors.js'
 import { delay } from '../timers.js'
-import type { LockBackend } from './backend.js'
+import type { HeldLock, LockBackend } from './backend.js'
 import { LockHandle, type HeldLockHandle, type LockContext } from './handle.js'
 import { parseCallOptions, parseDefaults, validateKey, type LockCallOptions, type LockDefaults, type LockSettings } from './options.js'
+import { linkedSignal } from './linked-signal.js'
 import { resolveBackend, SHORTCUT_OPTIONS, type BackendShortcuts, type StoreOptions } from './resolve-backend.js'
 import { runOnce, type RunOnceContext, type RunOnceOptions, type RunOnceResult } from './run-once.js'
 
@@ -172,10 +173,16 @@ export class Locks<Resource = void> {
 
   /** Resolves the handle, `undefined` when busy after no wait; rejects `LockBusyError` when a wait ran out. */
   private async take(key: string, settings: LockSettings & { signal?: AbortSignal }): Promise<LockHandle<Resource> | undefined> {
-    const signal = settings.signal ? AbortSignal.any([settings.signal, this.closing.signal]) : this.closing.signal
+    const linked = settings.signal ? linkedSignal([settings.signal, this.closing.signal]) : undefined
+    const signal = linked?.signal ?? this.closing.signal
     if (signal.aborted) throw signal.reason
     const startedAt = performance.now()
-    const held = await this.inTurn(key, settings.waitMs, signal, (waitMs) => this.backend.acquire({ key, leaseMs: settings.leaseMs, waitMs, signal }))
+    let held: HeldLock<Resource> | undefined
+    try {
+      held = await this.inTurn(key, settings.waitMs, signal, (waitMs) => this.backend.acquire({ key, leaseMs: settings.leaseMs, waitMs, signal }))
+    } finally {
+      linked?.dispose() // after its last use below, which only reads whether it aborted
+    }
     if (held && signal.aborted) {
       await held.release().catch(() => {})
       throw signal.reason

@@ -50,13 +50,18 @@ export const MIN_LEASE_MS = 30
 
 const CALL_KEYS = new Set(['lease', 'wait', 'reentrant', 'signal'])
 
+/** `fallback` when the option was not given; anything else, `null` included, is checked as given. */
+export function orDefault<T>(value: T | undefined, fallback: T): T {
+  return value === undefined ? fallback : value
+}
+
 export function parseDefaults(defaults: LockDefaults): LockSettings {
-  const maxKeyLength = defaults.maxKeyLength ?? 1024
+  const maxKeyLength = orDefault(defaults.maxKeyLength, 1024)
   if (!Number.isSafeInteger(maxKeyLength) || maxKeyLength < 1) throw new InvalidArgumentError('maxKeyLength', `must be a positive integer, got ${String(maxKeyLength)}`)
   return {
-    leaseMs: parseLease('lease', defaults.lease ?? 5_000),
-    waitMs: parseDuration('wait', defaults.wait ?? 10_000, true),
-    reentrant: parseFlag('reentrant', defaults.reentrant ?? false),
+    leaseMs: parseLease('lease', orDefault(defaults.lease, 5_000)),
+    waitMs: parseDuration('wait', orDefault(defaults.wait, 10_000), true),
+    reentrant: parseFlag('reentrant', orDefault(defaults.reentrant, false)),
     maxKeyLength,
   }
 }

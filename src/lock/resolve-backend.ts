@@ -4,6 +4,7 @@ import type { Client as ZooKeeperClient } from 'node-zookeeper-client'
 import { parseDuration, type Duration } from '../duration.js'
 import { InvalidArgumentError } from '../errors.js'
 import type { LockBackend } from './backend.js'
+import { orDefault } from './options.js'
 import { redisShortcut } from './redis/shortcut.js'
 import { redlockShortcut, type RedlockOptions } from './redlock/shortcut.js'
 import { etcdShortcut } from './etcd/shortcut.js'
@@ -66,9 +67,9 @@ export function resolveBackend(options: BackendShortcuts & StoreOptions & { back
   if (given.length !== 1) {
     throw new InvalidArgumentError('backend', `give exactly one of ${['backend', ...SHORTCUT_OPTIONS].join(', ')}; got ${given.length === 0 ? 'none' : given.join(' and ')}`)
   }
-  const namespace = options.namespace ?? 'sg-lock'
+  const namespace = orDefault(options.namespace, 'sg-lock')
   if (typeof namespace !== 'string' || namespace.length === 0) throw new InvalidArgumentError('namespace', 'must be a non-empty string')
-  const settings: StoreSettings = { namespace, commandTimeoutMs: parseDuration('commandTimeout', options.commandTimeout ?? 1_000) }
+  const settings: StoreSettings = { namespace, commandTimeoutMs: parseDuration('commandTimeout', orDefault(options.commandTimeout, 1_000)) }
   if (options.backend !== undefined) {
     const { backend } = options
     if (typeof backend !== 'object' || backend === null || typeof backend.acquire !== 'function' || typeof backend.close !== 'function') {

@@ -1,7 +1,7 @@
 import { parseDuration, type Duration } from '../duration.js'
 import { InvalidArgumentError, LockLostError } from '../errors.js'
 import type { ClaimStore } from './backend.js'
-import { validateKey } from './options.js'
+import { orDefault, validateKey } from './options.js'
 import { leaseMarginMs } from './watchdog.js'
 
 /** Options of `locks.runOnce` (ShedLock's names and meaning). */
@@ -49,7 +49,7 @@ export function parseRunOnceOptions(options: RunOnceOptions): RunOnceSettings {
   }
   if (options.lockAtMostFor === undefined) throw new InvalidArgumentError('lockAtMostFor', 'is required: how long a crashed run keeps the job from running again')
   const atMostMs = parseDuration('lockAtMostFor', options.lockAtMostFor)
-  const atLeastMs = parseDuration('lockAtLeastFor', options.lockAtLeastFor ?? 0, true)
+  const atLeastMs = parseDuration('lockAtLeastFor', orDefault(options.lockAtLeastFor, 0), true)
   if (atLeastMs > atMostMs) throw new InvalidArgumentError('lockAtLeastFor', `must not exceed lockAtMostFor (${atLeastMs} ms > ${atMostMs} ms)`)
   return { atMostMs, atLeastMs }
 }

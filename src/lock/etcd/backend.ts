@@ -1,9 +1,11 @@
 import type { Lease, Namespace } from 'etcd3'
+import { setMaxListeners } from 'node:events'
 import os from 'node:os'
 import { LockBackendError } from '../../errors.js'
 import type { AcquireRequest, LockBackend } from '../backend.js'
 import { abortable, boundedCall } from '../connection-hold.js'
 import { delay } from '../../timers.js'
+import { linkedSignal } from '../linked-signal.js'
 import { LeaseWatchdog } from '../watchdog.js'
 import { EtcdHeldLock, type EtcdFencedWrites } from './held-lock.js'
 
@@ -54,7 +56,10 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
   constructor(
     private readonly client: Namespace,
     private readonly settings: EtcdBackendSettings,
-  ) {}
+  ) {
+    // One listener per acquisition in progress (linkedSignal): no leak to warn of.
+    setMaxListeners(0, this.closing.signal)
+  }
 
   async acquire(request: AcquireRequest): Promise<EtcdHeldLock | undefined> {
     if (this.closing.signal.aborted) throw new LockBackendError('etcd', 'the backend is closed')
@@ -64,7 +69,8 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
     const grantSentAt = performance.now()
     const lease = this.client.lease(ttlSeconds, { autoKeepAlive: false })
     const lifetime = this.keepAlive(lease, request.key, ttlSeconds * 1_000, grantSentAt)
-    const waiting = AbortSignal.any([request.signal, this.closing.signal, lifetime.signal])
+    const linked = linkedSignal([request.signal, this.closing.signal, lifetime.signal])
+    const waiting = linked.signal
     const call = <T>(what: string, promise: Promise<T>) => abortable(this.calls.call(what, promise), waiting, () => {})
     let acquired = false
     let stage = 'grant a lease'
@@ -95,6 +101,7 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
       if (lifetime.lost) throw new LockBackendError('etcd', `the lease ended before the lock was taken (trying to ${stage}): ${lifetime.lost.reason}`)
       throw err
     } finally {
+      linked.dispose()
       if (!acquired) this.giveUp(lease, lifetime)
     }
   }

@@ -4,7 +4,7 @@ import { abortable, asBackendError, boundedCall, ConnectionHold } from '../conne
 import { advisoryKey, type AdvisoryKey } from './keys.js'
 import type { PgStandaloneClientLike, PostgresSettings } from './options.js'
 import { nextTokenSql, type PostgresTables } from './schema.js'
-import { asList, isLockTimeout } from './transaction-lock.js'
+import { asList, isLockTimeout, NOTICE_GONE_CLIENT } from './transaction-lock.js'
 
 /**
  * Opt-in session mode: `pg_advisory_lock` on a connection opened for this hold alone
@@ -53,13 +53,13 @@ export async function acquireSessionLock(settings: PostgresSettings, tables: Pos
     }
     const lockSql =
       request.waitMs > 0
-        ? `BEGIN; SET LOCAL lock_timeout = ${request.waitMs}; SELECT pg_advisory_lock(${key.literal}), pg_backend_pid() AS pid; COMMIT`
+        ? `BEGIN; ${NOTICE_GONE_CLIENT}; SET LOCAL lock_timeout = ${request.waitMs}; SELECT pg_advisory_lock(${key.literal}), pg_backend_pid() AS pid; COMMIT`
         : `SELECT pg_try_advisory_lock(${key.literal}) AS got, pg_backend_pid() AS pid`
     let row: Record<string, unknown> | undefined
     try {
       const call = abortable(client.query(lockSql), request.signal, close)
       const results = asList(await boundedCall('postgres', 'pg_advisory_lock', call, request.waitMs + settings.timeoutMs, close))
-      row = request.waitMs > 0 ? results[2]?.rows[0] : results[0]?.rows[0]
+      row = request.waitMs > 0 ? results[3]?.rows[0] : results[0]?.rows[0]
     } catch (err) {
       if (isLockTimeout(err)) {
         close()

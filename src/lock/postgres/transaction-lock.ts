@@ -9,6 +9,17 @@ import { nextTokenSql, type PostgresTables } from './schema.js'
 export const LOCK_NOT_AVAILABLE = '55P03'
 
 /**
+ * Makes the server notice, within a second, that the client of a session blocked in a
+ * lock wait is gone (PostgreSQL 14+, Linux; transaction-local; no row and no effect on
+ * older servers). A waiter that gives up destroys its connection, but a session blocked
+ * in `pg_advisory_lock` reads nothing from its socket: without this it waited on until
+ * `lock_timeout` (the caller's whole `wait`), holding a server connection, so waiters
+ * giving up could exhaust `max_connections`.
+ */
+export const NOTICE_GONE_CLIENT =
+  "SELECT set_config(name, '1000', true) FROM pg_settings WHERE name = 'client_connection_check_interval'"
+
+/**
  * The default mode: `pg_advisory_xact_lock` inside a transaction on a client borrowed
  * from the pool. The wait is one blocking call bounded by `SET LOCAL lock_timeout`, the
  * lock ends with the transaction (COMMIT after a successful critical section, ROLLBACK
@@ -38,7 +49,7 @@ export async function acquireTransactionLock(settings: PostgresSettings, tables:
   const key = advisoryKey(settings.keys, settings.namespace, request.key)
   const lockSql =
     request.waitMs > 0
-      ? `BEGIN; SET LOCAL lock_timeout = ${request.waitMs}; SELECT pg_advisory_xact_lock(${key.literal}); SET LOCAL lock_timeout TO DEFAULT`
+      ? `BEGIN; ${NOTICE_GONE_CLIENT}; SET LOCAL lock_timeout = ${request.waitMs}; SELECT pg_advisory_xact_lock(${key.literal}); SET LOCAL lock_timeout TO DEFAULT`
       : `BEGIN; SELECT pg_try_advisory_xact_lock(${key.literal}) AS got`
   try {
     let results: PgResult[]

@@ -4,6 +4,7 @@ import { setMaxListeners } from 'node:events'
 import { LockBackendError } from '../../errors.js'
 import type { AcquireRequest, LockBackend } from '../backend.js'
 import { abortable } from '../connection-hold.js'
+import { linkedSignal, type LinkedSignal } from '../linked-signal.js'
 import { LeaseWatchdog } from '../watchdog.js'
 import { CONNECTION_LOSS, EPHEMERAL_SEQUENTIAL, NO_NODE, zkCode, ZooKeeperCalls } from './calls.js'
 import { ZooKeeperHeldLock, type ZooKeeperFencedWrites } from './held-lock.js'
@@ -79,7 +80,9 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
     if (this.expired.signal.aborted) throw new LockBackendError('zookeeper', 'the client\'s session has expired: create a new client')
     const deadline = performance.now() + request.waitMs
     const parent = `${this.root}/${nodeName(request.key)}`
-    const waiting = AbortSignal.any([request.signal, this.closing.signal, this.expired.signal])
+    const linked = linkedSignal([request.signal, this.closing.signal, this.expired.signal])
+    const waiting = linked.signal
+    let turnSignal: LinkedSignal | undefined
     const step = <T>(promise: Promise<T>) => abortable(promise, waiting, () => {})
     const startedAt = performance.now()
     const prefix = `${randomUUID()}-lock-`
@@ -107,7 +110,8 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
       this.expired.signal.addEventListener('abort', onExpired, { once: true })
       stopListening = () => this.expired.signal.removeEventListener('abort', onExpired)
       lost.signal.addEventListener('abort', stopListening, { once: true })
-      if (!(await this.waitForTurn(parent, path.slice(parent.length + 1), queue, deadline, AbortSignal.any([waiting, lifetime.signal]), step))) return undefined
+      turnSignal = linkedSignal([waiting, lifetime.signal])
+      if (!(await this.waitForTurn(parent, path.slice(parent.length + 1), queue, deadline, turnSignal.signal, step))) return undefined
       acquired = true
       const held = new ZooKeeperHeldLock(this.calls, lifetime, path, token, this.expired.signal, () => {
         stopListening()
@@ -122,6 +126,8 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
       if (lifetime?.lost) throw new LockBackendError('zookeeper', `the session could not be confirmed while waiting: ${lifetime.lost.reason}`)
       throw err
     } finally {
+      turnSignal?.dispose()
+      linked.dispose()
       if (!acquired) {
         stopListening()
         this.giveUp(parent, prefix, creating, lifetime)
