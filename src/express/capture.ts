@@ -1,7 +1,7 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import { notModifiedHeaders } from './conditional.js'
 import type { CaptureBudget } from './capture-budget.js'
-import { HeaderMap, type HeaderList, type HeaderValue } from './headers.js'
+import { HeaderMap, INVALID_REASON, type HeaderList, type HeaderValue } from './headers.js'
 import type { ResponseSnapshot } from './stored-response.js'
 
 /**
@@ -79,8 +79,6 @@ const METHODS = [
 ] as const
 type MethodName = (typeof METHODS)[number]
 const ACCESSORS = ['statusCode', 'statusMessage', 'headersSent'] as const
-/** What Node's writeHead refuses in a reason phrase (its checkInvalidHeaderChar). */
-const INVALID_REASON = /[^\t\x20-\x7e\x80-\xff]/
 
 export class ResponseCapture {
   readonly done: Promise<CaptureEnd>
