@@ -272,7 +272,10 @@ export class ResponseCapture {
       throw Object.assign(new TypeError('Invalid character in statusMessage'), { code: 'ERR_INVALID_CHAR' })
     }
     if (Array.isArray(fields)) {
-      for (let i = 0; i + 1 < fields.length; i += 2) this.headers.append(String(fields[i]), fields[i + 1] as HeaderValue)
+      // As Node: a flat [name, value, ...] list replaces what was set before, keeping its own duplicates.
+      if (fields.length % 2 !== 0) throw Object.assign(new TypeError('The argument \'headers\' is invalid: an odd number of entries'), { code: 'ERR_INVALID_ARG_VALUE' })
+      for (let i = 0; i < fields.length; i += 2) this.headers.delete(String(fields[i]))
+      for (let i = 0; i < fields.length; i += 2) if (fields[i]) this.headers.append(String(fields[i]), fields[i + 1] as HeaderValue)
     } else if (fields && typeof fields === 'object') {
       for (const [name, value] of Object.entries(fields as OutgoingHttpHeaders)) if (value !== undefined) this.headers.set(name, value)
     }
