@@ -90,7 +90,8 @@ export function routeEntryOf(value: unknown): RouteEntry | undefined {
 /**
  * Is a head read back from Redis one the replay can send? Anything else (another writer,
  * a corrupted restore) would make Node throw mid-replay, and the client get a 502 for a
- * request its handler can answer: such an entry is treated as foreign data, a miss.
+ * request its handler can answer: such an entry is treated as foreign data, a miss. So is
+ * one with a `Set-Cookie`, which this module never stores.
  */
 function replayableHead(response: unknown): response is Omit<StoredResponse, 'body'> {
   if (typeof response !== 'object' || response === null) return false
@@ -102,6 +103,8 @@ function replayableHead(response: unknown): response is Omit<StoredResponse, 'bo
   try {
     for (const field of headers) {
       if (!Array.isArray(field) || field.length !== 2 || typeof field[0] !== 'string') return false
+      // Never stored (storability.ts), so never replayed: one user's session must not reach another.
+      if (field[0].toLowerCase() === 'set-cookie') return false
       const fieldValue: unknown = field[1]
       if (!(typeof fieldValue === 'string' || (Array.isArray(fieldValue) && fieldValue.every((item) => typeof item === 'string')))) return false
       validateHeaderName(field[0])

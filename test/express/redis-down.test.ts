@@ -111,6 +111,7 @@ describe.skipIf(!redisAvailable)('Redis returns a corrupt entry: fail open', () 
     ['a header that is not a pair', { status: 200, headers: [7], storedAt: now }],
     ['a reason phrase that splits the status line', { status: 200, statusMessage: 'OK\r\nX-Evil: 1', headers: [], storedAt: now }],
     ['removedHeaders that is not a list', { status: 200, removedHeaders: 5, headers: [], storedAt: now }],
+    ['a Set-Cookie (never stored, so never replayed)', { status: 200, headers: [['Set-Cookie', 'session=victim']], storedAt: now }],
   ]
   for (const [name, head] of corruptHeads) {
     it(`an entry with ${name} is not replayed; the handler answers`, async () => {
@@ -129,6 +130,7 @@ describe.skipIf(!redisAvailable)('Redis returns a corrupt entry: fail open', () 
       expect(res.text).toBe('fresh')
       expect(res.headers['x-cache']).toBe('BYPASS')
       expect(res.headers['x-evil']).toBeUndefined()
+      expect(res.headers['set-cookie']).toBeUndefined()
       expect(errors.length).toBeGreaterThan(0)
     })
   }
