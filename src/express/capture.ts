@@ -1,7 +1,7 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import { notModifiedHeaders } from './conditional.js'
 import type { CaptureBudget } from './capture-budget.js'
-import { HeaderMap, type HeaderList, type HeaderValue } from './headers.js'
+import { HeaderMap, INVALID_REASON, type HeaderList, type HeaderValue } from './headers.js'
 import type { ResponseSnapshot } from './stored-response.js'
 
 /**
@@ -79,8 +79,6 @@ const METHODS = [
 ] as const
 type MethodName = (typeof METHODS)[number]
 const ACCESSORS = ['statusCode', 'statusMessage', 'headersSent'] as const
-/** What Node's writeHead refuses in a reason phrase (its checkInvalidHeaderChar). */
-const INVALID_REASON = /[^\t\x20-\x7e\x80-\xff]/
 
 export class ResponseCapture {
   readonly done: Promise<CaptureEnd>
@@ -274,7 +272,10 @@ export class ResponseCapture {
       throw Object.assign(new TypeError('Invalid character in statusMessage'), { code: 'ERR_INVALID_CHAR' })
     }
     if (Array.isArray(fields)) {
-      for (let i = 0; i + 1 < fields.length; i += 2) this.headers.append(String(fields[i]), fields[i + 1] as HeaderValue)
+      // As Node: a flat [name, value, ...] list replaces what was set before, keeping its own duplicates.
+      if (fields.length % 2 !== 0) throw Object.assign(new TypeError('The argument \'headers\' is invalid: an odd number of entries'), { code: 'ERR_INVALID_ARG_VALUE' })
+      for (let i = 0; i < fields.length; i += 2) this.headers.delete(String(fields[i]))
+      for (let i = 0; i < fields.length; i += 2) if (fields[i]) this.headers.append(String(fields[i]), fields[i + 1] as HeaderValue)
     } else if (fields && typeof fields === 'object') {
       for (const [name, value] of Object.entries(fields as OutgoingHttpHeaders)) if (value !== undefined) this.headers.set(name, value)
     }

@@ -1,5 +1,8 @@
 import { validateHeaderName, validateHeaderValue, type OutgoingHttpHeaders } from 'node:http'
 
+/** What Node's writeHead refuses in a reason phrase (its checkInvalidHeaderChar). */
+export const INVALID_REASON = /[^\t\x20-\x7e\x80-\xff]/
+
 /** A header value as Node's `ServerResponse` holds it. */
 export type HeaderValue = string | number | readonly string[]
 

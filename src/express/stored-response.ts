@@ -1,5 +1,6 @@
+import { validateHeaderName, validateHeaderValue } from 'node:http'
 import { BinaryValue } from '../entry.js'
-import type { HeaderList } from './headers.js'
+import { INVALID_REASON, type HeaderList } from './headers.js'
 
 /**
  * What the route cache keeps in the core cache: JSON-friendly heads (through the cache's
@@ -72,7 +73,7 @@ export function routeEntryOf(value: unknown): RouteEntry | undefined {
     if (known) return known
     const head = value.head as Partial<ResponseHead> | null
     const response = head?.response
-    if (head?.kind !== 'response' || typeof response?.status !== 'number' || !Array.isArray(response.headers) || typeof response.storedAt !== 'number') return undefined
+    if (head?.kind !== 'response' || !replayableHead(response)) return undefined
     const entry: RouteEntry = { kind: 'response', response: { ...response, body: value.bytes } }
     entries.set(value, entry)
     return entry
@@ -84,4 +85,33 @@ export function routeEntryOf(value: unknown): RouteEntry | undefined {
     return typeof list.generation === 'string' && Array.isArray(list.headers) && typeof list.life?.ttl === 'number' ? (value as VariantList) : undefined
   }
   return kind === 'uncached' ? UNCACHED : undefined
+}
+
+/**
+ * Is a head read back from Redis one the replay can send? Anything else (another writer,
+ * a corrupted restore) would make Node throw mid-replay, and the client get a 502 for a
+ * request its handler can answer: such an entry is treated as foreign data, a miss. So is
+ * one with a `Set-Cookie`, which this module never stores.
+ */
+function replayableHead(response: unknown): response is Omit<StoredResponse, 'body'> {
+  if (typeof response !== 'object' || response === null) return false
+  const { status, statusMessage, headers, removedHeaders, storedAt } = response as Record<string, unknown>
+  if (!Number.isInteger(status) || (status as number) < 100 || (status as number) > 999 || typeof storedAt !== 'number') return false
+  if (statusMessage !== undefined && (typeof statusMessage !== 'string' || INVALID_REASON.test(statusMessage))) return false
+  if (removedHeaders !== undefined && !(Array.isArray(removedHeaders) && removedHeaders.every((name) => typeof name === 'string'))) return false
+  if (!Array.isArray(headers)) return false
+  try {
+    for (const field of headers) {
+      if (!Array.isArray(field) || field.length !== 2 || typeof field[0] !== 'string') return false
+      // Never stored (storability.ts), so never replayed: one user's session must not reach another.
+      if (field[0].toLowerCase() === 'set-cookie') return false
+      const fieldValue: unknown = field[1]
+      if (!(typeof fieldValue === 'string' || (Array.isArray(fieldValue) && fieldValue.every((item) => typeof item === 'string')))) return false
+      validateHeaderName(field[0])
+      validateHeaderValue(field[0], fieldValue as string) // Node checks arrays too
+    }
+  } catch {
+    return false
+  }
+  return true
 }

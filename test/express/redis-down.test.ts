@@ -6,6 +6,7 @@ import express from 'express'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { Cache } from '../../src/index.js'
 import { cacheRoute } from '../../src/express/index.js'
+import { BinaryValue } from '../../src/entry.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { serve, testCache, type Served } from './helpers.js'
 
@@ -84,4 +85,53 @@ describe.skipIf(!redisAvailable)('Redis down: fail open', () => {
       await again.close()
     }
   })
+})
+
+/**
+ * A Redis that returns a corrupt entry (another writer, a bad restore, a bit flip in a
+ * head that still parses): the route is answered by its handler, never by a 502 from a
+ * replay that Node refuses.
+ */
+describe.skipIf(!redisAvailable)('Redis returns a corrupt entry: fail open', () => {
+  let redis: RedisServer | undefined
+  const caches: Cache[] = []
+  let served: Served | undefined
+
+  afterEach(async () => {
+    await served?.close()
+    for (const cache of caches.splice(0)) await cache.close()
+    await redis?.stop()
+    redis = undefined
+  })
+
+  const now = Date.now()
+  const corruptHeads: Array<[string, unknown]> = [
+    ['a status Node refuses', { status: 99999, headers: [], storedAt: now }],
+    ['a header value with a newline', { status: 200, headers: [['X-A', 'a\nb']], storedAt: now }],
+    ['a header that is not a pair', { status: 200, headers: [7], storedAt: now }],
+    ['a reason phrase that splits the status line', { status: 200, statusMessage: 'OK\r\nX-Evil: 1', headers: [], storedAt: now }],
+    ['removedHeaders that is not a list', { status: 200, removedHeaders: 5, headers: [], storedAt: now }],
+    ['a Set-Cookie (never stored, so never replayed)', { status: 200, headers: [['Set-Cookie', 'session=victim']], storedAt: now }],
+  ]
+  for (const [name, head] of corruptHeads) {
+    it(`an entry with ${name} is not replayed; the handler answers`, async () => {
+      redis = await startRedis()
+      const namespace = `corrupt-${process.pid}-${Math.random().toString(36).slice(2)}`
+      const writer = testCache(redis, { namespace })
+      const reader = testCache(redis, { namespace, l1: false })
+      caches.push(writer, reader)
+      await writer.set('url:http://shop.test/r', new BinaryValue({ kind: 'response', response: head }, Buffer.from('corrupt')), { ttl: 30_000 })
+      const errors: unknown[] = []
+      const application = express()
+      application.get('/r', cacheRoute(reader, { ttl: '30s', xCacheHeader: true, onError: (error) => errors.push(error) }), (_req, res) => void res.send('fresh'))
+      served = await serve(application)
+      const res = await served.get('/r').timeout(8000)
+      expect(res.status).toBe(200)
+      expect(res.text).toBe('fresh')
+      expect(res.headers['x-cache']).toBe('BYPASS')
+      expect(res.headers['x-evil']).toBeUndefined()
+      expect(res.headers['set-cookie']).toBeUndefined()
+      expect(errors.length).toBeGreaterThan(0)
+    })
+  }
 })

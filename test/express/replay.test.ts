@@ -156,4 +156,36 @@ describe.skipIf(!redisAvailable)('replay', () => {
       expect(decoded(res)).toBe(TEXT)
     }
   })
+  it('writeHead with a flat header array overrides headers set before, as Node does (a JSON body is never sent as text/html)', async () => {
+    const server = await app((_req, res) => {
+      res.setHeader('Content-Type', 'text/html; charset=utf-8')
+      res.setHeader('X-Dup', 'earlier')
+      res.writeHead(200, ['Content-Type', 'application/json', 'X-Dup', 'a', 'X-Dup', 'b'])
+      res.end('{"ok":true}')
+    })
+    const miss = await raw(server.port, '/r')
+    const hit = await raw(server.port, '/r')
+    expect(hit.headers['x-cache']).toBe('HIT')
+    for (const res of [miss, hit]) {
+      expect(res.headers['content-type']).toBe('application/json')
+      expect(res.headers['x-dup']).toBe('a, b')
+      expect(res.body.toString()).toBe('{"ok":true}')
+    }
+  })
+
+  it('writeHead with an odd-length header array throws, as Node does; nothing is stored', async () => {
+    const server = await app((_req, res) => {
+      try {
+        res.writeHead(200, ['Content-Type'])
+      } catch (error) {
+        res.status(500).send((error as { code?: string }).code ?? 'threw')
+        return
+      }
+      res.end('wrote')
+    })
+    const first = await raw(server.port, '/r')
+    expect(first.status).toBe(500)
+    expect(first.body.toString()).toBe('ERR_INVALID_ARG_VALUE')
+    expect((await raw(server.port, '/r')).headers['x-cache']).not.toBe('HIT')
+  })
 })
