@@ -11,6 +11,7 @@ import { CircuitBreaker } from './redis/breaker.js'
 import { entryKeys, invalidationChannel, type EntryKeys } from './redis/keys.js'
 import { Lease } from './redis/lease.js'
 import { Notifier, type Subscription } from './redis/notifier.js'
+import { ServerProbe } from './redis/server-probe.js'
 import { RedisStore, type Lookup, type LookupMode } from './redis/store.js'
 import { withTimeout } from './timers.js'
 
@@ -92,6 +93,7 @@ export class Cache {
   private deletions = 0
   private readonly store: RedisStore | undefined
   private readonly notifier: Notifier | undefined
+  private readonly probe: ServerProbe | undefined
   /** How long a delete's fence outlives it: the longest a load may still commit. */
   private readonly retentionMs: number
   private closed = false
@@ -100,7 +102,7 @@ export class Cache {
 
   constructor(options: CacheOptions) {
     this.settings = resolveSettings(options)
-    const { l1, lock, redisTimeout, breaker, namespace } = this.settings
+    const { l1, lock, redisTimeout, redisFailoverWait, breaker, namespace } = this.settings
     this.retentionMs = lock.maxHold + lock.lease
     if (l1) this.memory = new MemoryTier(l1.max, l1.maxTtl)
     if (options.redis) {
@@ -108,9 +110,9 @@ export class Cache {
       if (typeof client.defineCommand !== 'function' || typeof client.duplicate !== 'function') {
         throw new InvalidArgumentError('redis', 'must be an ioredis Redis or Cluster client')
       }
-      const { shardedPubSub } = this.settings
-      this.store = new RedisStore(client, redisTimeout, new CircuitBreaker(breaker.threshold, breaker.openFor, this.events), this.events, shardedPubSub)
-      this.notifier = new Notifier(client, redisTimeout, shardedPubSub)
+      this.probe = new ServerProbe(client, this.settings.shardedPubSub, redisTimeout, this.events)
+      this.store = new RedisStore(client, redisTimeout, new CircuitBreaker(breaker.threshold, breaker.openFor, this.events), this.events, this.probe, redisFailoverWait, lock.waitForReplicas)
+      this.notifier = new Notifier(client, redisTimeout, this.probe)
       if (this.memory) {
         this.notifier.listen(invalidationChannel(namespace), (message) => {
           const bar = message.indexOf('|')
@@ -199,6 +201,7 @@ export class Cache {
     this.closed = true
     while (this.background.size > 0) await Promise.allSettled([...this.background])
     this.store?.close()
+    this.probe?.close()
     this.notifier?.close()
     this.memory?.clear()
     this.events.removeAll()
@@ -386,10 +389,11 @@ export class Cache {
     let waitDeadline = 0
     let poll = pollInterval
     let handedOff = false // past this point a RedisUnavailableError is the loader's own
+    const failoverDeadline = performance.now() + call.policy.waitTimeout
     try {
       for (;;) {
         const sentAt = performance.now()
-        const found = await this.store.getOrLock(keys, owner, lease, mode, this.retentionMs)
+        const found = await this.store.throughFailover(() => this.store!.getOrLock(keys, owner, lease, mode, this.retentionMs), failoverDeadline, pollInterval)
         const entry = this.decode(key, found)
         if (entry) notes.fallback = entry
         switch (found.lock) {
@@ -411,6 +415,7 @@ export class Cache {
           case 'token':
             throw new Error(`unexpected lookup ${found.lock} in mode ${mode}`)
           case 'won': {
+            this.checkReplicated(key, found)
             const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: sentAt }
             if (entry && found.state === 'grace') {
               this.remember(call, entry)
@@ -433,7 +438,7 @@ export class Cache {
             // fall between our check and our subscription.
             if (!subscription) {
               this.events.emit('wait', { key })
-              subscription = await this.notifier!.subscribe(keys.channel)
+              subscription = await this.store.throughFailover(() => this.notifier!.subscribe(keys.channel), failoverDeadline, pollInterval)
               waitDeadline = performance.now() + call.policy.waitTimeout
               continue
             }
@@ -459,6 +464,14 @@ export class Cache {
       return this.lead(call, undefined, notes)
     } finally {
       subscription?.release()
+    }
+  }
+
+  /** With lock.waitForReplicas: a lock fewer replicas acknowledged is used all the same (the weaker mode), and reported. */
+  private checkReplicated(key: string, found: Lookup): void {
+    const wanted = this.settings.lock.waitForReplicas?.replicas
+    if (wanted !== undefined && found.acknowledged !== undefined && found.acknowledged < wanted) {
+      this.events.emit('lock-unreplicated', { key, acknowledged: found.acknowledged, wanted })
     }
   }
 
@@ -496,7 +509,10 @@ export class Cache {
       }
       return this.lead(call, undefined, notes)
     }
-    if (found.lock === 'won') return this.lead(call, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: sentAt }, notes)
+    if (found.lock === 'won') {
+      this.checkReplicated(call.key, found)
+      return this.lead(call, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: sentAt }, notes)
+    }
     const newer = this.decode(call.key, found)
     const now = performance.now()
     if (newer && found.state === 'fresh') {
@@ -606,11 +622,20 @@ export class Cache {
     const life = context.lifetimes(loadMs)
     let written = true
     if (this.store) {
+      const store = this.store
+      const commit = () => store.commit(claim?.keys ?? entryKeys(this.settings.namespace, key), { lockValue: claim?.lockValue ?? '', token: claim?.token ?? '', data, ...life })
       try {
-        written = await this.store.commit(claim?.keys ?? entryKeys(this.settings.namespace, key), { lockValue: claim?.lockValue ?? '', token: claim?.token ?? '', data, ...life })
+        written = await commit()
         if (!written) this.events.emit('fenced', { key })
       } catch {
-        // Redis is unavailable: keep the value in L1; the lock expires by itself.
+        // Redis is unavailable: keep the value in L1; the lock expires by itself. If it is a
+        // failover, commit again once the promoted node serves (fenced, so harmless if late),
+        // so waiters elsewhere get the value instead of waiting out our lock. Within one lease:
+        // after that the lock is gone and they have reloaded.
+        if (claim?.lockValue) {
+          const { lease, pollInterval } = this.settings.lock
+          this.track(store.throughFailover(commit, performance.now() + lease, pollInterval).then((late) => late || this.events.emit('fenced', { key })))
+        }
       }
     }
     if (written) {

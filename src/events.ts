@@ -27,6 +27,8 @@ export interface CacheEvents {
   corrupt: { key: string; error?: unknown }
   /** A late commit was refused because a newer value (or an invalidation) got there first. */
   fenced: { key: string }
+  /** With `lock.waitForReplicas`: the lock was taken, but fewer replicas than asked acknowledged it in time. */
+  'lock-unreplicated': { key: string; acknowledged: number; wanted: number }
   /** The lock was lost while the loader ran (its AbortSignal fired). */
   'lock-lost': { key: string; reason: string }
   /** A Redis command failed or timed out; the call carried on without Redis. */
@@ -35,6 +37,11 @@ export interface CacheEvents {
   'circuit-open': { failures: number }
   /** The circuit breaker closed again after a successful probe. */
   'circuit-close': Record<string, never>
+  /**
+   * A server setting weakens the guarantees (read once at start-up, where CONFIG is allowed):
+   * `maxmemory-policy` other than `noeviction` can evict locks, fences and delete tombstones.
+   */
+  'config-warning': { setting: string; value: string; message: string }
 }
 
 export type CacheEventName = keyof CacheEvents
@@ -42,7 +49,7 @@ export type CacheStats = Record<CacheEventName, number>
 
 const EVENT_NAMES: CacheEventName[] = [
   'hit', 'stale', 'miss', 'leader', 'wait', 'load', 'fail-safe', 'timeout', 'uncacheable',
-  'corrupt', 'fenced', 'lock-lost', 'redis-error', 'circuit-open', 'circuit-close',
+  'corrupt', 'fenced', 'lock-unreplicated', 'lock-lost', 'redis-error', 'circuit-open', 'circuit-close', 'config-warning',
 ]
 
 /** A typed emitter that also counts. Emitting with no listener costs one increment. */

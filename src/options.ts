@@ -2,6 +2,7 @@ import type { Cluster, Redis } from 'ioredis'
 import { parseDuration, type Duration } from './duration.js'
 import { InvalidArgumentError } from './errors.js'
 import { jsonCodec, type Codec } from './entry.js'
+import type { ReplicaWait } from './redis/replicas.js'
 
 export type { Duration }
 
@@ -96,6 +97,16 @@ export interface LockOptions {
   pollInterval?: Duration
   /** Cap on the safety poll interval. Default `'1s'`. */
   maxPollInterval?: Duration
+  /**
+   * Durability of the lock across a failover (Redisson's approach): each lookup that may take
+   * the lock is followed, in the same round trip, by `WAIT replicas timeout`. A lock that fewer
+   * replicas acknowledged is still used (the fence keeps the stored value right; a lock lost in
+   * a failover costs one duplicate load) and reported as a `lock-unreplicated` event.
+   * Costs up to `timeout` per lookup when replicas lag, and the full `timeout` on every lookup
+   * when there are fewer replicas than asked. `replicas` defaults to 1, `timeout` to `'50ms'`.
+   * Default `false` (off).
+   */
+  waitForReplicas?: false | { replicas?: number; timeout?: Duration }
 }
 
 /** Keeps the cache answering when Redis is down: after `threshold` consecutive failures Redis is skipped for `openFor`. */
@@ -116,17 +127,29 @@ export interface CacheOptions extends PolicyOptions {
   lock?: LockOptions
   /** Timeout for each Redis command stampede-guard sends, whatever the client's own settings. Default `'1s'`. */
   redisTimeout?: Duration
+  /**
+   * On a client that can fail over (an ioredis `Cluster`, or a `Redis` with `sentinels`): while
+   * Redis has been failing for less than this, a call retries it (every `lock.pollInterval`,
+   * within its `waitTimeout`) instead of loading without Redis, so a failover costs at most one
+   * load per key instead of one per process. Past it, Redis is treated as down, as on a
+   * standalone client. Set it above your failover time (cluster-node-timeout or Sentinel's
+   * down-after-milliseconds, plus ~1 s); `0` turns it off. Default `'5s'`.
+   */
+  redisFailoverWait?: Duration
   circuitBreaker?: CircuitBreakerOptions
   /** Encodes values for Redis. Default JSON (`null` is a value; `undefined`, BigInt and cycles cannot be stored). */
   codec?: Codec
   /** Longest accepted key, in UTF-16 code units. Default `1024`. */
   maxKeyLength?: number
   /**
-   * On a Redis Cluster (≥ 7), wake waiters with sharded pub/sub (SPUBLISH/SSUBSCRIBE): a
-   * notification then travels only within its key's shard instead of to every node.
-   * Needs `redis` to be an ioredis `Cluster`. Default `false`.
+   * Wake waiters with sharded pub/sub (SPUBLISH/SSUBSCRIBE): a notification then travels only
+   * within its key's shard, where classic PUBLISH is relayed to every node of a cluster.
+   * `'auto'` reads the server version once in the background: sharded on a Redis ≥ 7
+   * Cluster, classic on Redis 6.2 and on a standalone or Sentinel client. `true` needs an
+   * ioredis `Cluster` on Redis ≥ 7. Every process sharing a cluster must end up with the same
+   * choice, or waiters miss each other's messages and wake by polling. Default `'auto'`.
    */
-  shardedPubSub?: boolean
+  shardedPubSub?: boolean | 'auto'
 }
 
 export type ResolvedEarlyRefresh = { kind: 'off' } | { kind: 'threshold'; fraction: number } | { kind: 'xfetch'; beta: number }
@@ -149,20 +172,22 @@ export interface Settings {
   namespace: string
   policy: Policy
   l1: { max: number; maxTtl: number } | false
-  lock: { lease: number; maxHold: number; pollInterval: number; maxPollInterval: number }
+  lock: { lease: number; maxHold: number; pollInterval: number; maxPollInterval: number; waitForReplicas: ReplicaWait | undefined }
   redisTimeout: number
+  redisFailoverWait: number
   breaker: { threshold: number; openFor: number }
   codec: Codec
   maxKeyLength: number
-  shardedPubSub: boolean
+  shardedPubSub: boolean | 'auto'
 }
 
 /** Names of the options `getOrLoad` takes per call (for wrappers that pass them through). */
 export const POLICY_OPTION_NAMES = ['ttl', 'staleTtl', 'staleIfError', 'failSafeBackoff', 'softTimeout', 'hardTimeout', 'waitTimeout', 'onWaitTimeout', 'earlyRefresh', 'negativeTtl'] as const
-const CACHE_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'redis', 'namespace', 'l1', 'lock', 'redisTimeout', 'circuitBreaker', 'codec', 'maxKeyLength', 'shardedPubSub'])
+const CACHE_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'redis', 'namespace', 'l1', 'lock', 'redisTimeout', 'redisFailoverWait', 'circuitBreaker', 'codec', 'maxKeyLength', 'shardedPubSub'])
 const CALL_KEYS = new Set<string>(POLICY_OPTION_NAMES)
 const L1_KEYS = new Set(['max', 'maxTtl'])
-const LOCK_KEYS = new Set(['lease', 'maxHold', 'pollInterval', 'maxPollInterval'])
+const LOCK_KEYS = new Set(['lease', 'maxHold', 'pollInterval', 'maxPollInterval', 'waitForReplicas'])
+const REPLICA_WAIT_KEYS = new Set(['replicas', 'timeout'])
 const BREAKER_KEYS = new Set(['threshold', 'openFor'])
 
 function rejectUnknown(where: string, options: object, known: Set<string>): void {
@@ -225,11 +250,20 @@ export function resolveCallPolicy(base: Policy, options: PolicyOptions): Policy 
   return resolvePolicy(base, options)
 }
 
-function shardedPubSub(options: CacheOptions): boolean {
-  const sharded = options.shardedPubSub ?? false
-  if (typeof sharded !== 'boolean') throw new InvalidArgumentError('shardedPubSub', `must be a boolean, got ${typeof sharded}`)
-  if (sharded && options.redis?.isCluster !== true) throw new InvalidArgumentError('shardedPubSub', 'needs redis to be an ioredis Cluster')
+function shardedPubSub(options: CacheOptions): boolean | 'auto' {
+  const sharded = options.shardedPubSub ?? 'auto'
+  if (typeof sharded !== 'boolean' && sharded !== 'auto') throw new InvalidArgumentError('shardedPubSub', `must be a boolean or 'auto', got ${JSON.stringify(sharded)}`)
+  if (sharded === true && options.redis?.isCluster !== true) throw new InvalidArgumentError('shardedPubSub', 'needs redis to be an ioredis Cluster')
   return sharded
+}
+
+function replicaWait(option: LockOptions['waitForReplicas']): ReplicaWait | undefined {
+  if (option === undefined || option === false) return undefined
+  rejectUnknown('lock.waitForReplicas', option, REPLICA_WAIT_KEYS)
+  return {
+    replicas: positiveInteger('lock.waitForReplicas.replicas', option.replicas ?? 1),
+    timeoutMs: parseDuration('lock.waitForReplicas.timeout', option.timeout ?? 50),
+  }
 }
 
 /** Validates everything given to `createCache`, failing fast with the option's name. */
@@ -264,8 +298,9 @@ export function resolveSettings(options: CacheOptions): Settings {
       max: positiveInteger('l1.max', l1.max ?? 10_000),
       maxTtl: l1.maxTtl === undefined ? Infinity : parseDuration('l1.maxTtl', l1.maxTtl),
     },
-    lock: { lease, maxHold, pollInterval, maxPollInterval },
+    lock: { lease, maxHold, pollInterval, maxPollInterval, waitForReplicas: replicaWait(lock.waitForReplicas) },
     redisTimeout: parseDuration('redisTimeout', options.redisTimeout ?? 1_000),
+    redisFailoverWait: parseDuration('redisFailoverWait', options.redisFailoverWait ?? 5_000, true),
     breaker: {
       threshold: positiveInteger('circuitBreaker.threshold', breaker.threshold ?? 3),
       openFor: parseDuration('circuitBreaker.openFor', breaker.openFor ?? 2_000),

@@ -1,6 +1,7 @@
 import type { Cluster, Redis } from 'ioredis'
 import { RedisUnavailableError } from '../errors.js'
 import { delay, withTimeout } from '../timers.js'
+import type { ServerProbe } from './server-probe.js'
 import { keyPrefixOf } from './store.js'
 
 /** One key's wait for news: messages queue up until read, so none falls between two reads. */
@@ -54,22 +55,26 @@ export class Notifier {
   private readonly listeners = new Map<string, (message: string) => void>()
   private readonly prefix: string
   private subscribedOnce = false
+  private sharded = false
+  private closed = false
 
   /**
-   * `sharded`: per-key channels use SSUBSCRIBE on a Cluster (Redis ≥ 7), so a commit is
-   * relayed only within its shard. The invalidation broadcast stays a plain SUBSCRIBE.
+   * Sharded (the probe says so: a Redis ≥ 7 Cluster, or `shardedPubSub: true`): per-key
+   * channels use SSUBSCRIBE, so a commit is relayed only within its shard. The invalidation
+   * broadcast stays a plain SUBSCRIBE. The connection is opened once the mode is known.
    */
   constructor(
     private readonly client: Redis | Cluster,
     private readonly timeoutMs: number,
-    private readonly sharded = false,
+    private readonly probe: ServerProbe,
   ) {
     this.prefix = keyPrefixOf(client)
   }
 
-  private connection(): Redis | Cluster {
+  private connection(sharded: boolean): Redis | Cluster {
     if (this.subscriber) return this.subscriber
-    const subscriber = this.sharded ? (this.client as Cluster).duplicate([], { shardedSubscribers: true }) : (this.client as Redis).duplicate()
+    this.sharded = sharded
+    const subscriber = sharded ? (this.client as Cluster).duplicate([], { shardedSubscribers: true }) : (this.client as Redis).duplicate()
     const events = subscriber as unknown as NodeJS.EventEmitter
     events.on('error', () => {
       // Reconnects are ioredis' job and waits are bounded; commands report outages.
@@ -93,10 +98,16 @@ export class Notifier {
     if (this.subscriber && this.subscribedOnce && this.subscriber.status !== 'ready') {
       throw new RedisUnavailableError(`subscribe skipped: connection is ${this.subscriber.status}`)
     }
+    let sharded: boolean
+    try {
+      sharded = await this.probe.shardedPubSub()
+    } catch (error) {
+      throw error instanceof RedisUnavailableError ? error : new RedisUnavailableError(`subscribe failed: ${(error as Error)?.message}`, error)
+    }
     const name = this.prefix + channel
     let state = this.channels.get(name)
     if (!state) {
-      const connection = this.connection()
+      const connection = this.connection(sharded)
       const ready = this.sharded ? (connection as Cluster).ssubscribe(name) : connection.subscribe(name)
       state = { subscriptions: new Set(), ready }
       this.channels.set(name, state)
@@ -116,9 +127,12 @@ export class Notifier {
   listen(channel: string, onMessage: (message: string) => void): void {
     const name = this.prefix + channel
     this.listeners.set(name, onMessage)
-    this.connection().subscribe(name).catch(() => {
-      // Retried by ioredis' auto-resubscribe once the connection is back.
-    })
+    this.probe.settled.then((sharded) => {
+      if (this.closed) return
+      this.connection(sharded).subscribe(name).catch(() => {
+        // Retried by ioredis' auto-resubscribe once the connection is back.
+      })
+    }, () => {})
   }
 
   private unsubscribe(name: string, subscription: ChannelSubscription): void {
@@ -130,6 +144,7 @@ export class Notifier {
   }
 
   close(): void {
+    this.closed = true
     for (const state of this.channels.values()) for (const subscription of state.subscriptions) subscription.release()
     this.channels.clear()
     this.listeners.clear()

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createCache } from '../../src/index.js'
-import { redisAvailable, startCluster, type RedisClusterHandle } from '../support/redis.js'
+import { redisAvailable } from '../support/redis.js'
+import { startCluster, type RedisClusterHandle } from '../support/redis-cluster.js'
 import { sleep, until } from '../support/timing.js'
 
 describe.skipIf(!redisAvailable)('Redis Cluster', () => {
@@ -13,17 +14,20 @@ describe.skipIf(!redisAvailable)('Redis Cluster', () => {
     await cluster?.stop()
   })
 
-  /** Calls of `command` summed over every node since the last RESETSTAT. */
-  async function callsOnNodes(command: string): Promise<number> {
+  /** Calls of `command` on each node since the last RESETSTAT. */
+  async function callsPerNode(command: string): Promise<number[]> {
     const infos = await Promise.all(cluster.nodes.map((node) => node.client().info('commandstats')))
-    return infos.reduce((sum, info) => sum + Number(new RegExp(`^cmdstat_${command}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0), 0)
+    return infos.map((info) => Number(new RegExp(`^cmdstat_${command}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0))
   }
+  const callsOnNodes = async (command: string) => (await callsPerNode(command)).reduce((sum, calls) => sum + calls, 0)
 
-  it.each([false, true])('elects one loader across caches, wakes the waiters, and fences deletes, with keys spread over every master (shardedPubSub: %s)', async (shardedPubSub) => {
+  // The default ('auto') reads the server version: this is Redis ≥ 7 and a Cluster, so sharded.
+  it.each([[false, false], [true, true], [undefined, true]] as const)('elects one loader across caches, wakes the waiters, and fences deletes, with keys spread over every master (shardedPubSub: %s, sharded: %s)', async (option, sharded) => {
     await Promise.all(cluster.nodes.map((node) => node.client().config('RESETSTAT')))
     const clients = [cluster.client(), cluster.client()]
-    const namespace = shardedPubSub ? 'sharded' : 'global'
-    const [a, b] = clients.map((redis) => createCache({ redis, ttl: '30s', namespace, shardedPubSub }))
+    const namespace = option === undefined ? 'auto' : option ? 'sharded' : 'global'
+    const shardedPubSub = sharded
+    const [a, b] = clients.map((redis) => createCache({ redis, ttl: '30s', namespace, ...(option === undefined ? {} : { shardedPubSub: option }) }))
     const keys = Array.from({ length: 12 }, (_, i) => `product:${i}`)
     const loads = new Map<string, number>()
     // Each load ends only once both caches have queued on every key (one leads, the other waits),
@@ -42,6 +46,8 @@ describe.skipIf(!redisAvailable)('Redis Cluster', () => {
     // Commits were announced with the chosen command (it runs inside the commit script).
     expect(await callsOnNodes(shardedPubSub ? 'spublish' : 'publish')).toBeGreaterThanOrEqual(keys.length)
     expect(await callsOnNodes(shardedPubSub ? 'publish' : 'spublish')).toBe(0)
+    // Counted per node: with sharded pub/sub each master announced its own keys' commits.
+    if (shardedPubSub) expect((await callsPerNode('spublish')).every((calls) => calls > 0)).toBe(true)
 
     // The entries really are spread over the masters (each key's names share one slot).
     const masters = await Promise.all(cluster.nodes.map((node) => node.client().dbsize()))

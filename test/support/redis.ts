@@ -8,18 +8,16 @@
  * Nothing here ever connects to a Redis it did not start (the machine's 6379 included).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { accessSync, constants, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { Redis, type RedisOptions } from 'ioredis';
 
-const HOST = '127.0.0.1' as const;
+export const HOST = '127.0.0.1' as const;
 const READY_TIMEOUT_MS = 10_000;
 const STOP_TIMEOUT_MS = 10_000;
 const KILL_TIMEOUT_MS = 5_000;
-const CLUSTER_READY_TIMEOUT_MS = 30_000;
-const SLOTS = 16384;
 
 function findExecutable(name: string, extra: string[]): string | undefined {
   const dirs = [...(process.env.PATH ?? '').split(path.delimiter).filter(Boolean), ...extra];
@@ -121,7 +119,7 @@ for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
 
 // ---------------------------------------------------------------- small helpers
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Resolves true if `promise` settled within `ms`. */
 async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
@@ -186,8 +184,12 @@ export interface RedisServer {
   readonly host: '127.0.0.1';
   readonly port: number;
   readonly url: string;
-  /** pid of the current process (changes after restart()). */
+  /** pid of the current process (changes after restart()); -1 while not running. */
   readonly pid: number;
+  /** Whether the process is running (false after stop()/kill() until restart()). */
+  readonly running: boolean;
+  /** The server's own temp dir (its log, config and nodes.conf). */
+  readonly dir: string;
   /** New ioredis client to this server; tracked and disconnected on stop(). */
   client(options?: RedisOptions): Redis;
   /** Graceful: disconnect tracked clients, SIGTERM by pid, wait (bounded, then SIGKILL). */
@@ -217,7 +219,7 @@ class ManagedRedis implements RedisServer {
 
   constructor(
     readonly port: number,
-    private readonly dir: string,
+    readonly dir: string,
     private readonly argv: string[],
   ) {
     this.url = `redis://${HOST}:${port}`;
@@ -351,15 +353,38 @@ function requireBinary(): void {
   }
 }
 
-async function startManaged(args: string[], cluster: boolean): Promise<ManagedRedis> {
+/** How to launch one redis-server process (a plain node, a cluster node, or a sentinel). */
+export interface RedisProcessOptions {
+  /** Extra redis-server arguments, appended after the defaults (so they win). */
+  args?: string[];
+  /** A cluster node: also needs port+10000 free (the cluster bus), gets its own nodes.conf. */
+  cluster?: boolean;
+  /**
+   * Writes a config file into the server's dir and passes it first (redis-server needs a
+   * config file first; Sentinel rewrites it). Receives the port and dir chosen.
+   */
+  configFile?: (port: number, dir: string) => string;
+}
+
+/**
+ * The launcher behind every server here: free port, own temp dir, tracked pid, killed on
+ * exit. Resolves once the process answers PING. Exported for the cluster/sentinel support.
+ */
+export async function startRedisProcess(options: RedisProcessOptions = {}): Promise<RedisServer> {
   requireBinary();
+  const { args = [], cluster = false, configFile } = options;
   for (let attempt = 1; ; attempt++) {
     const port = await freePort(cluster);
     const dir = path.join(tmpRoot(), String(port));
     mkdirSync(dir, { recursive: true });
+    const config = configFile?.(port, dir);
+    if (config !== undefined) writeFileSync(path.join(dir, 'redis.conf'), config);
     const argv = [
+      ...(config !== undefined ? [path.join(dir, 'redis.conf')] : []),
       '--port', String(port), '--bind', HOST, '--save', '', '--appendonly', 'no',
       '--daemonize', 'no', '--dir', dir, '--enable-debug-command', 'yes',
+      // Replicas sync at once instead of after the default 5 s wait for more replicas.
+      '--repl-diskless-sync-delay', '0',
       ...(cluster ? ['--cluster-enabled', 'yes', '--cluster-config-file', path.join(dir, `nodes-${port}.conf`)] : []),
       ...args,
     ];
@@ -378,7 +403,7 @@ async function startManaged(args: string[], cluster: boolean): Promise<ManagedRe
 
 /** Start a standalone redis-server on a fresh loopback port; resolves once it answers PING. */
 export async function startRedis(options: StartRedisOptions = {}): Promise<RedisServer> {
-  return startManaged(options.args ?? [], false);
+  return startRedisProcess({ args: options.args ?? [] });
 }
 
 /** Stop every server this process started (handy in a global afterAll). */
@@ -386,24 +411,8 @@ export async function stopAllRedis(): Promise<void> {
   await Promise.all([...allServers].map((s) => s.stop()));
 }
 
-// ---------------------------------------------------------------- cluster
-
-export interface RedisClusterHandle {
-  nodes: RedisServer[];
-  startupNodes: { host: string; port: number }[];
-  /** New ioredis Cluster client; tracked and disconnected on stop(). */
-  client(options?: ClusterOptions): Cluster;
-  stop(): Promise<void>;
-}
-
-export interface StartClusterOptions {
-  /** Number of masters (no replicas); default 3. */
-  masters?: number;
-  /** Extra redis-server arguments for every node. */
-  args?: string[];
-}
-
-function parseInfo(text: string): Record<string, string> {
+/** `INFO`/`CLUSTER INFO` text as a field map. */
+export function parseInfo(text: string): Record<string, string> {
   const out: Record<string, string> = {};
   for (const line of text.split('\r\n')) {
     const i = line.indexOf(':');
@@ -413,66 +422,25 @@ function parseInfo(text: string): Record<string, string> {
 }
 
 /**
- * A local N-master Redis Cluster: slots split evenly with CLUSTER ADDSLOTSRANGE, nodes joined
- * with CLUSTER MEET, then we wait (bounded) until every node reports cluster_state:ok, all
- * slots assigned and all N nodes known — only then is a Cluster client's view stable.
+ * Admin connections for set-ups of several servers (cluster, sentinel): one per server,
+ * made on first use, quick to give up (1 retry, 2 s per command), reconnecting every
+ * 100 ms, and quiet about errors (a killed node is expected).
  */
-export async function startCluster(options: StartClusterOptions = {}): Promise<RedisClusterHandle> {
-  const masters = options.masters ?? 3;
-  if (!Number.isInteger(masters) || masters < 1) throw new Error(`masters must be >= 1, got ${masters}`);
-  const nodes: ManagedRedis[] = [];
-  const clients = new Set<Cluster>();
-  const stop = async () => {
-    for (const c of clients) c.disconnect();
-    clients.clear();
-    await Promise.all(nodes.map((n) => n.stop()));
-  };
-  const admins: Redis[] = [];
-  try {
-    nodes.push(...(await Promise.all(Array.from({ length: masters }, () => startManaged(options.args ?? [], true)))));
-    admins.push(...nodes.map((n) => n.client({ maxRetriesPerRequest: 1 })));
-    await Promise.all(
-      admins.map((admin, i) => {
-        const from = Math.floor((i * SLOTS) / masters);
-        const to = Math.floor(((i + 1) * SLOTS) / masters) - 1;
-        return admin.call('CLUSTER', 'ADDSLOTSRANGE', String(from), String(to));
-      }),
-    );
-    await Promise.all(nodes.slice(1).map((n) => admins[0]!.call('CLUSTER', 'MEET', HOST, String(n.port))));
-
-    const deadline = Date.now() + CLUSTER_READY_TIMEOUT_MS;
-    let last: Record<string, string>[] = [];
-    for (;;) {
-      last = await Promise.all(admins.map(async (a) => parseInfo(String(await a.call('CLUSTER', 'INFO')))));
-      const ready = last.every(
-        (info) =>
-          info.cluster_state === 'ok' &&
-          info.cluster_slots_assigned === String(SLOTS) &&
-          info.cluster_known_nodes === String(masters),
-      );
-      if (ready) break;
-      if (Date.now() > deadline) {
-        throw new Error(`cluster not ready within ${CLUSTER_READY_TIMEOUT_MS} ms: ${JSON.stringify(last)}`);
-      }
-      await sleep(100);
-    }
-  } catch (err) {
-    await stop();
-    throw err;
-  } finally {
-    for (const a of admins) a.disconnect();
-  }
-
-  const startupNodes = nodes.map((n) => ({ host: HOST as string, port: n.port }));
+export function adminClients(): { admin(server: RedisServer): Redis; disconnect(): void } {
+  const admins = new Map<RedisServer, Redis>();
   return {
-    nodes,
-    startupNodes,
-    client(clusterOptions?: ClusterOptions): Cluster {
-      const c = new Cluster(startupNodes, clusterOptions);
-      clients.add(c);
-      c.once('end', () => clients.delete(c));
-      return c;
+    admin(server) {
+      let client = admins.get(server);
+      if (!client) {
+        client = server.client({ maxRetriesPerRequest: 1, connectTimeout: 1_000, commandTimeout: 2_000, retryStrategy: () => 100 });
+        client.on('error', () => {});
+        admins.set(server, client);
+      }
+      return client;
     },
-    stop,
+    disconnect() {
+      for (const client of admins.values()) client.disconnect();
+      admins.clear();
+    },
   };
 }

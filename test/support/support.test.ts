@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { redisAvailable, startCluster, startRedis, stopAllRedis } from './redis.js';
+import { redisAvailable, startRedis, stopAllRedis } from './redis.js';
+import { startCluster } from './redis-cluster.js';
 import { forkWorker } from './workers.js';
 
 const pidAlive = (pid: number) => {

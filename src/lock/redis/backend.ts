@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
 import { entryKeys, type EntryKeys } from '../../redis/keys.js'
 import { Notifier } from '../../redis/notifier.js'
+import { ServerProbe } from '../../redis/server-probe.js'
 import type { AcquireRequest, HeldLock, LockBackend } from '../backend.js'
 import type { StoreSettings } from '../resolve-backend.js'
 import { acquireWaiting } from '../waiting.js'
@@ -33,7 +34,7 @@ export class RedisLockBackend implements LockBackend {
     private readonly settings: StoreSettings,
   ) {
     this.client = defineLockScripts(client)
-    this.notifier = new Notifier(client, settings.commandTimeoutMs)
+    this.notifier = new Notifier(client, settings.commandTimeoutMs, new ServerProbe(client, false, settings.commandTimeoutMs))
   }
 
   async acquire(request: AcquireRequest): Promise<HeldLock | undefined> {

@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis'
 import { LockBackendError } from '../../errors.js'
 import { entryKeys, type EntryKeys } from '../../redis/keys.js'
 import { Notifier } from '../../redis/notifier.js'
+import { ServerProbe } from '../../redis/server-probe.js'
 import type { AcquireRequest, HeldLock, LockBackend } from '../backend.js'
 import { boundedCall } from '../redis/bounded-call.js'
 import { defineLockScripts, type LockClient } from '../redis/scripts.js'
@@ -47,7 +48,7 @@ export class RedlockBackend implements LockBackend {
       if (node.status === 'ready') this.connected.add(node)
       else (node as unknown as NodeJS.EventEmitter).once('ready', () => this.connected.add(node))
     }
-    this.notifiers = nodes.map((node) => new Notifier(node, nodeTimeoutMs))
+    this.notifiers = nodes.map((node) => new Notifier(node, nodeTimeoutMs, new ServerProbe(node, false, nodeTimeoutMs)))
     this.quorum = Math.floor(nodes.length / 2) + 1
   }
 

@@ -31,10 +31,14 @@ if kind ~= 'hash' and kind ~= 'none' then redis.call('DEL', entry) end
 
 local token = ARGV[2]
 if token == '' then
-  if redis.call('HEXISTS', entry, 'c') == 0 then
-    redis.call('HSET', entry, 'c', integer(tonumber(time[1]) * 1000000 + tonumber(time[2])))
+  -- As get-or-lock.lua's nextToken: the server time in µs, or the counter + 1 if higher.
+  local issued = redis.call('HINCRBY', entry, 'c', 1)
+  local nowMicros = tonumber(time[1]) * 1000000 + tonumber(time[2])
+  if issued < nowMicros then
+    issued = nowMicros
+    redis.call('HSET', entry, 'c', integer(issued))
   end
-  token = integer(redis.call('HINCRBY', entry, 'c', 1))
+  token = integer(issued)
 end
 
 local written = 0

@@ -8,7 +8,8 @@
 --                                    b backoff-until, p pass-until (hit-for-miss),
 --                                    n negative-until + m its error message
 -- KEYS[2]  lock        <ns>:{tag}:lock   value "<owner>:<token>", PX lease
--- ARGV[1]  owner       128 random bits, new for each call
+-- ARGV[1]  owner       128 random bits, new for each lookup (kept across its retries: a lock
+--                      already holding this owner is ours, won by an attempt whose reply was lost)
 -- ARGV[2]  lease       lock lease, ms
 -- ARGV[3]  mode        'read'    lock only when no fresh value (normal call)
 --                      'refresh' lock unless held, even when fresh (early or background refresh)
@@ -60,13 +61,18 @@ local function reply(lockState, lockArg)
   return {state, lockState, integer(lockArg), data, x - now, s - now, e - now, loadMs, corrupt, ttlMs}
 end
 
--- The counter starts at the server time in microseconds, so a counter that expired
--- with its hash restarts above every token handed out before.
+-- A token is the server time in microseconds, or the counter + 1 if that is higher
+-- (two tokens in one microsecond). So a counter that expired with its hash, or that was
+-- lost with a master whose last writes never reached the replica promoted in its place,
+-- still hands out tokens above every one given before: tokens never repeat as long as the
+-- nodes' clocks agree to within the time a failover takes.
 local function nextToken()
-  if redis.call('HEXISTS', entry, 'c') == 0 then
-    redis.call('HSET', entry, 'c', integer(tonumber(time[1]) * 1000000 + tonumber(time[2])))
-  end
   local token = redis.call('HINCRBY', entry, 'c', 1)
+  local nowMicros = tonumber(time[1]) * 1000000 + tonumber(time[2])
+  if token < nowMicros then
+    token = nowMicros
+    redis.call('HSET', entry, 'c', integer(token))
+  end
   if state == 'miss' and redis.call('PTTL', entry) < retention then
     redis.call('PEXPIRE', entry, retention)
   end
@@ -88,6 +94,14 @@ if mode ~= 'token' and state ~= 'miss' and now < backoffUntil then
   return reply('backoff', backoffUntil - now)
 end
 if mode == 'token' then return reply('token', nextToken()) end
+
+-- Our own lock: an earlier attempt of this same lookup took it, and its reply was lost
+-- (the master failed over after replicating it). Waiting for it would wait out our own lease.
+local held = redis.pcall('GET', lock) -- pcall: a foreign non-string key is simply not ours
+local mine = owner .. ':'
+if type(held) == 'string' and string.sub(held, 1, #mine) == mine then
+  return reply('won', tonumber(string.sub(held, #mine + 1)))
+end
 
 local pttl = redis.call('PTTL', lock)
 if pttl ~= -2 then
