@@ -91,10 +91,15 @@ export class RedisLockBackend implements LockBackend {
     }
   }
 
-  /** Compare-and-delete; `notify`: publish on the channel, sharded or not as the probe says. */
-  private async releaseCall(keys: EntryKeys, owner: string, notify: boolean): Promise<unknown> {
-    const sharded = await this.probe.shardedPubSub()
-    return this.client.stampedeGuardLockRelease(keys.lock, keys.channel, `${owner}:`, notify ? 1 : 0, sharded ? 'SPUBLISH' : 'PUBLISH')
+  /**
+   * Compare-and-delete; `notify`: publish on the channel, sharded or not as the probe says:
+   * sent at once when the mode is known (always, but for a Cluster's first seconds), so
+   * commands go out in call order.
+   */
+  private releaseCall(keys: EntryKeys, owner: string, notify: boolean): Promise<unknown> {
+    const send = (sharded: boolean) => this.client.stampedeGuardLockRelease(keys.lock, keys.channel, `${owner}:`, notify ? 1 : 0, sharded ? 'SPUBLISH' : 'PUBLISH')
+    const sharded = this.probe.shardedPubSub()
+    return typeof sharded === 'boolean' ? send(sharded) : sharded.then(send)
   }
 
   private held(keys: EntryKeys, owner: string, token: string, acquiredAt: number): HeldLock {
