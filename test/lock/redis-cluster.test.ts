@@ -164,7 +164,9 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis 
       expect(await commandCalls(cluster.admin(master), 'wait')).toBeGreaterThanOrEqual(1)
 
       // Without it, the lock is taken on the master alone.
-      const first = await newLocks().acquire(key, { lease: LEASE_MS, wait: 0 })
+      // A long lease: its first renewal (lease/3 = 10 s) comes well after the failover (~3 s),
+      // so the first holder still believes it holds the lock when the second gets in.
+      const first = await newLocks().acquire(key, { lease: '30s', wait: 0 })
       expect(await cluster.admin(master).exists(lock)).toBe(1)
       await master.kill()
       replica.resume()
@@ -176,7 +178,7 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis 
       expect(first.signal.aborted).toBe(false)
       expect(second.token).toBeGreaterThan(first.token) // fencing still orders them (server clock, µs)
       // The first learns it at its next renewal (lease/3): its signal aborts with LockLostError.
-      await until(() => first.signal.aborted, 'the first holder to see its loss', 15_000)
+      await until(() => first.signal.aborted, 'the first holder to see its loss', 25_000)
       expect((first.signal.reason as Error).name).toBe('LockLostError')
       await second.release()
       await first.release().catch(() => {})
