@@ -2,7 +2,8 @@ import type { Cluster, Redis } from 'ioredis'
 import { parseDuration, type Duration } from './duration.js'
 import { InvalidArgumentError } from './errors.js'
 import { jsonCodec, type Codec } from './entry.js'
-import type { ReplicaWait } from './redis/replicas.js'
+import { parseShardedPubSub } from './redis/server-probe.js'
+import { parseReplicaWait, type ReplicaWait, type ReplicaWaitOption } from './redis/replicas.js'
 
 export type { Duration }
 
@@ -114,7 +115,7 @@ export interface LockOptions {
    * when there are fewer replicas than asked. `replicas` defaults to 1, `timeout` to `'50ms'`.
    * Default `false` (off).
    */
-  waitForReplicas?: false | { replicas?: number; timeout?: Duration }
+  waitForReplicas?: ReplicaWaitOption
 }
 
 /** Keeps the cache answering when Redis is down: after `threshold` consecutive failures Redis is skipped for `openFor`. */
@@ -241,7 +242,6 @@ const L1_KEYS = new Set(['max', 'maxBytes', 'maxTtl'])
 /** Default of `l1.maxBytes`. */
 export const DEFAULT_L1_MAX_BYTES = 64 * 1024 * 1024
 const LOCK_KEYS = new Set(['lease', 'maxHold', 'pollInterval', 'maxPollInterval', 'waitForReplicas'])
-const REPLICA_WAIT_KEYS = new Set(['replicas', 'timeout'])
 const BREAKER_KEYS = new Set(['threshold', 'openFor'])
 const REDIS_COMMAND_KEYS = new Set(['maxInFlight', 'maxQueued'])
 
@@ -305,22 +305,6 @@ export function resolveCallPolicy(base: Policy, options: PolicyOptions): Policy 
   return resolvePolicy(base, options)
 }
 
-function shardedPubSub(options: CacheOptions): boolean | 'auto' {
-  const sharded = options.shardedPubSub ?? 'auto'
-  if (typeof sharded !== 'boolean' && sharded !== 'auto') throw new InvalidArgumentError('shardedPubSub', `must be a boolean or 'auto', got ${JSON.stringify(sharded)}`)
-  if (sharded === true && options.redis?.isCluster !== true) throw new InvalidArgumentError('shardedPubSub', 'needs redis to be an ioredis Cluster')
-  return sharded
-}
-
-function replicaWait(option: LockOptions['waitForReplicas']): ReplicaWait | undefined {
-  if (option === undefined || option === false) return undefined
-  rejectUnknown('lock.waitForReplicas', option, REPLICA_WAIT_KEYS)
-  return {
-    replicas: positiveInteger('lock.waitForReplicas.replicas', option.replicas ?? 1),
-    timeoutMs: parseDuration('lock.waitForReplicas.timeout', option.timeout ?? 50),
-  }
-}
-
 /** Validates everything given to `createCache`, failing fast with the option's name. */
 export function resolveSettings(options: CacheOptions): Settings {
   if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('options', 'createCache needs an options object with at least { ttl }')
@@ -358,7 +342,7 @@ export function resolveSettings(options: CacheOptions): Settings {
       maxBytes: positiveInteger('l1.maxBytes', l1.maxBytes ?? DEFAULT_L1_MAX_BYTES),
       maxTtl: l1.maxTtl === undefined ? Infinity : parseDuration('l1.maxTtl', l1.maxTtl),
     },
-    lock: { lease, maxHold, pollInterval, maxPollInterval, waitForReplicas: replicaWait(lock.waitForReplicas) },
+    lock: { lease, maxHold, pollInterval, maxPollInterval, waitForReplicas: parseReplicaWait('lock.waitForReplicas', lock.waitForReplicas) },
     redisTimeout: parseDuration('redisTimeout', options.redisTimeout ?? 1_000),
     redisFailoverWait: parseDuration('redisFailoverWait', options.redisFailoverWait ?? 5_000, true),
     redisCommands: {
@@ -374,6 +358,6 @@ export function resolveSettings(options: CacheOptions): Settings {
     },
     codec,
     maxKeyLength: positiveInteger('maxKeyLength', options.maxKeyLength ?? 1024),
-    shardedPubSub: shardedPubSub(options),
+    shardedPubSub: parseShardedPubSub('shardedPubSub', options.shardedPubSub, options.redis),
   }
 }

@@ -6,6 +6,7 @@ import { InvalidArgumentError } from '../errors.js'
 import type { LockBackend } from './backend.js'
 import { orDefault } from './options.js'
 import { redisShortcut } from './redis/shortcut.js'
+import type { RedisLockOptions } from './redis/options.js'
 import { redlockShortcut, type RedlockOptions } from './redlock/shortcut.js'
 import { etcdShortcut } from './etcd/shortcut.js'
 import { zookeeperShortcut } from './zookeeper/shortcut.js'
@@ -20,8 +21,12 @@ import type { MysqlCallbackPoolLike, MysqlLockOptions, MysqlPoolLike } from './m
  * imports its peer package at load time.
  */
 export interface BackendShortcuts {
-  /** An ioredis client or Cluster: the Redis backend (fenced tokens, pub/sub wake-up). */
-  redis?: Redis | Cluster
+  /**
+   * An ioredis client (standalone, Sentinel) or Cluster, or `{ client, shardedPubSub,
+   * waitForReplicas }`: the Redis backend (fenced tokens, pub/sub wake-up; sharded pub/sub
+   * on a Redis ≥ 7 Cluster by default).
+   */
+  redis?: Redis | Cluster | RedisLockOptions
   /** Independent Redis masters (not replicas), or `{ nodes, nodeTimeout }`: the Redlock backend. No fencing token. */
   redlock?: readonly Redis[] | RedlockOptions
   /** An etcd3 client (`new Etcd3({ hosts })`): the etcd backend (FIFO, token = create_revision, owner-checked writes as `resource`). */

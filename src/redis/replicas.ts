@@ -1,9 +1,30 @@
 import type { ChainableCommander, Cluster, Redis } from 'ioredis'
+import { parseDuration, type Duration } from '../duration.js'
+import { InvalidArgumentError } from '../errors.js'
 
 /** How many replicas must have a write before it counts as durable, and how long to wait for them. */
 export interface ReplicaWait {
   replicas: number
   timeoutMs: number
+}
+
+/** What `waitForReplicas` accepts, for the cache's lock and for `withLock` on Redis. */
+export type ReplicaWaitOption = false | { replicas?: number; timeout?: Duration }
+
+const REPLICA_WAIT_KEYS = new Set(['replicas', 'timeout'])
+
+/** `where`: the option's name in errors (`lock.waitForReplicas`, `redis.waitForReplicas`). `replicas` defaults to 1, `timeout` to 50 ms. */
+export function parseReplicaWait(where: string, option: ReplicaWaitOption | undefined): ReplicaWait | undefined {
+  if (option === undefined || option === false) return undefined
+  if (typeof option !== 'object' || option === null) throw new InvalidArgumentError(where, 'must be false or an object { replicas, timeout }')
+  for (const name of Object.keys(option)) {
+    if (!REPLICA_WAIT_KEYS.has(name)) throw new InvalidArgumentError(`${where}.${name}`, 'unknown option')
+  }
+  const replicas = option.replicas ?? 1
+  if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 1) {
+    throw new InvalidArgumentError(`${where}.replicas`, `must be a positive integer, got ${String(replicas)}`)
+  }
+  return { replicas, timeoutMs: parseDuration(`${where}.timeout`, option.timeout ?? 50) }
 }
 
 /**

@@ -1,12 +1,20 @@
 import type { Cluster, Redis } from 'ioredis'
 import type { CacheEmitter } from '../events.js'
-import { RedisUnavailableError } from '../errors.js'
+import { InvalidArgumentError, RedisUnavailableError } from '../errors.js'
 import { delay, withTimeout } from '../timers.js'
 
 /** How long to wait between two attempts to read the server's version while it is unreachable. */
 const RETRY_MS = 1_000
 /** Eviction policies that never evict keys that have no TTL (ours all have one). */
 const SAFE_POLICIES = new Set(['noeviction'])
+
+/** `shardedPubSub`, validated: a boolean or 'auto' (the default); `true` needs a Cluster client. `argument` names it in errors. */
+export function parseShardedPubSub(argument: string, value: unknown, client: Redis | Cluster | undefined): boolean | 'auto' {
+  const sharded = value ?? 'auto'
+  if (typeof sharded !== 'boolean' && sharded !== 'auto') throw new InvalidArgumentError(argument, `must be a boolean or 'auto', got ${JSON.stringify(sharded)}`)
+  if (sharded === true && client?.isCluster !== true) throw new InvalidArgumentError(argument, 'needs redis to be an ioredis Cluster')
+  return sharded
+}
 
 /** `redis_version:7.0.15` in INFO server → 7. */
 export function majorVersion(info: string): number | undefined {

@@ -4,7 +4,7 @@ export type LockWorkerRequest =
   | { op: 'acquire'; key: string; lease: number; wait: number }
   | { op: 'state'; key: string }
   | { op: 'release'; key: string }
-  | { op: 'contend'; key: string; iterations: number; lease: number }
+  | { op: 'contend'; key: string; iterations: number; lease: number; tolerateErrors?: boolean; stopKey?: string }
   | { op: 'fenced-write'; key: string; schema: string; value: string }
 
 /** A Redis key written only by a newer token: the fence lives next to the value. */

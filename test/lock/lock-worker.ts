@@ -46,17 +46,28 @@ serveRequests(async (request: LockWorkerRequest) => {
       return true
     case 'contend': {
       // INCR on entry, DECR on exit: seeing more than 1 means two holders at once.
+      // tolerateErrors (failover tests): a call that failed (Redis unreachable mid-failover)
+      // is counted and the loop goes on (after a short back-off, not to spin through an
+      // outage). stopKey: stop early once that key exists on the check server.
       let violations = 0
+      const errors: string[] = []
       for (let i = 0; i < request.iterations; i++) {
-        await locks.withLock(request.key, async () => {
+        if (request.stopKey && (await check.exists(request.stopKey))) break
+        const call = locks.withLock(request.key, async () => {
           const inside = await check.incr('inside')
           if (inside !== 1) violations++
           await check.incr('entries')
           await new Promise((resolve) => setImmediate(resolve))
           await check.decr('inside')
         }, { lease: request.lease, wait: '60s' })
+        if (!request.tolerateErrors) await call
+        else
+          await call.catch(async (error: Error) => {
+            errors.push(`${error.name}: ${error.message}`)
+            await new Promise((resolve) => setTimeout(resolve, 50))
+          })
       }
-      return { violations }
+      return { violations, errors }
     }
     case 'fenced-write': {
       // The holder writes with its token, whether or not it still holds the lock: the

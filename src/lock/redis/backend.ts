@@ -2,11 +2,13 @@ import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
 import { entryKeys, type EntryKeys } from '../../redis/keys.js'
 import { Notifier } from '../../redis/notifier.js'
+import { execWithReplicaWait } from '../../redis/replicas.js'
 import { ServerProbe } from '../../redis/server-probe.js'
 import type { AcquireRequest, HeldLock, LockBackend } from '../backend.js'
 import type { StoreSettings } from '../resolve-backend.js'
 import { acquireWaiting } from '../waiting.js'
 import { boundedCall } from './bounded-call.js'
+import type { RedisLockSettings } from './options.js'
 import { defineLockScripts, type LockClient } from './scripts.js'
 
 /** How long a key's token counter outlives its last acquisition (memory bound; fencing does not depend on it). */
@@ -22,19 +24,27 @@ const COUNTER_KEEP_MS = 60_000
  *
  * Waiters subscribe to the channel *before* re-checking, so a release cannot fall in
  * between (Redisson #1763), and sleep until a message, the holder's PTTL, or a backed-off
- * poll, whichever is first.
+ * poll, whichever is first. Per-key channels are sharded (SPUBLISH in release.lua,
+ * SSUBSCRIBE here) on a Redis ≥ 7 Cluster by default, as the cache's are.
+ *
+ * With `waitForReplicas`, the acquire script and `WAIT` go in one round trip, and a lock
+ * fewer replicas acknowledged is released (waking the waiters) and counts as busy: the
+ * attempt is retried within the caller's wait.
  */
 export class RedisLockBackend implements LockBackend {
   readonly name = 'redis'
   private readonly client: LockClient
   private readonly notifier: Notifier
+  private readonly probe: ServerProbe
 
   constructor(
     client: Redis | Cluster,
     private readonly settings: StoreSettings,
+    private readonly redis: RedisLockSettings = { shardedPubSub: 'auto', replicaWait: undefined },
   ) {
     this.client = defineLockScripts(client)
-    this.notifier = new Notifier(client, settings.commandTimeoutMs, new ServerProbe(client, false, settings.commandTimeoutMs))
+    this.probe = new ServerProbe(client, redis.shardedPubSub, settings.commandTimeoutMs)
+    this.notifier = new Notifier(client, settings.commandTimeoutMs, this.probe)
   }
 
   async acquire(request: AcquireRequest): Promise<HeldLock | undefined> {
@@ -44,23 +54,52 @@ export class RedisLockBackend implements LockBackend {
       request,
       async () => {
         const sentAt = performance.now()
-        const [won, arg] = await this.attempt(keys, owner, request.leaseMs)
-        return won === 1 ? { held: this.held(keys, owner, String(arg), sentAt) } : { busyForMs: Number(arg) }
+        const [won, arg, acknowledged] = await this.attempt(keys, owner, request.leaseMs)
+        if (won !== 1) return { busyForMs: Number(arg) }
+        const wait = this.redis.replicaWait
+        if (wait && acknowledged! < wait.replicas) {
+          // Strict: a lock a failover could lose is no lock. Give it back (waking whoever saw it
+          // busy) and count this attempt as busy; each retry costs at most one WAIT timeout.
+          await boundedCall(this.client, this.settings.commandTimeoutMs, 'lock release', () => this.releaseCall(keys, owner, true)).catch(() => {})
+          return { busyForMs: wait.timeoutMs }
+        }
+        return { held: this.held(keys, owner, String(arg), sentAt) }
       },
       () => this.notifier.subscribe(keys.channel),
     )
   }
 
-  /** One try. If it fails without an answer, the script may still run later (replayed after a reconnect): release that owner behind it, on the same connection. */
-  private async attempt(keys: EntryKeys, owner: string, leaseMs: number): Promise<[number, string | number]> {
+  /**
+   * One try, with `WAIT` in the same round trip when asked (then also the replica count).
+   * If it fails without an answer, the script may still run later (replayed after a
+   * reconnect): release that owner behind it, on the same connection.
+   */
+  private async attempt(keys: EntryKeys, owner: string, leaseMs: number): Promise<[number, string | number, number?]> {
+    const args = [keys.lock, keys.entry, owner, leaseMs, Math.max(COUNTER_KEEP_MS, 2 * leaseMs)] as const
+    const wait = this.redis.replicaWait
     try {
-      return (await boundedCall(this.client, this.settings.commandTimeoutMs, 'lock acquire', () =>
-        this.client.stampedeGuardLockAcquire(keys.lock, keys.entry, owner, leaseMs, Math.max(COUNTER_KEEP_MS, 2 * leaseMs)),
-      )) as [number, string | number]
+      if (!wait) return (await boundedCall(this.client, this.settings.commandTimeoutMs, 'lock acquire', () => this.client.stampedeGuardLockAcquire(...args))) as [number, string | number]
+      // WAIT waits on the server on purpose: its timeout is added to the bound.
+      const { replies, acknowledged } = await boundedCall(this.client, this.settings.commandTimeoutMs + wait.timeoutMs, 'lock acquire', () =>
+        execWithReplicaWait(this.client, (pipeline) => (pipeline as unknown as LockClient).stampedeGuardLockAcquire(...args), wait),
+      )
+      const [won, arg] = replies[0] as [number, string | number]
+      return [won, arg, acknowledged]
     } catch (error) {
-      this.client.stampedeGuardLockRelease(keys.lock, keys.channel, `${owner}:`, 0).catch(() => {})
+      this.client.stampedeGuardLockRelease(keys.lock, keys.channel, `${owner}:`, 0, 'PUBLISH').catch(() => {})
       throw error
     }
+  }
+
+  /**
+   * Compare-and-delete; `notify`: publish on the channel, sharded or not as the probe says:
+   * sent at once when the mode is known (always, but for a Cluster's first seconds), so
+   * commands go out in call order.
+   */
+  private releaseCall(keys: EntryKeys, owner: string, notify: boolean): Promise<unknown> {
+    const send = (sharded: boolean) => this.client.stampedeGuardLockRelease(keys.lock, keys.channel, `${owner}:`, notify ? 1 : 0, sharded ? 'SPUBLISH' : 'PUBLISH')
+    const sharded = this.probe.shardedPubSub()
+    return typeof sharded === 'boolean' ? send(sharded) : sharded.then(send)
   }
 
   private held(keys: EntryKeys, owner: string, token: string, acquiredAt: number): HeldLock {
@@ -75,13 +114,12 @@ export class RedisLockBackend implements LockBackend {
       renew: async (leaseMs) =>
         (await boundedCall(this.client, this.settings.commandTimeoutMs, 'lock extend', () => this.client.stampedeGuardExtend(keys.lock, value, leaseMs))) === 1,
       release: () =>
-        (released ??= boundedCall(this.client, this.settings.commandTimeoutMs, 'lock release', () =>
-          this.client.stampedeGuardLockRelease(keys.lock, keys.channel, `${owner}:`, 1),
-        ).then(() => {})),
+        (released ??= boundedCall(this.client, this.settings.commandTimeoutMs, 'lock release', () => this.releaseCall(keys, owner, true)).then(() => {})),
     }
   }
 
   async close(): Promise<void> {
+    this.probe.close()
     this.notifier.close()
   }
 }

@@ -11,6 +11,9 @@
 --                   a failed attempt, e.g. a split Redlock vote: waking every waiter for it
 --                   would only start the next split vote).
 --
+-- ARGV[3]  publish  'PUBLISH' or 'SPUBLISH' (sharded pub/sub on a Redis >= 7 Cluster: the
+--                   channel is KEYS[2], in the lock's slot, so the message stays in its shard)
+--
 -- Returns 1 when the lock was ours and was deleted, else 0.
 
 local lock, channel, prefix = KEYS[1], KEYS[2], ARGV[1]
@@ -28,5 +31,8 @@ end
 -- A holder's release publishes even when this node did not hold it (a Redlock node whose
 -- vote was lost, or the lock expired): a waiter listening here must still hear of it, and
 -- a spurious wake-up only costs it one re-check.
-if ARGV[2] == '1' then redis.call('PUBLISH', channel, 'r') end
+if ARGV[2] == '1' then
+  local publish = ARGV[3] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH'
+  redis.call(publish, channel, 'r')
+end
 return released

@@ -1,7 +1,7 @@
 import { parseDuration, type Duration } from '../../duration.js'
 import { InvalidArgumentError } from '../../errors.js'
 import type { Redis } from 'ioredis'
-import { isRedisClient } from '../redis/shortcut.js'
+import { isRedisClient } from '../redis/options.js'
 import type { BackendShortcut } from '../resolve-backend.js'
 import { RedlockBackend } from './backend.js'
 

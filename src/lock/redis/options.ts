@@ -1,0 +1,58 @@
+import type { Cluster, Redis } from 'ioredis'
+import { InvalidArgumentError } from '../../errors.js'
+import { parseReplicaWait, type ReplicaWait, type ReplicaWaitOption } from '../../redis/replicas.js'
+import { parseShardedPubSub } from '../../redis/server-probe.js'
+
+/** `createLocks({ redis: { client, shardedPubSub, waitForReplicas } })`; `createLocks({ redis: client })` takes every default. */
+export interface RedisLockOptions {
+  /** An ioredis client: standalone, Sentinel (`new Redis({ sentinels, name })`) or Cluster. */
+  client: Redis | Cluster
+  /**
+   * Wake waiters with sharded pub/sub: the release script SPUBLISHes on the lock's channel
+   * (declared as a key, in the lock's slot) and waiters SSUBSCRIBE, so a release travels
+   * only within its shard instead of over the whole cluster bus. `'auto'` reads the server
+   * version once: sharded on a Redis ≥ 7 Cluster, classic on Redis 6.2 and on a standalone
+   * or Sentinel client. `true` needs a Cluster. Default `'auto'`, as for the cache.
+   */
+  shardedPubSub?: boolean | 'auto'
+  /**
+   * Durability of the lock across a failover (Redisson's approach), strict: each acquire
+   * script is followed, in the same round trip, by `WAIT replicas timeout`; a lock that
+   * fewer replicas acknowledged is released at once and counts as not acquired (the wait
+   * goes on; when it runs out, `LockBusyError`). Costs one replication round trip per
+   * acquisition, and up to `timeout` per attempt while replicas lag or are missing. WAIT is
+   * not consensus: see docs/locks.md. `replicas` defaults to 1, `timeout` to `'50ms'`.
+   * Default `false` (off).
+   */
+  waitForReplicas?: ReplicaWaitOption
+}
+
+export interface RedisLockSettings {
+  shardedPubSub: boolean | 'auto'
+  replicaWait: ReplicaWait | undefined
+}
+
+const KEYS = new Set(['client', 'shardedPubSub', 'waitForReplicas'])
+
+export function isRedisClient(value: unknown): value is Redis {
+  return typeof value === 'object' && value !== null && typeof (value as { defineCommand?: unknown }).defineCommand === 'function' && typeof (value as { status?: unknown }).status === 'string'
+}
+
+/** The `redis` option, as a client or as `{ client, … }`, validated with the option named. */
+export function parseRedisLockOption(value: unknown): { client: Redis | Cluster; settings: RedisLockSettings } {
+  if (isRedisClient(value)) return { client: value, settings: { shardedPubSub: parseShardedPubSub('redis.shardedPubSub', undefined, value), replicaWait: undefined } }
+  if (typeof value !== 'object' || value === null || !isRedisClient((value as RedisLockOptions).client)) {
+    throw new InvalidArgumentError('redis', 'expected an ioredis client (Redis or Cluster), or { client, shardedPubSub, waitForReplicas }')
+  }
+  for (const name of Object.keys(value)) {
+    if (!KEYS.has(name)) throw new InvalidArgumentError(`redis.${name}`, `unknown option (known: ${[...KEYS].join(', ')})`)
+  }
+  const options = value as RedisLockOptions
+  return {
+    client: options.client,
+    settings: {
+      shardedPubSub: parseShardedPubSub('redis.shardedPubSub', options.shardedPubSub, options.client),
+      replicaWait: parseReplicaWait('redis.waitForReplicas', options.waitForReplicas),
+    },
+  }
+}

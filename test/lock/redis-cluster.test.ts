@@ -1,0 +1,191 @@
+/**
+ * withLock's Redis backend on a Redis Cluster of 3 masters + 3 replicas (one cluster for
+ * the file): one holder at a time across processes, wake-up by sharded pub/sub (counted
+ * per node), keys in one slot per lock, and failovers under contention: a graceful
+ * CLUSTER FAILOVER, a SIGKILL of the lock's master with waitForReplicas, and the lock
+ * async replication loses when the master dies before replicating it.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { createLocks, LockBusyError, type Locks } from '../../src/index.js'
+import { entryKeys } from '../../src/redis/keys.js'
+import { parseInfo, redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { redisCliBinary, startCluster, type RedisClusterHandle } from '../support/redis-cluster.js'
+import { until } from '../support/timing.js'
+import type { Worker } from '../support/workers.js'
+import { commandCalls, contendThroughFailover, expectOneHolderAtATime, expectWokenByNotification, forkLockWorkers } from './redis-ha-scenarios.js'
+
+const ci = process.env.CI === 'true'
+const NAMESPACE = 'coupons'
+const LEASE_MS = 5_000 // outlasts a SIGKILL failover (cluster-node-timeout 1 s + election)
+
+describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis Cluster (3 masters + 3 replicas)', () => {
+  let cluster: RedisClusterHandle
+  let check: RedisServer
+  let workers: Worker[] = []
+  const locks: Locks[] = []
+  beforeAll(async () => {
+    ;[cluster, check] = await Promise.all([startCluster({ masters: 3, replicas: 1 }), startRedis()])
+  }, 60_000)
+  afterEach(async () => {
+    await Promise.all(workers.map((worker) => worker.stop()))
+    workers = []
+    await Promise.all(locks.splice(0).map((l) => l.close()))
+  })
+  afterAll(async () => {
+    await cluster?.stop()
+    await check?.stop()
+  })
+
+  const fork = async (count: number, waitForReplicas?: { timeout: number }) => {
+    const started = await forkLockWorkers(count, { cluster: cluster.startupNodes, waitForReplicas, namespace: NAMESPACE }, check.port)
+    workers.push(...started)
+    return started
+  }
+  const newLocks = (waitForReplicas?: { timeout: number }) => {
+    const client = cluster.client()
+    client.on('error', () => {})
+    const created = createLocks({ redis: { client, waitForReplicas }, namespace: NAMESPACE })
+    locks.push(created)
+    return created
+  }
+  const names = (key: string) => entryKeys(NAMESPACE, key)
+  const resetStats = () => Promise.all(cluster.nodes.filter((n) => n.running).map((node) => cluster.admin(node).config('RESETSTAT')))
+  const callsPerNode = (command: string) => Promise.all(cluster.nodes.filter((n) => n.running).map((node) => commandCalls(cluster.admin(node), command)))
+  const sum = (list: number[]) => list.reduce((a, b) => a + b, 0)
+
+  it("a lock's names (lock, token counter, channel) share one hash tag: one slot, so each script touches one node", async () => {
+    const admin = cluster.admin(cluster.nodes[0]!)
+    for (const key of ['mutex', 'coupon:42', 'odd{brace}key']) {
+      const { lock, entry, channel } = names(key)
+      const slots = await Promise.all([lock, entry, channel].map((name) => admin.call('CLUSTER', 'KEYSLOT', name)))
+      expect(new Set(slots).size).toBe(1)
+    }
+    // Keys with different tags spread over the masters.
+    const owners = await Promise.all(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].map(async (key) => (await cluster.ownerOf(names(key).lock)).master.port))
+    expect(new Set(owners).size).toBeGreaterThan(1)
+  })
+
+  it('8 processes contending for one key: never two holders at once; every release SPUBLISHes on the lock\'s master only (no PUBLISH anywhere)', async () => {
+    const contenders = await fork(8)
+    await resetStats()
+    const iterations = 20
+    await expectOneHolderAtATime(contenders, check.client(), 'mutex', iterations)
+    const { master } = await cluster.ownerOf(names('mutex').lock)
+    const running = cluster.nodes.filter((n) => n.running)
+    const spublish = await callsPerNode('spublish')
+    const onOwner = spublish[running.indexOf(master)]!
+    expect(onOwner).toBeGreaterThanOrEqual(8 * iterations) // each holder's release, inside release.lua
+    expect(sum(spublish)).toBe(onOwner) // sharded: no other node saw a publish command
+    expect(sum(await callsPerNode('publish'))).toBe(0)
+    console.log(`[cluster contend] spublish per node ${JSON.stringify(spublish)}, publish 0`)
+  }, 240_000)
+
+  it('waiters SSUBSCRIBE on the lock\'s shard and are woken by the release: no polling while held', async () => {
+    const waiters = await fork(4)
+    const holderLocks = newLocks()
+    const key = 'notify'
+    const holder = await holderLocks.acquire(key, { lease: LEASE_MS })
+    const { master } = await cluster.ownerOf(names(key).lock)
+    await resetStats()
+    const scriptCalls = async () => sum(await callsPerNode('evalsha')) + sum(await callsPerNode('eval'))
+    const { during, handoffMs } = await expectWokenByNotification({
+      workers: waiters,
+      holder,
+      key,
+      lease: LEASE_MS,
+      // The channel is sharded: only SHARDNUMSUB on its own master counts its subscribers.
+      subscribers: async () => Number(((await cluster.admin(master).call('PUBSUB', 'SHARDNUMSUB', names(key).channel)) as [string, number])[1]),
+      scriptCalls,
+    })
+    expect(sum(await callsPerNode('ssubscribe'))).toBeGreaterThan(0)
+    expect(sum(await callsPerNode('subscribe'))).toBe(0)
+    console.log(`[cluster notify] ${during} script calls in 2 s of holding with 4 waiters; hand-off ${handoffMs.toFixed(1)} ms`)
+  }, 120_000)
+
+  it('CLUSTER FAILOVER of the lock\'s master under contention (4 processes): never two holders at once', async () => {
+    const contenders = await fork(4)
+    const { lock } = names('graceful')
+    const result = await contendThroughFailover({
+      workers: contenders,
+      check: check.client(),
+      key: 'graceful',
+      lease: LEASE_MS,
+      failover: async () => {
+        const { replicas } = await cluster.ownerOf(lock)
+        await cluster.failover(replicas[0]!)
+      },
+    })
+    console.log(`[cluster graceful failover] ${result.entries} entries, ${result.violations} violations, ${result.errors.length} failed calls, failover ${result.failoverMs.toFixed(0)} ms`, result.errors.slice(0, 3))
+    expect(result.violations).toBe(0)
+    await cluster.waitHealthy()
+  }, 180_000)
+
+  it('SIGKILL of the lock\'s master under contention, with waitForReplicas (4 processes): never two holders at once', async () => {
+    const contenders = await fork(4, { timeout: 200 })
+    const { lock } = names('killed')
+    let killed: RedisServer | undefined
+    const result = await contendThroughFailover({
+      workers: contenders,
+      check: check.client(),
+      key: 'killed',
+      lease: LEASE_MS,
+      // The promoted replica has no replica of its own until the old master is back: until
+      // then strict waitForReplicas refuses every lock (no lock a second failover would lose).
+      failover: async () => {
+        const { master, replicas } = await cluster.ownerOf(lock)
+        killed = master
+        await master.kill()
+        await cluster.waitForMaster(replicas[0]!)
+        await master.restart() // rejoins as a replica of the promoted node
+        await cluster.waitHealthy()
+      },
+    }).finally(async () => {
+      if (killed && !killed.running) await killed.restart()
+    })
+    console.log(`[cluster sigkill, waitForReplicas] ${result.entries} entries, ${result.violations} violations, ${result.errors.length} failed calls, failover + rejoin ${result.failoverMs.toFixed(0)} ms`, result.errors.slice(0, 3))
+    expect(result.violations).toBe(0)
+    await cluster.waitHealthy()
+  }, 180_000)
+
+  it('async replication can lose a lock: the master dies before replicating it and a second holder gets in (the token still rises); strict waitForReplicas refuses such a lock', async () => {
+    const key = 'lost'
+    const { lock } = names(key)
+    const { master, replicas } = await cluster.ownerOf(lock)
+    const replica = replicas[0]!
+    // Cut replication: the replica stops, and its link is dropped before the lock is written.
+    replica.pause()
+    try {
+      await cluster.admin(master).call('CLIENT', 'KILL', 'TYPE', 'replica')
+      // With waitForReplicas the lock is taken, not acknowledged, released at once: not acquired.
+      await cluster.admin(master).config('RESETSTAT')
+      const strict = newLocks({ timeout: 100 })
+      await expect(strict.acquire(key, { wait: 400 })).rejects.toBeInstanceOf(LockBusyError)
+      expect(await cluster.admin(master).exists(lock)).toBe(0) // given back, not left to expire
+      expect(await commandCalls(cluster.admin(master), 'wait')).toBeGreaterThanOrEqual(1)
+
+      // Without it, the lock is taken on the master alone.
+      // A long lease: its first renewal (lease/3 = 10 s) comes well after the failover (~3 s),
+      // so the first holder still believes it holds the lock when the second gets in.
+      const first = await newLocks().acquire(key, { lease: '30s', wait: 0 })
+      expect(await cluster.admin(master).exists(lock)).toBe(1)
+      await master.kill()
+      replica.resume()
+      await cluster.waitForMaster(replica)
+      expect(await cluster.admin(replica).exists(lock)).toBe(0) // lost with the old master
+
+      // A second holder gets in while the first still believes it holds the lock.
+      const second = await newLocks().acquire(key, { lease: LEASE_MS, wait: '10s' })
+      expect(first.signal.aborted).toBe(false)
+      expect(second.token).toBeGreaterThan(first.token) // fencing still orders them (server clock, µs)
+      // The first learns it at its next renewal (lease/3): its signal aborts with LockLostError.
+      await until(() => first.signal.aborted, 'the first holder to see its loss', 25_000)
+      expect((first.signal.reason as Error).name).toBe('LockLostError')
+      await second.release()
+      await first.release().catch(() => {})
+    } finally {
+      replica.resume()
+      if (!master.running) await master.restart()
+    }
+    await cluster.waitHealthy()
+  }, 120_000)
+})
