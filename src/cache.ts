@@ -148,6 +148,8 @@ export class Cache {
       this.store = new RedisStore(client, redisTimeout, circuit, this.events, this.probe, redisFailoverWait, lock.waitForReplicas, this.settings.redisCommands)
       this.notifier = new Notifier(client, redisTimeout, this.probe)
       this.notifier.onLoss((phase) => {
+        // Invalidations published meanwhile are gone: what L1 holds is checked with Redis before it is served again.
+        this.memory?.suspectAll(performance.now())
         if (phase === 'lost') this.events.emit('redis-error', { operation: 'subscriber', error: new RedisUnavailableError('subscriber connection lost: waiters poll until it is back') })
       })
       if (this.memory) {
@@ -606,6 +608,9 @@ export class Cache {
     } catch (error) {
       waited(error instanceof RemoteLoaderError ? 'error' : 'failed')
       if (handedOff || !(error instanceof RedisUnavailableError)) throw error
+      // An L1 entry waiting to be checked (see suspectAll) serves on, as it did before Redis failed.
+      const served = this.memory?.trustAgain(key) && this.serveFromMemory(call)
+      if (served) return served
       return this.lead(call, undefined, notes)
     } finally {
       subscription?.release()

@@ -85,4 +85,40 @@ describe.skipIf(!redisAvailable)('subscriber connection lost', () => {
     await until(() => messages.length === 1, 'the commit notice')
     expect(messages[0]!.toString()).toMatch(/^n\|\d+$/)
   })
+
+  it('a delete missed while the subscriber reconnects is not served from L1 afterwards (issue 10 item 8)', async () => {
+    const a = suite.cache({ ttl: '10m' })
+    const b = slowReconnecting(1_000)
+    await Promise.all([a.ready(), b.ready()])
+    expect(await a.getOrLoad('k', async () => 'v1')).toBe('v1')
+    let l1Hits = 0
+    b.on('hit', ({ tier }) => tier === 'l1' && l1Hits++)
+    expect(await b.getOrLoad('k', async () => 'unused')).toBe('v1')
+    expect(await b.getOrLoad('k', async () => 'unused')).toBe('v1')
+    expect(l1Hits).toBe(1) // b holds k in L1
+    await suite.admin().call('CLIENT', 'KILL', 'TYPE', 'pubsub')
+    await until(() => subscriberDown(b), "b's subscriber connection to drop")
+    await a.delete('k') // its broadcast reaches no one: b is not subscribed
+    await until(() => subscriberOf(b)?.status === 'ready', "b's subscriber to reconnect")
+    let reloads = 0
+    expect(await b.getOrLoad('k', async () => (reloads++, 'v2'))).toBe('v2')
+    expect(reloads).toBe(1)
+    expect(await a.getOrLoad('k', async () => 'unused')).toBe('v2')
+  })
+
+  it('while Redis cannot be asked, an L1 entry held when the subscriber dropped still serves', async () => {
+    const b = slowReconnecting(3_000, { redisTimeout: 200 })
+    await b.ready()
+    expect(await b.getOrLoad('k', async () => 'v1')).toBe('v1')
+    await suite.admin().flushall() // had b asked Redis, it would load again
+    await suite.admin().call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes') // b's command connection (not the admin's)
+    await suite.admin().call('CLIENT', 'KILL', 'TYPE', 'pubsub')
+    await until(() => subscriberDown(b) && clients[0]!.status !== 'ready', "b's connections to drop")
+    let loads = 0
+    let failures = 0
+    b.on('redis-error', ({ operation }) => operation !== 'subscriber' && failures++)
+    expect(await b.getOrLoad('k', async () => (loads++, 'own load'))).toBe('v1')
+    expect(loads).toBe(0)
+    expect(failures).toBeGreaterThanOrEqual(1) // it did ask Redis, which could not answer
+  })
 })
