@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
+import { releaseAbandoned } from '../../redis/abandoned.js'
 import { entryKeys, type EntryKeys } from '../../redis/keys.js'
 import { Notifier } from '../../redis/notifier.js'
 import { ServerProbe } from '../../redis/server-probe.js'
@@ -58,7 +59,7 @@ export class RedisLockBackend implements LockBackend {
         this.client.stampedeGuardLockAcquire(keys.lock, keys.entry, owner, leaseMs, Math.max(COUNTER_KEEP_MS, 2 * leaseMs)),
       )) as [number, string | number]
     } catch (error) {
-      this.client.stampedeGuardLockRelease(keys.lock, keys.channel, `${owner}:`, 0).catch(() => {})
+      releaseAbandoned(this.client, keys, owner)
       throw error
     }
   }
