@@ -86,7 +86,7 @@ const WAIT_ENDED_BY_LOOKUP: Record<Exclude<Lookup['lock'], 'held'>, WaitOutcome>
   none: 'value', error: 'error', backoff: 'error', won: 'released', pass: 'released', token: 'released',
 }
 /** How a cross-process wait ended, by the leader's message that answered it (commit, error, not cacheable). */
-const WAIT_ENDED_BY_MESSAGE: Record<string, WaitOutcome> = { c: 'value', e: 'error', u: 'released' }
+const WAIT_ENDED_BY_MESSAGE: Record<string, WaitOutcome> = { c: 'value', n: 'value', e: 'error', u: 'released' }
 /** A channel message's kind, its first byte: 'c' commit, 'e' loader error, 'u' uncacheable (messages are Buffers). */
 const messageKind = (message: Buffer): string => String.fromCharCode(message[0] ?? 0)
 /** Bound on remembered refresh holds; pruned of expired ones past it. */
@@ -147,6 +147,11 @@ export class Cache {
       const circuit = new CircuitBreaker(breaker.threshold, breaker.openFor, this.events)
       this.store = new RedisStore(client, redisTimeout, circuit, this.events, this.probe, redisFailoverWait, lock.waitForReplicas, this.settings.redisCommands)
       this.notifier = new Notifier(client, redisTimeout, this.probe)
+      this.notifier.onLoss((phase) => {
+        // Invalidations published meanwhile are gone: what L1 holds is checked with Redis before it is served again.
+        this.memory?.suspectAll(performance.now())
+        if (phase === 'lost') this.events.emit('redis-error', { operation: 'subscriber', error: new RedisUnavailableError('subscriber connection lost: waiters poll until it is back') })
+      })
       if (this.memory) {
         this.notifier.listen(invalidationChannel(namespace), (message) => {
           const bar = message.indexOf('|')
@@ -591,10 +596,10 @@ export class Cache {
             }
             const message = await subscription.next(Math.min(pttl + 1, poll, left))
             poll = Math.min(maxPollInterval, poll * 2) * (0.75 + Math.random() / 2)
-            const answer = message === undefined ? undefined : this.onLeaderMessage(call, message, notes.fallback)
+            const answer = message === undefined ? undefined : await this.onLeaderMessage(call, keys, message, notes.fallback)
             if (answer) {
               waited(WAIT_ENDED_BY_MESSAGE[messageKind(message!)] ?? 'released')
-              return await answer
+              return answer
             }
             continue // no news, or the lock was released without a value: re-check
           }
@@ -603,6 +608,9 @@ export class Cache {
     } catch (error) {
       waited(error instanceof RemoteLoaderError ? 'error' : 'failed')
       if (handedOff || !(error instanceof RedisUnavailableError)) throw error
+      // An L1 entry waiting to be checked (see suspectAll) serves on, as it did before Redis failed.
+      const served = this.memory?.trustAgain(key) && this.serveFromMemory(call)
+      if (served) return served
       return this.lead(call, undefined, notes)
     } finally {
       subscription?.release()
@@ -702,7 +710,7 @@ export class Cache {
         let entry = this.store && this.store.clock.now() !== undefined ? await this.readFresh(call.key, keys, this.store) : undefined
         if (!entry || !newerVersion(entry.version, current.version)) {
           const message = await subscription.next(until - performance.now())
-          entry = message && messageKind(message) === 'c' ? this.decodeCommitMessage(call.key, message) : undefined
+          entry = message ? await this.committedEntry(call.key, keys, message) : undefined
         }
         if (entry && !watch.forgotten && newerVersion(entry.version, current.version)) this.remember(call, entry)
       } catch {
@@ -716,10 +724,11 @@ export class Cache {
   }
 
   /** A message on the key's channel, from the leader in another process; undefined = re-check. */
-  private onLeaderMessage(call: Call, message: Buffer, fallback: Entry | undefined): Resolution | Promise<Resolution> | undefined {
+  private async onLeaderMessage(call: Call, keys: EntryKeys, message: Buffer, fallback: Entry | undefined): Promise<Resolution | undefined> {
     switch (messageKind(message)) {
-      case 'c': {
-        const entry = this.decodeCommitMessage(call.key, message)
+      case 'c':
+      case 'n': {
+        const entry = await this.committedEntry(call.key, keys, message)
         if (!entry) return undefined
         this.remember(call, entry)
         this.events.emit('coalesced', { key: call.key, from: 'remote' })
@@ -729,6 +738,18 @@ export class Cache {
         return this.remoteFailure(call, message.toString(), fallback)
       case 'u':
         return this.loadUncached(call)
+      default:
+        return undefined
+    }
+  }
+
+  /** The value a commit message announces: carried in it ('c'), or read with one GET (a notice, 'n', for a large value). */
+  private async committedEntry(key: string, keys: EntryKeys, message: Buffer): Promise<Entry | undefined> {
+    switch (messageKind(message)) {
+      case 'c':
+        return this.decodeCommitMessage(key, message)
+      case 'n':
+        return this.store && this.store.clock.now() !== undefined ? this.readFresh(key, keys, this.store) : undefined
       default:
         return undefined
     }

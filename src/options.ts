@@ -86,8 +86,13 @@ export interface L1Options {
    */
   maxBytes?: number
   /**
-   * Upper bound on how long an entry stays in L1, whatever its ttl. Bounds how stale a
-   * process can be when it missed an invalidation message. Default: no extra bound.
+   * Upper bound on how long an entry stays in L1 (fresh, in grace, or as a fail-safe
+   * fallback), whatever its ttl. Defence in depth for invalidations: pub/sub is
+   * at-most-once, and a process that missed a `delete()`'s broadcast serves the old value
+   * for at most this long (a lost subscriber connection is handled on its own: L1 is
+   * checked with Redis). The cost: a key hot in L1 is re-read from Redis (one GET) this
+   * often, and during a Redis outage L1 keeps a fail-safe fallback only this long.
+   * `Infinity` turns the bound off. Default `'1m'`.
    */
   maxTtl?: Duration
 }
@@ -239,6 +244,8 @@ const CACHE_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'redis', 'namespace'
   'redisCommands', 'maxValueBytes', 'maxBackgroundRefreshes', 'ttlJitter'])
 const CALL_KEYS = new Set<string>(POLICY_OPTION_NAMES)
 const L1_KEYS = new Set(['max', 'maxBytes', 'maxTtl'])
+/** l1.maxTtl's default: see L1Options.maxTtl. */
+const DEFAULT_L1_MAX_TTL_MS = 60_000
 /** Default of `l1.maxBytes`. */
 export const DEFAULT_L1_MAX_BYTES = 64 * 1024 * 1024
 const LOCK_KEYS = new Set(['lease', 'maxHold', 'pollInterval', 'maxPollInterval', 'waitForReplicas'])
@@ -340,7 +347,7 @@ export function resolveSettings(options: CacheOptions): Settings {
     l1: l1 === false ? false : {
       max: positiveInteger('l1.max', l1.max ?? 10_000),
       maxBytes: positiveInteger('l1.maxBytes', l1.maxBytes ?? DEFAULT_L1_MAX_BYTES),
-      maxTtl: l1.maxTtl === undefined ? Infinity : parseDuration('l1.maxTtl', l1.maxTtl),
+      maxTtl: l1.maxTtl === undefined ? DEFAULT_L1_MAX_TTL_MS : l1.maxTtl === Infinity ? Infinity : parseDuration('l1.maxTtl', l1.maxTtl),
     },
     lock: { lease, maxHold, pollInterval, maxPollInterval, waitForReplicas: parseReplicaWait('lock.waitForReplicas', lock.waitForReplicas) },
     redisTimeout: parseDuration('redisTimeout', options.redisTimeout ?? 1_000),

@@ -10,6 +10,8 @@ import type { Entry } from '../entry.js'
  */
 export class MemoryTier {
   private readonly lru: LRUCache<string, Entry>
+  /** Entries to check with Redis before serving them again, with the deadlines they had. */
+  private readonly suspects = new WeakMap<Entry, { freshUntil: number; graceUntil: number }>()
 
   constructor(max: number, maxBytes: number, private readonly maxTtl: number) {
     this.lru = new LRUCache<string, Entry>({
@@ -35,6 +37,35 @@ export class MemoryTier {
       entry.fallbackUntil = Math.min(entry.fallbackUntil, cap)
     }
     this.lru.set(key, entry, { ttl: Math.ceil(ttl) }) // too large: not stored, and an older copy is dropped
+  }
+
+  /**
+   * An invalidation may have been missed (the subscriber connection dropped or came back):
+   * every entry now looks expired, so its next call asks Redis (one GET when it is still
+   * fresh there) instead of serving it. Its fail-safe fallback is kept, and so are its old
+   * deadlines, for `trustAgain` when Redis cannot be asked. The hit path is unchanged.
+   */
+  suspectAll(now: number): void {
+    for (const entry of this.lru.values()) {
+      if (!this.suspects.has(entry)) this.suspects.set(entry, { freshUntil: entry.freshUntil, graceUntil: entry.graceUntil })
+      entry.freshUntil = Math.min(entry.freshUntil, now)
+      entry.graceUntil = Math.min(entry.graceUntil, now)
+    }
+  }
+
+  /**
+   * Redis could not be asked about `key`'s suspect entry: give it back the deadlines it had,
+   * as if nothing had been missed (nothing better is known during an outage). Undefined when
+   * the entry is not suspect.
+   */
+  trustAgain(key: string): Entry | undefined {
+    const entry = this.lru.get(key)
+    const kept = entry && this.suspects.get(entry)
+    if (!entry || !kept) return undefined
+    this.suspects.delete(entry)
+    entry.freshUntil = kept.freshUntil
+    entry.graceUntil = kept.graceUntil
+    return entry
   }
 
   /** Bytes held (encoded lengths), for tests and stats. */

@@ -57,6 +57,8 @@ export class Notifier {
   private subscribedOnce = false
   private sharded = false
   private closed = false
+  private down = false
+  private readonly lossListeners = new Set<(phase: 'lost' | 'restored') => void>()
 
   /**
    * Sharded (the probe says so: a Redis ≥ 7 Cluster, or `shardedPubSub: true`): per-key
@@ -81,9 +83,33 @@ export class Notifier {
     })
     events.on('messageBuffer', (channel: Buffer, message: Buffer) => this.dispatch(channel.toString(), message))
     events.on('smessageBuffer', (channel: Buffer, message: Buffer) => this.dispatch(channel.toString(), message))
-    events.on('ready', () => (this.subscribedOnce = true))
+    events.on('ready', () => {
+      if (this.subscribedOnce) this.lost('restored') // what was published in the gap is gone
+      this.subscribedOnce = true
+    })
+    events.on('close', () => {
+      if (this.subscribedOnce && !this.closed && !this.down) this.lost('lost')
+    })
     this.subscriber = subscriber
     return subscriber
+  }
+
+  /**
+   * `listener` is told whenever messages may have been missed: the subscriber connection
+   * closed, and again once it is back (ioredis reconnects and resubscribes in the background).
+   */
+  onLoss(listener: (phase: 'lost' | 'restored') => void): void {
+    this.lossListeners.add(listener)
+  }
+
+  private lost(phase: 'lost' | 'restored'): void {
+    this.down = phase === 'lost' // 'close' repeats for each failed reconnect attempt: told once
+    for (const listener of this.lossListeners) listener(phase)
+  }
+
+  /** Connected now (or not yet opened): a subscription made now is confirmed promptly. */
+  private get listening(): boolean {
+    return !(this.subscriber && this.subscribedOnce && this.subscriber.status !== 'ready')
   }
 
   private dispatch(channel: string, message: Buffer): void {
@@ -119,34 +145,37 @@ export class Notifier {
     })
   }
 
-  /** Subscribes (or joins the existing subscription) and resolves once Redis confirmed it. */
+  /**
+   * Subscribes (or joins the existing subscription) and resolves once Redis confirmed it.
+   * When only the subscriber connection is down (or the confirmation does not come within
+   * `timeoutMs`), the subscription is returned unconfirmed: the waiter's bounded waits then
+   * are its polls, and messages come again once ioredis has reconnected and resubscribed.
+   * Losing pub/sub alone must not turn waiting into loading.
+   */
   async subscribe(channel: string): Promise<Subscription> {
-    // As for commands: a subscriber that was connected and is not now would only queue this.
-    if (this.subscriber && this.subscribedOnce && this.subscriber.status !== 'ready') {
-      throw new RedisUnavailableError(`subscribe skipped: connection is ${this.subscriber.status}`)
-    }
     let sharded: boolean
     try {
       sharded = await this.probe.shardedPubSub()
     } catch (error) {
       throw error instanceof RedisUnavailableError ? error : new RedisUnavailableError(`subscribe failed: ${(error as Error)?.message}`, error)
     }
+    if (this.closed) throw new RedisUnavailableError('subscribe skipped: the cache is closed')
     const name = this.prefix + channel
+    const listening = this.listening
     let state = this.channels.get(name)
     if (!state) {
       const connection = this.connection(sharded)
       const ready = this.sharded ? (connection as Cluster).ssubscribe(name) : connection.subscribe(name)
-      state = { subscriptions: new Set(), ready }
+      const created: ChannelState = { subscriptions: new Set(), ready }
+      // Refused (no offline queue): the next waiter subscribes again rather than joining a dead subscription.
+      ready.catch(() => this.channels.get(name) === created && created.subscriptions.size === 0 && this.channels.delete(name))
+      state = created
       this.channels.set(name, state)
     }
     const subscription = new ChannelSubscription((s) => this.unsubscribe(name, s))
     state.subscriptions.add(subscription)
-    try {
-      await withTimeout(state.ready, this.timeoutMs, () => new RedisUnavailableError(`subscribe timed out after ${this.timeoutMs} ms`))
-    } catch (error) {
-      subscription.release()
-      throw error instanceof RedisUnavailableError ? error : new RedisUnavailableError(`subscribe failed: ${(error as Error)?.message}`, error)
-    }
+    // Disconnected: the subscribe is queued for the reconnect (and resubscribed by ioredis); poll meanwhile.
+    if (listening) await withTimeout(state.ready, this.timeoutMs, () => new RedisUnavailableError('unconfirmed')).catch(() => {})
     return subscription
   }
 

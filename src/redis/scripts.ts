@@ -17,6 +17,7 @@ const SCRIPTS = {
   stampedeGuardRelease: { file: 'release.lua', keys: 3 },
   stampedeGuardExtend: { file: 'extend.lua', keys: 1 },
   stampedeGuardInvalidate: { file: 'invalidate.lua', keys: 2 },
+  stampedeGuardLockRelease: { file: 'release-owner.lua', keys: 2 },
 } as const
 
 export type ScriptName = keyof typeof SCRIPTS
@@ -49,8 +50,11 @@ export function defineScripts(client: Redis | Cluster): ScriptedClient {
   return registerScripts(client, SCRIPTS, new URL('./scripts/', import.meta.url))
 }
 
-/** The cache's compare-and-PEXPIRE, which the Redis lock backend shares. */
-export function defineExtendScript(client: Redis | Cluster): ClientWith<'stampedeGuardExtend'> {
-  return registerScripts(client, { stampedeGuardExtend: SCRIPTS.stampedeGuardExtend }, new URL('./scripts/', import.meta.url))
+/** The scripts the Redis lock backend shares with the cache: compare-and-PEXPIRE, and release by owner. */
+export type SharedScriptName = 'stampedeGuardExtend' | 'stampedeGuardLockRelease'
+
+export function defineSharedScripts(client: Redis | Cluster): ClientWith<SharedScriptName> {
+  const { stampedeGuardExtend, stampedeGuardLockRelease } = SCRIPTS
+  return registerScripts(client, { stampedeGuardExtend, stampedeGuardLockRelease }, new URL('./scripts/', import.meta.url))
 }
 

@@ -2,6 +2,7 @@ import type { Cluster, Redis } from 'ioredis'
 import type { Lifetimes } from '../entry.js'
 import type { CacheEmitter } from '../events.js'
 import { RedisUnavailableError } from '../errors.js'
+import { releaseAbandoned } from './abandoned.js'
 import type { CircuitBreaker } from './breaker.js'
 import { delay } from '../timers.js'
 import { CommandBudget } from './command-budget.js'
@@ -279,13 +280,19 @@ export class RedisStore {
     // The Buffer variant: the value's bytes must not go through UTF-8 (a BinaryValue's payload).
     const args = [keys.entry, keys.lock, keys.fresh, owner, leaseMs, mode, retentionMs, Math.round(refreshBelowMs)] as const
     let acknowledged: number | undefined
+    let sent = false
     const sentAt = performance.now()
     const reply = (await this.call('getOrLock', async () => {
+      sent = true
       if (!this.replicaWait) return this.client.stampedeGuardGetOrLockBuffer(...args)
       const { replies, acknowledged: count } = await execWithReplicaWait(this.client, (pipeline) => (pipeline as unknown as ScriptedClient).stampedeGuardGetOrLockBuffer(...args), this.replicaWait)
       acknowledged = count
       return replies[0]
-    }, this.replicaWait?.timeoutMs)) as [Buffer, Buffer, Buffer, Buffer, number, number, number, number, number, number, Buffer, Buffer]
+    }, this.replicaWait?.timeoutMs).catch((error: unknown) => {
+      // Sent and not answered: it may still take the lock later, for nobody. Undo that behind it.
+      if (sent) releaseAbandoned(this.client, keys, owner)
+      throw error
+    })) as [Buffer, Buffer, Buffer, Buffer, number, number, number, number, number, number, Buffer, Buffer]
     this.clock.observe(Number(String(reply[10])), sentAt, performance.now())
     const [state, lock, lockArg, data, freshMs, graceMs, fallbackMs, loadMs, corrupt, ttlMs, , version] = reply
     return {

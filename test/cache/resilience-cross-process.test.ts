@@ -120,10 +120,16 @@ describe.skipIf(!redisAvailable)('resilience across processes', () => {
     const restartedAt = Date.now()
     const reports = await running
     expect(reports.flatMap((r) => r.errors)).toEqual([])
-    for (const report of reports) {
-      for (const key of downKeys) expect(report.localLoads[key]).toBe(1)
-      for (const key of warmKeys) expect(report.localLoads[key] ?? 0).toBe(0) // served from L1 throughout
+    // While down: each key first asked for is loaded once per process, warm keys are served from
+    // L1. Once a process's subscriber is back, its L1 is checked with Redis (a delete may have
+    // been missed meanwhile: issue 10 item 8), and Redis came back empty: one more load of each
+    // key across all processes, through the lock.
+    const loadsOf = (key: string) => reports.map((report) => report.localLoads[key] ?? 0)
+    for (const key of downKeys) {
+      expect(loadsOf(key).every((count) => count >= 1)).toBe(true)
+      expect(loadsOf(key).reduce((a, b) => a + b)).toBeLessThanOrEqual(group.length + 1)
     }
+    for (const key of warmKeys) expect(loadsOf(key).reduce((a, b) => a + b)).toBeLessThanOrEqual(1)
 
     // After the restart, bursts on new keys until one shows a single loader across all processes again.
     let resumedAfterMs = -1

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
+import { releaseAbandoned } from '../../redis/abandoned.js'
 import { entryKeys, type EntryKeys } from '../../redis/keys.js'
 import { Notifier } from '../../redis/notifier.js'
 import { execWithReplicaWait } from '../../redis/replicas.js'
@@ -86,7 +87,7 @@ export class RedisLockBackend implements LockBackend {
       const [won, arg] = replies[0] as [number, string | number]
       return [won, arg, acknowledged]
     } catch (error) {
-      this.client.stampedeGuardLockRelease(keys.lock, keys.channel, `${owner}:`, 0, 'PUBLISH').catch(() => {})
+      releaseAbandoned(this.client, keys, owner)
       throw error
     }
   }

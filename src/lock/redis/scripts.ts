@@ -1,15 +1,14 @@
 import type { Cluster, Redis } from 'ioredis'
-import { defineExtendScript, registerScripts, type ClientWith } from '../../redis/scripts.js'
+import { defineSharedScripts, registerScripts, type ClientWith, type SharedScriptName } from '../../redis/scripts.js'
 
 const SCRIPTS = {
   stampedeGuardLockAcquire: { file: 'acquire.lua', keys: 2 },
-  stampedeGuardLockRelease: { file: 'release.lua', keys: 2 },
 } as const
 
-/** A client with the lock scripts: acquire.lua, release.lua here, and the cache's compare-and-PEXPIRE (extend.lua). */
-export type LockClient = ClientWith<keyof typeof SCRIPTS | 'stampedeGuardExtend'>
+/** A client with the lock scripts: acquire.lua here, and those shared with the cache (extend.lua, release-owner.lua). */
+export type LockClient = ClientWith<keyof typeof SCRIPTS | SharedScriptName>
 
 export function defineLockScripts(client: Redis | Cluster): LockClient {
-  defineExtendScript(client)
+  defineSharedScripts(client)
   return registerScripts(client, SCRIPTS, new URL('./', import.meta.url)) as LockClient
 }

@@ -20,6 +20,9 @@
 --
 -- Returns {written, released, now, token}. Publishes 'c|now|x|s|e|l|t|f|data' (the fresh copy
 -- after the server time) when written, or 'r|' (re-check) when only the lock was released.
+-- A record over NOTICE_ABOVE bytes is not sent through the channel (every subscriber's
+-- output buffer would hold a copy, and past Redis's pub/sub limit the subscriber is dropped):
+-- 'n|now' (a notice) tells waiters to read the fresh copy with one GET instead.
 
 local entry, lock, channel, fresh = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local lockValue, data, publish = ARGV[1], ARGV[3], ARGV[8]
@@ -27,6 +30,8 @@ local freshMs, graceMs, fallbackMs, loadMs = tonumber(ARGV[4]), tonumber(ARGV[5]
 
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local NOTICE_ABOVE = 65536 -- bytes; docs/resilience.md
+
 local function integer(n) return string.format('%.0f', n) end
 
 local kind = redis.call('TYPE', entry)['ok']
@@ -67,7 +72,11 @@ if lockValue ~= '' and redis.call('GET', lock) == lockValue then
 end
 
 if written == 1 then
-  redis.call(publish, channel, 'c|' .. integer(now) .. '|' .. record)
+  if #record > NOTICE_ABOVE then
+    redis.call(publish, channel, 'n|' .. integer(now))
+  else
+    redis.call(publish, channel, 'c|' .. integer(now) .. '|' .. record)
+  end
   if ARGV[9] ~= '' then redis.call('PUBLISH', ARGV[9], ARGV[10]) end
 elseif released == 1 then
   redis.call(publish, channel, 'r|')

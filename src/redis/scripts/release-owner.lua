@@ -1,8 +1,10 @@
--- release: compare-and-delete of the lock, then wake the waiters. A holder that lost the
--- lock (it expired and another owner took it) deletes nothing.
+-- release-owner: compare-and-delete of a lock by its owner, then (optionally) wake the
+-- waiters. A holder that lost the lock (it expired and another owner took it) deletes
+-- nothing. Shared by the Redis lock backend (a holder's release) and by both the lock and
+-- the cache to undo an abandoned attempt (src/redis/abandoned.ts).
 --
--- KEYS[1]  lock     <ns>:{k:<key>}:lock   string "<owner>:<token>"
--- KEYS[2]  channel  <ns>:{k:<key>}:ch     waiters are subscribed here
+-- KEYS[1]  lock     <ns>:{tag}:lock   string "<owner>:<token>"
+-- KEYS[2]  channel  <ns>:{tag}:ch     waiters are subscribed here
 -- ARGV[1]  owner    "<owner>:" — the prefix of the value we set. The owner is unique per
 --                   acquisition, so this also releases a lock whose acquire reply we never
 --                   saw (an abandoned attempt) without knowing its token.
