@@ -395,11 +395,10 @@ export class Cache {
       }
       const now = performance.now()
       for (const [ms, onDeadline] of deadlines) {
-        const again = (later: number) => schedule.add(performance.now() + later, fire)
         const fire = () => {
           if (done) return // answered already; the entry just comes due
           try {
-            const answer = onDeadline(again)
+            const answer = onDeadline((later) => schedule.add(performance.now() + later, fire))
             if (answer) settle(() => resolve(answer))
           } catch (error) {
             settle(() => reject(error))
