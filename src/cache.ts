@@ -944,7 +944,8 @@ export class Cache {
       return undefined
     }
     // Redis returned it, so it is fresh by the server clock, whatever our estimate of that says.
-    record.life.freshMs = Math.max(0, record.life.freshMs)
+    // Nor fresher than its own ttl.
+    record.life.freshMs = Math.max(0, record.life.ttlMs > 0 ? Math.min(record.life.freshMs, record.life.ttlMs) : record.life.freshMs)
     return this.decodeData(key, record.data, record.life, { version: record.version })
   }
 }
