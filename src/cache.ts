@@ -402,11 +402,10 @@ export class Cache {
       }
       const now = performance.now()
       for (const [ms, onDeadline] of deadlines) {
-        const again = (later: number) => schedule.add(performance.now() + later, fire)
         const fire = () => {
           if (done) return // answered already; the entry just comes due
           try {
-            const answer = onDeadline(again)
+            const answer = onDeadline((later) => schedule.add(performance.now() + later, fire))
             if (answer) settle(() => resolve(answer))
           } catch (error) {
             settle(() => reject(error))
@@ -970,7 +969,8 @@ export class Cache {
       return undefined
     }
     // Redis returned it, so it is fresh by the server clock, whatever our estimate of that says.
-    record.life.freshMs = Math.max(0, record.life.freshMs)
+    // Nor fresher than its own ttl.
+    record.life.freshMs = Math.max(0, record.life.ttlMs > 0 ? Math.min(record.life.freshMs, record.life.ttlMs) : record.life.freshMs)
     return this.decodeData(key, record.data, record.life, { version: record.version })
   }
 }

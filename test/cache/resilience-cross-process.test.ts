@@ -109,7 +109,13 @@ describe.skipIf(!redisAvailable)('resilience across processes', () => {
     const group = await spawn(4, { ttl: '30s', redisTimeout: 200, circuitBreaker: { threshold: 2, openFor: 300 } })
     const warmKeys = ['w1', 'w2']
     await Promise.all(group.map((w) => w.request({ op: 'burst', keys: warmKeys, calls: 4, loaderMs: 0 })))
-    expect(await loads('w1')).toBe(1)
+    // One leader across the processes. On a starved machine a fresh process's first commands
+    // can outlast the 200 ms redisTimeout: that process then rightly loads on its own, after
+    // Redis errors it counts. So every load beyond the leader's must be such a process's.
+    const warmStats = await Promise.all(group.map((w) => w.request<Record<string, number>>({ op: 'stats' })))
+    const cutOff = warmStats.filter((s) => (s['redis-error'] ?? 0) > 0).length
+    expect(await loads('w1')).toBeGreaterThanOrEqual(1)
+    expect(await loads('w1'), JSON.stringify(warmStats)).toBeLessThanOrEqual(1 + cutOff)
 
     // Keys first asked for while Redis is down must be loaded locally, once per process.
     const downKeys = ['d1', 'd2', 'd3']
