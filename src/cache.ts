@@ -525,8 +525,9 @@ export class Cache {
       let poll = pollInterval
       for (;;) {
         notes.lookingUp ??= []
-        const sentAt = performance.now()
-        const found = await store.throughFailover(() => store.getOrLock(keys, owner, lease, mode, this.retentionMs), failoverDeadline, pollInterval).finally(() => lookedUp(notes))
+        // The lease runs from the attempt that took the lock, not from the first of a failover's retries.
+        let sentAt = performance.now()
+        const found = await store.throughFailover(() => ((sentAt = performance.now()), store.getOrLock(keys, owner, lease, mode, this.retentionMs)), failoverDeadline, pollInterval).finally(() => lookedUp(notes))
         const entry = this.decode(key, found)
         if (entry) notes.fallback = entry
         if (found.lock !== 'held') waited(WAIT_ENDED_BY_LOOKUP[found.lock])
