@@ -185,9 +185,14 @@ export class Notifier {
     this.listeners.set(name, onMessage)
     this.probe.settled.then((sharded) => {
       if (this.closed) return
-      this.connection(sharded).subscribe(name).catch(() => {
-        // Retried by ioredis' auto-resubscribe once the connection is back.
-      })
+      this.connection(sharded).subscribe(name).then(
+        // What was cached before this subscription was confirmed may have missed a broadcast:
+        // the same check as after a reconnect.
+        () => this.lost('restored'),
+        () => {
+          // Retried by ioredis' auto-resubscribe once the connection is back.
+        },
+      )
     }, () => {})
   }
 

@@ -112,9 +112,10 @@ export function describeRun(name: string, run: FailoverRun): string {
  * at most one extra load per key for the one failover, and no call near waitTimeout (10 s):
  * waiters re-subscribed or polled instead of hanging.
  */
-export function expectFailoverGoals(run: FailoverRun): void {
+/** `maxExtraLoadsPerKey`: 1 (the issue's goal: one lost commit per failover), unless a run loses data twice. */
+export function expectFailoverGoals(run: FailoverRun, maxExtraLoadsPerKey = 1): void {
   expect(run.reports.flatMap((r) => r.errors)).toEqual([])
   expect(run.reports.flatMap((r) => r.regressions)).toEqual([])
-  expect(Object.entries(run.extraLoads).filter(([, extra]) => extra > 1)).toEqual([])
+  expect(Object.entries(run.extraLoads).filter(([, extra]) => extra > maxExtraLoadsPerKey)).toEqual([])
   expect(Math.max(...run.reports.map((r) => r.slowestMs))).toBeLessThan(8_000)
 }
