@@ -131,8 +131,13 @@ export class Notifier {
     }
     if (this.closed) return
     const connection = this.connection(sharded)
-    if (connection.status === 'ready') return
-    await new Promise<void>((resolve) => {
+    if (connection.status !== 'ready') await this.connectionReady(connection)
+    // The L1 invalidation subscription confirmed: after ready(), no broadcast is missed.
+    await withTimeout(Promise.resolve(this.listened), this.timeoutMs, () => new Error('unconfirmed')).catch(() => {})
+  }
+
+  private connectionReady(connection: Redis | Cluster): Promise<void> {
+    return new Promise<void>((resolve) => {
       const events = connection as unknown as NodeJS.EventEmitter
       const done = () => {
         clearTimeout(timer)
@@ -179,13 +184,16 @@ export class Notifier {
     return subscription
   }
 
+  /** The invalidation bus's SUBSCRIBE, once asked for: `warmUp()` (so `cache.ready()`) waits for it. */
+  private listened: Promise<unknown> | undefined
+
   /** A permanent subscription with a callback (the L1 invalidation bus). */
   listen(channel: string, onMessage: (message: string) => void): void {
     const name = this.prefix + channel
     this.listeners.set(name, onMessage)
     this.probe.settled.then((sharded) => {
       if (this.closed) return
-      this.connection(sharded).subscribe(name).then(
+      this.listened = this.connection(sharded).subscribe(name).then(
         // What was cached before this subscription was confirmed may have missed a broadcast:
         // the same check as after a reconnect.
         () => this.lost('restored'),

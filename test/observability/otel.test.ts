@@ -223,6 +223,7 @@ describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server'
   it('labels keys only through the opt-in hook, within its budget of distinct labels', async () => {
     fresh()
     const cache = instrumented({}, { keyLabel: (key) => key.split(':')[0], maxKeyLabels: 2 })
+    await cache.ready() // set up (invalidation bus confirmed), so the last call below is an L1 hit
     for (const key of ['user:1', 'user:2', 'order:1', 'cart:1', 'wish:1']) await cache.getOrLoad(key, async () => key)
     await cache.getOrLoad('user:1', async () => 'again') // an L1 hit
     const m = await metrics.collect()
