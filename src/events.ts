@@ -42,7 +42,7 @@ export interface CacheEvents {
   timeout: { key: string; kind: 'soft' | 'hard' | 'wait' }
   /** A loaded value was not stored: unencodable, `undefined`, or the loader said doNotCache. */
   uncacheable: { key: string; reason: string; error?: unknown }
-  /** Foreign or malformed data at an entry key; treated as a miss and overwritten. */
+  /** Foreign, malformed or out-of-range data at an entry's keys; left out (a miss, overwritten) and repaired (docs/resilience.md). */
   corrupt: { key: string; error?: unknown }
   /** A late commit was refused because a newer value (or an invalidation) got there first. */
   fenced: { key: string }

@@ -2,6 +2,8 @@ import { createHash } from 'node:crypto'
 
 /** The Redis names of one cache entry. All share one hash tag, so one slot in Cluster. */
 export interface EntryKeys {
+  /** The cache key these names are for: events about them name it. */
+  key: string
   /** Hash holding the value, its deadlines, the fence and the token counter. */
   entry: string
   /** String `<owner>:<token>` with PX = lease. */
@@ -20,7 +22,7 @@ export interface EntryKeys {
 export function entryKeys(namespace: string, key: string): EntryKeys {
   const tag = key.includes('{') || key.includes('}') ? `h:${createHash('sha256').update(key).digest('hex')}` : `k:${key}`
   const entry = `${namespace}:{${tag}}`
-  return { entry, lock: `${entry}:lock`, channel: `${entry}:ch`, fresh: `${entry}:v` }
+  return { key, entry, lock: `${entry}:lock`, channel: `${entry}:ch`, fresh: `${entry}:v` }
 }
 
 /** Channel on which deletions are broadcast so every process drops its L1 copy. */

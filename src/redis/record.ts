@@ -18,6 +18,12 @@ export interface StoredRecord {
 }
 
 /**
+ * How far a process's estimate of the server clock may be off (ServerClock: half a round
+ * trip, taken every minute) before a record's deadlines count as impossible.
+ */
+const CLOCK_ESTIMATE_SLACK_MS = 10_000
+
+/**
  * Reads a record starting at `at`, with deadlines made relative to `serverNow`.
  * Undefined when malformed: the caller treats it as corrupt (a miss). This is on every
  * fresh hit, so it scans the digits itself rather than slicing and converting.
@@ -38,6 +44,9 @@ export function parseRecord(bytes: Buffer, at: number, serverNow: number): Store
   }
   const [x, s, e, loadMs, ttlMs] = numbers as [number, number, number, number, number]
   if (!(x <= s && s <= e)) return undefined
+  // The fresh copy lives while fresh (PX = x − now), and never fresher than its ttl: one past
+  // its x, or fresh for longer than t, lost its expiry or was planted. It would be served for ever.
+  if (x < serverNow - CLOCK_ESTIMATE_SLACK_MS || (ttlMs > 0 && x - serverNow > ttlMs + CLOCK_ESTIMATE_SLACK_MS)) return undefined
   return {
     life: { freshMs: x - serverNow, graceMs: s - serverNow, fallbackMs: e - serverNow, loadMs, ttlMs },
     version: bytes.toString('latin1', versionAt, at - 1),

@@ -316,10 +316,11 @@ export class RedisStore {
     const known = this.publishCommand()
     const publish = typeof known === 'string' ? known : await known
     const sentAt = performance.now()
-    const [written, , now, version] = (await this.call('commit', () =>
+    const [written, , now, version, corrupt] = (await this.call('commit', () =>
       this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, keys.fresh, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), publish, ...this.broadcastArgs(broadcast)),
-    )) as [number, number, string, string]
+    )) as [number, number, string, string, number]
     this.clock.observe(Number(now), sentAt, performance.now())
+    this.reportCorrupt(keys, corrupt)
     return written === 1 ? version : undefined
   }
 
@@ -327,9 +328,10 @@ export class RedisStore {
     const { backoffMs = 0, passMs = 0, negativeMs = 0 } = marks
     const known = this.publishCommand()
     const publish = typeof known === 'string' ? known : await known
-    const released = await this.call('release', () =>
+    const [released, corrupt] = (await this.call('release', () =>
       this.client.stampedeGuardRelease(keys.entry, keys.lock, keys.channel, lockValue, message, backoffMs, passMs, publish, negativeMs),
-    )
+    )) as [number, number]
+    this.reportCorrupt(keys, corrupt)
     return released === 1
   }
 
@@ -339,7 +341,13 @@ export class RedisStore {
 
   /** Deletes the value, keeps the fence, and publishes `broadcast` in the same script. */
   async invalidate(keys: EntryKeys, retentionMs: number, broadcast?: Broadcast): Promise<void> {
-    await this.call('invalidate', () => this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, retentionMs, ...this.broadcastArgs(broadcast)))
+    const corrupt = await this.call('invalidate', () => this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, retentionMs, ...this.broadcastArgs(broadcast)))
+    this.reportCorrupt(keys, corrupt)
+  }
+
+  /** A script found planted or corrupted data at the entry's keys, and repaired it (see fields.lua). */
+  private reportCorrupt(keys: EntryKeys, corrupt: unknown): void {
+    if (corrupt === 1) this.events.emit('corrupt', { key: keys.key })
   }
 
   /** A channel is no key, so ioredis does not apply `keyPrefix` to it: add it, as the subscriber does. */
