@@ -7,6 +7,7 @@ import type { CircuitBreaker } from './breaker.js'
 import { delay } from '../timers.js'
 import { CommandBudget } from './command-budget.js'
 import type { EntryKeys } from './keys.js'
+import { FreshReadBatch, getOne, type FreshRead } from './fresh-reads.js'
 import { execWithReplicaWait, type ReplicaWait } from './replicas.js'
 import { defineScripts, type ScriptedClient } from './scripts.js'
 import { ServerClock } from './server-clock.js'
@@ -41,19 +42,6 @@ export interface Lookup {
   version: string
   /** With a replica wait: how many replicas acknowledged the lookup's writes (the lock). */
   acknowledged?: number
-}
-
-export const FOREIGN_TYPE = Symbol('foreign type')
-/** What a read of the fresh copy found: its bytes (see record.ts), nothing (not fresh), or a key of a foreign type. */
-export type FreshRead = Buffer | null | typeof FOREIGN_TYPE
-
-/** Most fresh-copy reads sent in one MGET. */
-const MAX_READS_PER_MGET = 16
-
-interface PendingRead {
-  key: string
-  resolve: (read: FreshRead) => void
-  reject: (error: unknown) => void
 }
 
 /** An invalidation to publish with a write: on `channel`, `message`. */
@@ -96,8 +84,8 @@ export class RedisStore {
   private readonly budget: CommandBudget
   /** The server clock, from the times scripts return: turns a fresh copy's deadlines into local ones. */
   readonly clock = new ServerClock()
-  /** Fresh-copy reads asked for in this tick, sent together as one MGET (see getFresh). */
-  private pendingReads: PendingRead[] | undefined
+  /** Fresh-copy reads of this tick, sent as one MGET (see getFresh, fresh-reads.ts). */
+  private readonly reads: FreshReadBatch
   private readonly cluster: boolean
   private clockSync: Promise<void> | undefined
   private readonly connection: NodeJS.EventEmitter
@@ -124,6 +112,7 @@ export class RedisStore {
   ) {
     this.budget = new CommandBudget(commands.maxInFlight, commands.maxQueued)
     this.client = defineScripts(client)
+    this.reads = new FreshReadBatch(this.client, this.budget, breaker, events, (operation, command) => this.send(operation, command))
     this.cluster = client.isCluster === true
     this.keyPrefix = keyPrefixOf(client)
     this.failsOver = canFailOver(client)
@@ -151,17 +140,8 @@ export class RedisStore {
   getFresh(keys: EntryKeys): Promise<FreshRead> {
     // On a Cluster the keys of one tick are in many slots, and MGET needs one.
     // A retry through a failover goes alone, by call(), which keeps it out of the breaker's count.
-    if (this.cluster || this.retrying) return this.call('get', () => this.getOne(keys.fresh))
-    return new Promise((resolve, reject) => {
-      if (!this.breaker.allow()) return reject(new RedisUnavailableError('redis skipped: circuit breaker open (get)'))
-      const read = { key: keys.fresh, resolve, reject }
-      const waiting = this.budget.acquire(false)
-      if (!waiting) return this.queueRead(read)
-      waiting.then(() => this.queueRead(read), (error: Error) => {
-        this.events.emit('redis-error', { operation: 'get', error })
-        reject(error)
-      })
-    })
+    if (this.cluster || this.retrying) return this.call('get', () => getOne(this.client, keys.fresh))
+    return this.reads.read(keys.fresh)
   }
 
   /**
@@ -192,50 +172,6 @@ export class RedisStore {
         await delay(retryMs).promise
       }
     }
-  }
-
-  /** A read that holds its budget slot, sent with the others of this tick. */
-  private queueRead(read: PendingRead): void {
-    if (!this.pendingReads) {
-      this.pendingReads = []
-      // After every caller of this tick has asked (nextTick runs once the promise jobs drain).
-      process.nextTick(() => this.sendReads())
-    }
-    this.pendingReads.push(read)
-  }
-
-  /**
-   * Sends the reads of this tick: one GET, or one MGET for several (one write, one reply:
-   * under concurrency most of a hit's cost is the socket write). MGET answers nil for a
-   * key of another type, which then goes the script's way and is repaired there. Each read
-   * gives its slot back when the reply (or the failure) is in.
-   */
-  private sendReads(): void {
-    const reads = this.pendingReads
-    this.pendingReads = undefined
-    if (!reads) return
-    // Several MGETs rather than one big one: Redis answers the first while we decode it.
-    for (let at = 0; at < reads.length; at += MAX_READS_PER_MGET) {
-      const chunk = reads.slice(at, at + MAX_READS_PER_MGET)
-      const sent: Promise<(FreshRead | null)[]> = chunk.length === 1
-        ? this.send('get', () => this.getOne(chunk[0]!.key)).then((value) => [value])
-        : this.send('mget', () => this.client.mgetBuffer(chunk.map((read) => read.key)))
-      sent
-        .then(
-          (values) => chunk.forEach((read, i) => read.resolve(values[i] ?? null)),
-          (error: unknown) => chunk.forEach((read) => read.reject(error)),
-        )
-        .finally(() => {
-          for (let i = 0; i < chunk.length; i++) this.budget.release()
-        })
-    }
-  }
-
-  private getOne(key: string): Promise<FreshRead> {
-    return this.client.getBuffer(key).catch((error: unknown) => {
-      if (String((error as Error)?.message).startsWith('WRONGTYPE')) return FOREIGN_TYPE
-      throw error
-    })
   }
 
   /**
@@ -375,7 +311,7 @@ export class RedisStore {
     // Read before the first await (throughFailover sets it only while it calls us).
     const retry = this.retrying
     // Commands reach Redis in the order they were asked for: reads of this tick go first.
-    if (this.pendingReads && operation !== 'get' && operation !== 'mget') this.sendReads()
+    if (this.reads.pending && operation !== 'get' && operation !== 'mget') this.reads.sendReads()
     if (!retry && !this.breaker.allow()) throw new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`)
     const waiting = this.budget.acquire(LOCK_HOLDER_OPERATIONS.has(operation))
     if (waiting) {
