@@ -87,7 +87,9 @@ local data = f[1]
 local x, s, e = counted(f[2], horizon), counted(f[3], horizon), counted(f[4], horizon)
 local loadMs, ttlMs = counted(f[5] or '0', MAX_LIFETIME_MS), counted(f[10] or '0', MAX_LIFETIME_MS)
 local version = f[11] or ''
-if data and not (keepValue and x and s and e and loadMs and ttlMs and x <= s and s <= e) then
+-- A value is never fresher than its own ttl (commit.lua writes x = now + t): one that is
+-- would be served, and its fresh copy restored, for as long as the hash was made to live.
+if data and not (keepValue and x and s and e and loadMs and ttlMs and x <= s and s <= e and x - now <= ttlMs + CLOCK_SLACK_MS) then
   redis.call('HDEL', entry, 'd', 'x', 's', 'e', 'l', 't')
   corrupt, data = 1, nil
 end

@@ -1,0 +1,84 @@
+/**
+ * An independent attack on issue 10 item 5 (data planted in Redis), as a hostile co-tenant:
+ * each case plants something planted-data.test.ts does not, on a real redis-server.
+ */
+import { Redis } from 'ioredis'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { createCache, type Cache, type CacheOptions } from '../../src/index.js'
+import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { sleep, until } from '../support/timing.js'
+
+const entry = (key: string) => `sg:{k:${key}}`
+const YEAR_MS = 365 * 24 * 3_600_000
+
+describe.skipIf(!redisAvailable)('attack: data planted in Redis', () => {
+  let server: RedisServer
+  let redis: Redis
+  let admin: Redis
+  const caches: Cache[] = []
+  let corrupt: string[] = []
+  let redisErrors: string[] = []
+
+  beforeAll(async () => {
+    server = await startRedis()
+    redis = server.client()
+    admin = server.client()
+  })
+  afterAll(async () => {
+    await server?.stop()
+  })
+  afterEach(async () => {
+    await Promise.all(caches.splice(0).map((cache) => cache.close()))
+    await admin.flushall()
+    corrupt = []
+    redisErrors = []
+  })
+
+  async function cache(options: Partial<CacheOptions> = {}): Promise<Cache> {
+    const created = createCache({ redis, ttl: '30s', l1: false, ...options })
+    created.on('corrupt', ({ key }) => corrupt.push(key))
+    created.on('redis-error', ({ operation, error }) => redisErrors.push(`${operation}: ${(error as Error)?.message}`))
+    caches.push(created)
+    await created.ready()
+    return created
+  }
+  const serverMs = async () => {
+    const [seconds, micros] = await admin.time()
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
+  }
+
+  /** The planted value is not served: one load stores 'v', the next call is a hit. */
+  async function expectReloaded(c: Cache, key: string): Promise<void> {
+    let loads = 0
+    const loader = async () => (loads++, 'v')
+    expect(await c.getOrLoad(key, loader)).toBe('v')
+    expect(await c.getOrLoad(key, loader)).toBe('v')
+    expect(loads).toBe(1)
+    expect(corrupt).toContain(key)
+    expect(redisErrors).toEqual([])
+  }
+
+  describe('the fresh copy :v (no expiry)', () => {
+    it.each([
+      ['a ttl t of 0 and x a year ahead', (now: number) => `${now + YEAR_MS}|${now + YEAR_MS}|${now + YEAR_MS}|5|0|1|"planted"`],
+      ['t and x both 10^15 ms ahead', (now: number) => `${now + 1e15}|${now + 1e15}|${now + 1e15}|5|${1e15}|1|"planted"`],
+      ['t above the longest lifetime (366 days), x at its end', (now: number) => `${now + YEAR_MS + 86_400_000}|${now + YEAR_MS + 86_400_000}|${now + YEAR_MS + 86_400_000}|5|${YEAR_MS + 86_400_000}|1|"planted"`],
+    ])('%s: not served as fresh', async (_, record) => {
+      const c = await cache()
+      await admin.set(`${entry('v')}:v`, record(await serverMs()))
+      await expectReloaded(c, 'v')
+    })
+  })
+
+  describe('the entry hash: deadlines consistent with its own ttl', () => {
+    it('x a year ahead with t = 30 s, on a hash that expires in two years: a miss, reloaded (not fresh for a year)', async () => {
+      const c = await cache()
+      const now = await serverMs()
+      const x = String(now + YEAR_MS)
+      await admin.hset(entry('h'), 'd', '"planted"', 'x', x, 's', x, 'e', x, 'l', '5', 't', '30000', 'f', '1')
+      await admin.pexpire(entry('h'), 2 * YEAR_MS)
+      await expectReloaded(c, 'h')
+      expect(await admin.pttl(`${entry('h')}:v`)).toBeLessThanOrEqual(30_000)
+    })
+  })
+})
