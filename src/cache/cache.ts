@@ -52,7 +52,7 @@ export class Cache extends RequestMachine {
     const life = this.jittered(new LoadContext(key, NEVER_ABORTED, undefined, call.policy).lifetimes(0))
     let version: string | undefined
     if (this.store) {
-      version = await this.store.commit(entryKeys(this.settings.namespace, key), { lockValue: '', token: '', data, ...life }, this.forgetMessage(key))
+      version = await this.store.commit(entryKeys(this.settings.namespace, key), { lockValue: '', token: '', data, ...life }, this.forgetMessage(key), this.retentionMs)
       if (version === undefined) return
     }
     if (this.deletions === epoch) this.remember({ ...call, epoch }, entryFrom(value, life, performance.now(), { version, size: data.length }))

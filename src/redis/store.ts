@@ -246,15 +246,27 @@ export class RedisStore {
   /**
    * Returns the version (fencing token) it was written with, or undefined when fenced out by
    * a newer one. With `broadcast` (set()), the invalidation is published in the same script.
+   *
+   * `undoLate` (set(), whose token is taken when the script runs, so no fence stops it): when
+   * the commit is sent and gets no answer, its caller is told it failed, yet Redis may still run
+   * it later, from its backlog or resent by ioredis after a reconnect, over a newer value written
+   * meanwhile. An invalidation (retention `undoLate` ms) is queued right behind it on the same
+   * connection, as an abandoned lookup's release is (abandoned.ts): whenever the late write
+   * runs, the key is deleted after it, and the next call loads the current value.
    */
-  async commit(keys: EntryKeys, request: CommitRequest, broadcast?: Broadcast): Promise<string | undefined> {
+  async commit(keys: EntryKeys, request: CommitRequest, broadcast?: Broadcast, undoLate?: number): Promise<string | undefined> {
     const { lockValue, token, data, freshMs, graceMs, fallbackMs, loadMs } = request // freshMs is the ttl
     const known = this.publishCommand()
     const publish = typeof known === 'string' ? known : await known
     const sentAt = performance.now()
-    const [written, , now, version, corrupt] = (await this.call('commit', () =>
-      this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, keys.fresh, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), publish, ...this.broadcastArgs(broadcast)),
-    )) as [number, number, string, string, number]
+    let sent = false
+    const [written, , now, version, corrupt] = (await this.call('commit', () => {
+      sent = true
+      return this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, keys.fresh, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), publish, ...this.broadcastArgs(broadcast))
+    }).catch((error: unknown) => {
+      if (sent && undoLate !== undefined) this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, undoLate, ...this.broadcastArgs(broadcast)).catch(() => {})
+      throw error
+    })) as [number, number, string, string, number]
     this.clock.observe(Number(now), sentAt, performance.now())
     this.reportCorrupt(keys, corrupt)
     return written === 1 ? version : undefined

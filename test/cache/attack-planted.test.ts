@@ -4,7 +4,7 @@
  */
 import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { createCache, type Cache, type CacheOptions } from '../../src/index.js'
+import { createCache, RedisUnavailableError, type Cache, type CacheOptions } from '../../src/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { sleep, until } from '../support/timing.js'
 
@@ -80,5 +80,40 @@ describe.skipIf(!redisAvailable)('attack: data planted in Redis', () => {
       await expectReloaded(c, 'h')
       expect(await admin.pttl(`${entry('h')}:v`)).toBeLessThanOrEqual(30_000)
     })
+  })
+})
+
+describe.skipIf(!redisAvailable)('attack: a set() replayed after a reconnect', () => {
+  let server: RedisServer | undefined
+  const caches: Cache[] = []
+  afterEach(async () => {
+    await Promise.all(caches.splice(0).map((cache) => cache.close()))
+    await server?.stop()
+    server = undefined
+  })
+
+  it('a set() that was rejected while Redis hung does not leave its old value over a newer set() once its client reconnects', async () => {
+    server = await startRedis()
+    // a's client reconnects late: another process writes first on the restarted server.
+    const slow = server.client({ retryStrategy: () => 1_500 })
+    slow.on('error', () => {})
+    const a = createCache({ redis: slow, ttl: '10m', redisTimeout: 300, l1: false })
+    caches.push(a)
+    await a.ready()
+    server.pause() // SIGSTOP: a's set() waits in the socket, unanswered
+    await expect(a.set('k', 'old')).rejects.toBeInstanceOf(RedisUnavailableError)
+    await server.kill() // ioredis keeps the unanswered commit and resends it after reconnecting
+    await server.restart()
+    const fast = server.client()
+    const b = createCache({ redis: fast, ttl: '10m', redisTimeout: 300, l1: false })
+    caches.push(b)
+    await b.set('k', 'new') // acknowledged: the newest value
+    await until(() => slow.status === 'ready', 'a to reconnect', 20_000)
+    await slow.ping() // behind whatever a's client resent
+    await sleep(50)
+    // The late write is undone behind it (a delete), so the next call loads: never the old value.
+    expect(await fast.hget(entry('k'), 'd')).not.toBe('"old"')
+    expect(['new', 'loaded']).toContain(await b.getOrLoad('k', async () => 'loaded'))
+    expect(await fast.pttl(entry('k'))).toBeGreaterThan(0)
   })
 })
