@@ -225,7 +225,10 @@ export abstract class CacheState {
   /** `c|<server now>|<record>` as published by commit.lua (see src/redis/record.ts). */
   protected decodeCommitMessage(key: string, message: Buffer): Entry | undefined {
     const bar = message.indexOf('|', 2)
-    const record = bar < 0 ? undefined : parseRecord(message, bar + 1, Number(message.toString('latin1', 2, bar)))
+    // The server time it was sent at places the record's deadlines: digits, or the message is corrupt
+    // (Number('') is 0 and Number('abc') NaN, with which every deadline check passes).
+    const now = bar < 0 ? '' : message.toString('latin1', 2, bar)
+    const record = /^\d{1,16}$/.test(now) ? parseRecord(message, bar + 1, Number(now)) : undefined
     if (!record) {
       this.events.emit('corrupt', { key })
       return undefined

@@ -70,6 +70,25 @@ describe.skipIf(!redisAvailable)('attack: data planted in Redis', () => {
     })
   })
 
+  describe('messages planted on the key\'s channel', () => {
+    it.each([
+      ['a server time that is not a number', 'c|abc|1|1|1|1|1|1|"planted"'],
+      ['an empty server time', 'c||1|1|1|1|1|1|"planted"'],
+    ])('a commit message with %s: corrupt, the waiter re-checks and loads once the planted lock ends', async (_, message) => {
+      const c = await cache({ l1: { maxTtl: Infinity }, lock: { lease: 1_000 }, waitTimeout: '8s' })
+      await admin.set(`${entry('m')}:lock`, 'nobody:1', 'PX', 1_000)
+      let loads = 0
+      const waiting = c.getOrLoad('m', async () => (loads++, 'v'))
+      await until(async () => ((await admin.pubsub('NUMSUB', `${entry('m')}:ch`)) as [string, number])[1] > 0, 'the waiter to subscribe', 5_000)
+      await admin.publish(`${entry('m')}:ch`, message)
+      expect(await waiting).toBe('v') // the planted lock ran out: loaded, not the planted value
+      expect(loads).toBe(1)
+      expect(await c.getOrLoad('m', async () => (loads++, 'again'))).toBe('v')
+      expect(corrupt).toContain('m')
+      expect(redisErrors).toEqual([])
+    })
+  })
+
   describe('the entry hash: deadlines consistent with its own ttl', () => {
     it('x a year ahead with t = 30 s, on a hash that expires in two years: a miss, reloaded (not fresh for a year)', async () => {
       const c = await cache()
