@@ -100,6 +100,28 @@ describe.skipIf(!redisAvailable)('tags', () => {
     expect(await b.getOrLoad('k', async () => 'new')).toBe('new')
   })
 
+  it('the tag broadcast drops L1 entries no member list holds (a value loaded while Redis was out of reach)', async () => {
+    const [a, b] = [suite.cache(), suite.cache()]
+    await Promise.all([a.ready(), b.ready()])
+    expect(await b.getOrLoad('k', async () => 'old', { tags: ['t'] })).toBe('old')
+    await suite.admin().del('sg:tag:{t:t}:keys', 'sg:{k:k}:v', 'sg:{k:k}') // as if b had loaded it with Redis unreachable
+    await a.deleteByTag('t')
+    await heardEverything(suite.admin(), [b], 'after-broadcast')
+    expect(await b.getOrLoad('k', async () => 'new')).toBe('new')
+  })
+
+  it('an invalidation that was cut short leaves its drain, and the next one finishes it', async () => {
+    const a = suite.cache({ l1: false })
+    await a.getOrLoad('k1', async () => 'old', { tags: ['t'] })
+    await a.getOrLoad('k2', async () => 'old', { tags: ['t'] })
+    const admin = suite.admin()
+    await admin.rename('sg:tag:{t:t}:keys', 'sg:tag:{t:t}:drain') // step 1 done, the scan never ran
+    await a.getOrLoad('k3', async () => 'old', { tags: ['t'] }) // a new member since
+    await a.deleteByTag('t')
+    for (const key of ['k1', 'k2', 'k3']) expect(await a.getOrLoad(key, async () => 'new')).toBe('new')
+    expect(await admin.exists('sg:tag:{t:t}:keys', 'sg:tag:{t:t}:drain')).toBe(0)
+  })
+
   it('set() with tags is dropped by deleteByTag like a load', async () => {
     const [a, b] = [suite.cache(), suite.cache()]
     await Promise.all([a.ready(), b.ready()])
