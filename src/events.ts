@@ -46,6 +46,11 @@ export interface CacheEvents {
   corrupt: { key: string; error?: unknown }
   /** A late commit was refused because a newer value (or an invalidation) got there first. */
   fenced: { key: string }
+  /**
+   * A tag invalidation reached this process's L1: its own `deleteByTag` (`process`), or
+   * another process's broadcast (`remote`).
+   */
+  'tag-invalidated': { tag: string; from: 'process' | 'remote' }
   /** With `lock.waitForReplicas`: the lock was taken, but fewer replicas than asked acknowledged it in time. */
   'lock-unreplicated': { key: string; acknowledged: number; wanted: number }
   /** The lock was lost while the loader ran (its AbortSignal fired). */
@@ -68,7 +73,7 @@ export type CacheStats = Record<CacheEventName, number>
 
 const EVENT_NAMES: CacheEventName[] = [
   'hit', 'stale', 'miss', 'leader', 'wait', 'waited', 'coalesced', 'load', 'fail-safe', 'timeout', 'uncacheable',
-  'corrupt', 'fenced', 'lock-unreplicated', 'lock-lost', 'redis-error', 'circuit-open', 'circuit-close', 'config-warning',
+  'corrupt', 'fenced', 'tag-invalidated', 'lock-unreplicated', 'lock-lost', 'redis-error', 'circuit-open', 'circuit-close', 'config-warning',
 ]
 
 /** A typed emitter that also counts. Emitting with no listener costs one increment. */

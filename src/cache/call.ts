@@ -32,6 +32,8 @@ export interface Call {
   epoch: number
   /** A refresh nobody waits for (grace, early refresh). */
   background?: boolean
+  /** The call's `tags` option, checked; undefined for none. */
+  tags?: readonly string[]
 }
 
 /** What a flight has learned that its callers' timeouts can use. */
@@ -51,6 +53,8 @@ export interface Claim {
   lockValue: string
   /** `performance.now()` when the lookup that took the lock was sent: the lease runs from no earlier. */
   lockedAt: number
+  /** The server time (ms) of that lookup: the load began no earlier (tags compare it with their invalidations). */
+  serverAt?: number
 }
 
 export const NEVER_ABORTED = new AbortController().signal

@@ -219,7 +219,7 @@ export abstract class RequestMachine extends Refresher {
             throw new Error(`unexpected lookup ${found.lock} in mode ${mode}`)
           case 'won': {
             this.checkReplicated(key, found)
-            const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: sentAt }
+            const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: sentAt, serverAt: found.serverNow }
             if (entry && found.state === 'grace') {
               this.remember(call, entry)
               if (this.refreshing >= this.settings.maxBackgroundRefreshes) {
@@ -258,9 +258,9 @@ export abstract class RequestMachine extends Refresher {
               const timedOut = this.waitTimedOut(call, notes.fallback)
               if (timedOut) return timedOut
               // Load without the lock; a fresh token still fences the result against newer ones.
-              const { lockArg: token } = await this.store.getOrLock(keys, owner, lease, 'token', this.retentionMs)
+              const { lockArg: token, serverNow } = await this.store.getOrLock(keys, owner, lease, 'token', this.retentionMs)
               handedOff = true
-              return await this.lead(call, { keys, token, lockValue: '', lockedAt: 0 }, notes)
+              return await this.lead(call, { keys, token, lockValue: '', lockedAt: 0, serverAt: serverNow }, notes)
             }
             const message = await subscription.next(Math.min(pttl + 1, poll, left))
             poll = Math.min(maxPollInterval, poll * 2) * (0.75 + Math.random() / 2)

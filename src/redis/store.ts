@@ -42,6 +42,8 @@ export interface Lookup {
   version: string
   /** With a replica wait: how many replicas acknowledged the lookup's writes (the lock). */
   acknowledged?: number
+  /** The server time (ms) the lookup ran at: a load it elects begins no earlier (tags compare it). */
+  serverNow: number
 }
 
 /** An invalidation to publish with a write: on `channel`, `message`. */
@@ -229,7 +231,8 @@ export class RedisStore {
       if (sent) releaseAbandoned(this.client, keys, owner)
       throw error
     })) as [Buffer, Buffer, Buffer, Buffer, number, number, number, number, number, number, Buffer, Buffer]
-    this.clock.observe(Number(String(reply[10])), sentAt, performance.now())
+    const serverNow = Number(String(reply[10]))
+    this.clock.observe(serverNow, sentAt, performance.now())
     const [state, lock, lockArg, data, freshMs, graceMs, fallbackMs, loadMs, corrupt, ttlMs, , version] = reply
     return {
       state: String(state) as Lookup['state'],
@@ -240,6 +243,7 @@ export class RedisStore {
       corrupt: corrupt === 1,
       version: String(version),
       acknowledged,
+      serverNow,
     }
   }
 
@@ -296,6 +300,11 @@ export class RedisStore {
   /** A script found planted or corrupted data at the entry's keys, and repaired it (see fields.lua). */
   private reportCorrupt(keys: EntryKeys, corrupt: unknown): void {
     if (corrupt === 1) this.events.emit('corrupt', { key: keys.key })
+  }
+
+  /** A command of another module (the tag scripts), bounded and guarded as the store's own are. */
+  run<T>(operation: string, command: () => Promise<T>): Promise<T> {
+    return this.call(operation, command)
   }
 
   /** A channel is no key, so ioredis does not apply `keyPrefix` to it: add it, as the subscriber does. */
