@@ -1,0 +1,103 @@
+/**
+ * Attacks on tags (issue 15): interleavings the design notes (docs/tags.md) do not list.
+ * Each test states the guarantee it holds the code to: once `await deleteByTag(t)`
+ * resolves, no call that begins afterwards gets a value of a key tagged `t` loaded before.
+ */
+import { describe, expect, it } from 'vitest'
+import { createCache, type Cache } from '../../src/index.js'
+import { redisAvailable } from '../support/redis.js'
+import { useCacheSuite } from '../support/cache-suite.js'
+import { gate, until } from '../support/timing.js'
+
+/** A tag message published after everything before it has reached `cache` (same subscriber connection, in order). */
+async function heard(suite: ReturnType<typeof useCacheSuite>, cache: Cache, marker: string): Promise<void> {
+  const before = cache.stats()['tag-invalidated']
+  await suite.admin().publish('sg:__tag_invalidations', `test|${marker}`)
+  await until(() => cache.stats()['tag-invalidated'] > before, 'the marker to reach the cache')
+}
+
+describe.skipIf(!redisAvailable)('attacks on tags', () => {
+  const suite = useCacheSuite()
+
+  for (const how of ['the call\'s tags', 'ctx.tag'] as const) {
+    it(`a call that begins after deleteByTag does not join a load that began before it (${how})`, async () => {
+      const a = suite.cache()
+      await a.ready()
+      let version = 'old'
+      const started = gate()
+      const finish = gate()
+      let loads = 0
+      const loader = async (ctx: { tag(...tags: string[]): void }) => {
+        loads++
+        const read = version // the database read, before the invalidation
+        started.open()
+        await finish.promise
+        if (how === 'ctx.tag') ctx.tag('t')
+        return read
+      }
+      const options = how === 'ctx.tag' ? undefined : { tags: ['t'] }
+      const inFlight = a.getOrLoad('k', loader, options)
+      await started.promise
+      version = 'new'
+      await a.deleteByTag('t')
+      const after = a.getOrLoad('k', async (ctx) => (loads++, how === 'ctx.tag' && ctx.tag('t'), version), options)
+      finish.open()
+      expect(await inFlight).toBe('old') // in flight when it ran: its own callers get it
+      expect(await after).toBe('new') // began after deleteByTag resolved
+      expect(loads).toBe(2)
+    })
+  }
+
+  it('a call in another process that begins after the tag broadcast arrived does not join a load that began before', async () => {
+    const [a, b] = [suite.cache(), suite.cache()]
+    await Promise.all([a.ready(), b.ready()])
+    let version = 'old'
+    const started = gate()
+    const finish = gate()
+    const inFlight = b.getOrLoad('k', async (ctx) => {
+      const read = version
+      started.open()
+      await finish.promise
+      ctx.tag('t')
+      return read
+    })
+    await started.promise
+    version = 'new'
+    await a.deleteByTag('t')
+    await heard(suite, b, 'after')
+    const after = b.getOrLoad('k', async (ctx) => (ctx.tag('t'), version))
+    finish.open()
+    expect(await inFlight).toBe('old')
+    expect(await after).toBe('new')
+  })
+
+  it('without Redis, a call that begins after deleteByTag does not join a load that began before it', async () => {
+    const cache = createCache({ ttl: '1m' })
+    let version = 'old'
+    const started = gate()
+    const finish = gate()
+    const inFlight = cache.getOrLoad('k', async () => {
+      const read = version
+      started.open()
+      await finish.promise
+      return read
+    }, { tags: ['t'] })
+    await started.promise
+    version = 'new'
+    await cache.deleteByTag('t')
+    const after = cache.getOrLoad('k', async () => version, { tags: ['t'] })
+    finish.open()
+    expect(await inFlight).toBe('old')
+    expect(await after).toBe('new')
+    await cache.close()
+  })
+
+  it('set() with tags right after createCache (server clock not measured yet) is stored, after a recent deleteByTag', async () => {
+    const first = suite.cache()
+    await first.deleteByTag('t') // `at` is set, for lock.maxHold + lock.lease
+    const fresh = suite.cache()
+    await fresh.set('k', 'v', { tags: ['t'] })
+    expect(fresh.stats().fenced).toBe(0)
+    expect(await suite.admin().exists('sg:{k:k}:v')).toBe(1)
+  })
+})
