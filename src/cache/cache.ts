@@ -48,7 +48,8 @@ export class Cache extends RequestMachine {
    */
   async set<V>(key: string, value: V, options?: CallOptions): Promise<void> {
     const call = this.call(key, () => value, options)
-    const startedAt = this.store?.clock.now() // a tagged value set now predates an invalidation after this
+    // A tagged value set now predates an invalidation after this (undefined: the clock is not measured yet).
+    const [startedAt, startedLocal] = [this.store?.clock.now(), performance.now()]
     if (value === undefined) throw new InvalidArgumentError('value', 'undefined cannot be stored; use null for "nothing"')
     const data = this.encode(key, value)
     this.forget(key)
@@ -59,7 +60,7 @@ export class Cache extends RequestMachine {
       const keys = entryKeys(this.settings.namespace, key)
       const request = { lockValue: '', token: '', data, ...life }
       if (call.tags) {
-        const outcome = await commitTagged(this.store, this.tagStore!, keys, key, request, this.tagged(call.tags, startedAt ?? 0), this.forgetMessage(key))
+        const outcome = await commitTagged(this.store, this.tagStore!, keys, key, request, this.tagged(call.tags, startedAt, startedLocal), this.forgetMessage(key))
         if (outcome.version === undefined) return void this.notStored(key, undefined, outcome.refused)
         version = outcome.version
       } else {

@@ -15,8 +15,10 @@ export const TAG_SCAN_BATCH = 256
 /** What a tagged commit needs besides the commit itself. */
 export interface TaggedCommit {
   tags: readonly string[]
-  /** Server ms when the load began (a claim's lookup, or an estimate no later than the real start). */
-  startedAt: number
+  /** Server ms when the load began (a claim's lookup, or the clock's estimate); undefined when the server clock was not known. */
+  startedAt: number | undefined
+  /** performance.now() when the load began (or set() was called). */
+  startedLocal: number
   maxKeysPerTag: number
   clockSkew: number
   lease: number
@@ -28,13 +30,21 @@ export interface TaggedCommit {
  * whose drain came after the enrollment finds the key among the tag's members and fences
  * or deletes it; one whose drain came before is seen by the enrollment, which refuses a
  * load that began before it. A commit without a token would take a new one at commit
- * time, above the fence of an invalidation in between: it takes one before enrolling.
+ * time, above the fence of an invalidation in between: it takes one before enrolling. That
+ * lookup's server time, less the local time since the start, is no later than the real
+ * start (the clock's estimate may be ahead by half a round trip, or missing): the earlier wins.
  */
 export async function commitTagged(store: RedisStore, tags: TagStore, keys: EntryKeys, key: string, request: CommitRequest, tagged: TaggedCommit, broadcast?: Broadcast): Promise<{ version: string | undefined; refused?: TagRefusal }> {
-  let token = request.token
-  if (token === '') token = (await store.getOrLock(keys, randomBytes(16).toString('hex'), tagged.lease, 'token', tagged.retentionMs)).lockArg
+  let { token } = request
+  let startedAt = tagged.startedAt ?? Infinity
+  if (token === '') {
+    const lookup = await store.getOrLock(keys, randomBytes(16).toString('hex'), tagged.lease, 'token', tagged.retentionMs)
+    token = lookup.lockArg
+    startedAt = Math.min(startedAt, lookup.serverNow - (performance.now() - tagged.startedLocal))
+  }
+  if (startedAt === Infinity) startedAt = 0 // not known at all: refused if the tag was invalidated lately
   const refused = await tags.enroll(tagged.tags, key, {
-    startedAt: tagged.startedAt - tagged.clockSkew,
+    startedAt: startedAt - tagged.clockSkew,
     // The entry hash lives until its fallback-until; the skew covers the entry's node running ahead.
     lifeMs: Math.max(request.graceMs, request.fallbackMs, request.freshMs) + tagged.clockSkew,
     maxMembers: tagged.maxKeysPerTag,
