@@ -111,8 +111,8 @@ export abstract class LoadLeader extends CacheState {
 
   /** What a tagged commit needs besides its tags and the load's start (server ms). */
   protected tagged(tags: readonly string[], startedAt: number | undefined, startedLocal: number): TaggedCommit {
-    const { maxKeysPerTag, tagClockSkew: clockSkew, lock: { lease } } = this.settings
-    return { tags, startedAt, startedLocal, maxKeysPerTag, clockSkew, lease, retentionMs: this.retentionMs }
+    const { maxKeysPerTag, tagClockSkew: clockSkew, lock: { lease }, redisTimeout } = this.settings
+    return { tags, startedAt, startedLocal, maxKeysPerTag, clockSkew, lease, retentionMs: this.retentionMs, redisTimeout }
   }
 
   /**

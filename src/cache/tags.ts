@@ -23,6 +23,8 @@ export interface TaggedCommit {
   clockSkew: number
   lease: number
   retentionMs: number
+  /** The command timeout: the commit's expiry is set up to this long after the enrollment's. */
+  redisTimeout: number
 }
 
 /**
@@ -45,8 +47,10 @@ export async function commitTagged(store: RedisStore, tags: TagStore, keys: Entr
   if (startedAt === Infinity) startedAt = 0 // not known at all: refused if the tag was invalidated lately
   const refused = await tags.enroll(tagged.tags, key, {
     startedAt: startedAt - tagged.clockSkew,
-    // The entry hash lives until its fallback-until; the skew covers the entry's node running ahead.
-    lifeMs: Math.max(request.graceMs, request.fallbackMs, request.freshMs) + tagged.clockSkew,
+    // The entry hash lives until its fallback-until, counted from its commit, which runs after
+    // this (a round trip, within redisTimeout): the set must not expire first, or deleteByTag
+    // would miss the entry's last moments. The skew covers the entry's node running ahead.
+    lifeMs: Math.max(request.graceMs, request.fallbackMs, request.freshMs) + tagged.redisTimeout + tagged.clockSkew,
     maxMembers: tagged.maxKeysPerTag,
   })
   if (refused) return { version: undefined, refused }

@@ -16,6 +16,15 @@ async function heard(suite: ReturnType<typeof useCacheSuite>, cache: Cache, mark
   await until(() => cache.stats()['tag-invalidated'] > before, 'the marker to reach the cache')
 }
 
+/** A store in the same server millisecond as an invalidation is refused by design: waits until the server clock is past `tag`'s. */
+async function pastInvalidation(suite: ReturnType<typeof useCacheSuite>, tag: string): Promise<void> {
+  const at = Number(await suite.admin().get(`sg:tag:{t:${tag}}:at`))
+  await until(async () => {
+    const [seconds, micros] = await suite.admin().time()
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) > at + 1
+  }, 'the server clock to pass the invalidation')
+}
+
 describe.skipIf(!redisAvailable)('attacks on tags', () => {
   const suite = useCacheSuite()
 
@@ -95,9 +104,42 @@ describe.skipIf(!redisAvailable)('attacks on tags', () => {
   it('set() with tags right after createCache (server clock not measured yet) is stored, after a recent deleteByTag', async () => {
     const first = suite.cache()
     await first.deleteByTag('t') // `at` is set, for lock.maxHold + lock.lease
+    await pastInvalidation(suite, 't')
     const fresh = suite.cache()
     await fresh.set('k', 'v', { tags: ['t'] })
     expect(fresh.stats().fenced).toBe(0)
     expect(await suite.admin().exists('sg:{k:k}:v')).toBe(1)
+  })
+})
+
+describe.skipIf(!redisAvailable)('attacks on tags: Redis names', () => {
+  const suite = useCacheSuite()
+
+  it('every key the tags leave in Redis has an expiry, and the member set outlives its members', async () => {
+    const a = suite.cache({ lock: { lease: 1_000, maxHold: 5_000 }, ttlJitter: 0 })
+    const odd = ['a:b', 'ü-ñ-日本', 'pipe|bar', '{brace', 'close}', 'x'.repeat(1024), ' space ', 'tag:{t:y}:keys']
+    for (const [i, tag] of odd.entries()) {
+      await a.getOrLoad(`k${i}`, async () => i, { tags: [tag, 'all'], ttl: '20s', staleTtl: '40s', staleIfError: '60s' })
+    }
+    await a.set('s', 1, { tags: odd, ttl: '20s' })
+    await a.deleteByTag(odd[0]!)
+    await pastInvalidation(suite, odd[0]!)
+    await a.getOrLoad('k0', async () => 'again', { tags: [odd[0]!] })
+    const admin = suite.admin()
+    for (const name of await admin.keys('sg:*')) {
+      expect(await admin.pttl(name), name).toBeGreaterThan(0)
+    }
+    // The member set must not expire before a member's entry (absolute times): deleteByTag would miss it.
+    for (const [i, tag] of odd.entries()) {
+      if (i === 0 || tag.includes('{') || tag.includes('}')) continue
+      const entry = Number(await admin.call('PEXPIRETIME', `sg:{k:k${i}}`))
+      const members = Number(await admin.call('PEXPIRETIME', `sg:tag:{t:${tag}}:keys`))
+      expect(members, tag).toBeGreaterThanOrEqual(entry)
+    }
+    for (const tag of odd.slice(1)) {
+      await a.deleteByTag(tag)
+    }
+    for (const [i] of odd.entries()) expect(await a.getOrLoad(`k${i}`, async () => 'new')).toBe(i === 0 ? 'again' : 'new') // k0 was reloaded with odd[0] only
+    expect(await a.getOrLoad('s', async () => 'new')).toBe('new')
   })
 })
