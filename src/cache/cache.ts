@@ -7,7 +7,7 @@ import { entryKeys } from '../redis/keys.js'
 import { checkTags } from '../tag.js'
 import { NEVER_ABORTED, type LoadResult } from './call.js'
 import { RequestMachine } from './request.js'
-import { commitTagged, invalidateTag } from './tags.js'
+import { commitTagged, invalidateTags } from './tags.js'
 
 /**
  * The cache. Every `getOrLoad` walks one state machine:
@@ -82,7 +82,7 @@ export class Cache extends RequestMachine {
     await this.deleteByTags([tag])
   }
 
-  /** `deleteByTag` for several tags at once (each tag on its own slot, in parallel). */
+  /** `deleteByTag` for several tags at once (each tag on its own slot; the tags marked invalidated in parallel, then their members deleted). */
   async deleteByTags(tags: readonly string[]): Promise<void> {
     if (this.closed) throw new CacheClosedError()
     const checked = checkTags(tags, 'tags')
@@ -90,7 +90,7 @@ export class Cache extends RequestMachine {
     const store = this.store
     if (!store) return
     const how = { namespace: this.settings.namespace, id: this.id, retentionMs: this.retentionMs, forget: (key: string) => this.forget(key), keyMessage: (key: string) => this.forgetMessage(key) }
-    await Promise.all(checked.map((tag) => invalidateTag(store, this.tagStore!, tag, how)))
+    await invalidateTags(store, this.tagStore!, checked, how)
   }
 
   /**

@@ -70,22 +70,25 @@ export interface TagInvalidation {
 }
 
 /**
- * deleteByTag for one tag in Redis: (1) the drain (`at` = now, members moved, tag
- * broadcast), (2) SSCAN the drain, (3) each member deleted as `delete()` does (fence bump,
- * tombstone, per-key broadcast), a batch at a time, then removed from the drain. Rejects
+ * deleteByTags in Redis: (1) each tag's drain (`at` = now, members moved, tag broadcast),
+ * all tags at once; then, a tag at a time, (2) SSCAN its drain, (3) each member deleted as
+ * `delete()` does (fence bump, tombstone, per-key broadcast), a batch at a time, then removed
+ * from the drain. Every fan-out stays within the command budget (RedisStore.fanOut). Rejects
  * with `RedisUnavailableError` when any step fails: the members not yet done stay in the
  * drain, and the next deleteByTag of the tag does them.
  */
-export async function invalidateTag(store: RedisStore, tags: TagStore, tag: string, how: TagInvalidation): Promise<void> {
-  await tags.drain(tag, how.retentionMs, { channel: tagChannel(how.namespace), message: `${how.id}|${tag}` })
-  let cursor = '0'
-  do {
-    const [next, members] = await tags.scan(tag, cursor, TAG_SCAN_BATCH)
-    if (members.length > 0) {
-      for (const key of members) how.forget(key)
-      await Promise.all(members.map((key) => store.invalidate(entryKeys(how.namespace, key), how.retentionMs, how.keyMessage(key))))
-      await tags.drained(tag, members)
-    }
-    cursor = next
-  } while (cursor !== '0')
+export async function invalidateTags(store: RedisStore, tags: TagStore, tagList: readonly string[], how: TagInvalidation): Promise<void> {
+  await store.fanOut(tagList, (tag) => tags.drain(tag, how.retentionMs, { channel: tagChannel(how.namespace), message: `${how.id}|${tag}` }))
+  for (const tag of tagList) {
+    let cursor = '0'
+    do {
+      const [next, members] = await tags.scan(tag, cursor, TAG_SCAN_BATCH)
+      if (members.length > 0) {
+        for (const key of members) how.forget(key)
+        await store.fanOut(members, (key) => store.invalidate(entryKeys(how.namespace, key), how.retentionMs, how.keyMessage(key)))
+        await tags.drained(tag, members)
+      }
+      cursor = next
+    } while (cursor !== '0')
+  }
 }

@@ -200,3 +200,35 @@ describe.skipIf(!redisAvailable)('attacks on tags: grace, and a lost broadcast',
     expect(answer).toBe('database down')
   })
 })
+
+describe.skipIf(!redisAvailable)('attacks on tags: a small command budget', () => {
+  const suite = useCacheSuite()
+  const redisCommands = { maxInFlight: 4, maxQueued: 16 }
+
+  it('deleteByTag of a tag listing more keys than redisCommands allows queued completes', async () => {
+    const a = suite.cache({ redisCommands })
+    for (let i = 0; i < 100; i++) await a.getOrLoad(`k${i}`, async () => 'old', { tags: ['t'] })
+    expect(await suite.admin().scard('sg:tag:{t:t}:keys')).toBe(100)
+    await a.deleteByTag('t')
+    expect(await suite.admin().exists('sg:tag:{t:t}:keys', 'sg:tag:{t:t}:drain')).toBe(0)
+    for (let i = 0; i < 100; i++) expect(await suite.admin().exists(`sg:{k:k${i}}:v`)).toBe(0)
+  })
+
+  it('deleteByTags of more tags than redisCommands allows queued completes', async () => {
+    const a = suite.cache({ redisCommands })
+    const tags = Array.from({ length: 40 }, (_, i) => `t${i}`)
+    for (const [i, tag] of tags.entries()) {
+      for (let j = 0; j < 5; j++) await a.getOrLoad(`k${i}-${j}`, async () => 'old', { tags: [tag] })
+    }
+    await a.deleteByTags(tags)
+    expect(await suite.admin().keys('sg:tag:*:keys')).toEqual([])
+    expect(await suite.admin().keys('sg:*:v')).toEqual([])
+  })
+
+  it('an entry with 64 tags is stored under a budget smaller than that', async () => {
+    const a = suite.cache({ redisCommands })
+    const tags = Array.from({ length: 64 }, (_, i) => `t${i}`)
+    expect(await a.getOrLoad('k', async () => 'v', { tags })).toBe('v')
+    expect(await suite.admin().exists('sg:{k:k}:v')).toBe(1)
+  })
+})
