@@ -232,3 +232,30 @@ describe.skipIf(!redisAvailable)('attacks on tags: a small command budget', () =
     expect(await suite.admin().exists('sg:{k:k}:v')).toBe(1)
   })
 })
+
+describe.skipIf(!redisAvailable)('attacks on tags: concurrent invalidations', () => {
+  const suite = useCacheSuite()
+
+  it('two concurrent deleteByTag calls with tagged loads and set() in between: afterwards nothing old is served', async () => {
+    const [a, b, c] = [suite.cache(), suite.cache(), suite.cache({ l1: false })]
+    await Promise.all([a.ready(), b.ready(), c.ready()])
+    let version = 0
+    const loader = async (ctx: { tag(...tags: string[]): void }) => {
+      const read = version
+      await new Promise((resolve) => setImmediate(resolve))
+      ctx.tag('t')
+      return read
+    }
+    const keys = Array.from({ length: 300 }, (_, i) => `k${i}`) // more than one SSCAN batch
+    await Promise.all(keys.map((key) => a.getOrLoad(key, loader)))
+    await Promise.all(keys.map((key) => b.getOrLoad(key, loader)))
+    version = 1
+    const churn = Promise.all(keys.map((key, i) => (i % 3 === 0 ? c.set(key, 0, { tags: ['t'] }).catch(() => {}) : c.getOrLoad(key, loader))))
+    await Promise.all([a.deleteByTag('t'), b.deleteByTag('t'), churn])
+    await heard(suite, a, 'a-after')
+    await heard(suite, b, 'b-after')
+    for (const cache of [a, b, c]) {
+      for (const key of keys) expect(await cache.getOrLoad(key, loader), key).not.toBe(0)
+    }
+  })
+})
