@@ -7,7 +7,7 @@ import { entryKeys } from '../redis/keys.js'
 import { checkTags } from '../tag.js'
 import { NEVER_ABORTED, type LoadResult } from './call.js'
 import { RequestMachine } from './request.js'
-import { commitTagged, invalidateTag } from './tags.js'
+import { commitTagged, invalidateTags } from './tags.js'
 
 /**
  * The cache. Every `getOrLoad` walks one state machine:
@@ -48,7 +48,8 @@ export class Cache extends RequestMachine {
    */
   async set<V>(key: string, value: V, options?: CallOptions): Promise<void> {
     const call = this.call(key, () => value, options)
-    const startedAt = this.store?.clock.now() // a tagged value set now predates an invalidation after this
+    // A tagged value set now predates an invalidation after this (undefined: the clock is not measured yet).
+    const [startedAt, startedLocal] = [this.store?.clock.now(), performance.now()]
     if (value === undefined) throw new InvalidArgumentError('value', 'undefined cannot be stored; use null for "nothing"')
     const data = this.encode(key, value)
     this.forget(key)
@@ -59,7 +60,7 @@ export class Cache extends RequestMachine {
       const keys = entryKeys(this.settings.namespace, key)
       const request = { lockValue: '', token: '', data, ...life }
       if (call.tags) {
-        const outcome = await commitTagged(this.store, this.tagStore!, keys, key, request, this.tagged(call.tags, startedAt ?? 0), this.forgetMessage(key), this.retentionMs)
+        const outcome = await commitTagged(this.store, this.tagStore!, keys, key, request, this.tagged(call.tags, startedAt, startedLocal), this.forgetMessage(key), this.retentionMs)
         if (outcome.version === undefined) return void this.notStored(key, undefined, outcome.refused)
         version = outcome.version
       } else {
@@ -81,7 +82,7 @@ export class Cache extends RequestMachine {
     await this.deleteByTags([tag])
   }
 
-  /** `deleteByTag` for several tags at once (each tag on its own slot, in parallel). */
+  /** `deleteByTag` for several tags at once (each tag on its own slot; the tags marked invalidated in parallel, then their members deleted). */
   async deleteByTags(tags: readonly string[]): Promise<void> {
     if (this.closed) throw new CacheClosedError()
     const checked = checkTags(tags, 'tags')
@@ -89,7 +90,7 @@ export class Cache extends RequestMachine {
     const store = this.store
     if (!store) return
     const how = { namespace: this.settings.namespace, id: this.id, retentionMs: this.retentionMs, forget: (key: string) => this.forget(key), keyMessage: (key: string) => this.forgetMessage(key) }
-    await Promise.all(checked.map((tag) => invalidateTag(store, this.tagStore!, tag, how)))
+    await invalidateTags(store, this.tagStore!, checked, how)
   }
 
   /**

@@ -21,6 +21,12 @@ export interface LoadResult<V> {
 /** What one flight resolves to. `shareable: false` means its followers must run their own loaders. */
 export interface Resolution<V = unknown> extends LoadResult<V> {
   shareable: boolean
+  /**
+   * A value loaded with tags: them, and `deletions` when its load began. A caller that joined
+   * the flight after one of them was invalidated must not get it (it may predate the
+   * invalidation): it loads again.
+   */
+  loadedUnder?: { tags: readonly string[]; epoch: number }
 }
 
 /** One request as it goes through the state machine. */

@@ -48,7 +48,9 @@ export abstract class LoadLeader extends CacheState {
   /** Encodes and stores a loaded value; the callers get it whatever happens to the write. */
   protected async storeLoaded(call: Call, claim: Claim | undefined, value: unknown, context: LoadContext<unknown>, loadMs: number): Promise<Resolution> {
     const { key } = call
+    const tags = call.tags || context.tags.length > 0 ? [...new Set([...(call.tags ?? []), ...context.tags])] : undefined
     const loaded: Resolution = { value, outcome: 'loaded', shareable: context.skip?.share ?? true }
+    if (tags) loaded.loadedUnder = { tags, epoch: call.epoch }
     let data: string | Buffer | undefined
     if (context.skip) {
       this.events.emit('uncacheable', { key, reason: 'the loader called doNotCache()' })
@@ -68,15 +70,15 @@ export abstract class LoadLeader extends CacheState {
     }
 
     const life = this.jittered(context.lifetimes(loadMs))
-    const tags = call.tags || context.tags.length > 0 ? [...new Set([...(call.tags ?? []), ...context.tags])] : undefined
     let written = true
     let version: string | undefined
     if (this.store) {
       const store = this.store
       const keys = claim?.keys ?? entryKeys(this.settings.namespace, key)
       const request = { lockValue: claim?.lockValue ?? '', token: claim?.token ?? '', data, ...life }
-      // Without a claim's lookup, the server clock's estimate, less the load time: no later than the real start.
-      const tagged = tags && this.tagged(tags, claim?.serverAt ?? (store.clock.now() ?? 0) - loadMs)
+      // Without a claim's lookup, the server clock's estimate less the load time (commitTagged checks it).
+      const now = store.clock.now()
+      const tagged = tags && this.tagged(tags, claim?.serverAt ?? (now === undefined ? undefined : now - loadMs), performance.now() - loadMs)
       let refused: TagRefusal | undefined
       const commit = tagged
         ? async () => {
@@ -108,9 +110,9 @@ export abstract class LoadLeader extends CacheState {
   }
 
   /** What a tagged commit needs besides its tags and the load's start (server ms). */
-  protected tagged(tags: readonly string[], startedAt: number): TaggedCommit {
-    const { maxKeysPerTag, tagClockSkew: clockSkew, lock: { lease } } = this.settings
-    return { tags, startedAt, maxKeysPerTag, clockSkew, lease, retentionMs: this.retentionMs }
+  protected tagged(tags: readonly string[], startedAt: number | undefined, startedLocal: number): TaggedCommit {
+    const { maxKeysPerTag, tagClockSkew: clockSkew, lock: { lease }, redisTimeout } = this.settings
+    return { tags, startedAt, startedLocal, maxKeysPerTag, clockSkew, lease, retentionMs: this.retentionMs, redisTimeout }
   }
 
   /**

@@ -73,6 +73,9 @@ export abstract class RequestMachine extends Refresher {
       return answered
     }
     return answered.then((resolution) => {
+      // Loaded before an invalidation of one of its tags: a caller may have joined after it (deleteByTag resolved). Ask again, as a call begun now.
+      const under = resolution.loadedUnder
+      if (under && this.tagIndex.invalidatedSince(under.tags, under.epoch)) return this.fly({ ...call, epoch: this.deletions })
       if (!resolution.shareable) return this.loadUncached(call, startedAt)
       return resolution.outcome === 'loaded' ? { ...resolution, outcome: 'coalesced' } : resolution
     })

@@ -15,12 +15,16 @@ export const TAG_SCAN_BATCH = 256
 /** What a tagged commit needs besides the commit itself. */
 export interface TaggedCommit {
   tags: readonly string[]
-  /** Server ms when the load began (a claim's lookup, or an estimate no later than the real start). */
-  startedAt: number
+  /** Server ms when the load began (a claim's lookup, or the clock's estimate); undefined when the server clock was not known. */
+  startedAt: number | undefined
+  /** performance.now() when the load began (or set() was called). */
+  startedLocal: number
   maxKeysPerTag: number
   clockSkew: number
   lease: number
   retentionMs: number
+  /** The command timeout: the commit's expiry is set up to this long after the enrollment's. */
+  redisTimeout: number
 }
 
 /**
@@ -28,15 +32,25 @@ export interface TaggedCommit {
  * whose drain came after the enrollment finds the key among the tag's members and fences
  * or deletes it; one whose drain came before is seen by the enrollment, which refuses a
  * load that began before it. A commit without a token would take a new one at commit
- * time, above the fence of an invalidation in between: it takes one before enrolling.
+ * time, above the fence of an invalidation in between: it takes one before enrolling. That
+ * lookup's server time, less the local time since the start, is no later than the real
+ * start (the clock's estimate may be ahead by half a round trip, or missing): the earlier wins.
  */
 export async function commitTagged(store: RedisStore, tags: TagStore, keys: EntryKeys, key: string, request: CommitRequest, tagged: TaggedCommit, broadcast?: Broadcast, undoLate?: number): Promise<{ version: string | undefined; refused?: TagRefusal }> {
-  let token = request.token
-  if (token === '') token = (await store.getOrLock(keys, randomBytes(16).toString('hex'), tagged.lease, 'token', tagged.retentionMs)).lockArg
+  let { token } = request
+  let startedAt = tagged.startedAt ?? Infinity
+  if (token === '') {
+    const lookup = await store.getOrLock(keys, randomBytes(16).toString('hex'), tagged.lease, 'token', tagged.retentionMs)
+    token = lookup.lockArg
+    startedAt = Math.min(startedAt, lookup.serverNow - (performance.now() - tagged.startedLocal))
+  }
+  if (startedAt === Infinity) startedAt = 0 // not known at all: refused if the tag was invalidated lately
   const refused = await tags.enroll(tagged.tags, key, {
-    startedAt: tagged.startedAt - tagged.clockSkew,
-    // The entry hash lives until its fallback-until; the skew covers the entry's node running ahead.
-    lifeMs: Math.max(request.graceMs, request.fallbackMs, request.freshMs) + tagged.clockSkew,
+    startedAt: startedAt - tagged.clockSkew,
+    // The entry hash lives until its fallback-until, counted from its commit, which runs after
+    // this (a round trip, within redisTimeout): the set must not expire first, or deleteByTag
+    // would miss the entry's last moments. The skew covers the entry's node running ahead.
+    lifeMs: Math.max(request.graceMs, request.fallbackMs, request.freshMs) + tagged.redisTimeout + tagged.clockSkew,
     maxMembers: tagged.maxKeysPerTag,
   })
   if (refused) return { version: undefined, refused }
@@ -56,22 +70,25 @@ export interface TagInvalidation {
 }
 
 /**
- * deleteByTag for one tag in Redis: (1) the drain (`at` = now, members moved, tag
- * broadcast), (2) SSCAN the drain, (3) each member deleted as `delete()` does (fence bump,
- * tombstone, per-key broadcast), a batch at a time, then removed from the drain. Rejects
+ * deleteByTags in Redis: (1) each tag's drain (`at` = now, members moved, tag broadcast),
+ * all tags at once; then, a tag at a time, (2) SSCAN its drain, (3) each member deleted as
+ * `delete()` does (fence bump, tombstone, per-key broadcast), a batch at a time, then removed
+ * from the drain. Every fan-out stays within the command budget (RedisStore.fanOut). Rejects
  * with `RedisUnavailableError` when any step fails: the members not yet done stay in the
  * drain, and the next deleteByTag of the tag does them.
  */
-export async function invalidateTag(store: RedisStore, tags: TagStore, tag: string, how: TagInvalidation): Promise<void> {
-  await tags.drain(tag, how.retentionMs, { channel: tagChannel(how.namespace), message: `${how.id}|${tag}` })
-  let cursor = '0'
-  do {
-    const [next, members] = await tags.scan(tag, cursor, TAG_SCAN_BATCH)
-    if (members.length > 0) {
-      for (const key of members) how.forget(key)
-      await Promise.all(members.map((key) => store.invalidate(entryKeys(how.namespace, key), how.retentionMs, how.keyMessage(key))))
-      await tags.drained(tag, members)
-    }
-    cursor = next
-  } while (cursor !== '0')
+export async function invalidateTags(store: RedisStore, tags: TagStore, tagList: readonly string[], how: TagInvalidation): Promise<void> {
+  await store.fanOut(tagList, (tag) => tags.drain(tag, how.retentionMs, { channel: tagChannel(how.namespace), message: `${how.id}|${tag}` }))
+  for (const tag of tagList) {
+    let cursor = '0'
+    do {
+      const [next, members] = await tags.scan(tag, cursor, TAG_SCAN_BATCH)
+      if (members.length > 0) {
+        for (const key of members) how.forget(key)
+        await store.fanOut(members, (key) => store.invalidate(entryKeys(how.namespace, key), how.retentionMs, how.keyMessage(key)))
+        await tags.drained(tag, members)
+      }
+      cursor = next
+    } while (cursor !== '0')
+  }
 }

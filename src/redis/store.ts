@@ -307,6 +307,19 @@ export class RedisStore {
     return this.call(operation, command)
   }
 
+  /**
+   * `send` for each item, at most `redisCommands.maxInFlight` at a time: a fan-out (a tag's
+   * members, an entry's tags) wider than the budget would overflow `maxQueued` on its own
+   * and fail every time. With the default budget (256) it is one round.
+   */
+  async fanOut<T, R>(items: readonly T[], send: (item: T) => Promise<R>): Promise<R[]> {
+    const width = this.budget.maxInFlight
+    if (items.length <= width) return Promise.all(items.map(send))
+    const results: R[] = []
+    for (let i = 0; i < items.length; i += width) results.push(...await Promise.all(items.slice(i, i + width).map(send)))
+    return results
+  }
+
   /** A channel is no key, so ioredis does not apply `keyPrefix` to it: add it, as the subscriber does. */
   private broadcastArgs(broadcast: Broadcast | undefined): [string, string] {
     return broadcast ? [this.keyPrefix + broadcast.channel, broadcast.message] : ['', '']

@@ -59,10 +59,10 @@ export class TagStore {
 
   /** Enrolls `key` under each tag (one script per tag, sent together); the first refusal, if any. */
   async enroll(tags: readonly string[], key: string, { startedAt, lifeMs, maxMembers }: Enrollment): Promise<TagRefusal | undefined> {
-    const replies = await Promise.all(tags.map((tag) => {
+    const replies = await this.store.fanOut(tags, (tag) => {
       const { members, at } = tagKeys(this.namespace, tag)
       return this.store.run('tag-enroll', () => this.client.stampedeGuardTagEnroll(members, at, key, Math.floor(startedAt), Math.ceil(lifeMs), maxMembers))
-    }))
+    })
     if (replies.includes(0)) return 'invalidated'
     return replies.includes(-1) ? 'full' : undefined
   }

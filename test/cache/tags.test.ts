@@ -142,7 +142,7 @@ describe.skipIf(!redisAvailable)('tags', () => {
     expect(await admin.smembers('sg:tag:{t:t}:keys')).toEqual(expect.arrayContaining(['short', 'long', 'short2']))
     const life = await admin.pttl('sg:tag:{t:t}:keys')
     expect(life).toBeGreaterThan(150_000) // the long one: up to 200 s, less ttlJitter
-    expect(life).toBeLessThanOrEqual(200_100)
+    expect(life).toBeLessThanOrEqual(201_100) // + redisTimeout (1 s): the commit, which sets the entry's expiry, comes after
     await a.deleteByTag('t')
     expect(await admin.exists('sg:tag:{t:t}:keys', 'sg:tag:{t:t}:drain')).toBe(0) // drained and emptied
     const atLife = await admin.pttl('sg:tag:{t:t}:at')
