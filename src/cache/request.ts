@@ -200,7 +200,7 @@ export abstract class RequestMachine extends Refresher {
         let sentAt = performance.now()
         const found = await store.throughFailover(() => ((sentAt = performance.now()), store.getOrLock(keys, owner, lease, mode, this.retentionMs)), failoverDeadline, pollInterval).finally(() => lookedUp(notes))
         const entry = this.decode(key, found)
-        if (entry) notes.fallback = entry
+        notes.fallback = entry ?? this.unlessDeleted(key, notes.fallback, found.fence)
         if (found.lock !== 'held') waited(WAIT_ENDED_BY_LOOKUP[found.lock])
         switch (found.lock) {
           case 'none': // fresh
@@ -261,7 +261,8 @@ export abstract class RequestMachine extends Refresher {
               const timedOut = this.waitTimedOut(call, notes.fallback)
               if (timedOut) return timedOut
               // Load without the lock; a fresh token still fences the result against newer ones.
-              const { lockArg: token, serverNow } = await this.store.getOrLock(keys, owner, lease, 'token', this.retentionMs)
+              const { lockArg: token, serverNow, fence } = await this.store.getOrLock(keys, owner, lease, 'token', this.retentionMs)
+              notes.fallback = this.unlessDeleted(key, notes.fallback, fence)
               handedOff = true
               return await this.lead(call, { keys, token, lockValue: '', lockedAt: 0, serverAt: serverNow }, notes)
             }

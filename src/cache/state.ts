@@ -14,7 +14,7 @@ import { resolveCallPolicy, resolveSettings, type CacheOptions, type CallOptions
 import { CircuitBreaker } from '../redis/breaker.js'
 import { invalidationChannel, type EntryKeys } from '../redis/keys.js'
 import { Notifier } from '../redis/notifier.js'
-import { parseRecord } from '../redis/record.js'
+import { newerVersion, parseRecord } from '../redis/record.js'
 import { ServerProbe } from '../redis/server-probe.js'
 import { FOREIGN_TYPE } from '../redis/fresh-reads.js'
 import { RedisStore, type Broadcast, type Lookup } from '../redis/store.js'
@@ -249,6 +249,18 @@ export abstract class CacheState {
     if (found.corrupt) this.events.emit('corrupt', { key })
     if (found.data.length === 0 || found.state === 'miss') return undefined
     return this.decodeData(key, found.data, found.life, { version: found.version })
+  }
+
+  /**
+   * `fallback`, unless a lookup's `fence` shows the key was deleted after it was written (a
+   * version below the fence): then undefined, and dropped from L1 if that is where it came from.
+   * A process that missed the delete's broadcast would otherwise serve the deleted value as
+   * fail-safe. No fence (the hash was lost with Redis) keeps it: that is what fail-safe is for.
+   */
+  protected unlessDeleted(key: string, fallback: Entry | undefined, fence: string): Entry | undefined {
+    if (!fallback || fence === '' || !newerVersion(fence, fallback.version)) return fallback
+    if (this.memory?.get(key) === fallback) this.memory.delete(key)
+    return undefined
   }
 
   protected decodeData(key: string, data: Buffer, life: Lifetimes, origin: EntryOrigin): Entry | undefined {

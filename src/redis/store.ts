@@ -40,6 +40,12 @@ export interface Lookup {
   corrupt: boolean
   /** Fencing token the value was written with ('' for none): a larger one is a newer value. */
   version: string
+  /**
+   * The entry's fence `f`, in every state: the last value's version, or what a delete raised
+   * above every token before it. '' when Redis holds none (never written, or lost): a fallback
+   * older than it was deleted, not lost (see CacheState.unlessDeleted).
+   */
+  fence: string
   /** With a replica wait: how many replicas acknowledged the lookup's writes (the lock). */
   acknowledged?: number
   /** The server time (ms) the lookup ran at: a load it elects begins no earlier (tags compare it). */
@@ -230,10 +236,10 @@ export class RedisStore {
       // Sent and not answered: it may still take the lock later, for nobody. Undo that behind it.
       if (sent) releaseAbandoned(this.client, keys, owner)
       throw error
-    })) as [Buffer, Buffer, Buffer, Buffer, number, number, number, number, number, number, Buffer, Buffer]
+    })) as [Buffer, Buffer, Buffer, Buffer, number, number, number, number, number, number, Buffer, Buffer, Buffer]
     const serverNow = Number(String(reply[10]))
     this.clock.observe(serverNow, sentAt, performance.now())
-    const [state, lock, lockArg, data, freshMs, graceMs, fallbackMs, loadMs, corrupt, ttlMs, , version] = reply
+    const [state, lock, lockArg, data, freshMs, graceMs, fallbackMs, loadMs, corrupt, ttlMs, , version, fence] = reply
     return {
       state: String(state) as Lookup['state'],
       lock: String(lock) as Lookup['lock'],
@@ -242,6 +248,7 @@ export class RedisStore {
       life: { freshMs, graceMs, fallbackMs, loadMs, ttlMs: ttlMs || freshMs },
       corrupt: corrupt === 1,
       version: String(version),
+      fence: String(fence),
       acknowledged,
       serverNow,
     }

@@ -180,24 +180,30 @@ describe.skipIf(!redisAvailable)('attacks on tags: grace, and a lost broadcast',
     expect(await a.getOrLoad('k', async () => 'unused', policy)).toBe('new')
   })
 
-  // KNOWN DEFECT, left open (it.fails): a suspect L1 entry keeps its fail-safe fallback, and the
-  // lookup cannot tell "deleted" (the tombstone's fence is above the entry's version) from
-  // "lost" (a Redis restart), so a failing reload right after a missed deleteByTag (or delete)
-  // serves the deleted value as fail-safe. Fixing it needs get-or-lock to report the fence.
-  it.fails('a lost broadcast: a failing reload does not fall back to the value deleteByTag removed', async () => {
-    const [a, b] = [suite.cache(), suite.cache()]
-    await Promise.all([a.ready(), b.ready()])
-    const policy = { ttl: '1m', staleIfError: '1m' }
-    expect(await a.getOrLoad('k', async () => 'old', { ...policy, tags: ['t'] })).toBe('old')
-    expect(await b.getOrLoad('k', async () => 'unused', policy)).toBe('old')
-    const subscriber = (b as unknown as { notifier: { subscriber: { status: string } } }).notifier.subscriber
-    await suite.admin().call('CLIENT', 'KILL', 'TYPE', 'pubsub')
-    await until(() => subscriber.status !== 'ready', 'b to see its subscriber drop')
-    await a.deleteByTag('t')
-    const answer = await b.getOrLoad('k', async () => {
-      throw new Error('database down')
-    }, policy).then((value) => value, (error: Error) => error.message)
-    expect(answer).toBe('database down')
+  // The suspect entry was the fail-safe fallback, and the lookup could not tell "deleted" from
+  // "lost" (a Redis restart): get-or-lock now reports the fence, above the entry's version.
+  it('a lost broadcast: a failing reload does not fall back to the value deleteByTag removed', async () => {
+    const slow = suite.server().client({ retryStrategy: () => 5_000 }) // the subscriber stays down: the broadcast is missed
+    slow.on('error', () => {})
+    const [a, b] = [suite.cache(), suite.cache({ redis: slow })]
+    try {
+      await Promise.all([a.ready(), b.ready()])
+      const policy = { ttl: '1m', staleIfError: '1m' }
+      expect(await a.getOrLoad('k', async () => 'old', { ...policy, tags: ['t'] })).toBe('old')
+      expect(await b.getOrLoad('k', async () => 'unused', policy)).toBe('old')
+      const subscriber = (b as unknown as { notifier: { subscriber: { status: string } } }).notifier.subscriber
+      await suite.admin().call('CLIENT', 'KILL', 'TYPE', 'pubsub')
+      await until(() => subscriber.status !== 'ready', 'b to see its subscriber drop')
+      await a.deleteByTag('t')
+      const answer = await b.getOrLoad('k', async () => {
+        throw new Error('database down')
+      }, policy).then((value) => value, (error: Error) => error.message)
+      expect(answer).toBe('database down')
+      expect(subscriber.status).not.toBe('ready') // missed, not heard
+    } finally {
+      await b.close()
+      slow.disconnect()
+    }
   })
 })
 

@@ -22,7 +22,7 @@
 --                      when the value is fresh for longer than this, in ms: another process
 --                      refreshed it already. -1 = always refresh (corrupt data).
 --
--- Returns {state, lockState, lockArg, data, freshRem, graceRem, fallbackRem, loadMs, corrupt, ttlMs, now, version}
+-- Returns {state, lockState, lockArg, data, freshRem, graceRem, fallbackRem, loadMs, corrupt, ttlMs, now, version, fence}
 --   state      'fresh' | 'grace' (serve stale now) | 'fallback' (stale kept for errors) | 'miss'
 --   lockState  'none' | 'won' (lockArg = token) | 'held' (lockArg = lock PTTL)
 --              | 'backoff' (lockArg = ms left; fail-safe backoff, serve the stale value)
@@ -32,6 +32,10 @@
 --              decision and repaired (docs/resilience.md, "Data planted in Redis")
 --   now        the server time (ms), so callers can read the fresh copy's deadlines
 --   version    the fencing token the value was written with (f), '' for none
+--   fence      the fence f whatever the state: the version of the last value written, or the
+--              high-water mark a delete raised above every token before it; '' when the hash
+--              has none (never written, or lost with Redis). A fallback the caller holds with a
+--              version below it was deleted, not lost: it must not be served (docs/resilience.md).
 
 --# include fields.lua
 
@@ -128,7 +132,7 @@ else
 end
 
 local function reply(lockState, lockArg)
-  return {state, lockState, integer(lockArg), data, x - now, s - now, e - now, loadMs, corrupt, ttlMs, integer(now), version}
+  return {state, lockState, integer(lockArg), data, x - now, s - now, e - now, loadMs, corrupt, ttlMs, integer(now), version, fence and integer(fence) or ''}
 end
 
 -- A token is the server time in microseconds, or the counter + 1 if that is higher

@@ -1,0 +1,99 @@
+/**
+ * A deleted value is never a fail-safe fallback. A process that missed a delete's broadcast
+ * (its subscriber was down) checks its L1 entry with Redis; get-or-lock reports the entry's
+ * fence, and a fallback whose version is below it was deleted, not lost: a failing reload
+ * then gets the loader's error. A value Redis lost (no fence) stays a fallback.
+ */
+import type { Redis } from 'ioredis'
+import { afterEach, describe, expect, it } from 'vitest'
+import { createCache, type Cache } from '../../src/index.js'
+import { useCacheSuite } from '../support/cache-suite.js'
+import { redisAvailable } from '../support/redis.js'
+import { gate, until } from '../support/timing.js'
+import { useWorkerSuite } from '../support/worker-suite.js'
+
+const WORKER = new URL('../fixtures/cache-worker.ts', import.meta.url)
+const POLICY = { ttl: '1m', staleIfError: '1m' }
+/** The subscriber (a duplicate of the cache's client) stays down this long after a kill: the broadcast is surely missed. */
+const RECONNECT_MS = 5_000
+
+const subscriberOf = (cache: Cache) => (cache as unknown as { notifier: { subscriber?: Redis } }).notifier.subscriber
+const failing = async (): Promise<never> => {
+  throw new Error('database down')
+}
+const answer = (result: Promise<unknown>) => result.then((value) => value, (error: Error) => error.message)
+
+describe.skipIf(!redisAvailable)('fail-safe after a missed delete (another process)', () => {
+  const suite = useWorkerSuite(WORKER)
+  const mine: Cache[] = []
+  const clients: Redis[] = []
+  afterEach(async () => {
+    await Promise.all(mine.splice(0).map((cache) => cache.close()))
+    for (const client of clients.splice(0)) client.disconnect()
+  })
+
+  /** A cache in this process holding the worker's 'old' in L1, its subscriber killed and not back for RECONNECT_MS. */
+  async function missing(): Promise<{ cache: Cache; failSafes: () => number }> {
+    const [worker] = await suite.spawn(1, { CACHE_OPTIONS: JSON.stringify(POLICY) })
+    const client = suite.server().client({ retryStrategy: () => RECONNECT_MS })
+    client.on('error', () => {})
+    clients.push(client)
+    const cache = createCache({ redis: client, ...POLICY })
+    mine.push(cache)
+    await cache.ready()
+    const [loaded] = await worker!.request<{ ok: boolean; value: { value: string } }[]>({ op: 'burst', keys: ['k'], calls: 1, loaderMs: 0, value: 'old' })
+    expect(loaded!.value.value).toBe('old')
+    expect(await cache.getOrLoad<{ value: string }>('k', failing)).toMatchObject({ value: 'old' }) // from Redis, now in L1
+    let failSafes = 0
+    cache.on('fail-safe', () => failSafes++)
+    await until(() => subscriberOf(cache)?.status === 'ready', 'the subscriber to connect')
+    await suite.redis().call('CLIENT', 'KILL', 'TYPE', 'pubsub')
+    await until(() => subscriberOf(cache)!.status !== 'ready', 'the cache to see its subscriber drop')
+    return { cache, failSafes: () => failSafes }
+  }
+
+  it('a delete() in another process, missed: a failing reload gets the loader\'s error, not the deleted value', async () => {
+    const { cache, failSafes } = await missing()
+    await suite.workers()[0]!.request({ op: 'delete', key: 'k' })
+    expect(await suite.redis().hget('sg:{k:k}', 'f')).not.toBeNull() // the fence the lookup reports
+    expect(await answer(cache.getOrLoad('k', failing))).toBe('database down')
+    expect(failSafes()).toBe(0)
+    expect(subscriberOf(cache)!.status).not.toBe('ready') // the broadcast was missed, not heard
+    expect(await cache.getOrLoad('k', async () => 'new')).toBe('new') // the deleted value is gone from L1 too
+  })
+
+  it('a value Redis lost (no fence) while the subscriber was down is still served as fail-safe', async () => {
+    const { cache, failSafes } = await missing()
+    await suite.redis().flushall()
+    expect(await cache.getOrLoad<{ value: string }>('k', failing)).toMatchObject({ value: 'old' })
+    expect(failSafes()).toBe(1)
+  })
+})
+
+describe.skipIf(!redisAvailable)('fail-safe after a delete (a waiter\'s Redis fallback)', () => {
+  const suite = useCacheSuite()
+
+  it('a waiter whose Redis fallback is deleted while it waits does not fall back to it when the reload fails', async () => {
+    const policy = { ttl: 50, staleIfError: '1m', l1: false as const } // Redis is the only fallback, and the only clock
+    const [a, b] = [suite.cache(policy), suite.cache(policy)]
+    await Promise.all([a.ready(), b.ready()])
+    expect(await a.getOrLoad('k', async () => 'old')).toBe('old')
+    await until(async () => (await suite.admin().exists('sg:{k:k}:v')) === 0, 'the value to leave its ttl (fallback only)')
+    const started = gate()
+    const finish = gate()
+    const leading = a.getOrLoad('k', async () => (started.open(), await finish.promise, 'new'))
+    await started.promise
+    let waits = 0
+    b.on('wait', () => waits++)
+    let failSafes = 0
+    b.on('fail-safe', () => failSafes++)
+    const waiting = answer(b.getOrLoad('k', failing)) // finds 'old' as its fallback, and a's lock
+    await until(() => waits === 1, 'b to wait for a\'s load')
+    await a.delete('k')
+    finish.open()
+    expect(await leading).toBe('new') // its own callers get it; the commit is fenced
+    expect(a.stats().fenced).toBe(1)
+    expect(await waiting).toBe('database down') // b re-checked, reloaded, and had no fallback
+    expect(failSafes).toBe(0)
+  })
+})
