@@ -20,7 +20,20 @@ export interface EntryKeys {
  * spaces apart, so no plain key can collide with a hashed one.
  */
 export function entryKeys(namespace: string, key: string): EntryKeys {
-  const entry = `${namespace}:${hashTag('k', 'h', key)}`
+  return keysUnder(`${namespace}:${hashTag('k', 'h', key)}`, key)
+}
+
+/**
+ * The names of a `createLocks` lock (Redis and Redlock backends): `<ns>:{l:<key>}` (the token
+ * counter, as `entry`) and its `:lock` and `:ch`, hashed as `{lh:<hex>}`. A space apart from
+ * the cache's `{k:}`/`{h:}`, the run-once claims' `{o:}`/`{oh:}` and the tags' `{t:}`/`{th:}`,
+ * so a cache and locks sharing a namespace never touch each other's keys.
+ */
+export function lockKeys(namespace: string, key: string): EntryKeys {
+  return keysUnder(`${namespace}:${hashTag('l', 'lh', key)}`, key)
+}
+
+function keysUnder(entry: string, key: string): EntryKeys {
   return { key, entry, lock: `${entry}:lock`, channel: `${entry}:ch`, fresh: `${entry}:v` }
 }
 

@@ -92,7 +92,7 @@ describe.skipIf(!redisAvailable)('lock events (locks.on) on the Redis backend', 
       throw new Error('listener bug')
     })
     expect(await locks.withLock('k', () => 7)).toBe(7)
-    await until(async () => (await redis.exists('ev3:{k:k}:lock')) === 0, 'the release')
+    await until(async () => (await redis.exists('ev3:{l:k}:lock')) === 0, 'the release')
     off()
     offReleased()
     // A listener that unsubscribes while being called does not make the next one miss the event.

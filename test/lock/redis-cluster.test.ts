@@ -7,7 +7,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { createLocks, LockBusyError, RedisUnavailableError, type Locks } from '../../src/index.js'
-import { entryKeys } from '../../src/redis/keys.js'
+import { lockKeys } from '../../src/redis/keys.js'
 import { parseInfo, redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { redisCliBinary, startCluster, type RedisClusterHandle } from '../support/redis-cluster.js'
 import { until } from '../support/timing.js'
@@ -66,7 +66,7 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis 
     locks.push(created)
     return created
   }
-  const names = (key: string) => entryKeys(NAMESPACE, key)
+  const names = (key: string) => lockKeys(NAMESPACE, key)
   const resetStats = () => Promise.all(cluster.nodes.filter((n) => n.running).map((node) => cluster.admin(node).config('RESETSTAT')))
   const callsPerNode = (command: string) => Promise.all(cluster.nodes.filter((n) => n.running).map((node) => commandCalls(cluster.admin(node), command)))
   const sum = (list: number[]) => list.reduce((a, b) => a + b, 0)

@@ -40,7 +40,7 @@ describe.skipIf(!redisAvailable)('Redis lock across processes', () => {
   const ask = <T>(worker: Worker, request: LockWorkerRequest, timeoutMs = 60_000) => worker.request<T>(request, timeoutMs)
   /** Subscribers on the lock's channel (one per waiting process). */
   async function waiting(key: string): Promise<number> {
-    const [, count] = (await server.client().pubsub('NUMSUB', `coupons:{k:${key}}:ch`)) as [string, number]
+    const [, count] = (await server.client().pubsub('NUMSUB', `coupons:{l:${key}}:ch`)) as [string, number]
     return count
   }
 

@@ -5,7 +5,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { createLocks, type Locks } from '../../src/index.js'
-import { entryKeys } from '../../src/redis/keys.js'
+import { lockKeys } from '../../src/redis/keys.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { startSentinel, type SentinelHandle } from '../support/redis-sentinel.js'
 import type { Worker } from '../support/workers.js'
@@ -60,7 +60,7 @@ describe.skipIf(!redisAvailable)('withLock through Redis Sentinel (primary + rep
       holder,
       key,
       lease: LEASE_MS,
-      subscribers: async () => Number(((await primary.pubsub('NUMSUB', entryKeys(NAMESPACE, key).channel)) as [string, number])[1]),
+      subscribers: async () => Number(((await primary.pubsub('NUMSUB', lockKeys(NAMESPACE, key).channel)) as [string, number])[1]),
       scriptCalls: async () => (await commandCalls(primary, 'evalsha')) + (await commandCalls(primary, 'eval')),
     })
     expect(await commandCalls(primary, 'publish')).toBeGreaterThanOrEqual(3)
@@ -74,7 +74,7 @@ describe.skipIf(!redisAvailable)('withLock through Redis Sentinel (primary + rep
     const replicaServer = sentinel.servers.find((s) => s !== primaryServer)!
     const primary = sentinel.admin(primaryServer)
     await primary.config('RESETSTAT')
-    const { lock } = entryKeys(NAMESPACE, 'durable')
+    const { lock } = lockKeys(NAMESPACE, 'durable')
     const seen = await durable.withLock('durable', async () => sentinel.admin(replicaServer).get(lock))
     expect(seen).toMatch(/^[0-9a-f]{32}:\d+$/)
     expect(await commandCalls(primary, 'wait')).toBe(1)

@@ -36,28 +36,28 @@ describe.skipIf(!redisAvailable)('Redis lock: API', () => {
     const value = await locks.withLock('a', async ({ key, token, signal }) => {
       expect(key).toBe('a')
       expect(signal.aborted).toBe(false)
-      expect(await redis.exists('api:{k:a}:lock')).toBe(1)
+      expect(await redis.exists('api:{l:a}:lock')).toBe(1)
       seen.push(token)
       return 42
     })
     expect(value).toBe(42)
-    expect(await redis.exists('api:{k:a}:lock')).toBe(0)
+    expect(await redis.exists('api:{l:a}:lock')).toBe(0)
     await locks.withLock('a', ({ token }) => void seen.push(token))
     expect(seen[1]!).toBeGreaterThan(seen[0]!)
   })
 
   it('releases when fn throws, and rethrows its error', async () => {
     await expect(locks.withLock('throws', async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom')
-    expect(await redis.exists('api:{k:throws}:lock')).toBe(0)
+    expect(await redis.exists('api:{l:throws}:lock')).toBe(0)
   })
 
   it('await using releases at the end of the block', async () => {
     {
       await using held = await locks.acquire('scoped')
       expect(held.token).toBeTypeOf('bigint')
-      expect(await redis.exists('api:{k:scoped}:lock')).toBe(1)
+      expect(await redis.exists('api:{l:scoped}:lock')).toBe(1)
     }
-    expect(await redis.exists('api:{k:scoped}:lock')).toBe(0)
+    expect(await redis.exists('api:{l:scoped}:lock')).toBe(0)
   })
 
   it('tryAcquire: undefined when busy, at once; a wait that runs out is LockBusyError with how long it waited', async () => {
@@ -80,10 +80,10 @@ describe.skipIf(!redisAvailable)('Redis lock: API', () => {
     await locks.withLock('re', async ({ token }) => {
       tokens.push(token)
       await locks.withLock('re', async ({ token: inner }) => void tokens.push(inner), { reentrant: true, wait: 0 })
-      expect(await redis.exists('api:{k:re}:lock')).toBe(1) // the inner call did not release it
+      expect(await redis.exists('api:{l:re}:lock')).toBe(1) // the inner call did not release it
     })
     expect(tokens[0]).toBe(tokens[1])
-    expect(await redis.exists('api:{k:re}:lock')).toBe(0)
+    expect(await redis.exists('api:{l:re}:lock')).toBe(0)
   })
 
   it('not reentrant by default: the nested call waits for itself and gives up with LockBusyError', async () => {
@@ -108,7 +108,7 @@ describe.skipIf(!redisAvailable)('Redis lock: API', () => {
   it('extend keeps the lock past its lease; a signal aborts the wait with its reason', async () => {
     const held = await locks.acquire('ext', { lease: 200 })
     await held.extend('5s')
-    expect(await redis.pttl('api:{k:ext}:lock')).toBeGreaterThan(1_000)
+    expect(await redis.pttl('api:{l:ext}:lock')).toBeGreaterThan(1_000)
     const controller = new AbortController()
     const waiting = locks.acquire('ext', { wait: '30s', signal: controller.signal })
     controller.abort(new Error('caller gave up'))
@@ -169,7 +169,7 @@ describe.skipIf(!redisAvailable)('Redis lock: robustness', () => {
     const locks = createLocks({ redis, namespace: 'tok' })
     const tokenNow = () => locks.withLock('t', ({ token }) => token)
     const first = await tokenNow()
-    await redis.del('tok:{k:t}') // the counter expired
+    await redis.del('tok:{l:t}') // the counter expired
     const second = await tokenNow()
     expect(second).toBeGreaterThan(first)
     await server.kill()
@@ -185,13 +185,13 @@ describe.skipIf(!redisAvailable)('Redis lock: robustness', () => {
     const server = await startRedis()
     const redis = server.client()
     const locks = createLocks({ redis, namespace: 'planted' })
-    await redis.set('planted:{k:p}:lock', 'nobody:1') // no TTL: would block forever
+    await redis.set('planted:{l:p}:lock', 'nobody:1') // no TTL: would block forever
     expect(await locks.tryAcquire('p', { lease: 300 })).toBeUndefined()
-    expect(await redis.pttl('planted:{k:p}:lock')).toBeGreaterThan(0)
+    expect(await redis.pttl('planted:{l:p}:lock')).toBeGreaterThan(0)
     const held = await locks.acquire('p', { lease: 300, wait: '10s' })
     await held.release()
-    await redis.hset('planted:{k:h}:lock', 'x', '1')
-    await redis.hset('planted:{k:h}', 'x', '1')
+    await redis.hset('planted:{l:h}:lock', 'x', '1')
+    await redis.hset('planted:{l:h}', 'x', '1')
     const replaced = await locks.tryAcquire('h')
     expect(replaced).toBeDefined()
     await replaced!.release()
@@ -208,12 +208,12 @@ describe.skipIf(!redisAvailable)('Redis lock: robustness', () => {
       return BigInt(seconds!) * 1_000_000n + BigInt(us!)
     }
     for (const planted of ['abc', '1e400', '9223372036854775807', '-5', '9000000000000000']) {
-      await redis.set('counter:{k:c}', planted)
+      await redis.set('counter:{l:c}', planted)
       const before = await micros()
       const first = await locks.withLock('c', ({ token }) => token)
       expect(first, planted).toBeGreaterThanOrEqual(before)
       expect(first, planted).toBeLessThan(before + 3_600_000_000n) // not continued from a planted 9e15
-      expect(await redis.pttl('counter:{k:c}')).toBeGreaterThan(0)
+      expect(await redis.pttl('counter:{l:c}')).toBeGreaterThan(0)
       expect(await locks.withLock('c', ({ token }) => token)).toBeGreaterThan(first)
     }
     await locks.close()
@@ -256,7 +256,7 @@ describe.skipIf(!redisAvailable)('Redis lock: robustness', () => {
     const error = await locks.acquire('k', { lease: '30s' }).catch((e: unknown) => e)
     expect(error).toBeInstanceOf(RedisUnavailableError)
     server.resume() // Redis now runs the late acquire, then the release queued behind it
-    await until(async () => (await check.exists('abandoned:{k:k}:lock')) === 0, 'the orphaned lock to be released', 5_000)
+    await until(async () => (await check.exists('abandoned:{l:k}:lock')) === 0, 'the orphaned lock to be released', 5_000)
     const held = await locks.tryAcquire('k')
     expect(held).toBeDefined() // not blocked for the 30 s lease
     await held!.release()
@@ -275,7 +275,7 @@ describe.skipIf(!redisAvailable)('Redis lock: robustness', () => {
     await locks.close()
     expect(await waiting).toBeInstanceOf(LocksClosedError)
     expect(held.signal.aborted).toBe(true)
-    expect(await redis.exists('closing:{k:k}:lock')).toBe(0)
+    expect(await redis.exists('closing:{l:k}:lock')).toBe(0)
     await expect(locks.acquire('k')).rejects.toBeInstanceOf(LocksClosedError)
     await server.stop()
   })

@@ -26,7 +26,7 @@ describe.skipIf(!redisAvailable)('Redlock over 5 redis-servers', () => {
     await Promise.all(servers.map((server) => server.stop()))
   })
 
-  const holders = async (key: string) => (await Promise.all(clients.map((c) => c.exists(`coupons:{k:${key}}:lock`).catch(() => 0)))).reduce((a, b) => a + b, 0)
+  const holders = async (key: string) => (await Promise.all(clients.map((c) => c.exists(`coupons:{l:${key}}:lock`).catch(() => 0)))).reduce((a, b) => a + b, 0)
 
   it('takes the lock on a quorum, releases it on all nodes, and withholds the token', async () => {
     const held = await locks.acquire('k')

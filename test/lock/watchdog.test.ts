@@ -104,13 +104,13 @@ describe.skipIf(!redisAvailable)('lease watchdog', () => {
     const locks = createLocks({ redis, namespace: 'wd-stolen' })
     const held = await locks.acquire('k', { lease: 600 })
     // Another owner takes over (as after an expiry during a pause).
-    await redis.set('wd-stolen:{k:k}:lock', 'someone-else:1', 'PX', 60_000)
+    await redis.set('wd-stolen:{l:k}:lock', 'someone-else:1', 'PX', 60_000)
     await until(() => held.signal.aborted, 'the renewal to notice the loss', 5_000)
     expect((held.signal.reason as LockLostError).reason).toMatch(/taken by another owner/)
     await new Promise((resolve) => setTimeout(resolve, 400)) // more renewal periods: none may re-take it
-    expect(await redis.get('wd-stolen:{k:k}:lock')).toBe('someone-else:1')
+    expect(await redis.get('wd-stolen:{l:k}:lock')).toBe('someone-else:1')
     await held.release()
-    expect(await redis.get('wd-stolen:{k:k}:lock')).toBe('someone-else:1')
+    expect(await redis.get('wd-stolen:{l:k}:lock')).toBe('someone-else:1')
     await expect(held.extend()).rejects.toBeInstanceOf(LockLostError)
     await locks.close()
   })

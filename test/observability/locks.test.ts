@@ -72,7 +72,7 @@ describe('instrumentLocks() on a real lock front', () => {
       lostHolder = await locks.acquire('order:3', { lease: 300 })
       span.end()
     })
-    expect(await redis.del('otel:{k:order:3}:lock')).toBe(1)
+    expect(await redis.del('otel:{l:order:3}:lock')).toBe(1)
     expect(await abortReason(lostHolder.signal, 'the watchdog to find the lock gone')).toBeInstanceOf(LockLostError)
     await lostHolder.release() // after a loss: not counted as released
     // 1 backend error: Redis is gone when the next acquire starts.

@@ -1,7 +1,7 @@
 -- acquire: take the lock if it is free, with a fencing token issued here, in the same step.
 --
--- KEYS[1]  lock     <ns>:{k:<key>}:lock   string "<owner>:<token>", PX lease
--- KEYS[2]  counter  <ns>:{k:<key>}        string: the last token issued for this key
+-- KEYS[1]  lock     <ns>:{l:<key>}:lock   string "<owner>:<token>", PX lease
+-- KEYS[2]  counter  <ns>:{l:<key>}        string: the last token issued for this key
 -- ARGV[1]  owner    128 random bits (hex), new for each acquisition
 -- ARGV[2]  lease    ms, integer in 1 .. 2^31-1
 -- ARGV[3]  keep     ms to keep the counter after this acquisition

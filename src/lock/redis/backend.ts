@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
 import { releaseAbandoned } from '../../redis/abandoned.js'
-import { entryKeys, type EntryKeys } from '../../redis/keys.js'
+import { lockKeys, type EntryKeys } from '../../redis/keys.js'
 import { Notifier } from '../../redis/notifier.js'
 import { execWithReplicaWait } from '../../redis/replicas.js'
 import { ServerProbe } from '../../redis/server-probe.js'
@@ -20,8 +20,8 @@ const COUNTER_KEEP_MS = 60_000
  * per-key counter issued in the acquire script, compare-and-delete release that publishes
  * on the key's channel, and compare-and-PEXPIRE renewal (the cache's extend.lua).
  *
- * Names: `<ns>:{k:<key>}` is the token counter, `:lock` the lock, `:ch` the channel; one
- * hash tag, so one slot on a Cluster.
+ * Names (lockKeys): `<ns>:{l:<key>}` is the token counter, `:lock` the lock, `:ch` the
+ * channel; one hash tag, so one slot on a Cluster, and none a cache's key in the same namespace.
  *
  * Waiters subscribe to the channel *before* re-checking, so a release cannot fall in
  * between (Redisson #1763), and sleep until a message, the holder's PTTL, or a backed-off
@@ -49,7 +49,7 @@ export class RedisLockBackend implements LockBackend {
   }
 
   async acquire(request: AcquireRequest): Promise<HeldLock | undefined> {
-    const keys = entryKeys(this.settings.namespace, request.key)
+    const keys = lockKeys(this.settings.namespace, request.key)
     const owner = randomBytes(16).toString('hex')
     return acquireWaiting(
       request,

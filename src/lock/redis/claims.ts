@@ -11,8 +11,8 @@ const SCRIPTS = {
 } as const
 
 /**
- * The claim key of a job: `<ns>:{o:<name>}`, a space apart from the locks' `{k:…}` and
- * `{h:…}` tags; a name with a brace is hashed, as lock keys are.
+ * The claim key of a job: `<ns>:{o:<name>}`, a space apart from the locks' `{l:…}` and
+ * `{lh:…}` tags (and the cache's); a name with a brace is hashed, as lock keys are.
  */
 export function claimKey(namespace: string, name: string): string {
   const tag = name.includes('{') || name.includes('}') ? `oh:${createHash('sha256').update(name).digest('hex')}` : `o:${name}`

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import { LockBackendError } from '../../errors.js'
-import { entryKeys, type EntryKeys } from '../../redis/keys.js'
+import { lockKeys, type EntryKeys } from '../../redis/keys.js'
 import { Notifier } from '../../redis/notifier.js'
 import { ServerProbe } from '../../redis/server-probe.js'
 import type { AcquireRequest, HeldLock, LockBackend } from '../backend.js'
@@ -54,7 +54,7 @@ export class RedlockBackend implements LockBackend {
 
   async acquire(request: AcquireRequest): Promise<HeldLock | undefined> {
     const { key, leaseMs } = request
-    const keys = entryKeys(this.namespace, key)
+    const keys = lockKeys(this.namespace, key)
     return acquireWaiting(
       request,
       async () => {
