@@ -110,7 +110,7 @@ async function timeIt(label: string, runs: number, call: () => Promise<unknown>,
 
 const binary = findRedisServer()
 if (!process.env.REDIS_URL && !binary) throw new Error('set REDIS_URL or install redis-server')
-const privateRedis = process.env.REDIS_URL ? undefined : await startPrivateRedis(binary!)
+const privateRedis = process.env.REDIS_URL ? undefined : await startPrivateRedis()
 const url = process.env.REDIS_URL ?? privateRedis!.url
 const redis = new Redis(url)
 const admin = new Redis(url)

@@ -45,7 +45,7 @@ const round = (n: number) => Math.round(n).toLocaleString('en-US')
 
 const binary = findRedisServer()
 if (!process.env.REDIS_URL && !binary) throw new Error('set REDIS_URL or install redis-server')
-const privateRedis = process.env.REDIS_URL ? undefined : await startPrivateRedis(binary!)
+const privateRedis = process.env.REDIS_URL ? undefined : await startPrivateRedis()
 const url = process.env.REDIS_URL ?? privateRedis!.url
 console.log(`bench:pressure on Node ${process.version}, redis at ${url}`)
 

@@ -61,7 +61,7 @@ async function setUpRedis(options: LoadOptions): Promise<RedisSetup> {
   if (options.redisUrl) return { url: options.redisUrl, label: `REDIS_URL (${redactUrl(options.redisUrl)})`, privateServer: undefined }
   const binary = options.noPrivateRedis ? undefined : findRedisServer()
   if (!binary) return { url: undefined, label: 'none: in-process mode (no REDIS_URL and no redis-server found)', privateServer: undefined }
-  const server = await startPrivateRedis(binary)
+  const server = await startPrivateRedis()
   return { url: server.url, label: `private redis-server on ${server.url} (started by the harness)`, privateServer: server }
 }
 

@@ -64,7 +64,7 @@ function nextMessage<T extends FromWaiter['type']>(child: ChildProcess, type: T,
 async function main(): Promise<void> {
   const binary = findRedisServer()
   if (!binary) throw new Error('bench:lock needs redis-server on PATH (or REDIS_SERVER_BIN)')
-  const servers: PrivateRedis[] = await Promise.all(Array.from({ length: 5 }, () => startPrivateRedis(binary)))
+  const servers: PrivateRedis[] = await Promise.all(Array.from({ length: 5 }, () => startPrivateRedis()))
   const consensus = await startConsensusServers()
   const env: BenchEnv = { redisUrls: servers.map((server) => server.url), ...consensus.env }
   const requested = args.contenders?.split(',').map((name) => name.trim())

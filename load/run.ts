@@ -92,7 +92,7 @@ async function runCoupons(requested: string[] | undefined): Promise<void> {
   if (unknown.length > 0) throw new Error(`unknown contender ${unknown.join(', ')} (expected one of: ${COUPON_CONTENDERS.join(', ')})`)
   const binary = findRedisServer()
   if (!process.env.REDIS_URL && !binary) throw new Error('the coupons scenario needs a Redis: set REDIS_URL or install redis-server')
-  const privateRedis = process.env.REDIS_URL ? undefined : await startPrivateRedis(binary!)
+  const privateRedis = process.env.REDIS_URL ? undefined : await startPrivateRedis()
   const redisUrl = process.env.REDIS_URL || privateRedis!.url
   const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
   console.log(bold('■ coupons: 1,000 coupons, 1,200 users, 4 app processes × 4 issues in flight, one PostgreSQL row'))

@@ -83,7 +83,7 @@ async function measure(mode: Mode, redisUrl: string) {
 
 const binary = findRedisServer()
 if (!process.env.REDIS_URL && !binary) throw new Error('set REDIS_URL or install redis-server')
-const privateRedis = process.env.REDIS_URL ? undefined : await startPrivateRedis(binary!)
+const privateRedis = process.env.REDIS_URL ? undefined : await startPrivateRedis()
 const redisUrl = process.env.REDIS_URL ?? privateRedis!.url
 try {
   console.log(`capture memory: ${requests} concurrent requests on ${requests} cold URLs, ${bodyKib} KiB each written in ${chunks} chunks over ${writeMs} ms; Node ${process.version}`)

@@ -2,6 +2,7 @@ import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import { notModifiedHeaders } from './conditional.js'
 import type { CaptureBudget } from './capture-budget.js'
 import { HeaderMap, INVALID_REASON, type HeaderList, type HeaderValue } from './headers.js'
+import { Interception, type AnyFunction, type MethodName } from './interception.js'
 import type { ResponseSnapshot } from './stored-response.js'
 
 /**
@@ -70,16 +71,6 @@ export interface CaptureOptions {
  */
 type Mode = 'buffer' | 'flushing' | 'passthrough' | 'discard' | 'complete'
 
-type AnyFunction = (...args: any[]) => any
-
-/** The response API we shadow. */
-const METHODS = [
-  'writeHead', 'write', 'end', 'flushHeaders', 'addTrailers',
-  'setHeader', 'appendHeader', 'setHeaders', 'getHeader', 'getHeaders', 'getHeaderNames', 'hasHeader', 'removeHeader',
-] as const
-type MethodName = (typeof METHODS)[number]
-const ACCESSORS = ['statusCode', 'statusMessage', 'headersSent'] as const
-
 export class ResponseCapture {
   readonly done: Promise<CaptureEnd>
   private settle!: (end: CaptureEnd) => void
@@ -95,20 +86,17 @@ export class ResponseCapture {
   private reserved = 0
   private readonly onClose: (() => void) | undefined
   private readonly timer: NodeJS.Timeout
-  /** The methods in place before us (the prototype's, or upstream middleware's wrappers). */
-  private readonly upstream = {} as Record<MethodName, AnyFunction>
-  /** The live response's own status, kept while ours are shadowed. */
+  /** Our shadows over the live response's API, and what puts it back. */
+  private readonly interception: Interception
+  private readonly upstream: Record<MethodName, AnyFunction>
   private readonly live: { statusCode: number; statusMessage: string }
-  private readonly liveHeadersSent: () => boolean
-  /** Own property descriptors before we installed, to put back. */
-  private readonly before = new Map<string, PropertyDescriptor | undefined>()
-  private installed = false
 
   constructor(private readonly res: ServerResponse, private readonly options: CaptureOptions) {
     this.done = new Promise((resolve) => (this.settle = resolve))
     this.headers = HeaderMap.from(options.initialHeaders)
-    this.live = { statusCode: res.statusCode, statusMessage: res.statusMessage }
-    this.liveHeadersSent = inheritedGetter(res, 'headersSent')
+    this.interception = new Interception(res)
+    this.upstream = this.interception.upstream
+    this.live = this.interception.live
     this.install()
     this.timer = setTimeout(() => this.release('timeout'), options.timeoutMs)
     this.timer.unref()
@@ -125,7 +113,7 @@ export class ResponseCapture {
 
   /** Still intercepting the live response (not released to it, not disposed)? */
   get intercepting(): boolean {
-    return this.installed && this.mode !== 'passthrough'
+    return this.interception.installed && this.mode !== 'passthrough'
   }
 
   /** Everything goes straight to the live response. (A getter, so TypeScript does not narrow it across calls that change it.) */
@@ -164,23 +152,14 @@ export class ResponseCapture {
    */
   withoutInterception<T>(fn: () => T): T {
     if (!this.intercepting) return fn()
-    const current = this.ownDescriptors()
-    this.restore(this.before)
-    try {
-      return fn()
-    } finally {
-      this.live.statusCode = this.res.statusCode
-      this.live.statusMessage = this.res.statusMessage
-      this.restore(current)
-    }
+    return this.interception.lifted(fn)
   }
 
   /** Puts the live response's API back for good, dropping wrappers added after us. */
   dispose(): void {
     if (!this.intercepting) return
     this.stopBuffering()
-    this.restore(this.before)
-    this.installed = false
+    this.interception.remove()
   }
 
   /** No more buffering: the timer, the close watch and the budget are let go. */
@@ -194,9 +173,6 @@ export class ResponseCapture {
   // ── the shadowed API ─────────────────────────────────────────────────────
 
   private install(): void {
-    const res = this.res as unknown as Record<string, unknown>
-    for (const key of this.managedKeys()) this.before.set(key, Object.getOwnPropertyDescriptor(res, key))
-    for (const name of METHODS) this.upstream[name] = res[name] as AnyFunction
     const shadows: Record<MethodName, AnyFunction> = {
       writeHead: (...args) => this.writeHead(args),
       write: (chunk, encoding, callback) => this.write(chunk, encoding, callback),
@@ -212,25 +188,25 @@ export class ResponseCapture {
       hasHeader: (name) => this.headerCall('hasHeader', [name], () => this.headers.has(name)),
       removeHeader: (name) => this.headerCall('removeHeader', [name], () => (this.unsent('remove'), this.headers.delete(name))),
     }
-    for (const name of METHODS) Object.defineProperty(res, name, { value: shadows[name], writable: true, configurable: true, enumerable: false })
-    Object.defineProperty(res, 'statusCode', {
-      configurable: true,
-      enumerable: true,
-      get: () => (this.forwarding ? this.live.statusCode : this.status),
-      set: (code: number) => (this.forwarding ? (this.live.statusCode = code) : (this.status = code)),
+    this.interception.install(shadows, {
+      statusCode: {
+        configurable: true,
+        enumerable: true,
+        get: () => (this.forwarding ? this.live.statusCode : this.status),
+        set: (code: number) => (this.forwarding ? (this.live.statusCode = code) : (this.status = code)),
+      },
+      statusMessage: {
+        configurable: true,
+        enumerable: true,
+        get: () => (this.forwarding ? this.live.statusMessage : this.statusMessage),
+        set: (message: string) => (this.forwarding ? (this.live.statusMessage = message) : (this.statusMessage = message)),
+      },
+      headersSent: {
+        configurable: true,
+        enumerable: false,
+        get: () => (this.forwarding ? this.interception.liveHeadersSent() : this.committed),
+      },
     })
-    Object.defineProperty(res, 'statusMessage', {
-      configurable: true,
-      enumerable: true,
-      get: () => (this.forwarding ? this.live.statusMessage : this.statusMessage),
-      set: (message: string) => (this.forwarding ? (this.live.statusMessage = message) : (this.statusMessage = message)),
-    })
-    Object.defineProperty(res, 'headersSent', {
-      configurable: true,
-      enumerable: false,
-      get: () => (this.forwarding ? this.liveHeadersSent() : this.committed),
-    })
-    this.installed = true
   }
 
   private headerCall<T>(name: MethodName, args: unknown[], captured: () => T): T {
@@ -387,42 +363,4 @@ export class ResponseCapture {
     this.chunks = []
     if (this.ended) upstream.end.call(res)
   }
-
-  // ── property bookkeeping ─────────────────────────────────────────────────
-
-  /** Our names plus every own function property (wrappers that middleware after us added). */
-  private managedKeys(): string[] {
-    const res = this.res as unknown as Record<string, unknown>
-    const own = Object.keys(res).filter((key) => typeof res[key] === 'function')
-    return [...new Set<string>([...METHODS, ...ACCESSORS, ...own, ...this.before.keys()])]
-  }
-
-  private ownDescriptors(): Map<string, PropertyDescriptor | undefined> {
-    return new Map(this.managedKeys().map((key) => [key, Object.getOwnPropertyDescriptor(this.res, key)]))
-  }
-
-  /** Sets every managed key back to `descriptors`; `statusCode`/`statusMessage` carry the live values. */
-  private restore(descriptors: Map<string, PropertyDescriptor | undefined>): void {
-    const res = this.res as unknown as Record<string, unknown>
-    for (const key of this.managedKeys()) {
-      const descriptor = descriptors.get(key)
-      if (descriptors === this.before && (key === 'statusCode' || key === 'statusMessage')) {
-        Object.defineProperty(res, key, { value: this.live[key], writable: true, enumerable: true, configurable: true })
-      } else if (descriptor) {
-        Object.defineProperty(res, key, descriptor)
-      } else {
-        delete res[key]
-      }
-    }
-  }
-}
-
-/** The getter `name` resolves to through the prototype chain, bound to `target`. */
-function inheritedGetter(target: object, name: string): () => boolean {
-  for (let proto: object | null = target; proto; proto = Object.getPrototypeOf(proto)) {
-    const descriptor = Object.getOwnPropertyDescriptor(proto, name)
-    if (descriptor?.get) return () => Boolean(descriptor.get!.call(target))
-    if (descriptor) return () => Boolean((target as Record<string, unknown>)[name])
-  }
-  return () => false
 }

@@ -8,6 +8,7 @@ import { delay } from '../timers.js'
 import { FailingClock } from './failing-clock.js'
 import { CommandBudget } from './command-budget.js'
 import type { EntryKeys } from './keys.js'
+import { FreshReadBatch, getOne, type FreshRead } from './fresh-reads.js'
 import { execWithReplicaWait, type ReplicaWait } from './replicas.js'
 import { defineScripts, type ScriptedClient } from './scripts.js'
 import { ServerClock } from './server-clock.js'
@@ -42,19 +43,8 @@ export interface Lookup {
   version: string
   /** With a replica wait: how many replicas acknowledged the lookup's writes (the lock). */
   acknowledged?: number
-}
-
-export const FOREIGN_TYPE = Symbol('foreign type')
-/** What a read of the fresh copy found: its bytes (see record.ts), nothing (not fresh), or a key of a foreign type. */
-export type FreshRead = Buffer | null | typeof FOREIGN_TYPE
-
-/** Most fresh-copy reads sent in one MGET. */
-const MAX_READS_PER_MGET = 16
-
-interface PendingRead {
-  key: string
-  resolve: (read: FreshRead) => void
-  reject: (error: unknown) => void
+  /** The server time (ms) the lookup ran at: a load it elects begins no earlier (tags compare it). */
+  serverNow: number
 }
 
 /** An invalidation to publish with a write: on `channel`, `message`. */
@@ -97,8 +87,8 @@ export class RedisStore {
   private readonly budget: CommandBudget
   /** The server clock, from the times scripts return: turns a fresh copy's deadlines into local ones. */
   readonly clock = new ServerClock()
-  /** Fresh-copy reads asked for in this tick, sent together as one MGET (see getFresh). */
-  private pendingReads: PendingRead[] | undefined
+  /** Fresh-copy reads of this tick, sent as one MGET (see getFresh, fresh-reads.ts). */
+  private readonly reads: FreshReadBatch
   private readonly cluster: boolean
   private clockSync: Promise<void> | undefined
   private readonly connection: NodeJS.EventEmitter
@@ -125,6 +115,7 @@ export class RedisStore {
   ) {
     this.budget = new CommandBudget(commands.maxInFlight, commands.maxQueued)
     this.client = defineScripts(client)
+    this.reads = new FreshReadBatch(this.client, this.budget, breaker, events, (operation, command) => this.send(operation, command))
     this.cluster = client.isCluster === true
     this.keyPrefix = keyPrefixOf(client)
     this.failsOver = canFailOver(client)
@@ -153,17 +144,8 @@ export class RedisStore {
   getFresh(keys: EntryKeys): Promise<FreshRead> {
     // On a Cluster the keys of one tick are in many slots, and MGET needs one.
     // A retry through a failover goes alone, by call(), which keeps it out of the breaker's count.
-    if (this.cluster || this.retrying) return this.call('get', keys.fresh, () => this.getOne(keys.fresh))
-    return new Promise((resolve, reject) => {
-      if (!this.breaker.allow()) return reject(new RedisUnavailableError('redis skipped: circuit breaker open (get)'))
-      const read = { key: keys.fresh, resolve, reject }
-      const waiting = this.budget.acquire(false)
-      if (!waiting) return this.queueRead(read)
-      waiting.then(() => this.queueRead(read), (error: Error) => {
-        this.events.emit('redis-error', { operation: 'get', error })
-        reject(error)
-      })
-    })
+    if (this.cluster || this.retrying) return this.call('get', keys.fresh, () => getOne(this.client, keys.fresh))
+    return this.reads.read(keys.fresh)
   }
 
   /**
@@ -198,50 +180,6 @@ export class RedisStore {
         await delay(retryMs).promise
       }
     }
-  }
-
-  /** A read that holds its budget slot, sent with the others of this tick. */
-  private queueRead(read: PendingRead): void {
-    if (!this.pendingReads) {
-      this.pendingReads = []
-      // After every caller of this tick has asked (nextTick runs once the promise jobs drain).
-      process.nextTick(() => this.sendReads())
-    }
-    this.pendingReads.push(read)
-  }
-
-  /**
-   * Sends the reads of this tick: one GET, or one MGET for several (one write, one reply:
-   * under concurrency most of a hit's cost is the socket write). MGET answers nil for a
-   * key of another type, which then goes the script's way and is repaired there. Each read
-   * gives its slot back when the reply (or the failure) is in.
-   */
-  private sendReads(): void {
-    const reads = this.pendingReads
-    this.pendingReads = undefined
-    if (!reads) return
-    // Several MGETs rather than one big one: Redis answers the first while we decode it.
-    for (let at = 0; at < reads.length; at += MAX_READS_PER_MGET) {
-      const chunk = reads.slice(at, at + MAX_READS_PER_MGET)
-      const sent: Promise<(FreshRead | null)[]> = chunk.length === 1
-        ? this.send('get', () => this.getOne(chunk[0]!.key)).then((value) => [value])
-        : this.send('mget', () => this.client.mgetBuffer(chunk.map((read) => read.key)))
-      sent
-        .then(
-          (values) => chunk.forEach((read, i) => read.resolve(values[i] ?? null)),
-          (error: unknown) => chunk.forEach((read) => read.reject(error)),
-        )
-        .finally(() => {
-          for (let i = 0; i < chunk.length; i++) this.budget.release()
-        })
-    }
-  }
-
-  private getOne(key: string): Promise<FreshRead> {
-    return this.client.getBuffer(key).catch((error: unknown) => {
-      if (String((error as Error)?.message).startsWith('WRONGTYPE')) return FOREIGN_TYPE
-      throw error
-    })
   }
 
   /**
@@ -304,7 +242,8 @@ export class RedisStore {
       if (sent) onAbandoned ? onAbandoned() : this.releaseAbandoned(keys, owner)
       throw error
     })) as [Buffer, Buffer, Buffer, Buffer, number, number, number, number, number, number, Buffer, Buffer]
-    this.clock.observe(Number(String(reply[10])), sentAt, performance.now())
+    const serverNow = Number(String(reply[10]))
+    this.clock.observe(serverNow, sentAt, performance.now())
     const [state, lock, lockArg, data, freshMs, graceMs, fallbackMs, loadMs, corrupt, ttlMs, , version] = reply
     return {
       state: String(state) as Lookup['state'],
@@ -315,6 +254,7 @@ export class RedisStore {
       corrupt: corrupt === 1,
       version: String(version),
       acknowledged,
+      serverNow,
     }
   }
 
@@ -326,16 +266,29 @@ export class RedisStore {
   /**
    * Returns the version (fencing token) it was written with, or undefined when fenced out by
    * a newer one. With `broadcast` (set()), the invalidation is published in the same script.
+   *
+   * `undoLate` (set(), whose token is taken when the script runs, so no fence stops it): when
+   * the commit is sent and gets no answer, its caller is told it failed, yet Redis may still run
+   * it later, from its backlog or resent by ioredis after a reconnect, over a newer value written
+   * meanwhile. An invalidation (retention `undoLate` ms) is queued right behind it on the same
+   * connection, as an abandoned lookup's release is (abandoned.ts): whenever the late write
+   * runs, the key is deleted after it, and the next call loads the current value.
    */
-  async commit(keys: EntryKeys, request: CommitRequest, broadcast?: Broadcast): Promise<string | undefined> {
+  async commit(keys: EntryKeys, request: CommitRequest, broadcast?: Broadcast, undoLate?: number): Promise<string | undefined> {
     const { lockValue, token, data, freshMs, graceMs, fallbackMs, loadMs } = request // freshMs is the ttl
     const known = this.publishCommand()
     const publish = typeof known === 'string' ? known : await known
     const sentAt = performance.now()
-    const [written, , now, version] = (await this.call('commit', keys.entry, () =>
-      this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, keys.fresh, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), publish, ...this.broadcastArgs(broadcast)),
-    )) as [number, number, string, string]
+    let sent = false
+    const [written, , now, version, corrupt] = (await this.call('commit', keys.entry, () => {
+      sent = true
+      return this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, keys.fresh, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), publish, ...this.broadcastArgs(broadcast))
+    }).catch((error: unknown) => {
+      if (sent && undoLate !== undefined) this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, undoLate, ...this.broadcastArgs(broadcast)).catch(() => {})
+      throw error
+    })) as [number, number, string, string, number]
     this.clock.observe(Number(now), sentAt, performance.now())
+    this.reportCorrupt(keys, corrupt)
     return written === 1 ? version : undefined
   }
 
@@ -343,9 +296,10 @@ export class RedisStore {
     const { backoffMs = 0, passMs = 0, negativeMs = 0 } = marks
     const known = this.publishCommand()
     const publish = typeof known === 'string' ? known : await known
-    const released = await this.call('release', keys.entry, () =>
+    const [released, corrupt] = (await this.call('release', keys.entry, () =>
       this.client.stampedeGuardRelease(keys.entry, keys.lock, keys.channel, lockValue, message, backoffMs, passMs, publish, negativeMs),
-    )
+    )) as [number, number]
+    this.reportCorrupt(keys, corrupt)
     return released === 1
   }
 
@@ -355,7 +309,18 @@ export class RedisStore {
 
   /** Deletes the value, keeps the fence, and publishes `broadcast` in the same script. */
   async invalidate(keys: EntryKeys, retentionMs: number, broadcast?: Broadcast): Promise<void> {
-    await this.call('invalidate', keys.entry, () => this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, retentionMs, ...this.broadcastArgs(broadcast)))
+    const corrupt = await this.call('invalidate', keys.entry, () => this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, retentionMs, ...this.broadcastArgs(broadcast)))
+    this.reportCorrupt(keys, corrupt)
+  }
+
+  /** A script found planted or corrupted data at the entry's keys, and repaired it (see fields.lua). */
+  private reportCorrupt(keys: EntryKeys, corrupt: unknown): void {
+    if (corrupt === 1) this.events.emit('corrupt', { key: keys.key })
+  }
+
+  /** A command of another module (the tag scripts), bounded and guarded as the store's own are. */
+  run<T>(operation: string, command: () => Promise<T>): Promise<T> {
+    return this.call(operation, undefined, command)
   }
 
   /** A channel is no key, so ioredis does not apply `keyPrefix` to it: add it, as the subscriber does. */
@@ -375,15 +340,16 @@ export class RedisStore {
 
   /**
    * Commands, bounded by the budget of commands in flight; lock holders' commands queue first.
+   * `key`: one the command touches, for the failing clock (undefined: the tag scripts).
    * `extraMs`: added to the timeout for a command that waits on the server on purpose (WAIT).
    */
-  private async call<T>(operation: string, key: string, command: () => Promise<T>, extraMs = 0): Promise<T> {
+  private async call<T>(operation: string, key: string | undefined, command: () => Promise<T>, extraMs = 0): Promise<T> {
     // A retry through a failover goes to Redis even past an open breaker: it has already been
     // judged worth it (within redisFailoverWait), and an open breaker would only skip it to no end.
     // Read before the first await (throughFailover sets it only while it calls us).
     const retry = this.retrying
     // Commands reach Redis in the order they were asked for: reads of this tick go first.
-    if (this.pendingReads && operation !== 'get' && operation !== 'mget') this.sendReads()
+    if (this.reads.pending && operation !== 'get' && operation !== 'mget') this.reads.sendReads()
     if (!retry && !this.breaker.allow()) throw new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`)
     const waiting = this.budget.acquire(LOCK_HOLDER_OPERATIONS.has(operation))
     if (waiting) {

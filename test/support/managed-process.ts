@@ -102,8 +102,11 @@ for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
   })
 }
 
-/** A kernel-assigned free loopback port, never handed out twice in this process. */
-export async function freePort(): Promise<number> {
+/**
+ * A kernel-assigned free loopback port, never handed out twice in this process.
+ * `accept`: a further condition (a Redis Cluster node also needs port + 10000).
+ */
+export async function freePort(accept?: (port: number) => Promise<boolean>): Promise<number> {
   for (let attempt = 0; attempt < 100; attempt++) {
     const port = await new Promise<number>((resolve, reject) => {
       const srv = net.createServer()
@@ -114,6 +117,7 @@ export async function freePort(): Promise<number> {
       })
     })
     if (reservedPorts.has(port)) continue
+    if (accept && !(await accept(port))) continue
     reservedPorts.add(port)
     return port
   }

@@ -7,31 +7,15 @@
  * PR_SET_PDEATHSIG if the test process dies without running any handler (e.g. SIGKILL).
  * Nothing here ever connects to a Redis it did not start (the machine's 6379 included).
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { accessSync, constants, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { Redis, type RedisOptions } from 'ioredis';
+import { HOST, ManagedProcess, findExecutable, freePort, tmpRoot } from './managed-process.js';
+import { sleep } from './timing.js';
 
-export const HOST = '127.0.0.1' as const;
+export { HOST, sleep };
 const READY_TIMEOUT_MS = 10_000;
-const STOP_TIMEOUT_MS = 10_000;
-const KILL_TIMEOUT_MS = 5_000;
-
-function findExecutable(name: string, extra: string[]): string | undefined {
-  const dirs = [...(process.env.PATH ?? '').split(path.delimiter).filter(Boolean), ...extra];
-  for (const dir of dirs) {
-    const candidate = path.join(dir, name);
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      /* not here */
-    }
-  }
-  return undefined;
-}
 
 /** Resolved redis-server path (REDIS_SERVER_BIN overrides the PATH lookup), or undefined. */
 export const redisServerBinary: string | undefined = (() => {
@@ -56,81 +40,9 @@ if (!redisAvailable) {
   );
 }
 
-/** `setpriv --pdeathsig KILL` makes the kernel kill redis if this process dies uncleanly. */
-const setprivBinary = (() => {
-  const bin = findExecutable('setpriv', ['/usr/bin', '/bin']);
-  if (!bin) return undefined;
-  const probe = spawnSync(bin, ['--pdeathsig', 'KILL', '--', 'true'], { stdio: 'ignore', timeout: 5_000 });
-  return probe.status === 0 ? bin : undefined;
-})();
-
-// ---------------------------------------------------------------- tracking & cleanup
-
-/** pids of every redis-server we started and that has not exited yet. */
-const livePids = new Set<number>();
-/** Ports handed out in this process; never reused, so a stopped server's port stays ours. */
-const reservedPorts = new Set<number>();
 const allServers = new Set<ManagedRedis>();
-let rootDir: string | undefined;
-
-const TMP_PREFIX = 'stampede-guard-redis-';
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-/** One dir per test process, named by pid so dirs left by a SIGKILLed process can be swept. */
-function tmpRoot(): string {
-  if (!rootDir) {
-    for (const name of readdirSync(os.tmpdir())) {
-      const owner = name.startsWith(TMP_PREFIX) ? /^(\d+)-/.exec(name.slice(TMP_PREFIX.length)) : null;
-      if (owner && !pidAlive(Number(owner[1]))) rmSync(path.join(os.tmpdir(), name), { recursive: true, force: true });
-    }
-    rootDir = mkdtempSync(path.join(os.tmpdir(), `${TMP_PREFIX}${process.pid}-`));
-  }
-  return rootDir;
-}
-
-function killAllSync(): void {
-  for (const pid of livePids) {
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      /* already gone */
-    }
-  }
-  livePids.clear();
-  if (rootDir) rmSync(rootDir, { recursive: true, force: true });
-}
-
-process.on('exit', killAllSync);
-for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-  process.once(signal, () => {
-    killAllSync();
-    // Keep the default "die on signal" behaviour unless someone else handles it.
-    if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
-  });
-}
 
 // ---------------------------------------------------------------- small helpers
-
-export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-/** Resolves true if `promise` settled within `ms`. */
-async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<false>((r) => (timer = setTimeout(() => r(false), ms)));
-  try {
-    return await Promise.race([promise.then(() => true), timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 function canListen(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -140,24 +52,8 @@ function canListen(port: number): Promise<boolean> {
   });
 }
 
-/** Kernel-assigned free port (bind :0, close). Cluster nodes also need port+10000 (the bus). */
-async function freePort(needBusPort: boolean): Promise<number> {
-  for (let attempt = 0; attempt < 100; attempt++) {
-    const port = await new Promise<number>((resolve, reject) => {
-      const srv = net.createServer();
-      srv.once('error', reject);
-      srv.listen({ host: HOST, port: 0, exclusive: true }, () => {
-        const { port } = srv.address() as net.AddressInfo;
-        srv.close(() => resolve(port));
-      });
-    });
-    if (reservedPorts.has(port)) continue;
-    if (needBusPort && (port + 10000 > 65535 || !(await canListen(port + 10000)))) continue;
-    reservedPorts.add(port);
-    return port;
-  }
-  throw new Error('could not find a free 127.0.0.1 port');
-}
+/** A cluster node also needs port+10000 (the bus). */
+const busPortFree = (port: number): Promise<boolean> => (port + 10000 > 65535 ? Promise.resolve(false) : canListen(port + 10000));
 
 /** Raw RESP PING, so readiness checks never involve ioredis reconnect logic. */
 function ping(port: number, timeoutMs = 500): Promise<boolean> {
@@ -212,72 +108,40 @@ export interface StartRedisOptions {
 class ManagedRedis implements RedisServer {
   readonly host = HOST;
   readonly url: string;
-  private child: ChildProcess | undefined;
-  private exited: Promise<void> = Promise.resolve();
+  private readonly process: ManagedProcess;
   private readonly clients = new Set<Redis>();
-  private paused = false;
 
   constructor(
     readonly port: number,
     readonly dir: string,
-    private readonly argv: string[],
+    argv: string[],
   ) {
     this.url = `redis://${HOST}:${port}`;
+    const logFile = path.join(dir, 'redis.log');
+    this.process = new ManagedProcess({ label: `redis on port ${port}`, command: redisServerBinary!, args: [...argv, '--logfile', logFile], logFile });
   }
 
   get pid(): number {
-    return this.child?.pid ?? -1;
+    return this.process.pid;
   }
 
   get running(): boolean {
-    return this.child !== undefined;
-  }
-
-  private get logFile(): string {
-    return path.join(this.dir, 'redis.log');
+    return this.process.running;
   }
 
   logTail(lines = 15): string {
-    try {
-      return readFileSync(this.logFile, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
-    } catch {
-      return '(no log)';
-    }
+    return this.process.logTail(lines);
   }
 
   /** Spawn and wait for PING; throws (with the log tail) if it exits or does not answer in time. */
   async spawnAndWait(): Promise<void> {
-    if (this.child) throw new Error(`redis on port ${this.port} is already running (pid ${this.pid})`);
-    const argv = [...this.argv, '--logfile', this.logFile];
-    const child = setprivBinary
-      ? spawn(setprivBinary, ['--pdeathsig', 'KILL', '--', redisServerBinary!, ...argv], { stdio: 'ignore' })
-      : spawn(redisServerBinary!, argv, { stdio: 'ignore' });
-    let exitedFlag = false;
-    this.exited = new Promise<void>((resolve) => {
-      child.once('exit', () => {
-        exitedFlag = true;
-        if (child.pid !== undefined) livePids.delete(child.pid);
-        if (this.child === child) {
-          this.child = undefined;
-          this.paused = false;
-        }
-        resolve();
-      });
-    });
-    // A failed spawn emits 'error' (no pid, maybe no 'exit'); the pid check below reports it.
-    child.once('error', () => {});
-    if (child.pid === undefined) throw new Error(`failed to spawn ${redisServerBinary}`);
-    livePids.add(child.pid);
-    this.child = child;
-
-    const deadline = Date.now() + READY_TIMEOUT_MS;
-    while (Date.now() < deadline) {
-      if (exitedFlag) throw new RedisStartError(this.port, this.logTail());
-      if (await ping(this.port)) return;
-      await sleep(50);
+    this.process.spawn();
+    try {
+      await this.process.waitReady(() => ping(this.port), READY_TIMEOUT_MS);
+    } catch (err) {
+      const log = this.logTail();
+      throw this.process.running || !/address already in use/i.test(log) ? err : new RedisStartError(this.port, log);
     }
-    await this.kill();
-    throw new Error(`redis on port ${this.port} did not answer PING within ${READY_TIMEOUT_MS} ms\n${this.logTail()}`);
   }
 
   client(options?: RedisOptions): Redis {
@@ -290,30 +154,19 @@ class ManagedRedis implements RedisServer {
   async stop(): Promise<void> {
     for (const c of this.clients) c.disconnect();
     this.clients.clear();
-    const child = this.child;
-    if (!child) return;
-    this.resume(); // a SIGSTOPped process would never act on SIGTERM
-    this.signal('SIGTERM');
-    if (!(await within(this.exited, STOP_TIMEOUT_MS))) await this.kill();
+    await this.process.stop();
   }
 
-  async kill(): Promise<void> {
-    if (!this.child) return;
-    this.signal('SIGKILL');
-    if (!(await within(this.exited, KILL_TIMEOUT_MS))) {
-      throw new Error(`redis pid ${this.pid} did not exit within ${KILL_TIMEOUT_MS} ms of SIGKILL`);
-    }
+  kill(): Promise<void> {
+    return this.process.kill();
   }
 
   pause(): void {
-    this.signal('SIGSTOP');
-    this.paused = true;
+    this.process.pause();
   }
 
   resume(): void {
-    if (!this.paused) return;
-    this.signal('SIGCONT');
-    this.paused = false;
+    this.process.resume();
   }
 
   async restart(): Promise<void> {
@@ -325,16 +178,6 @@ class ManagedRedis implements RedisServer {
         if (!(err instanceof RedisStartError && err.addressInUse) || attempt >= 10) throw err;
         await sleep(200);
       }
-    }
-  }
-
-  private signal(sig: NodeJS.Signals): void {
-    const pid = this.child?.pid;
-    if (pid === undefined) return;
-    try {
-      process.kill(pid, sig);
-    } catch {
-      /* exited meanwhile */
     }
   }
 }
@@ -374,7 +217,7 @@ export async function startRedisProcess(options: RedisProcessOptions = {}): Prom
   requireBinary();
   const { args = [], cluster = false, configFile } = options;
   for (let attempt = 1; ; attempt++) {
-    const port = await freePort(cluster);
+    const port = await freePort(cluster ? busPortFree : undefined);
     const dir = path.join(tmpRoot(), String(port));
     mkdirSync(dir, { recursive: true });
     const config = configFile?.(port, dir);

@@ -1,0 +1,62 @@
+import type { Loader } from '../context.js'
+import type { Entry } from '../entry.js'
+import type { Deadlines } from '../deadlines.js'
+import type { Policy } from '../options.js'
+import type { EntryKeys } from '../redis/keys.js'
+
+/**
+ * How a caller's value was obtained:
+ * - `hit`: fresh, from L1 or Redis;
+ * - `stale`: a stale value (grace, fail-safe, backoff, or a soft, hard or wait timeout);
+ * - `loaded`: this caller's own loader produced it;
+ * - `coalesced`: another caller's loader produced it (in this process or another).
+ */
+export type LoadOutcome = 'hit' | 'stale' | 'loaded' | 'coalesced'
+
+export interface LoadResult<V> {
+  value: V
+  outcome: LoadOutcome
+}
+
+/** What one flight resolves to. `shareable: false` means its followers must run their own loaders. */
+export interface Resolution<V = unknown> extends LoadResult<V> {
+  shareable: boolean
+}
+
+/** One request as it goes through the state machine. */
+export interface Call {
+  key: string
+  loader: Loader<unknown>
+  policy: Policy
+  /** `deletions` when the call started: a delete after it keeps its result out of L1. */
+  epoch: number
+  /** A refresh nobody waits for (grace, early refresh). */
+  background?: boolean
+  /** The call's `tags` option, checked; undefined for none. */
+  tags?: readonly string[]
+}
+
+/** What a flight has learned that its callers' timeouts can use. */
+export interface FlightNotes {
+  fallback: Entry | undefined
+  /** While the flight's first Redis lookup is pending: what its joined callers' waitTimeouts do when it answers. */
+  lookingUp?: (() => void)[] | false
+  /** Its callers' softTimeout / hardTimeout / waitTimeout, on one timer (created on first need). */
+  deadlines?: Deadlines
+}
+
+/** A lock (or a bare fencing token) this process holds for one load. */
+export interface Claim {
+  keys: EntryKeys
+  token: string
+  /** '' when loading without the lock (after a wait timeout): nothing to renew or release. */
+  lockValue: string
+  /** `performance.now()` when the lookup that took the lock was sent: the lease runs from no earlier. */
+  lockedAt: number
+  /** The server time (ms) of that lookup: the load began no earlier (tags compare it with their invalidations). */
+  serverAt?: number
+}
+
+export const NEVER_ABORTED = new AbortController().signal
+/** A channel message's kind, its first byte: 'c' commit, 'e' loader error, 'u' uncacheable (messages are Buffers). */
+export const messageKind = (message: Buffer): string => String.fromCharCode(message[0] ?? 0)

@@ -1,0 +1,345 @@
+import { randomBytes } from 'node:crypto'
+import { fallbackValid, type Entry } from '../entry.js'
+import { Deadlines } from '../deadlines.js'
+import { decodeFailure } from '../loader-error.js'
+import { LoaderTimeoutError, LockWaitTimeoutError, RedisUnavailableError, RemoteLoaderError } from '../errors.js'
+import type { WaitOutcome } from '../events.js'
+import type { Flight } from '../memory/single-flight.js'
+import type { PolicyOptions } from '../options.js'
+import { entryKeys, type EntryKeys } from '../redis/keys.js'
+import type { Subscription } from '../redis/notifier.js'
+import type { Lookup, LookupMode } from '../redis/store.js'
+import { type Call, type Claim, type FlightNotes, type Resolution, messageKind } from './call.js'
+import { Refresher } from './refresh.js'
+
+/** The flight's first lookup answered (or failed): from now on its joined callers' waitTimeouts run. */
+function lookedUp(notes: FlightNotes): void {
+  const postponed = notes.lookingUp
+  notes.lookingUp = false
+  if (postponed) for (const resume of postponed) resume()
+}
+
+/** Tells a caller to run its own loader, storing nothing. */
+const OWN_LOAD: Resolution = { value: undefined, outcome: 'loaded', shareable: false }
+/** How a cross-process wait ended, by what the re-check found once the lock was no longer held. */
+const WAIT_ENDED_BY_LOOKUP: Record<Exclude<Lookup['lock'], 'held'>, WaitOutcome> = {
+  none: 'value', error: 'error', backoff: 'error', won: 'released', pass: 'released', token: 'released',
+}
+/** How a cross-process wait ended, by the leader's message that answered it (commit, error, not cacheable). */
+const WAIT_ENDED_BY_MESSAGE: Record<string, WaitOutcome> = { c: 'value', n: 'value', e: 'error', u: 'released' }
+
+/**
+ * The request state machine, in one place: L1 → single-flight → the fresh GET →
+ * get-or-lock → hit / stale / lead / wait, and each caller's own timeouts.
+ */
+export abstract class RequestMachine extends Refresher {
+  // ── L1 and single-flight ──────────────────────────────────────────────────
+
+  /** A resolution straight from L1 (synchronous), or the flight's promise. */
+  protected lookup(key: string, loader: unknown, options: PolicyOptions | undefined): Resolution | Promise<Resolution> {
+    let call: Call
+    try {
+      call = this.call(key, loader, options)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return this.serveFromMemory(call) ?? this.fly(call)
+  }
+
+  protected serveFromMemory(call: Call): Resolution | undefined {
+    const entry = this.memory?.get(call.key)
+    if (!entry) return undefined
+    const now = performance.now()
+    if (now < entry.freshUntil) {
+      if (this.dueForEarlyRefresh(call, entry, now)) this.refreshInBackground(call, 'refresh', entry)
+      this.events.emit('hit', { key: call.key, tier: 'l1' })
+      return { value: entry.value, outcome: 'hit', shareable: true }
+    }
+    if (now < entry.backoffUntil && now < entry.fallbackUntil) return this.stale(call.key, entry, 'backoff')
+    if (now < entry.graceUntil) {
+      this.refreshInBackground(call, 'read', entry)
+      return this.stale(call.key, entry, 'grace')
+    }
+    return undefined
+  }
+
+  protected fly(call: Call): Promise<Resolution> {
+    const startedAt = performance.now()
+    const { flight, joined } = this.flights.run(call.key, { fallback: undefined }, (notes) => this.resolve(call, notes))
+    if (joined) this.events.emit('coalesced', { key: call.key, from: 'process' })
+    const answered = this.withTimeouts(call, flight, joined)
+    if (!joined) {
+      this.trackFlight(call.key, flight.promise)
+      return answered
+    }
+    return answered.then((resolution) => {
+      if (!resolution.shareable) return this.loadUncached(call, startedAt)
+      return resolution.outcome === 'loaded' ? { ...resolution, outcome: 'coalesced' } : resolution
+    })
+  }
+
+  /**
+   * This caller's softTimeout and hardTimeout, raced against the flight (leading or
+   * waiting alike), and for a caller that joined another caller's flight, waitTimeout.
+   * The flight runs on, so a process still loads each key once.
+   */
+  protected withTimeouts(call: Call, flight: Flight<Resolution, FlightNotes>, joined: boolean): Promise<Resolution> {
+    const { key, policy } = call
+    const fallback = () => (fallbackValid(flight.notes.fallback, performance.now()) ? flight.notes.fallback : undefined)
+    // Each deadline answers, throws, or returns undefined to keep waiting (`again(ms)`: come back later).
+    const deadlines: [number, (again: (ms: number) => void) => Resolution | Promise<Resolution> | undefined][] = []
+    if (policy.softTimeout) {
+      deadlines.push([policy.softTimeout, () => {
+        const stale = fallback()
+        if (!stale) return undefined // nothing to answer with yet
+        this.events.emit('timeout', { key, kind: 'soft' })
+        return this.stale(key, stale, 'soft-timeout')
+      }])
+    }
+    if (joined) {
+      deadlines.push([policy.waitTimeout, (again) => {
+        // A flight still on its first Redis lookup (queued behind a burst, or sent) is not yet
+        // waiting for anyone's load: count the wait again from when the lookup answers.
+        const lookup = flight.notes.lookingUp
+        if (lookup) return void lookup.push(() => again(policy.waitTimeout))
+        // Run our own loader (fly() does, on this unshared marker); the flight still stores its result.
+        return this.waitTimedOut(call, fallback()) ?? OWN_LOAD
+      }])
+    }
+    if (policy.hardTimeout) {
+      deadlines.push([policy.hardTimeout, () => {
+        this.events.emit('timeout', { key, kind: 'hard' })
+        const stale = fallback()
+        if (stale) return this.stale(key, stale, 'hard-timeout')
+        throw new LoaderTimeoutError(key, policy.hardTimeout)
+      }])
+    }
+    if (deadlines.length === 0) return flight.promise
+    const schedule = this.deadlinesOf(flight)
+    return new Promise<Resolution>((resolve, reject) => {
+      let done = false
+      const settle = (answer: () => void) => {
+        if (done) return
+        done = true
+        answer()
+      }
+      const now = performance.now()
+      for (const [ms, onDeadline] of deadlines) {
+        const fire = () => {
+          if (done) return // answered already; the entry just comes due
+          try {
+            const answer = onDeadline((later) => schedule.add(performance.now() + later, fire))
+            if (answer) settle(() => resolve(answer))
+          } catch (error) {
+            settle(() => reject(error))
+          }
+        }
+        schedule.add(now + ms, fire)
+      }
+      flight.promise.then((resolution) => settle(() => resolve(resolution)), (error: unknown) => settle(() => reject(error)))
+    })
+  }
+
+  /** The flight's one timer for all its callers' deadlines, dropped when the flight settles. */
+  protected deadlinesOf(flight: Flight<Resolution, FlightNotes>): Deadlines {
+    if (!flight.notes.deadlines) {
+      const schedule = (flight.notes.deadlines = new Deadlines())
+      flight.promise.then(() => schedule.clear(), () => schedule.clear())
+    }
+    return flight.notes.deadlines
+  }
+
+  // ── the Redis state machine ───────────────────────────────────────────────
+
+  /** One flight: decide from Redis who loads, then lead, wait, or serve. */
+  protected override async resolve(call: Call, notes: FlightNotes): Promise<Resolution> {
+    const { key } = call
+    const inMemory = this.memory?.get(key)
+    if (fallbackValid(inMemory, performance.now())) notes.fallback = inMemory
+    if (!this.store) {
+      this.events.emit('miss', { key }) // in-process mode: L1 was the only tier
+      return this.lead(call, undefined, notes)
+    }
+
+    const keys = entryKeys(this.settings.namespace, key)
+    const store = this.store
+    let waitingSince: number | undefined // set from the `wait` event until the `waited` one
+    const waited = (outcome: WaitOutcome) => {
+      if (waitingSince === undefined) return
+      this.events.emit('waited', { key, durationMs: performance.now() - waitingSince, outcome })
+      waitingSince = undefined
+    }
+    let handedOff = false // past this point a RedisUnavailableError is the loader's own
+    let subscription: Subscription | undefined
+    let owner = '' // set after the fresh read: a hit needs none
+    // A lookup of `owner` got no answer: it may take the lock yet. Undone once the flight is done with `owner`.
+    let abandoned = false
+    let won = false
+    // This process's last load of the key is still trying to commit: the failover is waited out for it, as a waiter would.
+    const committing = this.committing.has(key)
+    const failoverDeadline = performance.now() + call.policy.waitTimeout
+    const { lease, pollInterval, maxPollInterval } = this.settings.lock
+    try {
+      // Whichever command goes first is sent before this returns, so calls keep their order.
+      if (store.clock.stale()) void store.syncClock()
+      // The first lookup is the fresh GET and, when it finds nothing, the script: joined
+      // callers' waitTimeouts start once it answers (see withTimeouts).
+      notes.lookingUp ??= []
+      // Through a failover as the script is (redisFailoverWait): else every process would load.
+      const fresh = store.clock.now() === undefined
+        ? undefined
+        : await store.throughFailover(() => this.readFresh(key, keys, store), failoverDeadline, pollInterval, { key: keys.entry, patient: committing }).catch((error: unknown) => {
+          lookedUp(notes)
+          throw error
+        })
+      if (fresh) return this.hit(call, fresh)
+      owner = randomBytes(16).toString('hex')
+      let mode: LookupMode = 'read'
+      let waitDeadline = 0
+      let poll = pollInterval
+      for (;;) {
+        notes.lookingUp ??= []
+        // The lease runs from the attempt that took the lock, not from the first of a failover's retries.
+        let sentAt = performance.now()
+        // A waiter's re-check (waitDeadline set) retries until its wait ends, not just redisFailoverWait.
+        const found = await store.throughFailover(() => ((sentAt = performance.now()), store.getOrLock(keys, owner, lease, mode, this.retentionMs, -1, () => (abandoned = true))), waitDeadline || failoverDeadline, pollInterval, { key: keys.entry, patient: committing || waitDeadline > 0 }).finally(() => lookedUp(notes))
+        const entry = this.decode(key, found)
+        if (entry) notes.fallback = entry
+        if (found.lock !== 'held') waited(WAIT_ENDED_BY_LOOKUP[found.lock])
+        switch (found.lock) {
+          case 'none': // fresh
+            if (!entry) {
+              mode = 'refresh' // corrupt data: take the lock and overwrite it
+              continue
+            }
+            return this.hit(call, entry)
+          case 'backoff':
+            if (!entry) return this.loadUncached(call)
+            entry.backoffUntil = performance.now() + Number(found.lockArg)
+            this.remember(call, entry)
+            return this.stale(key, entry, 'backoff')
+          case 'pass':
+            return this.loadUncached(call)
+          case 'error':
+            return this.remoteFailure(call, found.data.toString(), notes.fallback)
+          case 'token':
+            throw new Error(`unexpected lookup ${found.lock} in mode ${mode}`)
+          case 'won': {
+            won = true // the lock is the lead's to commit or release
+            this.checkReplicated(key, found)
+            const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: sentAt, serverAt: found.serverNow }
+            if (entry && found.state === 'grace') {
+              this.remember(call, entry)
+              if (this.refreshing >= this.settings.maxBackgroundRefreshes) {
+                // Too many refreshes running here: give the lock back (waiters re-check) and serve stale.
+                await this.store.release(keys, claim.lockValue, 'r|').catch(() => {})
+                return this.stale(key, entry, 'grace')
+              }
+              this.holdRefresh(key, performance.now() + lease) // we are the one refreshing it
+              this.leadInBackground({ ...call, background: true }, claim, { fallback: entry })
+              return this.stale(key, entry, 'grace')
+            }
+            this.events.emit('miss', { key })
+            handedOff = true
+            return await this.lead(call, claim, notes)
+          }
+          case 'held': {
+            const pttl = Number(found.lockArg)
+            if (entry && found.state === 'grace') {
+              waited('value')
+              this.remember(call, entry)
+              this.watchReload(call, keys, entry, pttl) // another process is refreshing it
+              return this.stale(key, entry, 'grace')
+            }
+            // Subscribe first, then re-check, so the leader's commit message cannot
+            // fall between our check and our subscription.
+            if (!subscription) {
+              this.events.emit('wait', { key })
+              waitingSince = performance.now()
+              subscription = await store.throughFailover(() => this.notifier!.subscribe(keys.channel), failoverDeadline, pollInterval, { key: keys.entry, patient: true })
+              waitDeadline = performance.now() + call.policy.waitTimeout
+              continue
+            }
+            const left = waitDeadline - performance.now()
+            if (left <= 0) {
+              waited('timeout')
+              const timedOut = this.waitTimedOut(call, notes.fallback)
+              if (timedOut) return timedOut
+              // Load without the lock; a fresh token still fences the result against newer ones.
+              const { lockArg: token, serverNow } = await this.store.getOrLock(keys, owner, lease, 'token', this.retentionMs)
+              handedOff = true
+              return await this.lead(call, { keys, token, lockValue: '', lockedAt: 0, serverAt: serverNow }, notes)
+            }
+            const message = await subscription.next(Math.min(pttl + 1, poll, left))
+            poll = Math.min(maxPollInterval, poll * 2) * (0.75 + Math.random() / 2)
+            const answer = message === undefined ? undefined : await this.onLeaderMessage(call, keys, message, notes.fallback)
+            if (answer) {
+              waited(WAIT_ENDED_BY_MESSAGE[messageKind(message!)] ?? 'released')
+              return answer
+            }
+            continue // no news, or the lock was released without a value: re-check
+          }
+        }
+      }
+    } catch (error) {
+      waited(error instanceof RemoteLoaderError ? 'error' : 'failed')
+      if (handedOff || !(error instanceof RedisUnavailableError)) throw error
+      // An L1 entry waiting to be checked (see suspectAll) serves on, as it did before Redis failed.
+      const served = this.memory?.trustAgain(key) && this.serveFromMemory(call)
+      if (served) return served
+      return this.lead(call, undefined, notes)
+    } finally {
+      subscription?.release()
+      if (abandoned && !won) store.releaseAbandoned(keys, owner)
+    }
+  }
+
+  protected hit(call: Call, entry: Entry): Resolution {
+    this.remember(call, entry)
+    this.events.emit('hit', { key: call.key, tier: 'redis' })
+    if (this.dueForEarlyRefresh(call, entry, performance.now())) {
+      // After this flight has ended, or refreshInBackground would see it and stand down.
+      setImmediate(() => {
+        if (this.deletions === call.epoch) this.refreshInBackground(call, 'refresh', entry) // not after a delete
+      })
+    }
+    return { value: entry.value, outcome: 'hit', shareable: true }
+  }
+
+  /** A message on the key's channel, from the leader in another process; undefined = re-check. */
+  protected async onLeaderMessage(call: Call, keys: EntryKeys, message: Buffer, fallback: Entry | undefined): Promise<Resolution | undefined> {
+    switch (messageKind(message)) {
+      case 'c':
+      case 'n': {
+        const entry = await this.committedEntry(call.key, keys, message)
+        if (!entry) return undefined
+        this.remember(call, entry)
+        this.events.emit('coalesced', { key: call.key, from: 'remote' })
+        return { value: entry.value, outcome: 'coalesced', shareable: true }
+      }
+      case 'e':
+        return this.remoteFailure(call, message.toString(), fallback)
+      case 'u':
+        return this.loadUncached(call)
+      default:
+        return undefined
+    }
+  }
+
+  /** `e|…` (see loader-error.ts): a load failed elsewhere. Stale if covered, else the error. */
+  protected remoteFailure(call: Call, message: string, fallback: Entry | undefined): Resolution {
+    const { name, message: remoteMessage } = decodeFailure(message)
+    const error = new RemoteLoaderError(call.key, name, remoteMessage)
+    if (!fallbackValid(fallback, performance.now())) throw error
+    this.events.emit('fail-safe', { key: call.key, error })
+    return this.stale(call.key, fallback, 'fail-safe')
+  }
+
+  /** After waitTimeout: stale if we can, a LockWaitTimeoutError if asked, else undefined (load it ourselves). */
+  protected waitTimedOut(call: Call, fallback: Entry | undefined): Resolution | undefined {
+    this.events.emit('timeout', { key: call.key, kind: 'wait' })
+    if (fallbackValid(fallback, performance.now())) return this.stale(call.key, fallback, 'wait-timeout')
+    if (call.policy.onWaitTimeout === 'throw') throw new LockWaitTimeoutError(call.key, call.policy.waitTimeout)
+    return undefined
+  }
+}
