@@ -87,9 +87,11 @@ export abstract class Refresher extends LoadLeader {
     const waitMs = Math.min(lockPttl + 1, maxPollInterval, Math.max(pollInterval, 2 * current.loadMs, heldFor))
     const until = performance.now() + waitMs
     this.holdRefresh(call.key, until)
-    if (this.watching.has(call.key) || !this.notifier || this.closed) return
+    // Past maxWaits only the hold stands: the next call after it re-checks Redis.
+    if (this.watching.has(call.key) || !this.notifier || this.closed || this.waitsOpen >= this.settings.maxWaits) return
     const watch = { forgotten: false } // set by a delete() or set() meanwhile: then adopt nothing
     this.watching.set(call.key, watch)
+    this.waitsOpen++
     this.track((async () => {
       let subscription: Subscription | undefined
       try {
@@ -105,6 +107,7 @@ export abstract class Refresher extends LoadLeader {
         // Redis unavailable: the hold runs out and the next call re-checks.
       } finally {
         subscription?.release()
+        this.waitsOpen--
         this.watching.delete(call.key)
         if (this.refreshHolds.get(call.key) === until) this.refreshHolds.delete(call.key)
       }

@@ -8,6 +8,8 @@ import { delay } from '../timers.js'
 import { CommandBudget } from './command-budget.js'
 import type { EntryKeys } from './keys.js'
 import { FreshReadBatch, getOne, type FreshRead } from './fresh-reads.js'
+import { RenewalBatch } from './renewals.js'
+import { clusterKeyOf } from './batches.js'
 import { execWithReplicaWait, type ReplicaWait } from './replicas.js'
 import { defineScripts, type ScriptedClient } from './scripts.js'
 import { ServerClock } from './server-clock.js'
@@ -86,6 +88,10 @@ export class RedisStore {
   readonly clock = new ServerClock()
   /** Fresh-copy reads of this tick, sent as one MGET (see getFresh, fresh-reads.ts). */
   private readonly reads: FreshReadBatch
+  /** Lease renewals of one tick, sent as one extend-many.lua call (see renewals.ts). */
+  private readonly renewals: RenewalBatch
+  /** See `clusterKeyOf` (batches.ts). */
+  readonly clusterKeyOf: ((key: string) => string) | undefined
   private readonly cluster: boolean
   private clockSync: Promise<void> | undefined
   private readonly connection: NodeJS.EventEmitter
@@ -115,6 +121,8 @@ export class RedisStore {
     this.reads = new FreshReadBatch(this.client, this.budget, breaker, events, (operation, command) => this.send(operation, command))
     this.cluster = client.isCluster === true
     this.keyPrefix = keyPrefixOf(client)
+    this.clusterKeyOf = clusterKeyOf(client)
+    this.renewals = new RenewalBatch((locks, args) => this.call('extend', () => this.client.stampedeGuardExtendMany(locks.length, ...locks, ...args)), this.clusterKeyOf)
     this.failsOver = canFailOver(client)
     this.connectedOnce = client.status === 'ready'
     this.connection = client as unknown as NodeJS.EventEmitter
@@ -269,9 +277,16 @@ export class RedisStore {
     return released === 1
   }
 
-  async extend(keys: EntryKeys, lockValue: string, leaseMs: number): Promise<boolean> {
-    return (await this.call('extend', () => this.client.stampedeGuardExtend(keys.lock, lockValue, leaseMs))) === 1
+  /** Renews the lease if the lock is still ours, batched with this tick's other renewals. */
+  extend(keys: EntryKeys, lockValue: string, leaseMs: number): Promise<boolean> {
+    return this.renewals.renew(keys.lock, lockValue, leaseMs)
   }
+
+  /** The safety-net poll of one batch of waits (see poll-scheduler.ts): each lock's PTTL. */
+  pollLocks(locks: string[]): Promise<unknown> {
+    return this.call('poll', () => this.client.stampedeGuardPollLocks(locks.length, ...locks))
+  }
+
 
   /** Deletes the value, keeps the fence, and publishes `broadcast` in the same script. */
   async invalidate(keys: EntryKeys, retentionMs: number, broadcast?: Broadcast): Promise<void> {

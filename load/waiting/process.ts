@@ -1,0 +1,106 @@
+/**
+ * A child of `npm run bench:waiting`: the holder (its loaders hold N locks until told) or
+ * the waiter (asks for the same N keys and waits on the holder). Counts the commands it
+ * sends, by name, by wrapping ioredis' `sendCommand` on the prototype, so the subscriber
+ * connection the cache duplicates is counted too; a script call is named by its file.
+ */
+import { createHash } from 'node:crypto'
+import { readdirSync, readFileSync } from 'node:fs'
+import { monitorEventLoopDelay } from 'node:perf_hooks'
+import { Redis } from 'ioredis'
+import { createCache, type CacheOptions } from '../../src/index.js'
+import type { ChildToParent, ParentToChild } from './protocol.js'
+
+const send = (m: ChildToParent) => process.send?.(m)
+const role = process.env.BENCH_ROLE as 'holder' | 'waiter'
+const options = JSON.parse(process.env.BENCH_CACHE_OPTIONS ?? '{}') as CacheOptions
+
+// sha1 → script file, for every Lua script the library ships.
+const scriptNames = new Map<string, string>()
+for (const dir of ['../../src/redis/scripts/', '../../src/lock/redis/']) {
+  const url = new URL(dir, import.meta.url)
+  for (const file of readdirSync(url).filter((name) => name.endsWith('.lua'))) {
+    scriptNames.set(createHash('sha1').update(readFileSync(new URL(file, url), 'utf8')).digest('hex'), file)
+  }
+}
+
+let counting = false
+let commands: Record<string, number> = {}
+type Sendable = { name: string; args: unknown[] }
+const original = Redis.prototype.sendCommand
+Redis.prototype.sendCommand = function (this: Redis, command: Sendable, ...rest: unknown[]) {
+  if (counting) {
+    let name = command.name.toLowerCase()
+    if (name === 'evalsha' || name === 'eval') name += ` ${name === 'evalsha' ? scriptNames.get(String(command.args[0])) ?? '?' : 'script'}`
+    if (name === 'subscribe' || name === 'ssubscribe') commands[name] = (commands[name] ?? 0) + command.args.length
+    else commands[name] = (commands[name] ?? 0) + 1
+    // Keys a script call is about: a batched one (extend-many, poll-locks) counts each of its locks.
+    if (name.startsWith('eval')) {
+      const batched = /extend-many|poll-locks/.test(name)
+      commands[`${name} keys`] = (commands[`${name} keys`] ?? 0) + (batched ? Number(command.args[1]) : 1)
+    }
+  }
+  return (original as (...a: unknown[]) => unknown).call(this, command, ...rest)
+} as typeof Redis.prototype.sendCommand
+
+const redis = new Redis(process.env.BENCH_REDIS_URL!)
+redis.on('error', () => {})
+const cache = createCache({ redis, namespace: process.env.BENCH_NAMESPACE!, ttl: '10m', l1: false, waitTimeout: '5m', ...options })
+const loop = monitorEventLoopDelay({ resolution: 10 })
+let windowStart = 0
+
+let release: () => void = () => {}
+const released = new Promise<void>((resolve) => (release = resolve))
+let loads = 0
+
+async function start(keys: number, prefix: string): Promise<void> {
+  let settled = 0
+  let errors = 0
+  const key = (i: number) => `${prefix}:${i}`
+  if (role === 'holder') {
+    let running = 0
+    const calls = Array.from({ length: keys }, (_, i) =>
+      cache.getOrLoad(key(i), async () => {
+        loads++
+        if (++running === keys) send({ type: 'started', waiting: running, settled })
+        await released
+        return { i }
+      }).catch(() => errors++).finally(() => settled++))
+    await Promise.all(calls)
+  } else {
+    let waiting = 0
+    let told = false
+    const tell = () => {
+      if (told || waiting + settled < keys) return
+      told = true
+      send({ type: 'started', waiting, settled })
+    }
+    cache.on('wait', () => (waiting++, tell()))
+    const calls = Array.from({ length: keys }, (_, i) =>
+      cache.getOrLoad(key(i), async () => (loads++, { i, by: 'waiter' })).catch(() => errors++).finally(() => (settled++, tell())))
+    await Promise.all(calls)
+  }
+  send({ type: 'done', loads, errors, stats: cache.stats() })
+}
+
+process.on('message', (m: ParentToChild) => {
+  const fail = (error: unknown) => send({ type: 'error', message: String((error as Error)?.stack ?? error) })
+  if (m.type === 'start') start(m.keys, m.prefix).catch(fail)
+  else if (m.type === 'sample') {
+    commands = {}
+    counting = true
+    loop.reset()
+    loop.enable()
+    windowStart = performance.now()
+  } else if (m.type === 'report') {
+    counting = false
+    loop.disable()
+    send({ type: 'sample', sample: { commands, windowMs: performance.now() - windowStart, loopP99Ms: loop.percentile(99) / 1e6, stats: cache.stats() } })
+  } else if (m.type === 'release') release()
+  else if (m.type === 'exit') void cache.close().finally(() => (redis.disconnect(), process.exit(0)))
+})
+process.on('disconnect', () => process.exit(0))
+
+await redis.ping()
+await cache.ready()
+send({ type: 'ready' })
