@@ -91,7 +91,7 @@ async function serverCounts(admin: Redis): Promise<{ calls: number; channels: nu
 const perSecond = (n: number, sample: Sample) => (n * 1000) / sample.windowMs
 const sum = (sample: Sample, match: (name: string) => boolean) =>
   Object.entries(sample.commands).filter(([name]) => match(name)).reduce((total, [, n]) => total + n, 0)
-const scriptCalls = (sample: Sample, file: RegExp) => sum(sample, (name) => /^eval(sha)? /.test(name) && !name.endsWith(' keys') && file.test(name))
+const scriptCalls = (sample: Sample, file: RegExp) => sum(sample, (name) => name.startsWith('script ') && !name.endsWith(' keys') && file.test(name))
 const scriptKeys = (sample: Sample, file: RegExp) => sum(sample, (name) => name.endsWith(' keys') && file.test(name))
 const allCommands = (sample: Sample) => sum(sample, (name) => !name.endsWith(' keys'))
 

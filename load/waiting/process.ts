@@ -4,25 +4,17 @@
  * sends, by name, by wrapping ioredis' `sendCommand` on the prototype, so the subscriber
  * connection the cache duplicates is counted too; a script call is named by its file.
  */
-import { createHash } from 'node:crypto'
-import { readdirSync, readFileSync } from 'node:fs'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { Redis } from 'ioredis'
 import { createCache, type CacheOptions } from '../../src/index.js'
+import { scriptFiles, scriptOf } from '../../test/support/script-calls.js'
 import type { ChildToParent, ParentToChild } from './protocol.js'
 
 const send = (m: ChildToParent) => process.send?.(m)
 const role = process.env.BENCH_ROLE as 'holder' | 'waiter'
 const options = JSON.parse(process.env.BENCH_CACHE_OPTIONS ?? '{}') as CacheOptions
 
-// sha1 → script file, for every Lua script the library ships.
-const scriptNames = new Map<string, string>()
-for (const dir of ['../../src/redis/scripts/', '../../src/lock/redis/']) {
-  const url = new URL(dir, import.meta.url)
-  for (const file of readdirSync(url).filter((name) => name.endsWith('.lua'))) {
-    scriptNames.set(createHash('sha1').update(readFileSync(new URL(file, url), 'utf8')).digest('hex'), file)
-  }
-}
+const files = scriptFiles()
 
 let counting = false
 let commands: Record<string, number> = {}
@@ -31,11 +23,12 @@ const original = Redis.prototype.sendCommand
 Redis.prototype.sendCommand = function (this: Redis, command: Sendable, ...rest: unknown[]) {
   if (counting) {
     let name = command.name.toLowerCase()
-    if (name === 'evalsha' || name === 'eval') name += ` ${name === 'evalsha' ? scriptNames.get(String(command.args[0])) ?? '?' : 'script'}`
+    const script = scriptOf(command, files)
+    if (script) name = `script ${script}`
     if (name === 'subscribe' || name === 'ssubscribe') commands[name] = (commands[name] ?? 0) + command.args.length
     else commands[name] = (commands[name] ?? 0) + 1
     // Keys a script call is about: a batched one (extend-many, poll-locks) counts each of its locks.
-    if (name.startsWith('eval')) {
+    if (script) {
       const batched = /extend-many|poll-locks/.test(name)
       commands[`${name} keys`] = (commands[`${name} keys`] ?? 0) + (batched ? Number(command.args[1]) : 1)
     }
