@@ -110,6 +110,8 @@ interface Row {
   waiterP99: number
   holderP99: number
   waiterLoads: number
+  waiterErrors: number
+  holderLost: number
 }
 
 async function measure(url: string, keys: number): Promise<Row> {
@@ -141,8 +143,9 @@ async function measure(url: string, keys: number): Promise<Row> {
     const holderDone = holder.next('done')
     const waiterDone = waiter.next('done')
     holder.send({ type: 'release' })
-    const [, waited] = await Promise.all([holderDone, waiterDone])
+    const [led, waited] = await Promise.all([holderDone, waiterDone])
     if (waited.errors > 0) console.error(`  ${waited.errors} waiter calls failed`)
+    if (waited.loads > keys - waiting) console.error(`  the waiter loaded keys it waited on: waiter ${JSON.stringify(waited.stats)}, holder ${JSON.stringify(led.stats)}`)
     const windowMs = (h.windowMs + w.windowMs) / 2
     return {
       keys,
@@ -159,6 +162,8 @@ async function measure(url: string, keys: number): Promise<Row> {
       waiterP99: w.loopP99Ms,
       holderP99: h.loopP99Ms,
       waiterLoads: waited.loads,
+      waiterErrors: waited.stats['redis-error'] ?? 0,
+      holderLost: led.stats['lock-lost'] ?? 0,
     }
   } finally {
     await Promise.all([holder.stop(), waiter.stop()])
@@ -169,7 +174,7 @@ async function measure(url: string, keys: number): Promise<Row> {
 const { url, privateServer } = await benchRedis('bench:waiting')
 console.log(`bench:waiting on Node ${process.version}, redis at ${url}, window ${int(WINDOW_MS)} ms, options ${JSON.stringify(cacheOptions)}`)
 const header = ['keys', 'waiting', 'answered at once', 'Redis cmds/s (server)', 'waiter cmds/s', 'poll calls/s', 'keys polled/s',
-  'holder cmds/s', 'renew calls/s', 'locks renewed/s', 'subscriptions', 'waiter loop p99 ms', 'holder loop p99 ms', 'waiter loads']
+  'holder cmds/s', 'renew calls/s', 'locks renewed/s', 'subscriptions', 'waiter loop p99 ms', 'holder loop p99 ms', 'waiter loads', 'waiter redis-errors', 'holder locks lost']
 console.log(`| ${header.join(' | ')} |`)
 console.log(`|${header.map(() => ' ---: ').join('|')}|`)
 try {
@@ -177,7 +182,7 @@ try {
     const r = await measure(url, keys)
     const cells = [r.keys, r.waiting, r.answeredAtOnce, r.serverPerS, r.waiterPerS, r.pollCallsPerS, r.polledKeysPerS, r.holderPerS, r.renewCallsPerS,
       r.renewedPerS, r.channels].map(int)
-    console.log(`| ${[...cells, ms(r.waiterP99), ms(r.holderP99), int(r.waiterLoads)].join(' | ')} |`)
+    console.log(`| ${[...cells, ms(r.waiterP99), ms(r.holderP99), ...[r.waiterLoads, r.waiterErrors, r.holderLost].map(int)].join(' | ')} |`)
   }
 } finally {
   await privateServer?.stop()

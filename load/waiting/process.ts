@@ -16,22 +16,22 @@ const options = JSON.parse(process.env.BENCH_CACHE_OPTIONS ?? '{}') as CacheOpti
 
 const files = scriptFiles()
 
-let counting = false
 let commands: Record<string, number> = {}
+/** Lookups (get-or-lock.lua) sent since start: the waiter reports it is waiting once they stop. */
+let lookups = 0
 type Sendable = { name: string; args: unknown[] }
 const original = Redis.prototype.sendCommand
 Redis.prototype.sendCommand = function (this: Redis, command: Sendable, ...rest: unknown[]) {
-  if (counting) {
-    let name = command.name.toLowerCase()
-    const script = scriptOf(command, files)
-    if (script) name = `script ${script}`
-    if (name === 'subscribe' || name === 'ssubscribe') commands[name] = (commands[name] ?? 0) + command.args.length
-    else commands[name] = (commands[name] ?? 0) + 1
-    // Keys a script call is about: a batched one (extend-many, poll-locks) counts each of its locks.
-    if (script) {
-      const batched = /extend-many|poll-locks/.test(name)
-      commands[`${name} keys`] = (commands[`${name} keys`] ?? 0) + (batched ? Number(command.args[1]) : 1)
-    }
+  let name = command.name.toLowerCase()
+  const script = scriptOf(command, files)
+  if (script) name = `script ${script}`
+  if (script === 'get-or-lock.lua') lookups++
+  if (name === 'subscribe' || name === 'ssubscribe') commands[name] = (commands[name] ?? 0) + command.args.length
+  else commands[name] = (commands[name] ?? 0) + 1
+  // Keys a script call is about: a batched one (extend-many, poll-locks) counts each of its locks.
+  if (script) {
+    const batched = /extend-many|poll-locks/.test(name)
+    commands[`${name} keys`] = (commands[`${name} keys`] ?? 0) + (batched ? Number(command.args[1]) : 1)
   }
   return (original as (...a: unknown[]) => unknown).call(this, command, ...rest)
 } as typeof Redis.prototype.sendCommand
@@ -66,7 +66,15 @@ async function start(keys: number, prefix: string): Promise<void> {
     const tell = () => {
       if (told || waiting + settled < keys) return
       told = true
-      send({ type: 'started', waiting, settled })
+      // Every call has reached its wait; each still subscribes and re-checks once: report once
+      // those lookups stopped (none for 500 ms, or after 30 s: code that polls with lookups never
+      // stops), so the window sees waiting only.
+      const giveUpAt = performance.now() + 30_000
+      const settle = (seen: number) => setTimeout(() => {
+        if (lookups === seen || performance.now() > giveUpAt) send({ type: 'started', waiting, settled })
+        else settle(lookups)
+      }, 500)
+      settle(lookups)
     }
     cache.on('wait', () => (waiting++, tell()))
     const calls = Array.from({ length: keys }, (_, i) =>
@@ -81,12 +89,10 @@ process.on('message', (m: ParentToChild) => {
   if (m.type === 'start') start(m.keys, m.prefix).catch(fail)
   else if (m.type === 'sample') {
     commands = {}
-    counting = true
     loop.reset()
     loop.enable()
     windowStart = performance.now()
   } else if (m.type === 'report') {
-    counting = false
     loop.disable()
     send({ type: 'sample', sample: { commands, windowMs: performance.now() - windowStart, loopP99Ms: loop.percentile(99) / 1e6, stats: cache.stats() } })
   } else if (m.type === 'release') release()
