@@ -145,6 +145,7 @@ async function measure(url: string, keys: number): Promise<Row> {
     holder.send({ type: 'release' })
     const [led, waited] = await Promise.all([holderDone, waiterDone])
     if (waited.errors > 0) console.error(`  ${waited.errors} waiter calls failed`)
+    if (led.stats['lock-lost']) console.error(`  the holder lost locks: ${JSON.stringify(led.lostReasons)}`)
     if (waited.loads > keys - waiting) console.error(`  the waiter loaded keys it waited on: waiter ${JSON.stringify(waited.stats)}, holder ${JSON.stringify(led.stats)}`)
     const windowMs = (h.windowMs + w.windowMs) / 2
     return {

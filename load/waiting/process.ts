@@ -38,13 +38,16 @@ Redis.prototype.sendCommand = function (this: Redis, command: Sendable, ...rest:
 
 const redis = new Redis(process.env.BENCH_REDIS_URL!)
 redis.on('error', () => {})
-const cache = createCache({ redis, namespace: process.env.BENCH_NAMESPACE!, ttl: '10m', l1: false, waitTimeout: '5m', ...options })
+// maxHold well past the run: a slow set-up on a busy machine must not end the holds it measures.
+const cache = createCache({ redis, namespace: process.env.BENCH_NAMESPACE!, ttl: '10m', l1: false, waitTimeout: '5m', ...options, lock: { maxHold: '10m', ...options.lock } })
 const loop = monitorEventLoopDelay({ resolution: 10 })
 let windowStart = 0
 
 let release: () => void = () => {}
 const released = new Promise<void>((resolve) => (release = resolve))
 let loads = 0
+const lostReasons: Record<string, number> = {}
+cache.on('lock-lost', ({ reason }) => (lostReasons[reason] = (lostReasons[reason] ?? 0) + 1))
 
 async function start(keys: number, prefix: string): Promise<void> {
   let settled = 0
@@ -81,7 +84,7 @@ async function start(keys: number, prefix: string): Promise<void> {
       cache.getOrLoad(key(i), async () => (loads++, { i, by: 'waiter' })).catch(() => errors++).finally(() => (settled++, tell())))
     await Promise.all(calls)
   }
-  send({ type: 'done', loads, errors, stats: cache.stats() })
+  send({ type: 'done', loads, errors, stats: cache.stats(), lostReasons })
 }
 
 process.on('message', (m: ParentToChild) => {

@@ -27,5 +27,5 @@ export type ChildToParent =
   | { type: 'started'; waiting: number; settled: number }
   | { type: 'sample'; sample: Sample }
   /** Every call returned: loader runs here, and how the calls ended. */
-  | { type: 'done'; loads: number; errors: number; stats: Record<string, number> }
+  | { type: 'done'; loads: number; errors: number; stats: Record<string, number>; lostReasons: Record<string, number> }
   | { type: 'error'; message: string }

@@ -320,7 +320,7 @@ export class RedisStore {
     // Commands reach Redis in the order they were asked for: reads of this tick go first.
     if (this.reads.pending && operation !== 'get' && operation !== 'mget') this.reads.sendReads()
     if (!retry && !this.breaker.allow()) throw new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`)
-    const waiting = this.budget.acquire(LOCK_HOLDER_OPERATIONS.has(operation))
+    const waiting = this.budget.acquire(LOCK_HOLDER_OPERATIONS.has(operation), operation === 'extend')
     if (waiting) {
       try {
         await waiting
