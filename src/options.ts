@@ -75,6 +75,16 @@ export interface PolicyOptions {
   negativeTtl?: Duration
 }
 
+/** Options of one `getOrLoad` (or `set`) call: the policy overrides, plus the entry's tags. */
+export interface CallOptions extends PolicyOptions {
+  /**
+   * Tags of the entry, for `deleteByTag` (see docs/tags.md); the loader can add more with
+   * `ctx.tag()`. Up to 64 per entry, each a non-empty string of at most 1024 characters.
+   * Each costs one small script when the value is stored, none on a hit. Default none.
+   */
+  tags?: readonly string[]
+}
+
 /** Per-process L1 tier (lru-cache). */
 export interface L1Options {
   /** Most entries kept per process. Default `10_000`. */
@@ -221,6 +231,20 @@ export interface CacheOptions extends PolicyOptions {
    * choice, or waiters miss each other's messages and wake by polling. Default `'auto'`.
    */
   shardedPubSub?: boolean | 'auto'
+  /**
+   * Budget of keys per tag: a tag lists at most this many entries between two invalidations
+   * of it (the list expires with its longest-lived entry). A value tagged with a full tag is
+   * returned to its callers, not stored, with an `uncacheable` event. Default `10_000`.
+   */
+  maxKeysPerTag?: number
+  /**
+   * How far apart the clocks of Redis Cluster masters may be. A load is told that a tag was
+   * invalidated after it began by comparing two server times, which on a Cluster come from
+   * two masters (the tag's and the key's): a value whose load began less than this after an
+   * invalidation of one of its tags is not stored (its callers still get it, the next call
+   * loads again). Default `'20ms'` on an ioredis `Cluster`, `0` otherwise (one clock).
+   */
+  tagClockSkew?: Duration
 }
 
 export type ResolvedEarlyRefresh = { kind: 'off' } | { kind: 'threshold'; fraction: number } | { kind: 'xfetch'; beta: number }
@@ -255,13 +279,15 @@ export interface Settings {
   codec: Codec
   maxKeyLength: number
   shardedPubSub: boolean | 'auto'
+  maxKeysPerTag: number
+  tagClockSkew: number
 }
 
 /** Names of the options `getOrLoad` takes per call (for wrappers that pass them through). */
 export const POLICY_OPTION_NAMES = ['ttl', 'staleTtl', 'staleIfError', 'failSafeBackoff', 'softTimeout', 'hardTimeout', 'waitTimeout', 'onWaitTimeout', 'earlyRefresh', 'negativeTtl'] as const
 const CACHE_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'redis', 'namespace', 'l1', 'lock', 'redisTimeout', 'redisFailoverWait', 'circuitBreaker', 'codec', 'maxKeyLength', 'shardedPubSub',
-  'redisCommands', 'maxValueBytes', 'maxBackgroundRefreshes', 'maxWaits', 'ttlJitter'])
-const CALL_KEYS = new Set<string>(POLICY_OPTION_NAMES)
+  'redisCommands', 'maxValueBytes', 'maxBackgroundRefreshes', 'maxWaits', 'ttlJitter', 'maxKeysPerTag', 'tagClockSkew'])
+const CALL_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'tags'])
 const L1_KEYS = new Set(['max', 'maxBytes', 'maxTtl'])
 /** l1.maxTtl's default: see L1Options.maxTtl. */
 const DEFAULT_L1_MAX_TTL_MS = 60_000
@@ -327,7 +353,7 @@ export function resolvePolicy(base: Policy | undefined, overrides: PolicyOptions
 }
 
 /** Validates per-call options; fails with the option's name in the message. */
-export function resolveCallPolicy(base: Policy, options: PolicyOptions): Policy {
+export function resolveCallPolicy(base: Policy, options: CallOptions): Policy {
   if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('options', 'must be an object')
   rejectUnknown('options', options, CALL_KEYS)
   return resolvePolicy(base, options)
@@ -392,5 +418,7 @@ export function resolveSettings(options: CacheOptions): Settings {
     codec,
     maxKeyLength: positiveInteger('maxKeyLength', options.maxKeyLength ?? 1024),
     shardedPubSub: parseShardedPubSub('shardedPubSub', options.shardedPubSub, options.redis),
+    maxKeysPerTag: positiveInteger('maxKeysPerTag', options.maxKeysPerTag ?? 10_000),
+    tagClockSkew: parseDuration('tagClockSkew', options.tagClockSkew ?? (options.redis?.isCluster === true ? 20 : 0), true),
   }
 }

@@ -62,7 +62,7 @@ export abstract class Refresher extends LoadLeader {
     }
     if (found.lock === 'won') {
       this.checkReplicated(call.key, found)
-      return this.lead(call, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: sentAt }, notes)
+      return this.lead(call, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: sentAt, serverAt: found.serverNow }, notes)
     }
     const now = performance.now()
     if (found.lock === 'held') this.watchReload(call, keys, current, Number(found.lockArg))

@@ -74,6 +74,9 @@ export abstract class RequestMachine extends Refresher {
       return answered
     }
     return answered.then((resolution) => {
+      // Loaded before an invalidation of one of its tags: a caller may have joined after it (deleteByTag resolved). Ask again, as a call begun now.
+      const under = resolution.loadedUnder
+      if (under && this.tagIndex.invalidatedSince(under.tags, under.epoch)) return this.fly({ ...call, epoch: this.deletions })
       if (!resolution.shareable) return this.loadUncached(call, startedAt)
       return resolution.outcome === 'loaded' ? { ...resolution, outcome: 'coalesced' } : resolution
     })
@@ -197,9 +200,9 @@ export abstract class RequestMachine extends Refresher {
         const timedOut = this.waitTimedOut(call, notes.fallback, capped)
         if (timedOut) return timedOut
         // Load without the lock; a fresh token still fences the result against newer ones.
-        const { lockArg: token } = await store.getOrLock(keys, owner, lease, 'token', this.retentionMs)
+        const { lockArg: token, serverNow } = await store.getOrLock(keys, owner, lease, 'token', this.retentionMs)
         handedOff = true
-        return await this.lead(call, { keys, token, lockValue: '', lockedAt: 0 }, notes)
+        return await this.lead(call, { keys, token, lockValue: '', lockedAt: 0, serverAt: serverNow }, notes)
       }
       for (;;) {
         notes.lookingUp ??= []
@@ -229,7 +232,7 @@ export abstract class RequestMachine extends Refresher {
             throw new Error(`unexpected lookup ${found.lock} in mode ${mode}`)
           case 'won': {
             this.checkReplicated(key, found)
-            const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: sentAt }
+            const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: sentAt, serverAt: found.serverNow }
             if (entry && found.state === 'grace') {
               this.remember(call, entry)
               if (this.refreshing >= this.settings.maxBackgroundRefreshes) {

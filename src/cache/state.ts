@@ -7,9 +7,10 @@ import { describeFailure } from '../loader-error.js'
 import { CacheClosedError, InvalidArgumentError, RedisUnavailableError, SerializationError, ValueTooLargeError } from '../errors.js'
 import { CacheEmitter, type StaleReason } from '../events.js'
 import { MemoryTier } from '../memory/l1.js'
+import { TagIndex } from '../memory/tag-index.js'
 import { SingleFlight } from '../memory/single-flight.js'
 import { LOAD_SCOPE, type LoadScope } from '../observability/load-scope.js'
-import { resolveCallPolicy, resolveSettings, type CacheOptions, type PolicyOptions, type Settings } from '../options.js'
+import { resolveCallPolicy, resolveSettings, type CacheOptions, type CallOptions, type Settings } from '../options.js'
 import { CircuitBreaker } from '../redis/breaker.js'
 import { invalidationChannel, type EntryKeys } from '../redis/keys.js'
 import { Notifier } from '../redis/notifier.js'
@@ -18,6 +19,8 @@ import { parseRecord } from '../redis/record.js'
 import { ServerProbe } from '../redis/server-probe.js'
 import { FOREIGN_TYPE } from '../redis/fresh-reads.js'
 import { RedisStore, type Broadcast, type Lookup } from '../redis/store.js'
+import { TagStore, tagChannel } from '../redis/tags.js'
+import { checkTags } from '../tag.js'
 import { type Call, type FlightNotes, type Resolution, messageKind } from './call.js'
 
 /** Bound on remembered refresh holds; pruned of expired ones past it. */
@@ -55,6 +58,10 @@ export abstract class CacheState {
   /** Cross-process waits running now (waits on another's load, and watchReload), capped by `maxWaits`. */
   protected waitsOpen = 0
   protected readonly probe: ServerProbe | undefined
+  /** The tag scripts (docs/tags.md); with Redis only. */
+  protected readonly tagStore: TagStore | undefined
+  /** Which L1 entries this process knows the tags of, and when each tag was last invalidated here. */
+  protected readonly tagIndex: TagIndex
   /** How long a delete's fence outlives it: the longest a load may still commit. */
   protected readonly retentionMs: number
   protected closed = false
@@ -67,6 +74,7 @@ export abstract class CacheState {
     const { l1, lock, redisTimeout, redisFailoverWait, breaker, namespace } = this.settings
     this.retentionMs = lock.maxHold + lock.lease
     if (l1) this.memory = new MemoryTier(l1.max, l1.maxBytes, l1.maxTtl)
+    this.tagIndex = new TagIndex(l1 ? l1.max : 0)
     if (options.redis) {
       const client: Redis | Cluster = options.redis
       if (typeof client.defineCommand !== 'function' || typeof client.duplicate !== 'function') {
@@ -78,6 +86,7 @@ export abstract class CacheState {
       this.notifier = new Notifier(client, redisTimeout, this.probe)
       const store = this.store
       this.polls = new PollScheduler((locks) => store.pollLocks(locks), lock.maxPollRate, store.clusterKeyOf)
+      this.tagStore = new TagStore(client, this.store, namespace)
       this.notifier.onLoss((phase) => {
         // Invalidations published meanwhile are gone: what L1 holds is checked with Redis before it is served again.
         this.memory?.suspectAll(performance.now())
@@ -87,6 +96,10 @@ export abstract class CacheState {
         this.notifier.listen(invalidationChannel(namespace), (message) => {
           const bar = message.indexOf('|')
           if (message.slice(0, bar) !== this.id) this.forget(message.slice(bar + 1)) // our own deletes are done already
+        })
+        this.notifier.listen(tagChannel(namespace), (message) => {
+          const bar = message.indexOf('|')
+          if (message.slice(0, bar) !== this.id) this.forgetTag(message.slice(bar + 1), 'remote')
         })
       }
       // In the background, so the first burst of a fresh process does not wait on it.
@@ -100,12 +113,17 @@ export abstract class CacheState {
 
   // ── L1 bookkeeping ────────────────────────────────────────────────────────
 
-  protected call(key: string, loader: unknown, options: PolicyOptions | undefined): Call {
+  protected call(key: string, loader: unknown, options: CallOptions | undefined): Call {
     if (this.closed) throw new CacheClosedError()
     checkKey(key, this.settings.maxKeyLength)
     if (typeof loader !== 'function') throw new InvalidArgumentError('loader', `must be a function, got ${typeof loader}`)
     const policy = options === undefined ? this.settings.policy : resolveCallPolicy(this.settings.policy, options)
-    return { key, loader: loader as Loader<unknown>, policy, epoch: this.deletions }
+    const call: Call = { key, loader: loader as Loader<unknown>, policy, epoch: this.deletions }
+    if (options?.tags !== undefined) {
+      const tags = checkTags(options.tags, 'tags')
+      if (tags.length > 0) call.tags = tags
+    }
+    return call
   }
 
   protected dueForEarlyRefresh(call: Call, entry: Entry, now: number): boolean {
@@ -134,6 +152,7 @@ export abstract class CacheState {
   /** Drops `key` from L1; a flight already running keeps its callers but cannot fill L1 or gain new callers. */
   protected forget(key: string): void {
     this.memory?.delete(key)
+    this.tagIndex.remove(key)
     this.refreshHolds.delete(key)
     const watch = this.watching.get(key)
     if (watch) watch.forgotten = true
@@ -142,6 +161,25 @@ export abstract class CacheState {
       this.deletedAt.set(key, this.deletions)
       this.flights.detach(key)
     }
+  }
+
+  /**
+   * Drops from L1 every entry this process knows carries `tag`, and keeps a load of this
+   * process that began before now from putting its value there (see rememberTagged).
+   * Entries other processes loaded are dropped by the per-key invalidations of the members.
+   */
+  protected forgetTag(tag: string, from: 'process' | 'remote'): void {
+    for (const key of this.tagIndex.invalidate(tag, ++this.deletions)) this.forget(key)
+    this.events.emit('tag-invalidated', { tag, from })
+  }
+
+  /** remember() for a value this process loaded or set with `tags`: indexed, unless one of them was invalidated since the call began. */
+  protected rememberTagged(call: Call, entry: Entry, tags: readonly string[] | undefined): void {
+    if (!tags) return this.remember(call, entry)
+    if (!this.memory || this.tagIndex.invalidatedSince(tags, call.epoch)) return
+    this.remember(call, entry)
+    const evicted = this.tagIndex.add(call.key, tags)
+    if (evicted !== undefined) this.memory.delete(evicted) // an L1 entry whose tags are no longer tracked must go
   }
 
   /** The invalidation that delete() and set() publish with their write. */
@@ -232,7 +270,10 @@ export abstract class CacheState {
   /** `c|<server now>|<record>` as published by commit.lua (see src/redis/record.ts). */
   protected decodeCommitMessage(key: string, message: Buffer): Entry | undefined {
     const bar = message.indexOf('|', 2)
-    const record = bar < 0 ? undefined : parseRecord(message, bar + 1, Number(message.toString('latin1', 2, bar)))
+    // The server time it was sent at places the record's deadlines: digits, or the message is corrupt
+    // (Number('') is 0 and Number('abc') NaN, with which every deadline check passes).
+    const now = bar < 0 ? '' : message.toString('latin1', 2, bar)
+    const record = /^\d{1,16}$/.test(now) ? parseRecord(message, bar + 1, Number(now)) : undefined
     if (!record) {
       this.events.emit('corrupt', { key })
       return undefined

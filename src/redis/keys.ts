@@ -2,6 +2,8 @@ import { createHash } from 'node:crypto'
 
 /** The Redis names of one cache entry. All share one hash tag, so one slot in Cluster. */
 export interface EntryKeys {
+  /** The cache key these names are for: events about them name it. */
+  key: string
   /** Hash holding the value, its deadlines, the fence and the token counter. */
   entry: string
   /** String `<owner>:<token>` with PX = lease. */
@@ -18,9 +20,16 @@ export interface EntryKeys {
  * spaces apart, so no plain key can collide with a hashed one.
  */
 export function entryKeys(namespace: string, key: string): EntryKeys {
-  const tag = key.includes('{') || key.includes('}') ? `h:${createHash('sha256').update(key).digest('hex')}` : `k:${key}`
-  const entry = `${namespace}:{${tag}}`
-  return { entry, lock: `${entry}:lock`, channel: `${entry}:ch`, fresh: `${entry}:v` }
+  const entry = `${namespace}:${hashTag('k', 'h', key)}`
+  return { key, entry, lock: `${entry}:lock`, channel: `${entry}:ch`, fresh: `${entry}:v` }
+}
+
+/**
+ * `{<plain>:<name>}`, or `{<hashed>:<sha256 hex>}` when `name` contains a brace (which would
+ * break the hash tag). Distinct prefixes keep the two spaces apart.
+ */
+export function hashTag(plain: string, hashed: string, name: string): string {
+  return name.includes('{') || name.includes('}') ? `{${hashed}:${createHash('sha256').update(name).digest('hex')}}` : `{${plain}:${name}}`
 }
 
 /** Channel on which deletions are broadcast so every process drops its L1 copy. */

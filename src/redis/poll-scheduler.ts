@@ -234,9 +234,10 @@ export class PollWait {
   /** @internal The scheduler's answer: the lock's PTTL, or `undefined` when the poll failed. */
   polled(round: number, pttl: number | undefined): void {
     if (round !== this.round || !this.wake) return // woken meanwhile: this answer is for an old sleep
-    if (pttl === undefined || pttl === -2 || pttl === 0) return this.interrupt()
+    // Gone, or without an expiry (planted: the waiter's lookup repairs it), or the poll failed.
+    if (pttl === undefined || !(pttl > 0)) return this.interrupt()
     this.round++
-    this.plan(pttl < 0 ? Infinity : pttl) // still held: sleep on
+    this.plan(pttl) // still held: sleep on
   }
 
   /** The next poll: after the backoff, and no later than when the holder's lease ends. */

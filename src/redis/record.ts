@@ -1,3 +1,4 @@
+import { MAX_LIFETIME_MS } from '../duration.js'
 import type { Lifetimes } from '../entry.js'
 
 /**
@@ -16,6 +17,12 @@ export interface StoredRecord {
   /** The value as stored (see encodeValue): bytes, since a BinaryValue's payload must not go through UTF-8. */
   data: Buffer
 }
+
+/**
+ * How far a process's estimate of the server clock may be off (ServerClock: half a round
+ * trip, taken every minute) before a record's deadlines count as impossible.
+ */
+const CLOCK_ESTIMATE_SLACK_MS = 10_000
 
 /**
  * Reads a record starting at `at`, with deadlines made relative to `serverNow`.
@@ -37,7 +44,12 @@ export function parseRecord(bytes: Buffer, at: number, serverNow: number): Store
     at++
   }
   const [x, s, e, loadMs, ttlMs] = numbers as [number, number, number, number, number]
-  if (!(x <= s && s <= e)) return undefined
+  // No load time or ttl is longer than the options accept (the scripts check the same).
+  if (!(x <= s && s <= e) || loadMs > MAX_LIFETIME_MS || ttlMs > MAX_LIFETIME_MS) return undefined
+  // The fresh copy lives while fresh (PX = x − now), and never fresher than its ttl: one past
+  // its x, or fresh for longer than t, lost its expiry or was planted. It would be served for ever.
+  // A t of 0 is no exception: commit.lua writes no fresh copy for it, and its commit message has x = now.
+  if (x < serverNow - CLOCK_ESTIMATE_SLACK_MS || x - serverNow > ttlMs + CLOCK_ESTIMATE_SLACK_MS) return undefined
   return {
     life: { freshMs: x - serverNow, graceMs: s - serverNow, fallbackMs: e - serverNow, loadMs, ttlMs },
     version: bytes.toString('latin1', versionAt, at - 1),

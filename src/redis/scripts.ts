@@ -36,6 +36,14 @@ export type ScriptedClient = ClientWith<ScriptName>
 
 const sources = new Map<string, string>()
 
+/**
+ * The script at `url`, each `--# include <file>` line replaced by that file (relative to
+ * the script): the helpers several scripts share (fields.lua) are written once.
+ */
+function scriptSource(url: URL): string {
+  return readFileSync(url, 'utf8').replace(/^--# include (\S+)$/gm, (_, file: string) => readFileSync(new URL(file, url), 'utf8'))
+}
+
 /** Defines each script of `scripts` (files relative to `directory`) on `client`, once per client. */
 export function registerScripts<Name extends string>(client: Redis | Cluster, scripts: Readonly<Record<Name, ScriptFile>>, directory: URL): ClientWith<Name> {
   for (const name of Object.keys(scripts) as Name[]) {
@@ -43,7 +51,7 @@ export function registerScripts<Name extends string>(client: Redis | Cluster, sc
     const url = new URL(scripts[name].file, directory).href
     let lua = sources.get(url)
     if (lua === undefined) {
-      lua = readFileSync(new URL(url), 'utf8')
+      lua = scriptSource(new URL(url))
       sources.set(url, lua)
     }
     const keys = scripts[name].keys

@@ -44,6 +44,8 @@ export interface Lookup {
   version: string
   /** With a replica wait: how many replicas acknowledged the lookup's writes (the lock). */
   acknowledged?: number
+  /** The server time (ms) the lookup ran at: a load it elects begins no earlier (tags compare it). */
+  serverNow: number
 }
 
 /** An invalidation to publish with a write: on `channel`, `message`. */
@@ -237,7 +239,8 @@ export class RedisStore {
       if (sent) releaseAbandoned(this.client, keys, owner)
       throw error
     })) as [Buffer, Buffer, Buffer, Buffer, number, number, number, number, number, number, Buffer, Buffer]
-    this.clock.observe(Number(String(reply[10])), sentAt, performance.now())
+    const serverNow = Number(String(reply[10]))
+    this.clock.observe(serverNow, sentAt, performance.now())
     const [state, lock, lockArg, data, freshMs, graceMs, fallbackMs, loadMs, corrupt, ttlMs, , version] = reply
     return {
       state: String(state) as Lookup['state'],
@@ -248,22 +251,36 @@ export class RedisStore {
       corrupt: corrupt === 1,
       version: String(version),
       acknowledged,
+      serverNow,
     }
   }
 
   /**
    * Returns the version (fencing token) it was written with, or undefined when fenced out by
    * a newer one. With `broadcast` (set()), the invalidation is published in the same script.
+   *
+   * `undoLate` (set(), whose token is taken when the script runs, so no fence stops it): when
+   * the commit is sent and gets no answer, its caller is told it failed, yet Redis may still run
+   * it later, from its backlog or resent by ioredis after a reconnect, over a newer value written
+   * meanwhile. An invalidation (retention `undoLate` ms) is queued right behind it on the same
+   * connection, as an abandoned lookup's release is (abandoned.ts): whenever the late write
+   * runs, the key is deleted after it, and the next call loads the current value.
    */
-  async commit(keys: EntryKeys, request: CommitRequest, broadcast?: Broadcast): Promise<string | undefined> {
+  async commit(keys: EntryKeys, request: CommitRequest, broadcast?: Broadcast, undoLate?: number): Promise<string | undefined> {
     const { lockValue, token, data, freshMs, graceMs, fallbackMs, loadMs } = request // freshMs is the ttl
     const known = this.publishCommand()
     const publish = typeof known === 'string' ? known : await known
     const sentAt = performance.now()
-    const [written, , now, version] = (await this.call('commit', () =>
-      this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, keys.fresh, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), publish, ...this.broadcastArgs(broadcast)),
-    )) as [number, number, string, string]
+    let sent = false
+    const [written, , now, version, corrupt] = (await this.call('commit', () => {
+      sent = true
+      return this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, keys.fresh, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), publish, ...this.broadcastArgs(broadcast))
+    }).catch((error: unknown) => {
+      if (sent && undoLate !== undefined) this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, undoLate, ...this.broadcastArgs(broadcast)).catch(() => {})
+      throw error
+    })) as [number, number, string, string, number]
     this.clock.observe(Number(now), sentAt, performance.now())
+    this.reportCorrupt(keys, corrupt)
     return written === 1 ? version : undefined
   }
 
@@ -271,9 +288,10 @@ export class RedisStore {
     const { backoffMs = 0, passMs = 0, negativeMs = 0 } = marks
     const known = this.publishCommand()
     const publish = typeof known === 'string' ? known : await known
-    const released = await this.call('release', () =>
+    const [released, corrupt] = (await this.call('release', () =>
       this.client.stampedeGuardRelease(keys.entry, keys.lock, keys.channel, lockValue, message, backoffMs, passMs, publish, negativeMs),
-    )
+    )) as [number, number]
+    this.reportCorrupt(keys, corrupt)
     return released === 1
   }
 
@@ -290,7 +308,31 @@ export class RedisStore {
 
   /** Deletes the value, keeps the fence, and publishes `broadcast` in the same script. */
   async invalidate(keys: EntryKeys, retentionMs: number, broadcast?: Broadcast): Promise<void> {
-    await this.call('invalidate', () => this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, retentionMs, ...this.broadcastArgs(broadcast)))
+    const corrupt = await this.call('invalidate', () => this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, retentionMs, ...this.broadcastArgs(broadcast)))
+    this.reportCorrupt(keys, corrupt)
+  }
+
+  /** A script found planted or corrupted data at the entry's keys, and repaired it (see fields.lua). */
+  private reportCorrupt(keys: EntryKeys, corrupt: unknown): void {
+    if (corrupt === 1) this.events.emit('corrupt', { key: keys.key })
+  }
+
+  /** A command of another module (the tag scripts), bounded and guarded as the store's own are. */
+  run<T>(operation: string, command: () => Promise<T>): Promise<T> {
+    return this.call(operation, command)
+  }
+
+  /**
+   * `send` for each item, at most `redisCommands.maxInFlight` at a time: a fan-out (a tag's
+   * members, an entry's tags) wider than the budget would overflow `maxQueued` on its own
+   * and fail every time. With the default budget (256) it is one round.
+   */
+  async fanOut<T, R>(items: readonly T[], send: (item: T) => Promise<R>): Promise<R[]> {
+    const width = this.budget.maxInFlight
+    if (items.length <= width) return Promise.all(items.map(send))
+    const results: R[] = []
+    for (let i = 0; i < items.length; i += width) results.push(...await Promise.all(items.slice(i, i + width).map(send)))
+    return results
   }
 
   /** A channel is no key, so ioredis does not apply `keyPrefix` to it: add it, as the subscriber does. */

@@ -6,11 +6,13 @@
 -- ARGV[2i-1]  lockValue  "<owner>:<token>" we hold for KEYS[i]
 -- ARGV[2i]    lease      its new lease, ms
 --
--- Returns one entry per lock: 1 when extended, 0 when the lock is gone or someone else's.
+-- Returns one entry per lock: 1 when extended, 0 when the lock is gone or someone else's (a
+-- key of a foreign type included: pcall, since GET would fail the script, and with it every
+-- other lock of the call, with WRONGTYPE).
 
 local renewed = {}
 for i, lock in ipairs(KEYS) do
-  if redis.call('GET', lock) == ARGV[2 * i - 1] then
+  if redis.pcall('GET', lock) == ARGV[2 * i - 1] then
     redis.call('PEXPIRE', lock, ARGV[2 * i])
     renewed[i] = 1
   else

@@ -4,7 +4,8 @@
 --
 -- KEYS[i]  lock  <ns>:{tag}:lock a waiter waits on (any number, all in one slot on a Cluster)
 --
--- Returns one entry per lock: its PTTL in ms, -2 when it is gone, -1 when it has no expiry.
+-- Returns one entry per lock: its PTTL in ms, -2 when it is gone, -1 when it has no expiry (a
+-- planted key, of any type: the waiter's own lookup then repairs or replaces it).
 
 local ttls = {}
 for i, lock in ipairs(KEYS) do
