@@ -40,7 +40,7 @@ const sources = new Map<string, string>()
  * The script at `url`, each `--# include <file>` line replaced by that file (relative to
  * the script): the helpers several scripts share (fields.lua) are written once.
  */
-function scriptSource(url: URL): string {
+export function scriptSource(url: URL): string {
   return readFileSync(url, 'utf8').replace(/^--# include (\S+)$/gm, (_, file: string) => readFileSync(new URL(file, url), 'utf8'))
 }
 

@@ -4,16 +4,17 @@
  * server-wide INFO counters, which every process on the server adds to.
  */
 import { createHash } from 'node:crypto'
-import { readdirSync, readFileSync } from 'node:fs'
+import { readdirSync } from 'node:fs'
 import type { Redis } from 'ioredis'
+import { scriptSource } from '../../src/redis/scripts.js'
 
-/** sha1 → file name of every Lua script the library ships. */
+/** sha1 → file name of every Lua script the library ships (as sent: includes expanded). */
 export function scriptFiles(): Map<string, string> {
   const names = new Map<string, string>()
   for (const dir of ['../../src/redis/scripts/', '../../src/lock/redis/']) {
     const url = new URL(dir, import.meta.url)
     for (const file of readdirSync(url).filter((name) => name.endsWith('.lua'))) {
-      names.set(createHash('sha1').update(readFileSync(new URL(file, url), 'utf8')).digest('hex'), file)
+      names.set(createHash('sha1').update(scriptSource(new URL(file, url))).digest('hex'), file)
     }
   }
   return names
