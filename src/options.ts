@@ -181,8 +181,11 @@ export interface CacheOptions extends PolicyOptions {
    * Redis has been failing for less than this, a call retries it (every `lock.pollInterval`,
    * within its `waitTimeout`) instead of loading without Redis, so a failover costs at most one
    * load per key instead of one per process. Past it, Redis is treated as down, as on a
-   * standalone client. Set it above your failover time (cluster-node-timeout or Sentinel's
-   * down-after-milliseconds, plus ~1 s); `0` turns it off. Default `'5s'`.
+   * standalone client; on a Cluster this is judged per master (one shard's failover is no
+   * outage of the others). A call waiting for another process's load (the lock was seen held)
+   * retries until its `waitTimeout` instead. Set it above your failover time
+   * (cluster-node-timeout or Sentinel's down-after-milliseconds, plus ~1 s); `0` turns it
+   * off. Default `'5s'`.
    */
   redisFailoverWait?: Duration
   redisCommands?: RedisCommandOptions

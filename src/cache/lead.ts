@@ -98,7 +98,8 @@ export abstract class LoadLeader extends CacheState {
         // after that the lock is gone and they have reloaded.
         if (claim?.lockValue) {
           const { lease, pollInterval } = this.settings.lock
-          this.track(store.throughFailover(commit, performance.now() + lease, pollInterval).then((late) => (late === undefined ? this.notStored(key, claim, refused) : undefined)))
+          this.committing.add(key) // the next flight of the key waits the failover out for it (see request.ts)
+          this.track(store.throughFailover(commit, performance.now() + lease, pollInterval, { key: keys.entry }).then((late) => (late === undefined ? this.notStored(key, claim, refused) : undefined)), () => this.committing.delete(key))
         }
       }
     }

@@ -177,6 +177,12 @@ export abstract class RequestMachine extends Refresher {
     let subscription: Subscription | undefined
     let wait: PollWait | undefined // this flight's place in the poll scheduler, while it waits
     let counted = false // it holds one of the maxWaits
+    let owner = '' // set after the fresh read: a hit needs none
+    // A lookup of `owner` got no answer: it may take the lock yet. Undone once the flight is done with `owner`.
+    let abandoned = false
+    let won = false
+    // This process's last load of the key is still trying to commit: the failover is waited out for it, as a waiter would.
+    const committing = this.committing.has(key)
     const failoverDeadline = performance.now() + call.policy.waitTimeout
     const { lease, pollInterval, maxPollInterval } = this.settings.lock
     try {
@@ -188,13 +194,14 @@ export abstract class RequestMachine extends Refresher {
       // Through a failover as the script is (redisFailoverWait): else every process would load.
       const fresh = store.clock.now() === undefined
         ? undefined
-        : await store.throughFailover(() => this.readFresh(key, keys, store), failoverDeadline, pollInterval).catch((error: unknown) => {
+        : await store.throughFailover(() => this.readFresh(key, keys, store), failoverDeadline, pollInterval, { key: keys.entry, patient: committing }).catch((error: unknown) => {
           lookedUp(notes)
           throw error
         })
       if (fresh) return this.hit(call, fresh)
-      const owner = randomBytes(16).toString('hex')
+      owner = randomBytes(16).toString('hex')
       let mode: LookupMode = 'read'
+      let waitDeadline = 0
       /** Not waiting (the wait ran out, or was not allowed): stale if we can, else onWaitTimeout. */
       const giveUp = async (capped: boolean): Promise<Resolution> => {
         const timedOut = this.waitTimedOut(call, notes.fallback, capped)
@@ -208,7 +215,8 @@ export abstract class RequestMachine extends Refresher {
         notes.lookingUp ??= []
         // The lease runs from the attempt that took the lock, not from the first of a failover's retries.
         let sentAt = performance.now()
-        const found = await store.throughFailover(() => ((sentAt = performance.now()), store.getOrLock(keys, owner, lease, mode, this.retentionMs)), failoverDeadline, pollInterval).finally(() => lookedUp(notes))
+        // A waiter's re-check (waitDeadline set) retries until its wait ends, not just redisFailoverWait.
+        const found = await store.throughFailover(() => ((sentAt = performance.now()), store.getOrLock(keys, owner, lease, mode, this.retentionMs, -1, () => (abandoned = true))), waitDeadline || failoverDeadline, pollInterval, { key: keys.entry, patient: committing || waitDeadline > 0 }).finally(() => lookedUp(notes))
         const entry = this.decode(key, found)
         if (entry) notes.fallback = entry
         if (found.lock !== 'held') waited(WAIT_ENDED_BY_LOOKUP[found.lock])
@@ -231,6 +239,7 @@ export abstract class RequestMachine extends Refresher {
           case 'token':
             throw new Error(`unexpected lookup ${found.lock} in mode ${mode}`)
           case 'won': {
+            won = true // the lock is the lead's to commit or release
             this.checkReplicated(key, found)
             const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: sentAt, serverAt: found.serverNow }
             if (entry && found.state === 'grace') {
@@ -267,8 +276,9 @@ export abstract class RequestMachine extends Refresher {
               counted = true
               this.events.emit('wait', { key })
               waitingSince = performance.now()
-              subscription = await store.throughFailover(() => this.notifier!.subscribe(keys.channel), failoverDeadline, pollInterval)
-              wait = this.polls!.enrol(keys.lock, performance.now() + call.policy.waitTimeout, { firstMs: pollInterval, maxMs: maxPollInterval })
+              subscription = await store.throughFailover(() => this.notifier!.subscribe(keys.channel), failoverDeadline, pollInterval, { key: keys.entry, patient: true })
+              waitDeadline = performance.now() + call.policy.waitTimeout
+              wait = this.polls!.enrol(keys.lock, waitDeadline, { firstMs: pollInterval, maxMs: maxPollInterval })
               continue
             }
             if (wait!.over) {
@@ -297,6 +307,7 @@ export abstract class RequestMachine extends Refresher {
       wait?.end()
       subscription?.release()
       if (counted) this.waitsOpen--
+      if (abandoned && !won) store.releaseAbandoned(keys, owner)
     }
   }
 

@@ -46,6 +46,8 @@ export abstract class CacheState {
   protected readonly refreshHolds = new Map<string, number>()
   /** Keys whose reload in another process this one is listening for (see watchReload). */
   protected readonly watching = new Map<string, { forgotten: boolean }>()
+  /** Keys whose leader's commit is being retried through a failover (at most one lease each). */
+  protected readonly committing = new Set<string>()
   /** Key → grace refreshes running outside the flight map (see leadInBackground). */
   protected readonly backgroundLeads = new Map<string, number>()
   /** Key → value of `deletions` when it was deleted while a flight for it was running. */

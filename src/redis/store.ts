@@ -5,6 +5,7 @@ import { RedisUnavailableError } from '../errors.js'
 import { releaseAbandoned } from './abandoned.js'
 import type { CircuitBreaker } from './breaker.js'
 import { delay } from '../timers.js'
+import { FailingClock } from './failing-clock.js'
 import { CommandBudget } from './command-budget.js'
 import type { EntryKeys } from './keys.js'
 import { FreshReadBatch, getOne, type FreshRead } from './fresh-reads.js'
@@ -81,8 +82,8 @@ export class RedisStore {
    * them (or a single shard's failover would open the breaker for every key of the cluster).
    */
   private retrying = false
-  /** performance.now() of the first failure since the last success: how long Redis has been failing. */
-  private failingSince: number | undefined
+  /** How long Redis (on a Cluster: the key's master) has been failing. */
+  private readonly failing: FailingClock
   private connectedOnce: boolean
   private readonly inFlight = new Set<(error: Error) => void>()
   private readonly budget: CommandBudget
@@ -124,8 +125,10 @@ export class RedisStore {
     this.cluster = client.isCluster === true
     this.keyPrefix = keyPrefixOf(client)
     this.clusterKeyOf = clusterKeyOf(client)
-    this.renewals = new RenewalBatch((locks, args) => this.call('extend', () => this.client.stampedeGuardExtendMany(locks.length, ...locks, ...args)), this.clusterKeyOf)
+    // A batch's keys share one slot on a Cluster: the first stands for them in the failing clock.
+    this.renewals = new RenewalBatch((locks, args) => this.call('extend', locks[0], () => this.client.stampedeGuardExtendMany(locks.length, ...locks, ...args)), this.clusterKeyOf)
     this.failsOver = canFailOver(client)
+    this.failing = new FailingClock(client.isCluster === true ? (client as Cluster) : undefined, this.keyPrefix)
     this.connectedOnce = client.status === 'ready'
     this.connection = client as unknown as NodeJS.EventEmitter
     if (!this.connectedOnce) this.connection.once('ready', this.onReady)
@@ -150,7 +153,7 @@ export class RedisStore {
   getFresh(keys: EntryKeys): Promise<FreshRead> {
     // On a Cluster the keys of one tick are in many slots, and MGET needs one.
     // A retry through a failover goes alone, by call(), which keeps it out of the breaker's count.
-    if (this.cluster || this.retrying) return this.call('get', () => getOne(this.client, keys.fresh))
+    if (this.cluster || this.retrying) return this.call('get', keys.fresh, () => getOne(this.client, keys.fresh))
     return this.reads.read(keys.fresh)
   }
 
@@ -161,8 +164,12 @@ export class RedisStore {
    * in-process, each one an extra load, or a leader's commit would be lost and its waiters
    * would wait out its lock; retrying until the promoted node serves keeps it to one load.
    * A Redis down for longer is an outage: callers then carry on without it at once.
+   * - `key`: any key of the entry. On a Cluster, how long Redis has been failing is judged
+   *   for the master of its slot (see FailingClock).
+   * - `patient`: the caller waits for another process's load, as it would until `deadline`
+   *   anyway, so the failover does not end that wait sooner (else each waiter loads on its own).
    */
-  async throughFailover<T>(operation: () => Promise<T>, deadline: number, retryMs: number): Promise<T> {
+  async throughFailover<T>(operation: () => Promise<T>, deadline: number, retryMs: number, { key, patient = false }: { key?: string; patient?: boolean } = {}): Promise<T> {
     let firstFailure: number | undefined // of this operation: bounds one that fails outside call() (a subscription)
     for (let attempt = 0; ; attempt++) {
       try {
@@ -177,8 +184,8 @@ export class RedisStore {
       } catch (error) {
         const now = performance.now()
         firstFailure ??= now
-        const failingFor = now - Math.min(this.failingSince ?? now, firstFailure)
-        if (!this.failsOver || failingFor >= this.failoverWaitMs || now + retryMs >= deadline) throw error
+        const failingFor = now - Math.min(this.failing.failingSince(key) ?? now, firstFailure)
+        if (!this.failsOver || (!patient && failingFor >= this.failoverWaitMs) || now + retryMs >= deadline) throw error
         await delay(retryMs).promise
       }
     }
@@ -221,14 +228,19 @@ export class RedisStore {
     return this.clockSync
   }
 
-  /** `refreshBelowMs`: in 'refresh' mode, only refresh a value fresh for at most this long (-1: always). */
-  async getOrLock(keys: EntryKeys, owner: string, leaseMs: number, mode: LookupMode, retentionMs: number, refreshBelowMs = -1): Promise<Lookup> {
+  /**
+   * `refreshBelowMs`: in 'refresh' mode, only refresh a value fresh for at most this long (-1: always).
+   * `onAbandoned`: for a caller that retries with the same `owner` (so that a lock its lost
+   * reply took is its own): told instead of queueing the release of an unanswered lookup,
+   * which would also take the lock a later retry won; it calls `releaseAbandoned` once done.
+   */
+  async getOrLock(keys: EntryKeys, owner: string, leaseMs: number, mode: LookupMode, retentionMs: number, refreshBelowMs = -1, onAbandoned?: () => void): Promise<Lookup> {
     // The Buffer variant: the value's bytes must not go through UTF-8 (a BinaryValue's payload).
     const args = [keys.entry, keys.lock, keys.fresh, owner, leaseMs, mode, retentionMs, Math.round(refreshBelowMs)] as const
     let acknowledged: number | undefined
     let sent = false
     const sentAt = performance.now()
-    const reply = (await this.call('getOrLock', async () => {
+    const reply = (await this.call('getOrLock', keys.entry, async () => {
       sent = true
       if (!this.replicaWait) return this.client.stampedeGuardGetOrLockBuffer(...args)
       const { replies, acknowledged: count } = await execWithReplicaWait(this.client, (pipeline) => (pipeline as unknown as ScriptedClient).stampedeGuardGetOrLockBuffer(...args), this.replicaWait)
@@ -236,7 +248,7 @@ export class RedisStore {
       return replies[0]
     }, this.replicaWait?.timeoutMs).catch((error: unknown) => {
       // Sent and not answered: it may still take the lock later, for nobody. Undo that behind it.
-      if (sent) releaseAbandoned(this.client, keys, owner)
+      if (sent) onAbandoned ? onAbandoned() : this.releaseAbandoned(keys, owner)
       throw error
     })) as [Buffer, Buffer, Buffer, Buffer, number, number, number, number, number, number, Buffer, Buffer]
     const serverNow = Number(String(reply[10]))
@@ -253,6 +265,11 @@ export class RedisStore {
       acknowledged,
       serverNow,
     }
+  }
+
+  /** Undoes, behind them, what lookups of `owner` that got no answer may still do (see abandoned.ts). */
+  releaseAbandoned(keys: EntryKeys, owner: string): void {
+    releaseAbandoned(this.client, keys, owner)
   }
 
   /**
@@ -272,7 +289,7 @@ export class RedisStore {
     const publish = typeof known === 'string' ? known : await known
     const sentAt = performance.now()
     let sent = false
-    const [written, , now, version, corrupt] = (await this.call('commit', () => {
+    const [written, , now, version, corrupt] = (await this.call('commit', keys.entry, () => {
       sent = true
       return this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, keys.fresh, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), publish, ...this.broadcastArgs(broadcast))
     }).catch((error: unknown) => {
@@ -288,7 +305,7 @@ export class RedisStore {
     const { backoffMs = 0, passMs = 0, negativeMs = 0 } = marks
     const known = this.publishCommand()
     const publish = typeof known === 'string' ? known : await known
-    const [released, corrupt] = (await this.call('release', () =>
+    const [released, corrupt] = (await this.call('release', keys.entry, () =>
       this.client.stampedeGuardRelease(keys.entry, keys.lock, keys.channel, lockValue, message, backoffMs, passMs, publish, negativeMs),
     )) as [number, number]
     this.reportCorrupt(keys, corrupt)
@@ -302,13 +319,12 @@ export class RedisStore {
 
   /** The safety-net poll of one batch of waits (see poll-scheduler.ts): each lock's PTTL. */
   pollLocks(locks: string[]): Promise<unknown> {
-    return this.call('poll', () => this.client.stampedeGuardPollLocks(locks.length, ...locks))
+    return this.call('poll', locks[0], () => this.client.stampedeGuardPollLocks(locks.length, ...locks))
   }
-
 
   /** Deletes the value, keeps the fence, and publishes `broadcast` in the same script. */
   async invalidate(keys: EntryKeys, retentionMs: number, broadcast?: Broadcast): Promise<void> {
-    const corrupt = await this.call('invalidate', () => this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, retentionMs, ...this.broadcastArgs(broadcast)))
+    const corrupt = await this.call('invalidate', keys.entry, () => this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, retentionMs, ...this.broadcastArgs(broadcast)))
     this.reportCorrupt(keys, corrupt)
   }
 
@@ -319,7 +335,7 @@ export class RedisStore {
 
   /** A command of another module (the tag scripts), bounded and guarded as the store's own are. */
   run<T>(operation: string, command: () => Promise<T>): Promise<T> {
-    return this.call(operation, command)
+    return this.call(operation, undefined, command)
   }
 
   /**
@@ -352,9 +368,10 @@ export class RedisStore {
 
   /**
    * Commands, bounded by the budget of commands in flight; lock holders' commands queue first.
+   * `key`: one the command touches, for the failing clock (undefined: the tag scripts).
    * `extraMs`: added to the timeout for a command that waits on the server on purpose (WAIT).
    */
-  private async call<T>(operation: string, command: () => Promise<T>, extraMs = 0): Promise<T> {
+  private async call<T>(operation: string, key: string | undefined, command: () => Promise<T>, extraMs = 0): Promise<T> {
     // A retry through a failover goes to Redis even past an open breaker: it has already been
     // judged worth it (within redisFailoverWait), and an open breaker would only skip it to no end.
     // Read before the first await (throughFailover sets it only while it calls us).
@@ -373,14 +390,17 @@ export class RedisStore {
       }
     }
     try {
-      return await this.send(operation, command, extraMs, retry)
+      return await this.send(operation, command, extraMs, retry, key)
     } finally {
       this.budget.release()
     }
   }
 
-  /** One command with its own timeout, started now that it is sent; `retry`: a retry through a failover, not counted by the breaker. */
-  private async send<T>(operation: string, command: () => Promise<T>, extraMs = 0, retry = false): Promise<T> {
+  /**
+   * One command with its own timeout, started now that it is sent; `retry`: a retry through a
+   * failover, not counted by the breaker; `key`: one it touches (batched reads: none, standalone).
+   */
+  private async send<T>(operation: string, command: () => Promise<T>, extraMs = 0, retry = false, key?: string): Promise<T> {
     try {
       // A client that was connected and lost its connection would queue the command until it
       // reconnects: fail at once instead of after redisTimeout. Before the first connection,
@@ -401,11 +421,11 @@ export class RedisStore {
         })
       })
       this.breaker.success()
-      this.failingSince = undefined
+      this.failing.succeeded(key)
       return result
     } catch (error) {
       if (!retry) this.breaker.failure()
-      this.failingSince ??= performance.now()
+      this.failing.failed(key, performance.now())
       if (this.breaker.isOpen()) this.budget.failQueued(new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`))
       this.events.emit('redis-error', { operation, error })
       throw error instanceof RedisUnavailableError ? error : new RedisUnavailableError(`redis ${operation} failed: ${(error as Error)?.message}`, error)

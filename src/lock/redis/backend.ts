@@ -12,7 +12,9 @@ import type { AcquireRequest, HeldLock, LockBackend } from '../backend.js'
 import type { StoreSettings } from '../resolve-backend.js'
 import { acquireWaiting } from '../waiting.js'
 import { DEFAULT_MAX_POLL_RATE } from '../../redis/poll-scheduler.js'
+import { canFailOver } from '../../redis/store.js'
 import { boundedCall } from './bounded-call.js'
+import { retryThroughFailover } from './failover-retry.js'
 import type { RedisLockSettings } from './options.js'
 import { defineLockScripts, type LockClient } from './scripts.js'
 
@@ -37,6 +39,11 @@ const COUNTER_KEEP_MS = 60_000
  * With `waitForReplicas`, the acquire script and `WAIT` go in one round trip, and a lock
  * fewer replicas acknowledged is released (waking the waiters) and counts as busy: the
  * attempt is retried within the caller's wait.
+ *
+ * On a Cluster or Sentinel client an attempt that fails with a failover's error
+ * (CLUSTERDOWN, TRYAGAIN, MOVED storms, a connection reset, a timeout) is retried, backed
+ * off, within the caller's wait; past it, the typed `RedisUnavailableError`. Renewals and
+ * releases are not retried: their errors are the watchdog's and the caller's to see.
  */
 export class RedisLockBackend implements LockBackend {
   readonly name = 'redis'
@@ -45,6 +52,8 @@ export class RedisLockBackend implements LockBackend {
   private readonly probe: ServerProbe
   private readonly renewals: RenewalBatch
   private readonly polls: PollScheduler
+  /** Cluster or Sentinel: an acquisition retries a failover's errors (see failover-retry.ts). */
+  private readonly failsOver: boolean
 
   constructor(
     client: Redis | Cluster,
@@ -52,6 +61,7 @@ export class RedisLockBackend implements LockBackend {
     private readonly redis: RedisLockSettings = { shardedPubSub: 'auto', replicaWait: undefined, maxPollRate: DEFAULT_MAX_POLL_RATE },
   ) {
     this.client = defineLockScripts(client)
+    this.failsOver = canFailOver(client)
     this.probe = new ServerProbe(client, redis.shardedPubSub, settings.commandTimeoutMs)
     this.notifier = new Notifier(client, settings.commandTimeoutMs, this.probe)
     const bounded = (operation: string, command: () => Promise<unknown>) => boundedCall(this.client, settings.commandTimeoutMs, operation, command)
@@ -62,12 +72,22 @@ export class RedisLockBackend implements LockBackend {
 
   async acquire(request: AcquireRequest): Promise<HeldLock | undefined> {
     const keys = entryKeys(this.settings.namespace, request.key)
-    const owner = randomBytes(16).toString('hex')
+    let owner = randomBytes(16).toString('hex')
+    const retry = {
+      failsOver: this.failsOver,
+      deadline: performance.now() + request.waitMs,
+      signal: request.signal,
+      // The failed attempt may still run, and its release is queued behind it for its owner: take a new one.
+      onRetry: () => (owner = randomBytes(16).toString('hex')),
+    }
     return acquireWaiting(
       request,
       async () => {
-        const sentAt = performance.now()
-        const [won, arg, acknowledged] = await this.attempt(keys, owner, request.leaseMs)
+        let sentAt = performance.now()
+        // Through a failover, within the caller's wait: else every acquisition during one fails.
+        const reply = await retryThroughFailover(() => ((sentAt = performance.now()), this.attempt(keys, owner, request.leaseMs)), retry)
+        if (!reply) return { busyForMs: 0 } // aborted: acquireWaiting sees it and gives up
+        const [won, arg, acknowledged] = reply
         if (won !== 1) return { busyForMs: Number(arg) }
         const wait = this.redis.replicaWait
         if (wait && acknowledged! < wait.replicas) {
