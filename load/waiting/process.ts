@@ -47,7 +47,13 @@ let release: () => void = () => {}
 const released = new Promise<void>((resolve) => (release = resolve))
 let loads = 0
 const lostReasons: Record<string, number> = {}
-cache.on('lock-lost', ({ reason }) => (lostReasons[reason] = (lostReasons[reason] ?? 0) + 1))
+const phaseAt: Record<string, number> = {}
+const since = (at: number) => Math.round(at - (phaseAt.start ?? 0))
+cache.on('lock-lost', ({ reason }) => {
+  lostReasons[reason] = (lostReasons[reason] ?? 0) + 1
+  phaseAt.firstLoss ??= performance.now()
+  phaseAt.lastLoss = performance.now()
+})
 
 async function start(keys: number, prefix: string): Promise<void> {
   let settled = 0
@@ -84,11 +90,15 @@ async function start(keys: number, prefix: string): Promise<void> {
       cache.getOrLoad(key(i), async () => (loads++, { i, by: 'waiter' })).catch(() => errors++).finally(() => (settled++, tell())))
     await Promise.all(calls)
   }
+  if (phaseAt.firstLoss !== undefined) {
+    lostReasons[`ms after start: first ${since(phaseAt.firstLoss)}, last ${since(phaseAt.lastLoss!)}, window ${since(phaseAt.sample ?? 0)}–${since(phaseAt.report ?? 0)}, release ${since(phaseAt.release ?? 0)}`] = 0
+  }
   send({ type: 'done', loads, errors, stats: cache.stats(), lostReasons })
 }
 
 process.on('message', (m: ParentToChild) => {
   const fail = (error: unknown) => send({ type: 'error', message: String((error as Error)?.stack ?? error) })
+  phaseAt[m.type] = performance.now()
   if (m.type === 'start') start(m.keys, m.prefix).catch(fail)
   else if (m.type === 'sample') {
     commands = {}

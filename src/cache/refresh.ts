@@ -34,7 +34,6 @@ export abstract class Refresher extends LoadLeader {
     // Skip the reload if Redis already holds a value fresher than ours (another process refreshed).
     const refreshBelow = current.freshUntil - performance.now() + REFRESH_TOLERANCE_MS
     let found: Lookup
-    const sentAt = performance.now()
     try {
       found = await this.store.getOrLock(keys, owner, this.settings.lock.lease, mode, this.retentionMs, refreshBelow)
     } catch {
@@ -62,7 +61,7 @@ export abstract class Refresher extends LoadLeader {
     }
     if (found.lock === 'won') {
       this.checkReplicated(call.key, found)
-      return this.lead(call, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: sentAt, serverAt: found.serverNow }, notes)
+      return this.lead(call, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: found.sentAt, serverAt: found.serverNow }, notes)
     }
     const now = performance.now()
     if (found.lock === 'held') this.watchReload(call, keys, current, Number(found.lockArg))

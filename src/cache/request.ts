@@ -213,10 +213,9 @@ export abstract class RequestMachine extends Refresher {
       }
       for (;;) {
         notes.lookingUp ??= []
-        // The lease runs from the attempt that took the lock, not from the first of a failover's retries.
-        let sentAt = performance.now()
         // A waiter's re-check (waitDeadline set) retries until its wait ends, not just redisFailoverWait.
-        const found = await store.throughFailover(() => ((sentAt = performance.now()), store.getOrLock(keys, owner, lease, mode, this.retentionMs, -1, () => (abandoned = true))), waitDeadline || failoverDeadline, pollInterval, { key: keys.entry, patient: committing || waitDeadline > 0 }).finally(() => lookedUp(notes))
+        // The lease runs from the attempt that took the lock (found.sentAt), not from the first of a failover's retries.
+        const found = await store.throughFailover(() => store.getOrLock(keys, owner, lease, mode, this.retentionMs, -1, () => (abandoned = true)), waitDeadline || failoverDeadline, pollInterval, { key: keys.entry, patient: committing || waitDeadline > 0 }).finally(() => lookedUp(notes))
         const entry = this.decode(key, found)
         if (entry) notes.fallback = entry
         if (found.lock !== 'held') waited(WAIT_ENDED_BY_LOOKUP[found.lock])
@@ -241,7 +240,7 @@ export abstract class RequestMachine extends Refresher {
           case 'won': {
             won = true // the lock is the lead's to commit or release
             this.checkReplicated(key, found)
-            const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: sentAt, serverAt: found.serverNow }
+            const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: found.sentAt, serverAt: found.serverNow }
             if (entry && found.state === 'grace') {
               this.remember(call, entry)
               if (this.refreshing >= this.settings.maxBackgroundRefreshes) {

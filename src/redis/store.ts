@@ -47,6 +47,12 @@ export interface Lookup {
   acknowledged?: number
   /** The server time (ms) the lookup ran at: a load it elects begins no earlier (tags compare it). */
   serverNow: number
+  /**
+   * `performance.now()` when it was sent, after any wait for a `redisCommands` slot: a lock it
+   * took has its lease counted from no earlier. (From before that wait, 20,000 lookups queued
+   * at once outlasted the lease: 9,056 leaders were told at once that they had lost their lock.)
+   */
+  sentAt: number
 }
 
 /** An invalidation to publish with a write: on `channel`, `message`. */
@@ -239,9 +245,10 @@ export class RedisStore {
     const args = [keys.entry, keys.lock, keys.fresh, owner, leaseMs, mode, retentionMs, Math.round(refreshBelowMs)] as const
     let acknowledged: number | undefined
     let sent = false
-    const sentAt = performance.now()
+    let sentAt = performance.now()
     const reply = (await this.call('getOrLock', keys.entry, async () => {
       sent = true
+      sentAt = performance.now() // not while it waited for a slot: the lease and the clock count from here
       if (!this.replicaWait) return this.client.stampedeGuardGetOrLockBuffer(...args)
       const { replies, acknowledged: count } = await execWithReplicaWait(this.client, (pipeline) => (pipeline as unknown as ScriptedClient).stampedeGuardGetOrLockBuffer(...args), this.replicaWait)
       acknowledged = count
@@ -264,6 +271,7 @@ export class RedisStore {
       version: String(version),
       acknowledged,
       serverNow,
+      sentAt,
     }
   }
 
