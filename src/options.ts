@@ -125,7 +125,7 @@ export interface LockOptions {
   /**
    * Budget of safety polls, in keys polled per second, for all of this cache's waits
    * together: they share one scheduler, which asks Redis about the locks that came due in
-   * one call (`poll-locks.lua`; per hash tag on a Cluster). Past the budget each key is polled
+   * one call (`poll-locks.lua`; per slot on a Cluster). Past the budget each key is polled
    * less often, never Redis more. Pub/sub still wakes waiters first. Default `1000`: the
    * default `maxWaits` at the default `maxPollInterval`.
    */

@@ -43,7 +43,7 @@ interface Polled {
  * a word (its lease ends), a message lost with the subscriber connection.
  *
  * Each wait keeps its own backoff and deadline. Polls that come due are gathered for up to
- * `GATHER_MS` and asked about together (poll-locks.lua: the PTTL of each lock; per hash tag
+ * `GATHER_MS` and asked about together (poll-locks.lua: the PTTL of each lock; per slot
  * on a Cluster), at most `maxPerSecond` keys a second: past that, polls wait their turn,
  * oldest first, and each key is polled less often. A waiter is woken only when its lock is
  * gone (then it re-checks with its own lookup) or the poll failed (its lookup then meets
@@ -63,7 +63,7 @@ export class PollScheduler {
 
   /**
    * `check(locks)`: one poll-locks.lua call for one batch, resolving its reply.
-   * `keyOf` on a Cluster: a lock's full key (for its hash tag).
+   * `keyOf` on a Cluster: a lock's full key (for its slot).
    */
   constructor(
     private readonly check: (locks: string[]) => Promise<unknown>,

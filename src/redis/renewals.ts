@@ -12,7 +12,7 @@ interface Renewal {
 }
 
 /**
- * The lease renewals of one tick, sent as one extend-many.lua call (per hash tag on a
+ * The lease renewals of one tick, sent as one extend-many.lua call (per slot on a
  * Cluster, at most `MAX_RENEWALS_PER_CALL` locks each), instead of one call per lock. The
  * watchdogs' renewal times are aligned (src/lock/watchdog.ts), so the locks a process holds
  * come due together. Each renewal is still answered on its own: a lock found lost is that
@@ -25,7 +25,7 @@ export class RenewalBatch {
 
   /**
    * `send(locks, args)`: one extend-many.lua call (`args`: value and lease of each lock, in
-   * order), resolving its reply. `keyOf` on a Cluster: a lock's full key (for its hash tag).
+   * order), resolving its reply. `keyOf` on a Cluster: a lock's full key (for its slot).
    */
   constructor(
     private readonly send: (locks: string[], args: (string | number)[]) => Promise<unknown>,

@@ -35,7 +35,7 @@ export interface RedisLockOptions {
   /**
    * Budget of safety polls while waiting, in keys polled per second, for all of this
    * backend's waits together: one scheduler asks Redis about the locks whose poll came due
-   * in shared calls (`poll-locks.lua`; per hash tag on a Cluster); past the budget each key
+   * in shared calls (`poll-locks.lua`; per slot on a Cluster); past the budget each key
    * is polled less often, never Redis more. Release messages still wake waiters first.
    * Default `1000`.
    */

@@ -1,6 +1,6 @@
 -- extend-many: renew many leases in one call, each only if its lock is still ours
 -- (compare-and-PEXPIRE). A process holding many locks renews them together, one call per
--- renewal tick (per hash tag on a Cluster), instead of one call per lock.
+-- renewal tick (per slot on a Cluster), instead of one call per lock.
 --
 -- KEYS[i]     lock       <ns>:{tag}:lock of the i-th lock (any number, all in one slot on a Cluster)
 -- ARGV[2i-1]  lockValue  "<owner>:<token>" we hold for KEYS[i]
