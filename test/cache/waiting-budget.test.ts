@@ -4,9 +4,9 @@
  * `lock.maxPollRate`, the holder's renewals go out in few batched calls, and waits past
  * `maxWaits` answer at once by `onWaitTimeout`.
  */
-import type { Redis } from 'ioredis'
+import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { createCache, LockWaitTimeoutError, type Cache, type CacheOptions } from '../../src/index.js'
+import { createCache, createLocks, InvalidArgumentError, LockWaitTimeoutError, type Cache, type CacheOptions } from '../../src/index.js'
 import { startRedis, redisAvailable, type RedisServer } from '../support/redis.js'
 import { countScripts, type ScriptCounts } from '../support/script-calls.js'
 import { sleep, until } from '../support/timing.js'
@@ -135,4 +135,29 @@ describe.skipIf(!redisAvailable)('waiting on many keys held by another process',
     for (const key of loaded) expect(await cache.getOrLoad(key, async () => 'unused')).toBe(`own-${key}`)
     expect((await held.request<Record<string, number>>({ op: 'stats' })).fenced).toBe(2)
   }, 60_000)
+})
+
+describe('the waiting budgets as options', () => {
+  const argumentOf = (create: () => unknown): string | undefined => {
+    try {
+      create()
+    } catch (error) {
+      if (error instanceof InvalidArgumentError) return error.argument
+      throw error
+    }
+    return undefined
+  }
+
+  it('maxWaits, lock.maxPollRate and redis.maxPollRate take positive integers, naming the option otherwise', () => {
+    for (const bad of [0, -1, 1.5, Number.NaN, '10']) {
+      expect(argumentOf(() => createCache({ ttl: '1s', maxWaits: bad as number }))).toBe('maxWaits')
+      expect(argumentOf(() => createCache({ ttl: '1s', lock: { maxPollRate: bad as number } }))).toBe('lock.maxPollRate')
+    }
+    const client = new Redis({ lazyConnect: true })
+    try {
+      expect(argumentOf(() => createLocks({ redis: { client, maxPollRate: 0 } }))).toBe('redis.maxPollRate')
+    } finally {
+      client.disconnect()
+    }
+  })
 })
