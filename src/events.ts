@@ -28,6 +28,11 @@ export interface CacheEvents {
   /** That wait ended, `durationMs` after its `wait` event. */
   waited: { key: string; durationMs: number; outcome: WaitOutcome }
   /**
+   * Another process holds the lock, but this one did not wait: `maxWaits` cross-process
+   * waits were running (`waits`). `onWaitTimeout` applied at once, as after a `waitTimeout`.
+   */
+  'wait-capped': { key: string; waits: number }
+  /**
    * Work was shared instead of repeated: a caller joined a flight already running in this
    * process for its key (`from: 'process'`, once per joining caller, whatever that flight
    * answers), or this process's flight got the value another process loaded, from its
@@ -72,7 +77,7 @@ export type CacheEventName = keyof CacheEvents
 export type CacheStats = Record<CacheEventName, number>
 
 const EVENT_NAMES: CacheEventName[] = [
-  'hit', 'stale', 'miss', 'leader', 'wait', 'waited', 'coalesced', 'load', 'fail-safe', 'timeout', 'uncacheable',
+  'hit', 'stale', 'miss', 'leader', 'wait', 'waited', 'wait-capped', 'coalesced', 'load', 'fail-safe', 'timeout', 'uncacheable',
   'corrupt', 'fenced', 'tag-invalidated', 'lock-unreplicated', 'lock-lost', 'redis-error', 'circuit-open', 'circuit-close', 'config-warning',
 ]
 

@@ -3,6 +3,7 @@ import { parseDuration, type Duration } from './duration.js'
 import { InvalidArgumentError } from './errors.js'
 import { jsonCodec, type Codec } from './entry.js'
 import { parseShardedPubSub } from './redis/server-probe.js'
+import { DEFAULT_MAX_POLL_RATE } from './redis/poll-scheduler.js'
 import { parseReplicaWait, type ReplicaWait, type ReplicaWaitOption } from './redis/replicas.js'
 
 export type { Duration }
@@ -122,6 +123,14 @@ export interface LockOptions {
   /** Cap on the safety poll interval. Default `'1s'`. */
   maxPollInterval?: Duration
   /**
+   * Budget of safety polls, in keys polled per second, for all of this cache's waits
+   * together: they share one scheduler, which asks Redis about the locks that came due in
+   * one call (`poll-locks.lua`; per slot on a Cluster). Past the budget each key is polled
+   * less often, never Redis more. Pub/sub still wakes waiters first. Default `1000`: the
+   * default `maxWaits` at the default `maxPollInterval`.
+   */
+  maxPollRate?: number
+  /**
    * Durability of the lock across a failover (Redisson's approach): each lookup that may take
    * the lock is followed, in the same round trip, by `WAIT replicas timeout`. A lock that fewer
    * replicas acknowledged is still used (the fence keeps the stored value right; a lock lost in
@@ -194,6 +203,15 @@ export interface CacheOptions extends PolicyOptions {
    */
   maxBackgroundRefreshes?: number
   /**
+   * Most cross-process waits one cache runs at once: keys whose lock another process holds
+   * and that this one waits on (each holds one subscription and a place in the poll
+   * scheduler; a process in grace watching another's reload counts too). Past it a call does
+   * not wait: `onWaitTimeout` applies at once (a stale value if it has one, else `'load'`
+   * runs its own loader with a fenced token, or `'throw'` rejects with
+   * `LockWaitTimeoutError`), and a `wait-capped` event is emitted. Default `1000`.
+   */
+  maxWaits?: number
+  /**
    * Each stored ttl is shortened by a random fraction up to this, so keys loaded together
    * do not all expire (and refresh) together. `0` turns it off. Default `0.05` (up to 5%).
    */
@@ -252,12 +270,13 @@ export interface Settings {
   namespace: string
   policy: Policy
   l1: { max: number; maxBytes: number; maxTtl: number } | false
-  lock: { lease: number; maxHold: number; pollInterval: number; maxPollInterval: number; waitForReplicas: ReplicaWait | undefined }
+  lock: { lease: number; maxHold: number; pollInterval: number; maxPollInterval: number; maxPollRate: number; waitForReplicas: ReplicaWait | undefined }
   redisTimeout: number
   redisFailoverWait: number
   redisCommands: { maxInFlight: number; maxQueued: number }
   maxValueBytes: number
   maxBackgroundRefreshes: number
+  maxWaits: number
   ttlJitter: number
   breaker: { threshold: number; openFor: number }
   codec: Codec
@@ -270,14 +289,16 @@ export interface Settings {
 /** Names of the options `getOrLoad` takes per call (for wrappers that pass them through). */
 export const POLICY_OPTION_NAMES = ['ttl', 'staleTtl', 'staleIfError', 'failSafeBackoff', 'softTimeout', 'hardTimeout', 'waitTimeout', 'onWaitTimeout', 'earlyRefresh', 'negativeTtl'] as const
 const CACHE_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'redis', 'namespace', 'l1', 'lock', 'redisTimeout', 'redisFailoverWait', 'circuitBreaker', 'codec', 'maxKeyLength', 'shardedPubSub',
-  'redisCommands', 'maxValueBytes', 'maxBackgroundRefreshes', 'ttlJitter', 'maxKeysPerTag', 'tagClockSkew'])
+  'redisCommands', 'maxValueBytes', 'maxBackgroundRefreshes', 'maxWaits', 'ttlJitter', 'maxKeysPerTag', 'tagClockSkew'])
 const CALL_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'tags'])
 const L1_KEYS = new Set(['max', 'maxBytes', 'maxTtl'])
 /** l1.maxTtl's default: see L1Options.maxTtl. */
 const DEFAULT_L1_MAX_TTL_MS = 60_000
+/** Default of `maxWaits`. */
+export const DEFAULT_MAX_WAITS = 1_000
 /** Default of `l1.maxBytes`. */
 export const DEFAULT_L1_MAX_BYTES = 64 * 1024 * 1024
-const LOCK_KEYS = new Set(['lease', 'maxHold', 'pollInterval', 'maxPollInterval', 'waitForReplicas'])
+const LOCK_KEYS = new Set(['lease', 'maxHold', 'pollInterval', 'maxPollInterval', 'maxPollRate', 'waitForReplicas'])
 const BREAKER_KEYS = new Set(['threshold', 'openFor'])
 const REDIS_COMMAND_KEYS = new Set(['maxInFlight', 'maxQueued'])
 
@@ -378,7 +399,11 @@ export function resolveSettings(options: CacheOptions): Settings {
       maxBytes: positiveInteger('l1.maxBytes', l1.maxBytes ?? DEFAULT_L1_MAX_BYTES),
       maxTtl: l1.maxTtl === undefined ? DEFAULT_L1_MAX_TTL_MS : l1.maxTtl === Infinity ? Infinity : parseDuration('l1.maxTtl', l1.maxTtl),
     },
-    lock: { lease, maxHold, pollInterval, maxPollInterval, waitForReplicas: parseReplicaWait('lock.waitForReplicas', lock.waitForReplicas) },
+    lock: {
+      lease, maxHold, pollInterval, maxPollInterval,
+      maxPollRate: positiveInteger('lock.maxPollRate', lock.maxPollRate ?? DEFAULT_MAX_POLL_RATE),
+      waitForReplicas: parseReplicaWait('lock.waitForReplicas', lock.waitForReplicas),
+    },
     redisTimeout: parseDuration('redisTimeout', options.redisTimeout ?? 1_000),
     redisFailoverWait: parseDuration('redisFailoverWait', options.redisFailoverWait ?? 5_000, true),
     redisCommands: {
@@ -387,6 +412,7 @@ export function resolveSettings(options: CacheOptions): Settings {
     },
     maxValueBytes: positiveInteger('maxValueBytes', options.maxValueBytes ?? 4 * 1024 * 1024),
     maxBackgroundRefreshes: positiveInteger('maxBackgroundRefreshes', options.maxBackgroundRefreshes ?? 64),
+    maxWaits: positiveInteger('maxWaits', options.maxWaits ?? DEFAULT_MAX_WAITS),
     ttlJitter,
     breaker: {
       threshold: positiveInteger('circuitBreaker.threshold', breaker.threshold ?? 3),

@@ -35,14 +35,14 @@ export abstract class LoadLeader extends CacheState {
     try {
       value = await withTimeout(this.runLoader(call.loader, context), maxHold, () => new LoaderTimeoutError(key, maxHold, 'lock.maxHold'))
     } catch (error) {
-      await lease?.stop()
+      lease?.storingResult()
       this.events.emit('load', { key, durationMs: performance.now() - startedAt, error })
-      return this.loadFailed(call, claim, error, notes.fallback)
+      return this.loadFailed(call, claim, error, notes.fallback).finally(() => void lease?.stop())
     }
-    await lease?.stop()
+    lease?.storingResult() // renewed until the commit is done: it may queue behind others
     const loadMs = performance.now() - startedAt
     this.events.emit('load', { key, durationMs: loadMs })
-    return this.storeLoaded(call, claim, value, context, loadMs)
+    return this.storeLoaded(call, claim, value, context, loadMs).finally(() => void lease?.stop())
   }
 
   /** Encodes and stores a loaded value; the callers get it whatever happens to the write. */

@@ -8,6 +8,7 @@ import type { Flight } from '../memory/single-flight.js'
 import type { PolicyOptions } from '../options.js'
 import { entryKeys, type EntryKeys } from '../redis/keys.js'
 import type { Subscription } from '../redis/notifier.js'
+import type { PollWait } from '../redis/poll-scheduler.js'
 import type { Lookup, LookupMode } from '../redis/store.js'
 import { type Call, type Claim, type FlightNotes, type Resolution, messageKind } from './call.js'
 import { Refresher } from './refresh.js'
@@ -174,6 +175,8 @@ export abstract class RequestMachine extends Refresher {
     }
     let handedOff = false // past this point a RedisUnavailableError is the loader's own
     let subscription: Subscription | undefined
+    let wait: PollWait | undefined // this flight's place in the poll scheduler, while it waits
+    let counted = false // it holds one of the maxWaits
     let owner = '' // set after the fresh read: a hit needs none
     // A lookup of `owner` got no answer: it may take the lock yet. Undone once the flight is done with `owner`.
     let abandoned = false
@@ -199,13 +202,21 @@ export abstract class RequestMachine extends Refresher {
       owner = randomBytes(16).toString('hex')
       let mode: LookupMode = 'read'
       let waitDeadline = 0
-      let poll = pollInterval
+      /** Not waiting (the wait ran out, or was not allowed): stale if we can, else onWaitTimeout. */
+      const giveUp = async (capped: boolean): Promise<Resolution> => {
+        const timedOut = this.waitTimedOut(call, notes.fallback, capped)
+        if (timedOut) return timedOut
+        // Load without the lock; a fresh token still fences the result against newer ones.
+        const { lockArg: token, serverNow, fence } = await store.getOrLock(keys, owner, lease, 'token', this.retentionMs)
+        notes.fallback = this.unlessDeleted(key, notes.fallback, fence)
+        handedOff = true
+        return await this.lead(call, { keys, token, lockValue: '', lockedAt: 0, serverAt: serverNow }, notes)
+      }
       for (;;) {
         notes.lookingUp ??= []
-        // The lease runs from the attempt that took the lock, not from the first of a failover's retries.
-        let sentAt = performance.now()
         // A waiter's re-check (waitDeadline set) retries until its wait ends, not just redisFailoverWait.
-        const found = await store.throughFailover(() => ((sentAt = performance.now()), store.getOrLock(keys, owner, lease, mode, this.retentionMs, -1, () => (abandoned = true))), waitDeadline || failoverDeadline, pollInterval, { key: keys.entry, patient: committing || waitDeadline > 0 }).finally(() => lookedUp(notes))
+        // The lease runs from the attempt that took the lock (found.sentAt), not from the first of a failover's retries.
+        const found = await store.throughFailover(() => store.getOrLock(keys, owner, lease, mode, this.retentionMs, -1, () => (abandoned = true)), waitDeadline || failoverDeadline, pollInterval, { key: keys.entry, patient: committing || waitDeadline > 0 }).finally(() => lookedUp(notes))
         const entry = this.decode(key, found)
         notes.fallback = entry ?? this.unlessDeleted(key, notes.fallback, found.fence)
         if (found.lock !== 'held') waited(WAIT_ENDED_BY_LOOKUP[found.lock])
@@ -230,7 +241,7 @@ export abstract class RequestMachine extends Refresher {
           case 'won': {
             won = true // the lock is the lead's to commit or release
             this.checkReplicated(key, found)
-            const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: sentAt, serverAt: found.serverNow }
+            const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: found.sentAt, serverAt: found.serverNow }
             if (entry && found.state === 'grace') {
               this.remember(call, entry)
               if (this.refreshing >= this.settings.maxBackgroundRefreshes) {
@@ -257,25 +268,25 @@ export abstract class RequestMachine extends Refresher {
             // Subscribe first, then re-check, so the leader's commit message cannot
             // fall between our check and our subscription.
             if (!subscription) {
+              if (!counted && this.waitsOpen >= this.settings.maxWaits) {
+                this.events.emit('wait-capped', { key, waits: this.waitsOpen })
+                return await giveUp(true)
+              }
+              if (!counted) this.waitsOpen++
+              counted = true
               this.events.emit('wait', { key })
               waitingSince = performance.now()
               subscription = await store.throughFailover(() => this.notifier!.subscribe(keys.channel), failoverDeadline, pollInterval, { key: keys.entry, patient: true })
               waitDeadline = performance.now() + call.policy.waitTimeout
+              wait = this.polls!.enrol(keys.lock, waitDeadline, { firstMs: pollInterval, maxMs: maxPollInterval })
               continue
             }
-            const left = waitDeadline - performance.now()
-            if (left <= 0) {
+            if (wait!.over) {
               waited('timeout')
-              const timedOut = this.waitTimedOut(call, notes.fallback)
-              if (timedOut) return timedOut
-              // Load without the lock; a fresh token still fences the result against newer ones.
-              const { lockArg: token, serverNow, fence } = await this.store.getOrLock(keys, owner, lease, 'token', this.retentionMs)
-              notes.fallback = this.unlessDeleted(key, notes.fallback, fence)
-              handedOff = true
-              return await this.lead(call, { keys, token, lockValue: '', lockedAt: 0, serverAt: serverNow }, notes)
+              return await giveUp(false)
             }
-            const message = await subscription.next(Math.min(pttl + 1, poll, left))
-            poll = Math.min(maxPollInterval, poll * 2) * (0.75 + Math.random() / 2)
+            // Until the leader's message, a poll finding the lock gone (or failing), or the deadline.
+            const message = await wait!.pause(subscription, pttl)
             const answer = message === undefined ? undefined : await this.onLeaderMessage(call, keys, message, notes.fallback)
             if (answer) {
               waited(WAIT_ENDED_BY_MESSAGE[messageKind(message!)] ?? 'released')
@@ -293,7 +304,9 @@ export abstract class RequestMachine extends Refresher {
       if (served) return served
       return this.lead(call, undefined, notes)
     } finally {
+      wait?.end()
       subscription?.release()
+      if (counted) this.waitsOpen--
       if (abandoned && !won) store.releaseAbandoned(keys, owner)
     }
   }
@@ -339,11 +352,16 @@ export abstract class RequestMachine extends Refresher {
     return this.stale(call.key, fallback, 'fail-safe')
   }
 
-  /** After waitTimeout: stale if we can, a LockWaitTimeoutError if asked, else undefined (load it ourselves). */
-  protected waitTimedOut(call: Call, fallback: Entry | undefined): Resolution | undefined {
-    this.events.emit('timeout', { key: call.key, kind: 'wait' })
+  /**
+   * After waitTimeout, or at once past `maxWaits` (`capped`): stale if we can, a
+   * LockWaitTimeoutError if asked, else undefined (load it ourselves).
+   */
+  protected waitTimedOut(call: Call, fallback: Entry | undefined, capped = false): Resolution | undefined {
+    if (!capped) this.events.emit('timeout', { key: call.key, kind: 'wait' })
     if (fallbackValid(fallback, performance.now())) return this.stale(call.key, fallback, 'wait-timeout')
-    if (call.policy.onWaitTimeout === 'throw') throw new LockWaitTimeoutError(call.key, call.policy.waitTimeout)
+    if (call.policy.onWaitTimeout === 'throw') {
+      throw capped ? new LockWaitTimeoutError(call.key, 0, this.settings.maxWaits) : new LockWaitTimeoutError(call.key, call.policy.waitTimeout)
+    }
     return undefined
   }
 }

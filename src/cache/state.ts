@@ -14,6 +14,7 @@ import { resolveCallPolicy, resolveSettings, type CacheOptions, type CallOptions
 import { CircuitBreaker } from '../redis/breaker.js'
 import { invalidationChannel, type EntryKeys } from '../redis/keys.js'
 import { Notifier } from '../redis/notifier.js'
+import { PollScheduler } from '../redis/poll-scheduler.js'
 import { newerVersion, parseRecord } from '../redis/record.js'
 import { ServerProbe } from '../redis/server-probe.js'
 import { FOREIGN_TYPE } from '../redis/fresh-reads.js'
@@ -54,6 +55,10 @@ export abstract class CacheState {
   protected deletions = 0
   protected readonly store: RedisStore | undefined
   protected readonly notifier: Notifier | undefined
+  /** Every cross-process wait's safety-net poll, on one timeline and one rate budget (`lock.maxPollRate`). */
+  protected readonly polls: PollScheduler | undefined
+  /** Cross-process waits running now (waits on another's load, and watchReload), capped by `maxWaits`. */
+  protected waitsOpen = 0
   protected readonly probe: ServerProbe | undefined
   /** The tag scripts (docs/tags.md); with Redis only. */
   protected readonly tagStore: TagStore | undefined
@@ -81,6 +86,8 @@ export abstract class CacheState {
       const circuit = new CircuitBreaker(breaker.threshold, breaker.openFor, this.events)
       this.store = new RedisStore(client, redisTimeout, circuit, this.events, this.probe, redisFailoverWait, lock.waitForReplicas, this.settings.redisCommands)
       this.notifier = new Notifier(client, redisTimeout, this.probe)
+      const store = this.store
+      this.polls = new PollScheduler((locks) => store.pollLocks(locks), lock.maxPollRate, store.clusterKeyOf)
       this.tagStore = new TagStore(client, this.store, namespace)
       this.notifier.onLoss((phase) => {
         // Invalidations published meanwhile are gone: what L1 holds is checked with Redis before it is served again.

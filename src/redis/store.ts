@@ -9,6 +9,8 @@ import { FailingClock } from './failing-clock.js'
 import { CommandBudget } from './command-budget.js'
 import type { EntryKeys } from './keys.js'
 import { FreshReadBatch, getOne, type FreshRead } from './fresh-reads.js'
+import { RenewalBatch } from './renewals.js'
+import { clusterKeyOf } from './batches.js'
 import { execWithReplicaWait, type ReplicaWait } from './replicas.js'
 import { defineScripts, type ScriptedClient } from './scripts.js'
 import { ServerClock } from './server-clock.js'
@@ -51,6 +53,12 @@ export interface Lookup {
   acknowledged?: number
   /** The server time (ms) the lookup ran at: a load it elects begins no earlier (tags compare it). */
   serverNow: number
+  /**
+   * `performance.now()` when it was sent, after any wait for a `redisCommands` slot: a lock it
+   * took has its lease counted from no earlier. (From before that wait, 20,000 lookups queued
+   * at once outlasted the lease: 9,056 leaders were told at once that they had lost their lock.)
+   */
+  sentAt: number
 }
 
 /** An invalidation to publish with a write: on `channel`, `message`. */
@@ -95,6 +103,10 @@ export class RedisStore {
   readonly clock = new ServerClock()
   /** Fresh-copy reads of this tick, sent as one MGET (see getFresh, fresh-reads.ts). */
   private readonly reads: FreshReadBatch
+  /** Lease renewals of one tick, sent as one extend-many.lua call (see renewals.ts). */
+  private readonly renewals: RenewalBatch
+  /** See `clusterKeyOf` (batches.ts). */
+  readonly clusterKeyOf: ((key: string) => string) | undefined
   private readonly cluster: boolean
   private clockSync: Promise<void> | undefined
   private readonly connection: NodeJS.EventEmitter
@@ -124,6 +136,9 @@ export class RedisStore {
     this.reads = new FreshReadBatch(this.client, this.budget, breaker, events, (operation, command) => this.send(operation, command))
     this.cluster = client.isCluster === true
     this.keyPrefix = keyPrefixOf(client)
+    this.clusterKeyOf = clusterKeyOf(client)
+    // A batch's keys share one slot on a Cluster: the first stands for them in the failing clock.
+    this.renewals = new RenewalBatch((locks, args) => this.call('extend', locks[0], () => this.client.stampedeGuardExtendMany(locks.length, ...locks, ...args)), this.clusterKeyOf)
     this.failsOver = canFailOver(client)
     this.failing = new FailingClock(client.isCluster === true ? (client as Cluster) : undefined, this.keyPrefix)
     this.connectedOnce = client.status === 'ready'
@@ -236,9 +251,10 @@ export class RedisStore {
     const args = [keys.entry, keys.lock, keys.fresh, owner, leaseMs, mode, retentionMs, Math.round(refreshBelowMs)] as const
     let acknowledged: number | undefined
     let sent = false
-    const sentAt = performance.now()
+    let sentAt = performance.now()
     const reply = (await this.call('getOrLock', keys.entry, async () => {
       sent = true
+      sentAt = performance.now() // not while it waited for a slot: the lease and the clock count from here
       if (!this.replicaWait) return this.client.stampedeGuardGetOrLockBuffer(...args)
       const { replies, acknowledged: count } = await execWithReplicaWait(this.client, (pipeline) => (pipeline as unknown as ScriptedClient).stampedeGuardGetOrLockBuffer(...args), this.replicaWait)
       acknowledged = count
@@ -262,6 +278,7 @@ export class RedisStore {
       fence: String(fence),
       acknowledged,
       serverNow,
+      sentAt,
     }
   }
 
@@ -310,8 +327,14 @@ export class RedisStore {
     return released === 1
   }
 
-  async extend(keys: EntryKeys, lockValue: string, leaseMs: number): Promise<boolean> {
-    return (await this.call('extend', keys.lock, () => this.client.stampedeGuardExtend(keys.lock, lockValue, leaseMs))) === 1
+  /** Renews the lease if the lock is still ours, batched with this tick's other renewals. */
+  extend(keys: EntryKeys, lockValue: string, leaseMs: number): Promise<boolean> {
+    return this.renewals.renew(keys.lock, lockValue, leaseMs)
+  }
+
+  /** The safety-net poll of one batch of waits (see poll-scheduler.ts): each lock's PTTL. */
+  pollLocks(locks: string[]): Promise<unknown> {
+    return this.call('poll', locks[0], () => this.client.stampedeGuardPollLocks(locks.length, ...locks))
   }
 
   /** Deletes the value, keeps the fence, and publishes `broadcast` in the same script. */
@@ -371,7 +394,7 @@ export class RedisStore {
     // Commands reach Redis in the order they were asked for: reads of this tick go first.
     if (this.reads.pending && operation !== 'get' && operation !== 'mget') this.reads.sendReads()
     if (!retry && !this.breaker.allow()) throw new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`)
-    const waiting = this.budget.acquire(LOCK_HOLDER_OPERATIONS.has(operation))
+    const waiting = this.budget.acquire(LOCK_HOLDER_OPERATIONS.has(operation), operation === 'extend')
     if (waiting) {
       try {
         await waiting

@@ -66,6 +66,25 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis 
     expect(new Set(owners).size).toBeGreaterThan(1)
   })
 
+  it('batched renewals and polls split by hash tag: locks over every master stay held, and a lock gone without a message is found by the poll', async () => {
+    const holderLocks = newLocks()
+    const keys = Array.from({ length: 30 }, (_, i) => `batch:${i}`)
+    const held = await Promise.all(keys.map((key) => holderLocks.acquire(key, { lease: 600 })))
+    const owners = await Promise.all(keys.map(async (key) => (await cluster.ownerOf(names(key).lock)).master.port))
+    expect(new Set(owners).size).toBe(3)
+    await new Promise((resolve) => setTimeout(resolve, 1_500)) // several renewal rounds (one CROSSSLOT would lose a lock)
+    expect(held.filter((handle) => handle.signal.aborted).length).toBe(0)
+    // A waiter on each of 3 keys; their locks then vanish without a release message (the
+    // holder's renewals find them gone and never take them back).
+    const waiterLocks = newLocks()
+    const waits = keys.slice(0, 3).map((key) => waiterLocks.acquire(key, { wait: '20s' }))
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    await Promise.all(keys.slice(0, 3).map(async (key) => cluster.admin((await cluster.ownerOf(names(key).lock)).master).del(names(key).lock)))
+    const acquired = await Promise.all(waits)
+    expect(acquired.map((handle) => handle.key)).toEqual(keys.slice(0, 3))
+    await Promise.all([...acquired, ...held].map((handle) => handle.release().catch(() => {})))
+  }, 60_000)
+
   it('8 processes contending for one key: never two holders at once; every release SPUBLISHes on the lock\'s master only (no PUBLISH anywhere)', async () => {
     const contenders = await fork(8)
     await resetStats()
