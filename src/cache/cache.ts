@@ -4,8 +4,10 @@ import { InvalidArgumentError } from '../errors.js'
 import type { CacheEventName, CacheEvents, CacheStats } from '../events.js'
 import type { CacheOptions, PolicyOptions } from '../options.js'
 import { entryKeys } from '../redis/keys.js'
-import { NEVER_ABORTED, type LoadResult } from './call.js'
+import { NEVER_ABORTED, type LoadResult, type Resolution } from './call.js'
 import { RequestMachine } from './request.js'
+
+const valueOf = (resolution: Resolution): unknown => resolution.value
 
 /**
  * The cache. Every `getOrLoad` walks one state machine:
@@ -28,7 +30,7 @@ export class Cache extends RequestMachine {
    */
   getOrLoad<V>(key: string, loader: Loader<V>, options?: PolicyOptions): Promise<V> {
     const answer = this.lookup(key, loader, options)
-    return answer instanceof Promise ? answer.then((resolution) => resolution.value as V) : Promise.resolve(answer.value as V)
+    return (answer instanceof Promise ? answer.then(valueOf) : Promise.resolve(answer.value)) as Promise<V>
   }
 
   /** As `getOrLoad`, and also says how the value was obtained (the middleware's `X-Cache`). */
@@ -55,7 +57,7 @@ export class Cache extends RequestMachine {
       version = await this.store.commit(entryKeys(this.settings.namespace, key), { lockValue: '', token: '', data, ...life }, this.forgetMessage(key))
       if (version === undefined) return
     }
-    if (this.deletions === epoch) this.remember({ ...call, epoch }, entryFrom(value, life, performance.now(), { version, size: data.length }))
+    if (this.deletions === epoch) this.remember({ ...call, epoch }, entryFrom(value, life, performance.now(), version, data.length))
   }
 
   /**
@@ -99,7 +101,7 @@ export class Cache extends RequestMachine {
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
-    while (this.background.size > 0) await Promise.allSettled([...this.background])
+    for (let work = this.unfinished(); work.length > 0; work = this.unfinished()) await Promise.allSettled(work)
     this.store?.close()
     this.probe?.close()
     this.notifier?.close()

@@ -87,7 +87,7 @@ export abstract class LoadLeader extends CacheState {
       }
     }
     if (written) {
-      this.remember(call, entryFrom(value, life, performance.now(), { version, size: data.length }))
+      this.remember(call, entryFrom(value, life, performance.now(), version, data.length))
       this.refreshHolds.delete(key) // the next early refresh is due for this new value
     }
     return loaded

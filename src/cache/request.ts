@@ -6,7 +6,8 @@ import { LoaderTimeoutError, LockWaitTimeoutError, RedisUnavailableError, Remote
 import type { WaitOutcome } from '../events.js'
 import type { Flight } from '../memory/single-flight.js'
 import type { PolicyOptions } from '../options.js'
-import { entryKeys, type EntryKeys } from '../redis/keys.js'
+import type { FreshRead } from '../redis/fresh-reads.js'
+import { entryKeys, freshKeyOf, type EntryKeys } from '../redis/keys.js'
 import type { Subscription } from '../redis/notifier.js'
 import type { Lookup, LookupMode } from '../redis/store.js'
 import { type Call, type Claim, type FlightNotes, type Resolution, messageKind } from './call.js'
@@ -16,7 +17,7 @@ import { Refresher } from './refresh.js'
 function lookedUp(notes: FlightNotes): void {
   const postponed = notes.lookingUp
   notes.lookingUp = false
-  if (postponed) for (const resume of postponed) resume()
+  if (Array.isArray(postponed)) for (const resume of postponed) resume()
 }
 
 /** Tells a caller to run its own loader, storing nothing. */
@@ -64,15 +65,11 @@ export abstract class RequestMachine extends Refresher {
   }
 
   protected fly(call: Call): Promise<Resolution> {
+    const running = this.flights.get(call.key)
+    if (!running) return this.withTimeouts(call, this.flights.start(call.key, { fallback: undefined }, (notes) => this.resolve(call, notes)), false)
     const startedAt = performance.now()
-    const { flight, joined } = this.flights.run(call.key, { fallback: undefined }, (notes) => this.resolve(call, notes))
-    if (joined) this.events.emit('coalesced', { key: call.key, from: 'process' })
-    const answered = this.withTimeouts(call, flight, joined)
-    if (!joined) {
-      this.trackFlight(call.key, flight.promise)
-      return answered
-    }
-    return answered.then((resolution) => {
+    this.events.emit('coalesced', { key: call.key, from: 'process' })
+    return this.withTimeouts(call, running, true).then((resolution) => {
       if (!resolution.shareable) return this.loadUncached(call, startedAt)
       return resolution.outcome === 'loaded' ? { ...resolution, outcome: 'coalesced' } : resolution
     })
@@ -85,6 +82,7 @@ export abstract class RequestMachine extends Refresher {
    */
   protected withTimeouts(call: Call, flight: Flight<Resolution, FlightNotes>, joined: boolean): Promise<Resolution> {
     const { key, policy } = call
+    if (!joined && !policy.softTimeout && !policy.hardTimeout) return flight.promise // no deadline, no timer
     const fallback = () => (fallbackValid(flight.notes.fallback, performance.now()) ? flight.notes.fallback : undefined)
     // Each deadline answers, throws, or returns undefined to keep waiting (`again(ms)`: come back later).
     const deadlines: [number, (again: (ms: number) => void) => Resolution | Promise<Resolution> | undefined][] = []
@@ -101,7 +99,12 @@ export abstract class RequestMachine extends Refresher {
         // A flight still on its first Redis lookup (queued behind a burst, or sent) is not yet
         // waiting for anyone's load: count the wait again from when the lookup answers.
         const lookup = flight.notes.lookingUp
-        if (lookup) return void lookup.push(() => again(policy.waitTimeout))
+        if (lookup) {
+          const resume = () => again(policy.waitTimeout)
+          if (lookup === true) flight.notes.lookingUp = [resume]
+          else lookup.push(resume)
+          return undefined
+        }
         // Run our own loader (fly() does, on this unshared marker); the flight still stores its result.
         return this.waitTimedOut(call, fallback()) ?? OWN_LOAD
       }])
@@ -151,18 +154,43 @@ export abstract class RequestMachine extends Refresher {
 
   // ── the Redis state machine ───────────────────────────────────────────────
 
-  /** One flight: decide from Redis who loads, then lead, wait, or serve. */
-  protected override async resolve(call: Call, notes: FlightNotes): Promise<Resolution> {
-    const { key } = call
-    const inMemory = this.memory?.get(key)
-    if (fallbackValid(inMemory, performance.now())) notes.fallback = inMemory
-    if (!this.store) {
-      this.events.emit('miss', { key }) // in-process mode: L1 was the only tier
+  /**
+   * One flight: decide from Redis who loads, then lead, wait, or serve. The fresh hit comes
+   * first and takes no await, no timer and no closure beyond its one reaction (it is most
+   * calls' whole path): the GET is sent in this tick's batch, and only when it finds nothing
+   * (or fails) does the flight go on to the script in lookUp().
+   */
+  protected override resolve(call: Call, notes: FlightNotes): Promise<Resolution> {
+    if (this.memory) {
+      const inMemory = this.memory.get(call.key)
+      if (fallbackValid(inMemory, performance.now())) notes.fallback = inMemory
+    }
+    const store = this.store
+    if (!store) {
+      this.events.emit('miss', { key: call.key }) // in-process mode: L1 was the only tier
       return this.lead(call, undefined, notes)
     }
+    // Whichever command goes first is sent before this returns, so calls keep their order.
+    if (store.clock.stale()) void store.syncClock()
+    // The first lookup is the fresh GET and, when it finds nothing, the script: joined
+    // callers' waitTimeouts start once it answers (see withTimeouts).
+    notes.lookingUp ??= true
+    if (!store.clock.known()) return this.lookUp(call, notes, undefined)
+    const read = store.getFresh(freshKeyOf(this.settings.namespace, call.key))
+    return read.then((found) => {
+      const entry = this.freshEntry(call.key, found, store)
+      return entry ? this.hit(call, entry) : this.lookUp(call, notes, undefined)
+    }, () => this.lookUp(call, notes, read))
+  }
 
+  /**
+   * The flight after its fresh read: the get-or-lock script and what it answers. `failedRead`:
+   * the fresh read, which failed (through a failover it is tried again first).
+   */
+  protected async lookUp(call: Call, notes: FlightNotes, failedRead: Promise<FreshRead> | undefined): Promise<Resolution> {
+    const { key } = call
+    const store = this.store!
     const keys = entryKeys(this.settings.namespace, key)
-    const store = this.store
     let waitingSince: number | undefined // set from the `wait` event until the `waited` one
     const waited = (outcome: WaitOutcome) => {
       if (waitingSince === undefined) return
@@ -174,25 +202,26 @@ export abstract class RequestMachine extends Refresher {
     const failoverDeadline = performance.now() + call.policy.waitTimeout
     const { lease, pollInterval, maxPollInterval } = this.settings.lock
     try {
-      // Whichever command goes first is sent before this returns, so calls keep their order.
-      if (store.clock.stale()) void store.syncClock()
-      // The first lookup is the fresh GET and, when it finds nothing, the script: joined
-      // callers' waitTimeouts start once it answers (see withTimeouts).
-      notes.lookingUp ??= []
-      // Through a failover as the script is (redisFailoverWait): else every process would load.
-      const fresh = store.clock.now() === undefined
-        ? undefined
-        : await store.throughFailover(() => this.readFresh(key, keys, store), failoverDeadline, pollInterval).catch((error: unknown) => {
+      if (failedRead) {
+        // Through a failover as the script is (redisFailoverWait): else every process would load.
+        let first: Promise<FreshRead> | undefined = failedRead // attempt 0, already made
+        const read = () => {
+          const sent = first
+          first = undefined
+          return sent ? sent.then((found) => this.freshEntry(key, found, store)) : this.readFresh(key, keys, store)
+        }
+        const fresh = await store.throughFailover(read, failoverDeadline, pollInterval).catch((error: unknown) => {
           lookedUp(notes)
           throw error
         })
-      if (fresh) return this.hit(call, fresh)
+        if (fresh) return this.hit(call, fresh)
+      }
       const owner = randomBytes(16).toString('hex')
       let mode: LookupMode = 'read'
       let waitDeadline = 0
       let poll = pollInterval
       for (;;) {
-        notes.lookingUp ??= []
+        notes.lookingUp ??= true
         // The lease runs from the attempt that took the lock, not from the first of a failover's retries.
         let sentAt = performance.now()
         const found = await store.throughFailover(() => ((sentAt = performance.now()), store.getOrLock(keys, owner, lease, mode, this.retentionMs)), failoverDeadline, pollInterval).finally(() => lookedUp(notes))
@@ -224,7 +253,7 @@ export abstract class RequestMachine extends Refresher {
               this.remember(call, entry)
               if (this.refreshing >= this.settings.maxBackgroundRefreshes) {
                 // Too many refreshes running here: give the lock back (waiters re-check) and serve stale.
-                await this.store.release(keys, claim.lockValue, 'r|').catch(() => {})
+                await store.release(keys, claim.lockValue, 'r|').catch(() => {})
                 return this.stale(key, entry, 'grace')
               }
               this.holdRefresh(key, performance.now() + lease) // we are the one refreshing it
@@ -258,7 +287,7 @@ export abstract class RequestMachine extends Refresher {
               const timedOut = this.waitTimedOut(call, notes.fallback)
               if (timedOut) return timedOut
               // Load without the lock; a fresh token still fences the result against newer ones.
-              const { lockArg: token } = await this.store.getOrLock(keys, owner, lease, 'token', this.retentionMs)
+              const { lockArg: token } = await store.getOrLock(keys, owner, lease, 'token', this.retentionMs)
               handedOff = true
               return await this.lead(call, { keys, token, lockValue: '', lockedAt: 0 }, notes)
             }
@@ -286,9 +315,9 @@ export abstract class RequestMachine extends Refresher {
   }
 
   protected hit(call: Call, entry: Entry): Resolution {
-    this.remember(call, entry)
+    if (this.memory) this.remember(call, entry)
     this.events.emit('hit', { key: call.key, tier: 'redis' })
-    if (this.dueForEarlyRefresh(call, entry, performance.now())) {
+    if (call.policy.earlyRefresh.kind !== 'off' && this.dueForEarlyRefresh(call, entry, performance.now())) {
       // After this flight has ended, or refreshInBackground would see it and stand down.
       setImmediate(() => {
         if (this.deletions === call.epoch) this.refreshInBackground(call, 'refresh', entry) // not after a delete

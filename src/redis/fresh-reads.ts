@@ -2,6 +2,7 @@ import type { CacheEmitter } from '../events.js'
 import { RedisUnavailableError } from '../errors.js'
 import type { CircuitBreaker } from './breaker.js'
 import type { CommandBudget } from './command-budget.js'
+import { Dispatch, type Dispatcher } from './in-flight.js'
 import type { ScriptedClient } from './scripts.js'
 
 export const FOREIGN_TYPE = Symbol('foreign type')
@@ -16,9 +17,6 @@ interface PendingRead {
   resolve: (read: FreshRead) => void
   reject: (error: unknown) => void
 }
-
-/** Sends one command with its own timeout, through the store's breaker accounting (RedisStore.send). */
-type Send = <T>(operation: string, command: () => Promise<T>) => Promise<T>
 
 /** One GET of a fresh copy; a key of a foreign type is reported, not an outage. */
 export function getOne(client: ScriptedClient, key: string): Promise<FreshRead> {
@@ -41,7 +39,7 @@ export class FreshReadBatch {
     private readonly budget: CommandBudget,
     private readonly breaker: CircuitBreaker,
     private readonly events: CacheEmitter,
-    private readonly send: Send,
+    private readonly dispatch: Dispatcher,
   ) {}
 
   /** Reads asked for and not sent yet: another command must flush them first, to keep the order. */
@@ -68,7 +66,7 @@ export class FreshReadBatch {
     if (!this.pendingReads) {
       this.pendingReads = []
       // After every caller of this tick has asked (nextTick runs once the promise jobs drain).
-      process.nextTick(() => this.sendReads())
+      process.nextTick(this.sendReads)
     }
     this.pendingReads.push(read)
   }
@@ -79,24 +77,41 @@ export class FreshReadBatch {
    * key of another type, which then goes the script's way and is repaired there. Each read
    * gives its slot back when the reply (or the failure) is in.
    */
-  sendReads(): void {
+  readonly sendReads = (): void => {
     const reads = this.pendingReads
     this.pendingReads = undefined
     if (!reads) return
+    if (reads.length === 1) {
+      const key = reads[0]!.key
+      return this.dispatch(new SentReads(reads, 'get', this.budget), () => getOne(this.client, key))
+    }
     // Several MGETs rather than one big one: Redis answers the first while we decode it.
     for (let at = 0; at < reads.length; at += MAX_READS_PER_MGET) {
       const chunk = reads.slice(at, at + MAX_READS_PER_MGET)
-      const sent: Promise<(FreshRead | null)[]> = chunk.length === 1
-        ? this.send('get', () => getOne(this.client, chunk[0]!.key)).then((value) => [value])
-        : this.send('mget', () => this.client.mgetBuffer(chunk.map((read) => read.key)))
-      sent
-        .then(
-          (values) => chunk.forEach((read, i) => read.resolve(values[i] ?? null)),
-          (error: unknown) => chunk.forEach((read) => read.reject(error)),
-        )
-        .finally(() => {
-          for (let i = 0; i < chunk.length; i++) this.budget.release()
-        })
+      this.dispatch(new SentReads(chunk, 'mget', this.budget), () => this.client.mgetBuffer(chunk.map((read) => read.key)))
     }
+  }
+}
+
+/** One GET or MGET of fresh copies in flight: its reply (or failure) settles each read and frees its budget slot. */
+class SentReads extends Dispatch<FreshRead | (Buffer | null)[]> {
+  constructor(
+    private readonly reads: PendingRead[],
+    operation: 'get' | 'mget',
+    private readonly budget: CommandBudget,
+  ) {
+    super(operation, false)
+  }
+
+  answered(value: FreshRead | (Buffer | null)[]): void {
+    const reads = this.reads
+    if (Array.isArray(value)) for (let i = 0; i < reads.length; i++) reads[i]!.resolve(value[i] ?? null)
+    else reads[0]!.resolve(value)
+    for (let i = 0; i < reads.length; i++) this.budget.release()
+  }
+
+  failed(error: Error): void {
+    for (const read of this.reads) read.reject(error)
+    for (let i = 0; i < this.reads.length; i++) this.budget.release()
   }
 }

@@ -18,9 +18,18 @@ export interface EntryKeys {
  * spaces apart, so no plain key can collide with a hashed one.
  */
 export function entryKeys(namespace: string, key: string): EntryKeys {
-  const tag = key.includes('{') || key.includes('}') ? `h:${createHash('sha256').update(key).digest('hex')}` : `k:${key}`
-  const entry = `${namespace}:{${tag}}`
+  const entry = entryName(namespace, key)
   return { entry, lock: `${entry}:lock`, channel: `${entry}:ch`, fresh: `${entry}:v` }
+}
+
+/** `EntryKeys.fresh` alone: all a fresh hit needs. */
+export function freshKeyOf(namespace: string, key: string): string {
+  return `${entryName(namespace, key)}:v`
+}
+
+function entryName(namespace: string, key: string): string {
+  const tag = key.includes('{') || key.includes('}') ? `h:${createHash('sha256').update(key).digest('hex')}` : `k:${key}`
+  return `${namespace}:{${tag}}`
 }
 
 /** Channel on which deletions are broadcast so every process drops its L1 copy. */

@@ -8,6 +8,7 @@ import { delay } from '../timers.js'
 import { CommandBudget } from './command-budget.js'
 import type { EntryKeys } from './keys.js'
 import { FreshReadBatch, getOne, type FreshRead } from './fresh-reads.js'
+import { Dispatch, InFlightList } from './in-flight.js'
 import { execWithReplicaWait, type ReplicaWait } from './replicas.js'
 import { defineScripts, type ScriptedClient } from './scripts.js'
 import { ServerClock } from './server-clock.js'
@@ -80,7 +81,9 @@ export class RedisStore {
   /** performance.now() of the first failure since the last success: how long Redis has been failing. */
   private failingSince: number | undefined
   private connectedOnce: boolean
-  private readonly inFlight = new Set<(error: Error) => void>()
+  /** Commands sent and not answered, on one timer for their timeouts: the plain ones, and those that also WAIT. */
+  private readonly inFlight: InFlightList<Dispatch<unknown>>
+  private inFlightWaiting: InFlightList<Dispatch<unknown>> | undefined
   private readonly budget: CommandBudget
   /** The server clock, from the times scripts return: turns a fresh copy's deadlines into local ones. */
   readonly clock = new ServerClock()
@@ -93,8 +96,9 @@ export class RedisStore {
   /** Commands already sent when the connection drops would be retried after a reconnect: fail them now, and the queued ones. */
   private readonly onClose = () => {
     const lost = new RedisUnavailableError('redis connection lost')
-    for (const fail of this.inFlight) fail(lost)
-    this.inFlight.clear()
+    const fail = (command: Dispatch<unknown>) => command.failed(this.failure(command.operation, lost, command.retry))
+    this.inFlight.failAll(fail)
+    this.inFlightWaiting?.failAll(fail)
     this.budget.failQueued(lost)
   }
 
@@ -112,7 +116,8 @@ export class RedisStore {
   ) {
     this.budget = new CommandBudget(commands.maxInFlight, commands.maxQueued)
     this.client = defineScripts(client)
-    this.reads = new FreshReadBatch(this.client, this.budget, breaker, events, (operation, command) => this.send(operation, command))
+    this.inFlight = this.inFlightList(timeoutMs)
+    this.reads = new FreshReadBatch(this.client, this.budget, breaker, events, (dispatch, command) => this.dispatch(dispatch, command))
     this.cluster = client.isCluster === true
     this.keyPrefix = keyPrefixOf(client)
     this.failsOver = canFailOver(client)
@@ -137,11 +142,11 @@ export class RedisStore {
    * in flight, not the round trips, so batching cannot put 16 times more work in flight
    * behind one `redisTimeout`, and a read past `maxQueued` is refused like any command.
    */
-  getFresh(keys: EntryKeys): Promise<FreshRead> {
+  getFresh(freshKey: string): Promise<FreshRead> {
     // On a Cluster the keys of one tick are in many slots, and MGET needs one.
     // A retry through a failover goes alone, by call(), which keeps it out of the breaker's count.
-    if (this.cluster || this.retrying) return this.call('get', () => getOne(this.client, keys.fresh))
-    return this.reads.read(keys.fresh)
+    if (this.cluster || this.retrying) return this.call('get', () => getOne(this.client, freshKey))
+    return this.reads.read(freshKey)
   }
 
   /**
@@ -323,35 +328,55 @@ export class RedisStore {
   }
 
   /** One command with its own timeout, started now that it is sent; `retry`: a retry through a failover, not counted by the breaker. */
-  private async send<T>(operation: string, command: () => Promise<T>, extraMs = 0, retry = false): Promise<T> {
-    try {
-      // A client that was connected and lost its connection would queue the command until it
-      // reconnects: fail at once instead of after redisTimeout. Before the first connection,
-      // commands may wait for it (a starting process should not skip Redis).
-      if (this.connectedOnce && this.client.status !== 'ready') throw new RedisUnavailableError(`redis ${operation} skipped: connection is ${this.client.status}`)
-      // Settles with the reply, after timeoutMs, or when the connection drops, whichever is first.
-      const result = await new Promise<T>((resolve, reject) => {
-        // Declared timed out only after the event loop has read what already arrived
-        // (setImmediate runs after the I/O phase): a busy loop delays replies, it does not lose them.
-        const timeoutMs = this.timeoutMs + extraMs
-        const timedOut = () => reject(new RedisUnavailableError(`redis ${operation} timed out after ${timeoutMs} ms`))
-        const timer = setTimeout(() => setImmediate(timedOut), timeoutMs)
-        timer.unref()
-        this.inFlight.add(reject)
-        command().then(resolve, reject).finally(() => {
-          clearTimeout(timer)
-          this.inFlight.delete(reject)
-        })
-      })
+  private send<T>(operation: string, command: () => Promise<T>, extraMs = 0, retry = false): Promise<T> {
+    return new Promise<T>((resolve, reject) => this.dispatch(new Settles(operation, retry, resolve, reject), command, extraMs))
+  }
+
+  /**
+   * Sends `command` now, and settles `dispatch` once: with the reply, or after `redisTimeout`
+   * (plus `extraMs`), or when the connection drops, whichever is first. No promise of its
+   * own and no timer per command (see in-flight.ts): this is on every fresh hit's path.
+   */
+  private dispatch<T>(dispatch: Dispatch<T>, command: () => Promise<T>, extraMs = 0): void {
+    // A client that was connected and lost its connection would queue the command until it
+    // reconnects: fail at once instead of after redisTimeout. Before the first connection,
+    // commands may wait for it (a starting process should not skip Redis).
+    if (this.connectedOnce && this.client.status !== 'ready') {
+      dispatch.settled = true
+      dispatch.failed(this.failure(dispatch.operation, new RedisUnavailableError(`redis ${dispatch.operation} skipped: connection is ${this.client.status}`), dispatch.retry))
+      return
+    }
+    const list = (extraMs === 0 ? this.inFlight : (this.inFlightWaiting ??= this.inFlightList(this.timeoutMs + extraMs))) as InFlightList<Dispatch<T>>
+    list.add(dispatch)
+    command().then((value) => {
+      if (!list.settle(dispatch)) return
       this.breaker.success()
       this.failingSince = undefined
-      return result
-    } catch (error) {
-      if (!retry) this.breaker.failure()
-      this.failingSince ??= performance.now()
-      if (this.breaker.isOpen()) this.budget.failQueued(new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`))
-      this.events.emit('redis-error', { operation, error })
-      throw error instanceof RedisUnavailableError ? error : new RedisUnavailableError(`redis ${operation} failed: ${(error as Error)?.message}`, error)
-    }
+      dispatch.answered(value)
+    }, (error: unknown) => {
+      if (list.settle(dispatch)) dispatch.failed(this.failure(dispatch.operation, error, dispatch.retry))
+    })
+  }
+
+  private inFlightList(timeoutMs: number): InFlightList<Dispatch<unknown>> {
+    return new InFlightList(timeoutMs, (command) => {
+      command.failed(this.failure(command.operation, new RedisUnavailableError(`redis ${command.operation} timed out after ${timeoutMs} ms`), command.retry))
+    })
+  }
+
+  /** A command failed: the breaker's and the outage clock's accounting; the error to report, typed. */
+  private failure(operation: string, error: unknown, retry: boolean): RedisUnavailableError {
+    if (!retry) this.breaker.failure()
+    this.failingSince ??= performance.now()
+    if (this.breaker.isOpen()) this.budget.failQueued(new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`))
+    this.events.emit('redis-error', { operation, error })
+    return error instanceof RedisUnavailableError ? error : new RedisUnavailableError(`redis ${operation} failed: ${(error as Error)?.message}`, error)
+  }
+}
+
+/** A command whose caller awaits a promise (send). */
+class Settles<T> extends Dispatch<T> {
+  constructor(operation: string, retry: boolean, readonly answered: (value: T) => void, readonly failed: (error: Error) => void) {
+    super(operation, retry)
   }
 }
