@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { fallbackValid, type Entry } from '../entry.js'
+import { decodeValue, fallbackValid, type Entry } from '../entry.js'
 import { Deadlines } from '../deadlines.js'
 import { decodeFailure } from '../loader-error.js'
 import { LoaderTimeoutError, LockWaitTimeoutError, RedisUnavailableError, RemoteLoaderError } from '../errors.js'
@@ -9,7 +9,7 @@ import type { PolicyOptions } from '../options.js'
 import type { FreshRead } from '../redis/fresh-reads.js'
 import { entryKeys, freshKeyOf, type EntryKeys } from '../redis/keys.js'
 import type { Subscription } from '../redis/notifier.js'
-import type { Lookup, LookupMode } from '../redis/store.js'
+import type { Lookup, LookupMode, RedisStore } from '../redis/store.js'
 import { type Call, type Claim, type FlightNotes, type Resolution, messageKind } from './call.js'
 import { Refresher } from './refresh.js'
 
@@ -176,11 +176,20 @@ export abstract class RequestMachine extends Refresher {
     // callers' waitTimeouts start once it answers (see withTimeouts).
     notes.lookingUp ??= true
     if (!store.clock.known()) return this.lookUp(call, notes, undefined)
-    const read = store.getFresh(freshKeyOf(this.settings.namespace, call.key))
-    return read.then((found) => {
-      const entry = this.freshEntry(call.key, found, store)
-      return entry ? this.hit(call, entry) : this.lookUp(call, notes, undefined)
-    }, () => this.lookUp(call, notes, read))
+    const machine = this // methods, not arrow properties: tsx names each arrow property it creates, per call
+    return new Promise<Resolution>((resolve, reject) => store.readFresh({
+      freshKey: freshKeyOf(this.settings.namespace, call.key),
+      found(found) {
+        try {
+          resolve(machine.freshHit(call, found, store) ?? machine.lookUp(call, notes, undefined))
+        } catch (error) {
+          reject(error)
+        }
+      },
+      failed(error) {
+        resolve(machine.lookUp(call, notes, Promise.reject(error)))
+      },
+    }))
   }
 
   /**
@@ -312,6 +321,26 @@ export abstract class RequestMachine extends Refresher {
     } finally {
       subscription?.release()
     }
+  }
+
+  /** A read of the fresh copy answered: the hit, or undefined when it found nothing usable. */
+  protected freshHit(call: Call, read: FreshRead, store: RedisStore): Resolution | undefined {
+    if (this.memory || call.policy.earlyRefresh.kind !== 'off') {
+      const entry = this.freshEntry(call.key, read, store)
+      return entry && this.hit(call, entry)
+    }
+    // Nothing would keep the entry (no L1, no early refresh): decode the value alone.
+    const record = this.freshRecord(call.key, read)
+    if (!record) return undefined
+    let value: unknown
+    try {
+      value = decodeValue(this.settings.codec, record.data)
+    } catch (error) {
+      this.events.emit('corrupt', { key: call.key, error })
+      return undefined
+    }
+    this.events.emit('hit', { key: call.key, tier: 'redis' })
+    return { value, outcome: 'hit', shareable: true }
   }
 
   protected hit(call: Call, entry: Entry): Resolution {

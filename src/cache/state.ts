@@ -13,7 +13,7 @@ import { resolveCallPolicy, resolveSettings, type CacheOptions, type PolicyOptio
 import { CircuitBreaker } from '../redis/breaker.js'
 import { invalidationChannel, type EntryKeys } from '../redis/keys.js'
 import { Notifier } from '../redis/notifier.js'
-import { parseRecord } from '../redis/record.js'
+import { lifetimesOf, parseRecord, type StoredRecord } from '../redis/record.js'
 import { ServerProbe } from '../redis/server-probe.js'
 import { FOREIGN_TYPE, type FreshRead } from '../redis/fresh-reads.js'
 import { RedisStore, type Broadcast, type Lookup } from '../redis/store.js'
@@ -149,7 +149,7 @@ export abstract class CacheState {
   }
 
   private forgetDeleteMarker(key: string): void {
-    if (!this.busy(key)) this.deletedAt.delete(key)
+    if (this.deletedAt.size > 0 && !this.busy(key)) this.deletedAt.delete(key)
   }
 
   /** Counts a background refresh while it runs, for the `maxBackgroundRefreshes` cap. */
@@ -173,7 +173,7 @@ export abstract class CacheState {
 
   /** What close() waits for: flights and background work still running. */
   protected unfinished(): Promise<unknown>[] {
-    const flights = this.flights.all()
+    const flights = this.flights.size === 0 ? [] : [this.flights.idle()]
     return this.background.size === 0 ? flights : [...flights, ...this.background]
   }
 
@@ -234,12 +234,12 @@ export abstract class CacheState {
   /** `c|<server now>|<record>` as published by commit.lua (see src/redis/record.ts). */
   protected decodeCommitMessage(key: string, message: Buffer): Entry | undefined {
     const bar = message.indexOf('|', 2)
-    const record = bar < 0 ? undefined : parseRecord(message, bar + 1, Number(message.toString('latin1', 2, bar)))
+    const record = bar < 0 ? undefined : parseRecord(message, bar + 1)
     if (!record) {
       this.events.emit('corrupt', { key })
       return undefined
     }
-    return this.decodeData(key, record.data, record.life, record.version)
+    return this.decodeData(key, record.data, lifetimesOf(record, Number(message.toString('latin1', 2, bar))), record.version)
   }
 
   /** The value a commit message announces: carried in it ('c'), or read with one GET (a notice, 'n', for a large value). */
@@ -265,16 +265,20 @@ export abstract class CacheState {
 
   /** What a read of the fresh copy found, decoded; undefined when nothing (or nothing usable) was there. */
   protected freshEntry(key: string, read: FreshRead, store: RedisStore): Entry | undefined {
-    if (read === null) return undefined
-    const record = read === FOREIGN_TYPE ? undefined : parseRecord(read, 0, store.clock.now()!)
-    if (!record) {
-      this.events.emit('corrupt', { key })
-      return undefined
-    }
+    const record = this.freshRecord(key, read)
+    if (!record) return undefined
     // Redis returned it, so it is fresh by the server clock, whatever our estimate of that says.
     // Nor fresher than its own ttl.
-    const life = record.life
+    const life = lifetimesOf(record, store.clock.now()!)
     life.freshMs = Math.max(0, life.ttlMs > 0 ? Math.min(life.freshMs, life.ttlMs) : life.freshMs)
     return this.decodeData(key, record.data, life, record.version)
+  }
+
+  /** The record a read of the fresh copy found; undefined when none, or a corrupt one (reported). */
+  protected freshRecord(key: string, read: FreshRead): StoredRecord | undefined {
+    if (read === null) return undefined
+    const record = read === FOREIGN_TYPE ? undefined : parseRecord(read, 0)
+    if (!record) this.events.emit('corrupt', { key })
+    return record
   }
 }

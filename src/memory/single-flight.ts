@@ -15,8 +15,9 @@ export class SingleFlight<T, N> {
   private readonly inFlight = new Map<string, Flight<T, N>>()
   /** Flights detached by `detach()` that are still running, per key. */
   private readonly detached = new Map<string, number>()
-  /** Every flight still running, attached or detached (close() waits for them). */
-  private readonly running = new Set<Promise<T>>()
+  /** Flights still running, attached or detached, and what idle() resolves once there are none. */
+  private running = 0
+  private drained: { promise: Promise<void>; resolve: () => void } | undefined
 
   /** `settled`: called once a flight has settled and left the map, with its key. */
   constructor(private readonly settled: (key: string) => void = () => {}) {}
@@ -33,9 +34,9 @@ export class SingleFlight<T, N> {
   start(key: string, notes: N, job: (notes: N) => Promise<T>): Flight<T, N> {
     const flight: Flight<T, N> = { promise: job(notes), notes }
     this.inFlight.set(key, flight)
-    this.running.add(flight.promise)
-    const done = () => this.end(key, flight)
-    flight.promise.then(done, done)
+    this.running++
+    // Two unnamed arrows rather than one named: tsx names each named closure it creates.
+    flight.promise.then(() => this.end(key, flight), () => this.end(key, flight))
     return flight
   }
 
@@ -54,13 +55,26 @@ export class SingleFlight<T, N> {
     this.detached.set(key, (this.detached.get(key) ?? 0) + 1)
   }
 
-  /** The flights running now (attached or detached). */
-  all(): Promise<T>[] {
-    return [...this.running]
+  /** Resolves once no flight is running (close() waits for it): a count, not a set, on the hit path. */
+  idle(): Promise<void> {
+    if (this.running === 0) return Promise.resolve()
+    if (!this.drained) {
+      let resolve!: () => void
+      const promise = new Promise<void>((settle) => (resolve = settle))
+      this.drained = { promise, resolve }
+    }
+    return this.drained.promise
+  }
+
+  get size(): number {
+    return this.running
   }
 
   private end(key: string, flight: Flight<T, N>): void {
-    this.running.delete(flight.promise)
+    if (--this.running === 0 && this.drained) {
+      this.drained.resolve()
+      this.drained = undefined
+    }
     if (this.inFlight.get(key) === flight) {
       this.inFlight.delete(key)
     } else {

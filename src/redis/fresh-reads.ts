@@ -12,18 +12,31 @@ export type FreshRead = Buffer | null | typeof FOREIGN_TYPE
 /** Most fresh-copy reads sent in one MGET. */
 const MAX_READS_PER_MGET = 16
 
-interface PendingRead {
-  key: string
-  resolve: (read: FreshRead) => void
-  reject: (error: unknown) => void
+/**
+ * A read of a fresh copy, told once what its reply found, or why there was none. A fresh
+ * hit is one of these, not a promise: the reply is decoded and answered from inside the
+ * batch's reaction, one promise hop fewer on every hit.
+ */
+export interface FreshReader {
+  readonly freshKey: string
+  found(read: FreshRead): void
+  failed(error: unknown): void
 }
+
+/** Is this a GET's answer for a key of a foreign type (reported as FOREIGN_TYPE, not an outage)? */
+export const isWrongType = (error: unknown): boolean => String((error as Error)?.message).startsWith('WRONGTYPE')
 
 /** One GET of a fresh copy; a key of a foreign type is reported, not an outage. */
 export function getOne(client: ScriptedClient, key: string): Promise<FreshRead> {
   return client.getBuffer(key).catch((error: unknown) => {
-    if (String((error as Error)?.message).startsWith('WRONGTYPE')) return FOREIGN_TYPE
+    if (isWrongType(error)) return FOREIGN_TYPE
     throw error
   })
+}
+
+/** A promise of a read, for the callers that await one. */
+export function promisedRead(freshKey: string, send: (reader: FreshReader) => void): Promise<FreshRead> {
+  return new Promise((resolve, reject) => send({ freshKey, found: resolve, failed: reject }))
 }
 
 /**
@@ -32,7 +45,7 @@ export function getOne(client: ScriptedClient, key: string): Promise<FreshRead> 
  */
 export class FreshReadBatch {
   /** Fresh-copy reads asked for in this tick, sent together as one MGET (see getFresh). */
-  private pendingReads: PendingRead[] | undefined
+  private pendingReads: FreshReader[] | undefined
 
   constructor(
     private readonly client: ScriptedClient,
@@ -47,22 +60,22 @@ export class FreshReadBatch {
     return this.pendingReads !== undefined
   }
 
-  /** A read of `key`, once it has its budget slot, sent with the others of this tick. */
-  read(key: string): Promise<FreshRead> {
-    return new Promise((resolve, reject) => {
-      if (!this.breaker.allow()) return reject(new RedisUnavailableError('redis skipped: circuit breaker open (get)'))
-      const read = { key, resolve, reject }
-      const waiting = this.budget.acquire(false)
-      if (!waiting) return this.queueRead(read)
-      waiting.then(() => this.queueRead(read), (error: Error) => {
-        this.events.emit('redis-error', { operation: 'get', error })
-        reject(error)
-      })
+  /** A read of `reader.freshKey`, once it has its budget slot, sent with the others of this tick. */
+  read(reader: FreshReader): void {
+    if (!this.breaker.allow()) {
+      const open = new RedisUnavailableError('redis skipped: circuit breaker open (get)')
+      return void Promise.resolve().then(() => reader.failed(open)) // never from inside the caller's call
+    }
+    const waiting = this.budget.acquire(false)
+    if (!waiting) return this.queueRead(reader)
+    waiting.then(() => this.queueRead(reader), (error: Error) => {
+      this.events.emit('redis-error', { operation: 'get', error })
+      reader.failed(error)
     })
   }
 
   /** A read that holds its budget slot, sent with the others of this tick. */
-  private queueRead(read: PendingRead): void {
+  private queueRead(read: FreshReader): void {
     if (!this.pendingReads) {
       this.pendingReads = []
       // After every caller of this tick has asked (nextTick runs once the promise jobs drain).
@@ -81,37 +94,41 @@ export class FreshReadBatch {
     const reads = this.pendingReads
     this.pendingReads = undefined
     if (!reads) return
-    if (reads.length === 1) {
-      const key = reads[0]!.key
-      return this.dispatch(new SentReads(reads, 'get', this.budget), () => getOne(this.client, key))
-    }
+    if (reads.length === 1) return this.dispatch(new SentReads(reads, this.client, this.budget))
     // Several MGETs rather than one big one: Redis answers the first while we decode it.
-    for (let at = 0; at < reads.length; at += MAX_READS_PER_MGET) {
-      const chunk = reads.slice(at, at + MAX_READS_PER_MGET)
-      this.dispatch(new SentReads(chunk, 'mget', this.budget), () => this.client.mgetBuffer(chunk.map((read) => read.key)))
-    }
+    for (let at = 0; at < reads.length; at += MAX_READS_PER_MGET) this.dispatch(new SentReads(reads.slice(at, at + MAX_READS_PER_MGET), this.client, this.budget))
   }
 }
 
 /** One GET or MGET of fresh copies in flight: its reply (or failure) settles each read and frees its budget slot. */
 class SentReads extends Dispatch<FreshRead | (Buffer | null)[]> {
   constructor(
-    private readonly reads: PendingRead[],
-    operation: 'get' | 'mget',
+    private readonly reads: FreshReader[],
+    private readonly client: ScriptedClient,
     private readonly budget: CommandBudget,
   ) {
-    super(operation, false)
+    super(reads.length === 1 ? 'get' : 'mget', false)
+  }
+
+  send(): Promise<FreshRead | (Buffer | null)[]> {
+    const reads = this.reads
+    return reads.length === 1 ? this.client.getBuffer(reads[0]!.freshKey) : this.client.mgetBuffer(reads.map((read) => read.freshKey))
   }
 
   answered(value: FreshRead | (Buffer | null)[]): void {
     const reads = this.reads
-    if (Array.isArray(value)) for (let i = 0; i < reads.length; i++) reads[i]!.resolve(value[i] ?? null)
-    else reads[0]!.resolve(value)
     for (let i = 0; i < reads.length; i++) this.budget.release()
+    if (Array.isArray(value)) for (let i = 0; i < reads.length; i++) reads[i]!.found(value[i] ?? null)
+    else reads[0]!.found(value)
+  }
+
+  /** A GET of a key of a foreign type answers WRONGTYPE: that is a reply (a corrupt copy), not an outage. */
+  override recovers(error: unknown): FreshRead | undefined {
+    return this.operation === 'get' && isWrongType(error) ? FOREIGN_TYPE : undefined
   }
 
   failed(error: Error): void {
-    for (const read of this.reads) read.reject(error)
     for (let i = 0; i < this.reads.length; i++) this.budget.release()
+    for (const read of this.reads) read.failed(error)
   }
 }

@@ -88,9 +88,15 @@ export abstract class Dispatch<T> extends InFlight {
   ) {
     super()
   }
+  /** Sends the command (once). */
+  abstract send(): Promise<T>
   abstract answered(value: T): void
   abstract failed(error: Error): void
+  /** An error that is an answer all the same (then what it means), not a failure: none by default. */
+  recovers(_error: unknown): T | undefined {
+    return undefined
+  }
 }
 
-/** Sends `dispatch` with `command` (see RedisStore.dispatch). */
-export type Dispatcher = <T>(dispatch: Dispatch<T>, command: () => Promise<T>) => void
+/** Sends `dispatch` (see RedisStore.dispatch). */
+export type Dispatcher = <T>(dispatch: Dispatch<T>) => void

@@ -11,19 +11,28 @@ import type { Lifetimes } from '../entry.js'
  * wrote it (the codec's text, or a BinaryValue's head and bytes).
  */
 export interface StoredRecord {
-  life: Lifetimes
+  /** Fresh-, grace- and fallback-until, in server ms. */
+  x: number
+  s: number
+  e: number
+  loadMs: number
+  ttlMs: number
   version: string
   /** The value as stored (see encodeValue): bytes, since a BinaryValue's payload must not go through UTF-8. */
   data: Buffer
 }
 
 /**
- * Reads a record starting at `at`, with deadlines made relative to `serverNow`.
- * Undefined when malformed: the caller treats it as corrupt (a miss). This is on every
- * fresh hit, so it scans the digits itself rather than slicing and converting.
+ * Reads a record starting at `at`. Undefined when malformed: the caller treats it as
+ * corrupt (a miss). This is on every fresh hit, so it scans the digits itself rather than
+ * slicing and converting.
  */
-export function parseRecord(bytes: Buffer, at: number, serverNow: number): StoredRecord | undefined {
-  const numbers = [0, 0, 0, 0, 0]
+export function parseRecord(bytes: Buffer, at: number): StoredRecord | undefined {
+  let x = 0
+  let s = 0
+  let e = 0
+  let loadMs = 0
+  let ttlMs = 0
   let versionAt = 0
   for (let field = 0; field < 6; field++) {
     const start = at
@@ -32,17 +41,23 @@ export function parseRecord(bytes: Buffer, at: number, serverNow: number): Store
     // Each field is a non-empty run of digits ending in '|', and exact (below 2^53): planted
     // digits cannot make an entry fresh for ever.
     if (at === start || bytes[at] !== 124 || !Number.isSafeInteger(n)) return undefined
-    if (field < 5) numbers[field] = n
-    else versionAt = start
+    switch (field) {
+      case 0: x = n; break
+      case 1: s = n; break
+      case 2: e = n; break
+      case 3: loadMs = n; break
+      case 4: ttlMs = n; break
+      default: versionAt = start
+    }
     at++
   }
-  const [x, s, e, loadMs, ttlMs] = numbers as [number, number, number, number, number]
   if (!(x <= s && s <= e)) return undefined
-  return {
-    life: { freshMs: x - serverNow, graceMs: s - serverNow, fallbackMs: e - serverNow, loadMs, ttlMs },
-    version: bytes.toString('latin1', versionAt, at - 1),
-    data: bytes.subarray(at),
-  }
+  return { x, s, e, loadMs, ttlMs, version: bytes.toString('latin1', versionAt, at - 1), data: bytes.subarray(at) }
+}
+
+/** A record's deadlines as lifetimes from `serverNow` (server ms). */
+export function lifetimesOf(record: StoredRecord, serverNow: number): Lifetimes {
+  return { freshMs: record.x - serverNow, graceMs: record.s - serverNow, fallbackMs: record.e - serverNow, loadMs: record.loadMs, ttlMs: record.ttlMs }
 }
 
 /** Is fencing token `a` newer than `b`? Tokens are decimal integers ('' is older than any). */

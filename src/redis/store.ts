@@ -7,7 +7,7 @@ import type { CircuitBreaker } from './breaker.js'
 import { delay } from '../timers.js'
 import { CommandBudget } from './command-budget.js'
 import type { EntryKeys } from './keys.js'
-import { FreshReadBatch, getOne, type FreshRead } from './fresh-reads.js'
+import { FreshReadBatch, getOne, promisedRead, type FreshRead, type FreshReader } from './fresh-reads.js'
 import { Dispatch, InFlightList } from './in-flight.js'
 import { execWithReplicaWait, type ReplicaWait } from './replicas.js'
 import { defineScripts, type ScriptedClient } from './scripts.js'
@@ -117,7 +117,7 @@ export class RedisStore {
     this.budget = new CommandBudget(commands.maxInFlight, commands.maxQueued)
     this.client = defineScripts(client)
     this.inFlight = this.inFlightList(timeoutMs)
-    this.reads = new FreshReadBatch(this.client, this.budget, breaker, events, (dispatch, command) => this.dispatch(dispatch, command))
+    this.reads = new FreshReadBatch(this.client, this.budget, breaker, events, (dispatch) => this.dispatch(dispatch))
     this.cluster = client.isCluster === true
     this.keyPrefix = keyPrefixOf(client)
     this.failsOver = canFailOver(client)
@@ -143,10 +143,18 @@ export class RedisStore {
    * behind one `redisTimeout`, and a read past `maxQueued` is refused like any command.
    */
   getFresh(freshKey: string): Promise<FreshRead> {
+    return promisedRead(freshKey, (reader) => this.readFresh(reader))
+  }
+
+  /** getFresh, telling `reader` instead of settling a promise (the fresh hit's path). */
+  readFresh(reader: FreshReader): void {
     // On a Cluster the keys of one tick are in many slots, and MGET needs one.
     // A retry through a failover goes alone, by call(), which keeps it out of the breaker's count.
-    if (this.cluster || this.retrying) return this.call('get', () => getOne(this.client, freshKey))
-    return this.reads.read(freshKey)
+    if (this.cluster || this.retrying) {
+      this.call('get', () => getOne(this.client, reader.freshKey)).then((read) => reader.found(read), (error: unknown) => reader.failed(error))
+      return
+    }
+    this.reads.read(reader)
   }
 
   /**
@@ -329,7 +337,7 @@ export class RedisStore {
 
   /** One command with its own timeout, started now that it is sent; `retry`: a retry through a failover, not counted by the breaker. */
   private send<T>(operation: string, command: () => Promise<T>, extraMs = 0, retry = false): Promise<T> {
-    return new Promise<T>((resolve, reject) => this.dispatch(new Settles(operation, retry, resolve, reject), command, extraMs))
+    return new Promise<T>((resolve, reject) => this.dispatch(new Settles(operation, retry, command, resolve, reject), extraMs))
   }
 
   /**
@@ -337,7 +345,7 @@ export class RedisStore {
    * (plus `extraMs`), or when the connection drops, whichever is first. No promise of its
    * own and no timer per command (see in-flight.ts): this is on every fresh hit's path.
    */
-  private dispatch<T>(dispatch: Dispatch<T>, command: () => Promise<T>, extraMs = 0): void {
+  private dispatch<T>(dispatch: Dispatch<T>, extraMs = 0): void {
     // A client that was connected and lost its connection would queue the command until it
     // reconnects: fail at once instead of after redisTimeout. Before the first connection,
     // commands may wait for it (a starting process should not skip Redis).
@@ -348,13 +356,18 @@ export class RedisStore {
     }
     const list = (extraMs === 0 ? this.inFlight : (this.inFlightWaiting ??= this.inFlightList(this.timeoutMs + extraMs))) as InFlightList<Dispatch<T>>
     list.add(dispatch)
-    command().then((value) => {
+    dispatch.send().then((value) => {
       if (!list.settle(dispatch)) return
       this.breaker.success()
       this.failingSince = undefined
       dispatch.answered(value)
     }, (error: unknown) => {
-      if (list.settle(dispatch)) dispatch.failed(this.failure(dispatch.operation, error, dispatch.retry))
+      if (!list.settle(dispatch)) return
+      const answer = dispatch.recovers(error)
+      if (answer === undefined) return dispatch.failed(this.failure(dispatch.operation, error, dispatch.retry))
+      this.breaker.success()
+      this.failingSince = undefined
+      dispatch.answered(answer)
     })
   }
 
@@ -376,7 +389,7 @@ export class RedisStore {
 
 /** A command whose caller awaits a promise (send). */
 class Settles<T> extends Dispatch<T> {
-  constructor(operation: string, retry: boolean, readonly answered: (value: T) => void, readonly failed: (error: Error) => void) {
+  constructor(operation: string, retry: boolean, readonly send: () => Promise<T>, readonly answered: (value: T) => void, readonly failed: (error: Error) => void) {
     super(operation, retry)
   }
 }
