@@ -37,19 +37,20 @@ export function encodeValue(codec: Codec, value: unknown): string | Buffer {
   return Buffer.concat([prefix, head, value.bytes])
 }
 
-/** Does `data` start with BINARY_MAGIC (compared in place: this is on every hit)? */
-function isBinaryValue(data: Buffer): boolean {
-  if (data.length < BINARY_PREFIX) return false
-  for (let i = 0; i < BINARY_MAGIC.length; i++) if (data[i] !== BINARY_MAGIC[i]) return false
+/** Does `data` start with BINARY_MAGIC at `from` (compared in place: this is on every hit)? */
+function isBinaryValue(data: Buffer, from: number): boolean {
+  if (data.length - from < BINARY_PREFIX) return false
+  for (let i = 0; i < BINARY_MAGIC.length; i++) if (data[from + i] !== BINARY_MAGIC[i]) return false
   return true
 }
 
-/** The inverse of encodeValue, from the bytes Redis holds. */
-export function decodeValue(codec: Codec, data: Buffer): unknown {
-  if (!isBinaryValue(data)) return codec.decode(data.toString())
-  const headEnd = BINARY_PREFIX + data.readUInt32BE(BINARY_MAGIC.length)
+/** The inverse of encodeValue, from the bytes Redis holds (those of `data` from `from` on). */
+export function decodeValue(codec: Codec, data: Buffer, from = 0): unknown {
+  if (!isBinaryValue(data, from)) return codec.decode(data.toString('utf8', from))
+  const headAt = from + BINARY_PREFIX
+  const headEnd = headAt + data.readUInt32BE(from + BINARY_MAGIC.length)
   if (headEnd > data.length) throw new RangeError('truncated binary value')
-  return new BinaryValue(codec.decode(data.toString('utf8', BINARY_PREFIX, headEnd)), data.subarray(headEnd))
+  return new BinaryValue(codec.decode(data.toString('utf8', headAt, headEnd)), data.subarray(headEnd))
 }
 
 /** Remaining lifetimes of an entry, in ms from "now" as Redis saw it. */

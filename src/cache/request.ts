@@ -334,12 +334,12 @@ export abstract class RequestMachine extends Refresher {
     if (!record) return undefined
     let value: unknown
     try {
-      value = decodeValue(this.settings.codec, record.data)
+      value = decodeValue(this.settings.codec, record.bytes, record.dataAt)
     } catch (error) {
       this.events.emit('corrupt', { key: call.key, error })
       return undefined
     }
-    this.events.emit('hit', { key: call.key, tier: 'redis' })
+    if (this.events.count('hit')) this.events.deliver('hit', { key: call.key, tier: 'redis' })
     return { value, outcome: 'hit', shareable: true }
   }
 

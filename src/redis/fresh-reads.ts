@@ -42,13 +42,19 @@ export function promisedRead(freshKey: string, send: (reader: FreshReader) => vo
 /**
  * The fresh-copy reads asked for in one tick, sent together as one MGET (see
  * RedisStore.getFresh). Each read holds its own slot of the command budget.
+ *
+ * A read asked for while no other is pending or in flight goes out at once, as a GET: one
+ * caller at a time has nothing to batch with, and the deferral (a nextTick) was most of
+ * what its batching cost. Under concurrency reads are in flight, so the next ones batch.
  */
 export class FreshReadBatch {
   /** Fresh-copy reads asked for in this tick, sent together as one MGET (see getFresh). */
   private pendingReads: FreshReader[] | undefined
+  /** Reads sent and not yet answered. */
+  private unanswered = 0
 
   constructor(
-    private readonly client: ScriptedClient,
+    readonly client: ScriptedClient,
     private readonly budget: CommandBudget,
     private readonly breaker: CircuitBreaker,
     private readonly events: CacheEmitter,
@@ -76,6 +82,7 @@ export class FreshReadBatch {
 
   /** A read that holds its budget slot, sent with the others of this tick. */
   private queueRead(read: FreshReader): void {
+    if (this.unanswered === 0 && !this.pendingReads) return this.send([read])
     if (!this.pendingReads) {
       this.pendingReads = []
       // After every caller of this tick has asked (nextTick runs once the promise jobs drain).
@@ -94,9 +101,20 @@ export class FreshReadBatch {
     const reads = this.pendingReads
     this.pendingReads = undefined
     if (!reads) return
-    if (reads.length === 1) return this.dispatch(new SentReads(reads, this.client, this.budget))
+    if (reads.length === 1) return this.send(reads)
     // Several MGETs rather than one big one: Redis answers the first while we decode it.
-    for (let at = 0; at < reads.length; at += MAX_READS_PER_MGET) this.dispatch(new SentReads(reads.slice(at, at + MAX_READS_PER_MGET), this.client, this.budget))
+    for (let at = 0; at < reads.length; at += MAX_READS_PER_MGET) this.send(reads.slice(at, at + MAX_READS_PER_MGET))
+  }
+
+  private send(reads: FreshReader[]): void {
+    this.unanswered += reads.length
+    this.dispatch(new SentReads(reads, this))
+  }
+
+  /** `count` reads are answered (or failed): their budget slots are free. */
+  done(count: number): void {
+    this.unanswered -= count
+    for (let i = 0; i < count; i++) this.budget.release()
   }
 }
 
@@ -104,20 +122,19 @@ export class FreshReadBatch {
 class SentReads extends Dispatch<FreshRead | (Buffer | null)[]> {
   constructor(
     private readonly reads: FreshReader[],
-    private readonly client: ScriptedClient,
-    private readonly budget: CommandBudget,
+    private readonly batch: FreshReadBatch,
   ) {
     super(reads.length === 1 ? 'get' : 'mget', false)
   }
 
   send(): Promise<FreshRead | (Buffer | null)[]> {
-    const reads = this.reads
-    return reads.length === 1 ? this.client.getBuffer(reads[0]!.freshKey) : this.client.mgetBuffer(reads.map((read) => read.freshKey))
+    const { reads, batch } = this
+    return reads.length === 1 ? batch.client.getBuffer(reads[0]!.freshKey) : batch.client.mgetBuffer(reads.map((read) => read.freshKey))
   }
 
   answered(value: FreshRead | (Buffer | null)[]): void {
     const reads = this.reads
-    for (let i = 0; i < reads.length; i++) this.budget.release()
+    this.batch.done(reads.length)
     if (Array.isArray(value)) for (let i = 0; i < reads.length; i++) reads[i]!.found(value[i] ?? null)
     else reads[0]!.found(value)
   }
@@ -128,7 +145,7 @@ class SentReads extends Dispatch<FreshRead | (Buffer | null)[]> {
   }
 
   failed(error: Error): void {
-    for (let i = 0; i < this.reads.length; i++) this.budget.release()
+    this.batch.done(this.reads.length)
     for (const read of this.reads) read.failed(error)
   }
 }

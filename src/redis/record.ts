@@ -10,16 +10,30 @@ import type { Lifetimes } from '../entry.js'
  * f: the fencing token it was written with (its version); data: the value as encodeValue
  * wrote it (the codec's text, or a BinaryValue's head and bytes).
  */
-export interface StoredRecord {
-  /** Fresh-, grace- and fallback-until, in server ms. */
-  x: number
-  s: number
-  e: number
-  loadMs: number
-  ttlMs: number
-  version: string
+export class StoredRecord {
+  constructor(
+    /** What the record was read from, and where in it its fields start. */
+    readonly bytes: Buffer,
+    private readonly versionAt: number,
+    /** Where the value starts in `bytes`. */
+    readonly dataAt: number,
+    /** Fresh-, grace- and fallback-until, in server ms. */
+    readonly x: number,
+    readonly s: number,
+    readonly e: number,
+    readonly loadMs: number,
+    readonly ttlMs: number,
+  ) {}
+
+  /** The fencing token it was written with (its version); read only when asked (not by a plain hit). */
+  get version(): string {
+    return this.bytes.toString('latin1', this.versionAt, this.dataAt - 1)
+  }
+
   /** The value as stored (see encodeValue): bytes, since a BinaryValue's payload must not go through UTF-8. */
-  data: Buffer
+  get data(): Buffer {
+    return this.bytes.subarray(this.dataAt)
+  }
 }
 
 /**
@@ -52,7 +66,7 @@ export function parseRecord(bytes: Buffer, at: number): StoredRecord | undefined
     at++
   }
   if (!(x <= s && s <= e)) return undefined
-  return { x, s, e, loadMs, ttlMs, version: bytes.toString('latin1', versionAt, at - 1), data: bytes.subarray(at) }
+  return new StoredRecord(bytes, versionAt, at, x, s, e, loadMs, ttlMs)
 }
 
 /** A record's deadlines as lifetimes from `serverNow` (server ms). */
