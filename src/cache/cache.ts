@@ -53,11 +53,12 @@ export class Cache extends RequestMachine {
     const epoch = this.deletions // a delete() while we write must win over this value in L1
     const life = this.jittered(new LoadContext(key, NEVER_ABORTED, undefined, call.policy).lifetimes(0))
     let version: string | undefined
+    const writtenFrom = performance.now() // L1's copy lives no longer than Redis's, which counts from when the write ran
     if (this.store) {
       version = await this.store.commit(entryKeys(this.settings.namespace, key), { lockValue: '', token: '', data, ...life }, this.forgetMessage(key))
       if (version === undefined) return
     }
-    if (this.deletions === epoch) this.remember({ ...call, epoch }, entryFrom(value, life, performance.now(), version, data.length))
+    if (this.deletions === epoch) this.remember({ ...call, epoch }, entryFrom(value, life, writtenFrom, version, data.length))
   }
 
   /**

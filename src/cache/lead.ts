@@ -66,11 +66,14 @@ export abstract class LoadLeader extends CacheState {
     }
 
     const life = this.jittered(context.lifetimes(loadMs))
+    // L1's copy counts its life from before the commit was sent: Redis's, from when the commit ran (later).
+    let committedAt = performance.now()
     let written = true
     let version: string | undefined
     if (this.store) {
       const store = this.store
       const commit = () => store.commit(claim?.keys ?? entryKeys(this.settings.namespace, key), { lockValue: claim?.lockValue ?? '', token: claim?.token ?? '', data, ...life })
+      committedAt = performance.now()
       try {
         version = await commit()
         written = version !== undefined
@@ -87,7 +90,7 @@ export abstract class LoadLeader extends CacheState {
       }
     }
     if (written) {
-      this.remember(call, entryFrom(value, life, performance.now(), version, data.length))
+      this.remember(call, entryFrom(value, life, committedAt, version, data.length))
       this.refreshHolds.delete(key) // the next early refresh is due for this new value
     }
     return loaded

@@ -58,10 +58,19 @@ export abstract class RequestMachine extends Refresher {
     }
     if (now < entry.backoffUntil && now < entry.fallbackUntil) return this.stale(call.key, entry, 'backoff')
     if (now < entry.graceUntil) {
+      // With Redis, the first call past ttl asks it first (resolve(): one GET while another
+      // process's reload is already in): stale is served only while a reload is running, our
+      // own (a refresh or load here) or another process's that we watch for (watchReload).
+      if (this.store && !this.reloading(call.key, now)) return undefined
       this.refreshInBackground(call, 'read', entry)
       return this.stale(call.key, entry, 'grace')
     }
     return undefined
+  }
+
+  /** Is a reload of `key` under way that this process knows of (so a copy in grace may be served)? */
+  protected reloading(key: string, now: number): boolean {
+    return now < (this.refreshHolds.get(key) ?? 0) && (this.busy(key) || this.watching.has(key))
   }
 
   protected fly(call: Call): Promise<Resolution> {
@@ -258,16 +267,17 @@ export abstract class RequestMachine extends Refresher {
           case 'won': {
             this.checkReplicated(key, found)
             const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: sentAt }
-            if (entry && found.state === 'grace') {
-              this.remember(call, entry)
+            const stale = this.graceCopy(entry, found, notes)
+            if (stale) {
+              this.remember(call, stale)
               if (this.refreshing >= this.settings.maxBackgroundRefreshes) {
                 // Too many refreshes running here: give the lock back (waiters re-check) and serve stale.
                 await store.release(keys, claim.lockValue, 'r|').catch(() => {})
-                return this.stale(key, entry, 'grace')
+                return this.stale(key, stale, 'grace')
               }
               this.holdRefresh(key, performance.now() + lease) // we are the one refreshing it
-              this.leadInBackground({ ...call, background: true }, claim, { fallback: entry })
-              return this.stale(key, entry, 'grace')
+              this.leadInBackground({ ...call, background: true }, claim, { fallback: stale })
+              return this.stale(key, stale, 'grace')
             }
             this.events.emit('miss', { key })
             handedOff = true
@@ -275,11 +285,12 @@ export abstract class RequestMachine extends Refresher {
           }
           case 'held': {
             const pttl = Number(found.lockArg)
-            if (entry && found.state === 'grace') {
+            const stale = this.graceCopy(entry, found, notes)
+            if (stale) {
               waited('value')
-              this.remember(call, entry)
-              this.watchReload(call, keys, entry, pttl) // another process is refreshing it
-              return this.stale(key, entry, 'grace')
+              this.remember(call, stale)
+              this.watchReload(call, keys, stale, pttl) // another process is refreshing it
+              return this.stale(key, stale, 'grace')
             }
             // Subscribe first, then re-check, so the leader's commit message cannot
             // fall between our check and our subscription.
@@ -315,12 +326,29 @@ export abstract class RequestMachine extends Refresher {
       waited(error instanceof RemoteLoaderError ? 'error' : 'failed')
       if (handedOff || !(error instanceof RedisUnavailableError)) throw error
       // An L1 entry waiting to be checked (see suspectAll) serves on, as it did before Redis failed.
-      const served = this.memory?.trustAgain(key) && this.serveFromMemory(call)
+      const trusted = this.memory?.trustAgain(key)
+      const copy = trusted ?? notes.fallback
+      // Redis is unreachable, so every process would reload on its own: while a copy may still be
+      // served (fresh or in grace), serve it, and spare the database that herd for a breaker's openFor.
+      const servable = copy !== undefined && performance.now() < copy.graceUntil
+      if (servable) this.holdRefresh(key, performance.now() + this.settings.breaker.openFor)
+      const served = trusted && this.serveFromMemory(call)
       if (served) return served
+      if (servable) return this.stale(key, copy, 'grace')
       return this.lead(call, undefined, notes)
     } finally {
       subscription?.release()
     }
+  }
+
+  /**
+   * What to serve stale while a reload runs: Redis's copy in grace, or, when Redis has none
+   * at all (flushed, evicted), this process's L1 copy if that is still in grace.
+   */
+  protected graceCopy(entry: Entry | undefined, found: Lookup, notes: FlightNotes): Entry | undefined {
+    if (entry) return found.state === 'grace' ? entry : undefined
+    const held = notes.fallback
+    return found.state === 'miss' && held && performance.now() < held.graceUntil ? held : undefined
   }
 
   /** A read of the fresh copy answered: the hit, or undefined when it found nothing usable. */

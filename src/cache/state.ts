@@ -159,11 +159,17 @@ export abstract class CacheState {
     return refresh
   }
 
-  /** A stored ttl, shortened by up to `ttlJitter` so that keys loaded together expire apart. */
+  /**
+   * A stored ttl, shortened by up to `ttlJitter` so that keys loaded together expire apart.
+   * The stale windows move with it: they stay `staleTtl` and `staleIfError` long (with 0, none),
+   * so the jitter never turns into stale answers nobody asked for.
+   */
   protected jittered(life: Lifetimes): Lifetimes {
     const { ttlJitter } = this.settings
     if (ttlJitter === 0) return life
-    return { ...life, freshMs: Math.max(1, Math.round(life.freshMs * (1 - ttlJitter * Math.random()))) }
+    const freshMs = Math.max(1, Math.round(life.freshMs * (1 - ttlJitter * Math.random())))
+    const cut = life.freshMs - freshMs
+    return { ...life, freshMs, graceMs: life.graceMs - cut, fallbackMs: life.fallbackMs - cut }
   }
 
   /** Is any load for `key` running in this process: a flight, or a grace refresh outside the map? */
@@ -219,12 +225,13 @@ export abstract class CacheState {
   protected decode(key: string, found: Lookup): Entry | undefined {
     if (found.corrupt) this.events.emit('corrupt', { key })
     if (found.data.length === 0 || found.state === 'miss') return undefined
-    return this.decodeData(key, found.data, found.life, found.version)
+    return this.decodeData(key, found.data, found.life, found.version, found.sentAt)
   }
 
-  protected decodeData(key: string, data: Buffer, life: Lifetimes, version: string): Entry | undefined {
+  /** `at`: the local time `life` counts from (now, unless the lifetimes were measured earlier). */
+  protected decodeData(key: string, data: Buffer, life: Lifetimes, version: string, at = performance.now()): Entry | undefined {
     try {
-      return entryFrom(decodeValue(this.settings.codec, data), life, performance.now(), version, data.length)
+      return entryFrom(decodeValue(this.settings.codec, data), life, at, version, data.length)
     } catch (error) {
       this.events.emit('corrupt', { key, error })
       return undefined
@@ -239,7 +246,11 @@ export abstract class CacheState {
       this.events.emit('corrupt', { key })
       return undefined
     }
-    return this.decodeData(key, record.data, lifetimesOf(record, Number(message.toString('latin1', 2, bar))), record.version)
+    // Its deadlines count from the server's time now, not from when it was published: a message
+    // read late (a busy event loop) must not make L1 keep the value longer than Redis does.
+    const published = Number(message.toString('latin1', 2, bar))
+    const life = lifetimesOf(record, Math.max(published, this.store?.clock.now() ?? published))
+    return this.decodeData(key, record.data, life, record.version)
   }
 
   /** The value a commit message announces: carried in it ('c'), or read with one GET (a notice, 'n', for a large value). */

@@ -43,6 +43,8 @@ export interface Lookup {
   version: string
   /** With a replica wait: how many replicas acknowledged the lookup's writes (the lock). */
   acknowledged?: number
+  /** performance.now() when it was sent: the script ran later, so `life` counted from here never outlasts Redis's. */
+  sentAt: number
 }
 
 /** An invalidation to publish with a write: on `channel`, `message`. */
@@ -253,6 +255,7 @@ export class RedisStore {
       corrupt: corrupt === 1,
       version: String(version),
       acknowledged,
+      sentAt,
     }
   }
 
