@@ -1,6 +1,7 @@
 import { parseDuration, type Duration } from './duration.js'
 import type { Lifetimes } from './entry.js'
 import type { Policy } from './options.js'
+import { checkTags } from './tag.js'
 
 /** What a loader receives. */
 export interface LoaderContext<V = unknown> {
@@ -35,6 +36,11 @@ export interface LoaderContext<V = unknown> {
    *   runs its own loader at once instead of queueing behind a lock for nothing.
    */
   doNotCache(options?: { share?: boolean; passFor?: Duration }): void
+  /**
+   * Adds tags to this result, as the call's `tags` option does (see docs/tags.md): for tags
+   * known only once the data is read. Throws `InvalidArgumentError` on a bad tag.
+   */
+  tag(...tags: string[]): void
 }
 
 export type Loader<V> = (context: LoaderContext<V>) => V | Promise<V>
@@ -47,6 +53,8 @@ export class LoadContext<V> implements LoaderContext<V> {
   staleTtl: number
   staleIfError: number
   skip: { share: boolean; passMs: number } | undefined
+  /** Tags the loader added with `tag()`. */
+  readonly tags: string[] = []
 
   constructor(
     readonly key: string,
@@ -73,6 +81,10 @@ export class LoadContext<V> implements LoaderContext<V> {
       share: options.share ?? true,
       passMs: options.passFor === undefined ? 0 : parseDuration('passFor', options.passFor, true),
     }
+  }
+
+  tag(...tags: string[]): void {
+    this.tags.push(...checkTags(tags, 'ctx.tag', this.tags))
   }
 
   /** Remaining lifetimes of a value stored now. */

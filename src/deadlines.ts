@@ -6,42 +6,71 @@
  */
 interface Due {
   at: number
-  fire: () => void
+  fire: (() => void) | undefined
 }
+
+/** Cancelled entries are dropped when they come due, or all at once past this share of the heap. */
+const COMPACT_SHARE = 0.5
 
 export class Deadlines {
   private readonly heap: Due[] = []
   private timer: NodeJS.Timeout | undefined
   private armedFor = Infinity
+  private cancelled = 0
 
-  /** Calls `fire` at `at` (a `performance.now()` time), unless `clear()` comes first. */
-  add(at: number, fire: () => void): void {
+  /**
+   * Calls `fire` at `at` (a `performance.now()` time), unless `clear()` or the returned
+   * cancel comes first. A cancelled entry stays in the heap until it comes due (or the heap
+   * is compacted, once cancelled entries are half of it), so cancelling is O(1).
+   */
+  add(at: number, fire: () => void): () => void {
+    const due: Due = { at, fire }
+    this.push(due)
+    if (at < this.armedFor) this.arm()
+    return () => {
+      if (due.fire === undefined) return
+      due.fire = undefined
+      if (++this.cancelled > this.heap.length * COMPACT_SHARE && this.heap.length > 64) this.compact()
+    }
+  }
+
+  private push(due: Due): void {
     const heap = this.heap
-    heap.push({ at, fire })
+    heap.push(due)
     for (let i = heap.length - 1; i > 0;) {
       const parent = (i - 1) >> 1
       if (heap[parent]!.at <= heap[i]!.at) break
       ;[heap[parent], heap[i]] = [heap[i]!, heap[parent]!]
       i = parent
     }
-    if (at < this.armedFor) this.arm()
+  }
+
+  /** Rebuilds the heap from its live entries. */
+  private compact(): void {
+    const live = this.heap.filter((due) => due.fire !== undefined)
+    this.heap.length = 0
+    this.cancelled = 0
+    for (const due of live) this.push(due)
   }
 
   /** Drops every deadline and the timer (the flight they belonged to has settled). */
   clear(): void {
+    for (const due of this.heap) due.fire = undefined // a cancel handle still held must not count
     this.heap.length = 0
+    this.cancelled = 0
     clearTimeout(this.timer)
     this.timer = undefined
     this.armedFor = Infinity
   }
 
-  /** Deadlines still waiting (for tests and benchmarks). */
+  /** Deadlines still waiting, cancelled ones left out (for tests and benchmarks). */
   get size(): number {
-    return this.heap.length
+    return this.heap.length - this.cancelled
   }
 
   private arm(): void {
     clearTimeout(this.timer)
+    while (this.heap.length > 0 && this.heap[0]!.fire === undefined) this.pop() // cancelled
     const next = this.heap[0]
     if (!next) {
       this.timer = undefined
@@ -59,9 +88,10 @@ export class Deadlines {
     // Node timers count whole milliseconds: allow 1 ms so a due deadline is not re-armed for nothing.
     const now = performance.now() + 1
     while (this.heap.length > 0 && this.heap[0]!.at <= now) {
-      const due = this.pop()
+      const fire = this.pop()
+      if (fire === undefined) continue
       try {
-        due.fire()
+        fire()
       } catch {
         // A deadline's callback settles its own caller; it must not stop the others.
       }
@@ -69,9 +99,13 @@ export class Deadlines {
     if (this.timer === undefined) this.arm() // a callback may have added (and armed) already
   }
 
-  private pop(): Due {
+  /** Takes the earliest entry out: its callback, or undefined if it was cancelled. */
+  private pop(): (() => void) | undefined {
     const heap = this.heap
     const top = heap[0]!
+    const fire = top.fire
+    if (fire === undefined) this.cancelled--
+    top.fire = undefined // a cancel after it fired is a no-op
     const last = heap.pop()!
     if (heap.length > 0) {
       heap[0] = last
@@ -86,6 +120,6 @@ export class Deadlines {
         i = smallest
       }
     }
-    return top
+    return fire
   }
 }

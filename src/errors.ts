@@ -54,12 +54,18 @@ export class LoaderTimeoutError extends StampedeGuardError {
   }
 }
 
-/** A waiter gave up after `waitTimeout` with `onWaitTimeout: 'throw'` and no stale value in hand. */
+/**
+ * A waiter gave up after `waitTimeout` with `onWaitTimeout: 'throw'` and no stale value in
+ * hand; or did not wait at all, `maxWaits` cross-process waits running (then `timeoutMs` is 0).
+ */
 export class LockWaitTimeoutError extends StampedeGuardError {
   readonly key: string
   readonly timeoutMs: number
-  constructor(key: string, timeoutMs: number) {
-    super('ERR_SG_LOCK_WAIT_TIMEOUT', `gave up waiting ${timeoutMs} ms for another process to load "${key}"`)
+  /** `maxWaits`: did not wait at all, since that many cross-process waits were running. */
+  constructor(key: string, timeoutMs: number, maxWaits?: number) {
+    super('ERR_SG_LOCK_WAIT_TIMEOUT', maxWaits === undefined
+      ? `gave up waiting ${timeoutMs} ms for another process to load "${key}"`
+      : `did not wait for another process to load "${key}": ${maxWaits} cross-process waits (maxWaits) were running`)
     this.key = key
     this.timeoutMs = timeoutMs
   }

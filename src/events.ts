@@ -28,6 +28,11 @@ export interface CacheEvents {
   /** That wait ended, `durationMs` after its `wait` event. */
   waited: { key: string; durationMs: number; outcome: WaitOutcome }
   /**
+   * Another process holds the lock, but this one did not wait: `maxWaits` cross-process
+   * waits were running (`waits`). `onWaitTimeout` applied at once, as after a `waitTimeout`.
+   */
+  'wait-capped': { key: string; waits: number }
+  /**
    * Work was shared instead of repeated: a caller joined a flight already running in this
    * process for its key (`from: 'process'`, once per joining caller, whatever that flight
    * answers), or this process's flight got the value another process loaded, from its
@@ -42,10 +47,15 @@ export interface CacheEvents {
   timeout: { key: string; kind: 'soft' | 'hard' | 'wait' }
   /** A loaded value was not stored: unencodable, `undefined`, or the loader said doNotCache. */
   uncacheable: { key: string; reason: string; error?: unknown }
-  /** Foreign or malformed data at an entry key; treated as a miss and overwritten. */
+  /** Foreign, malformed or out-of-range data at an entry's keys; left out (a miss, overwritten) and repaired (docs/resilience.md). */
   corrupt: { key: string; error?: unknown }
   /** A late commit was refused because a newer value (or an invalidation) got there first. */
   fenced: { key: string }
+  /**
+   * A tag invalidation reached this process's L1: its own `deleteByTag` (`process`), or
+   * another process's broadcast (`remote`).
+   */
+  'tag-invalidated': { tag: string; from: 'process' | 'remote' }
   /** With `lock.waitForReplicas`: the lock was taken, but fewer replicas than asked acknowledged it in time. */
   'lock-unreplicated': { key: string; acknowledged: number; wanted: number }
   /** The lock was lost while the loader ran (its AbortSignal fired). */
@@ -67,8 +77,8 @@ export type CacheEventName = keyof CacheEvents
 export type CacheStats = Record<CacheEventName, number>
 
 const EVENT_NAMES: CacheEventName[] = [
-  'hit', 'stale', 'miss', 'leader', 'wait', 'waited', 'coalesced', 'load', 'fail-safe', 'timeout', 'uncacheable',
-  'corrupt', 'fenced', 'lock-unreplicated', 'lock-lost', 'redis-error', 'circuit-open', 'circuit-close', 'config-warning',
+  'hit', 'stale', 'miss', 'leader', 'wait', 'waited', 'wait-capped', 'coalesced', 'load', 'fail-safe', 'timeout', 'uncacheable',
+  'corrupt', 'fenced', 'tag-invalidated', 'lock-unreplicated', 'lock-lost', 'redis-error', 'circuit-open', 'circuit-close', 'config-warning',
 ]
 
 /** A typed emitter that also counts. Emitting with no listener costs one increment. */

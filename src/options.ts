@@ -3,6 +3,7 @@ import { parseDuration, type Duration } from './duration.js'
 import { InvalidArgumentError } from './errors.js'
 import { jsonCodec, type Codec } from './entry.js'
 import { parseShardedPubSub } from './redis/server-probe.js'
+import { DEFAULT_MAX_POLL_RATE } from './redis/poll-scheduler.js'
 import { parseReplicaWait, type ReplicaWait, type ReplicaWaitOption } from './redis/replicas.js'
 
 export type { Duration }
@@ -75,6 +76,16 @@ export interface PolicyOptions {
   negativeTtl?: Duration
 }
 
+/** Options of one `getOrLoad` (or `set`) call: the policy overrides, plus the entry's tags. */
+export interface CallOptions extends PolicyOptions {
+  /**
+   * Tags of the entry, for `deleteByTag` (see docs/tags.md); the loader can add more with
+   * `ctx.tag()`. Up to 64 per entry, each a non-empty string of at most 1024 characters.
+   * Each costs one small script when the value is stored, none on a hit. Default none.
+   */
+  tags?: readonly string[]
+}
+
 /** Per-process L1 tier (lru-cache). */
 export interface L1Options {
   /** Most entries kept per process. Default `10_000`. */
@@ -112,6 +123,14 @@ export interface LockOptions {
   pollInterval?: Duration
   /** Cap on the safety poll interval. Default `'1s'`. */
   maxPollInterval?: Duration
+  /**
+   * Budget of safety polls, in keys polled per second, for all of this cache's waits
+   * together: they share one scheduler, which asks Redis about the locks that came due in
+   * one call (`poll-locks.lua`; per slot on a Cluster). Past the budget each key is polled
+   * less often, never Redis more. Pub/sub still wakes waiters first. Default `1000`: the
+   * default `maxWaits` at the default `maxPollInterval`.
+   */
+  maxPollRate?: number
   /**
    * Durability of the lock across a failover (Redisson's approach): each lookup that may take
    * the lock is followed, in the same round trip, by `WAIT replicas timeout`. A lock that fewer
@@ -163,8 +182,11 @@ export interface CacheOptions extends PolicyOptions {
    * Redis has been failing for less than this, a call retries it (every `lock.pollInterval`,
    * within its `waitTimeout`) instead of loading without Redis, so a failover costs at most one
    * load per key instead of one per process. Past it, Redis is treated as down, as on a
-   * standalone client. Set it above your failover time (cluster-node-timeout or Sentinel's
-   * down-after-milliseconds, plus ~1 s); `0` turns it off. Default `'5s'`.
+   * standalone client; on a Cluster this is judged per master (one shard's failover is no
+   * outage of the others). A call waiting for another process's load (the lock was seen held)
+   * retries until its `waitTimeout` instead. Set it above your failover time
+   * (cluster-node-timeout or Sentinel's down-after-milliseconds, plus ~1 s); `0` turns it
+   * off. Default `'5s'`.
    */
   redisFailoverWait?: Duration
   redisCommands?: RedisCommandOptions
@@ -181,6 +203,15 @@ export interface CacheOptions extends PolicyOptions {
    * Default `64`.
    */
   maxBackgroundRefreshes?: number
+  /**
+   * Most cross-process waits one cache runs at once: keys whose lock another process holds
+   * and that this one waits on (each holds one subscription and a place in the poll
+   * scheduler; a process in grace watching another's reload counts too). Past it a call does
+   * not wait: `onWaitTimeout` applies at once (a stale value if it has one, else `'load'`
+   * runs its own loader with a fenced token, or `'throw'` rejects with
+   * `LockWaitTimeoutError`), and a `wait-capped` event is emitted. Default `1000`.
+   */
+  maxWaits?: number
   /**
    * Each stored ttl is shortened by a random fraction up to this, so keys loaded together
    * do not all expire (and refresh) together. `0` turns it off. Default `0.05` (up to 5%).
@@ -204,6 +235,20 @@ export interface CacheOptions extends PolicyOptions {
    * choice, or waiters miss each other's messages and wake by polling. Default `'auto'`.
    */
   shardedPubSub?: boolean | 'auto'
+  /**
+   * Budget of keys per tag: a tag lists at most this many entries between two invalidations
+   * of it (the list expires with its longest-lived entry). A value tagged with a full tag is
+   * returned to its callers, not stored, with an `uncacheable` event. Default `10_000`.
+   */
+  maxKeysPerTag?: number
+  /**
+   * How far apart the clocks of Redis Cluster masters may be. A load is told that a tag was
+   * invalidated after it began by comparing two server times, which on a Cluster come from
+   * two masters (the tag's and the key's): a value whose load began less than this after an
+   * invalidation of one of its tags is not stored (its callers still get it, the next call
+   * loads again). Default `'20ms'` on an ioredis `Cluster`, `0` otherwise (one clock).
+   */
+  tagClockSkew?: Duration
 }
 
 export type ResolvedEarlyRefresh = { kind: 'off' } | { kind: 'threshold'; fraction: number } | { kind: 'xfetch'; beta: number }
@@ -226,30 +271,35 @@ export interface Settings {
   namespace: string
   policy: Policy
   l1: { max: number; maxBytes: number; maxTtl: number } | false
-  lock: { lease: number; maxHold: number; pollInterval: number; maxPollInterval: number; waitForReplicas: ReplicaWait | undefined }
+  lock: { lease: number; maxHold: number; pollInterval: number; maxPollInterval: number; maxPollRate: number; waitForReplicas: ReplicaWait | undefined }
   redisTimeout: number
   redisFailoverWait: number
   redisCommands: { maxInFlight: number; maxQueued: number }
   maxValueBytes: number
   maxBackgroundRefreshes: number
+  maxWaits: number
   ttlJitter: number
   breaker: { threshold: number; openFor: number }
   codec: Codec
   maxKeyLength: number
   shardedPubSub: boolean | 'auto'
+  maxKeysPerTag: number
+  tagClockSkew: number
 }
 
 /** Names of the options `getOrLoad` takes per call (for wrappers that pass them through). */
 export const POLICY_OPTION_NAMES = ['ttl', 'staleTtl', 'staleIfError', 'failSafeBackoff', 'softTimeout', 'hardTimeout', 'waitTimeout', 'onWaitTimeout', 'earlyRefresh', 'negativeTtl'] as const
 const CACHE_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'redis', 'namespace', 'l1', 'lock', 'redisTimeout', 'redisFailoverWait', 'circuitBreaker', 'codec', 'maxKeyLength', 'shardedPubSub',
-  'redisCommands', 'maxValueBytes', 'maxBackgroundRefreshes', 'ttlJitter'])
-const CALL_KEYS = new Set<string>(POLICY_OPTION_NAMES)
+  'redisCommands', 'maxValueBytes', 'maxBackgroundRefreshes', 'maxWaits', 'ttlJitter', 'maxKeysPerTag', 'tagClockSkew'])
+const CALL_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'tags'])
 const L1_KEYS = new Set(['max', 'maxBytes', 'maxTtl'])
 /** l1.maxTtl's default: see L1Options.maxTtl. */
 const DEFAULT_L1_MAX_TTL_MS = 60_000
+/** Default of `maxWaits`. */
+export const DEFAULT_MAX_WAITS = 1_000
 /** Default of `l1.maxBytes`. */
 export const DEFAULT_L1_MAX_BYTES = 64 * 1024 * 1024
-const LOCK_KEYS = new Set(['lease', 'maxHold', 'pollInterval', 'maxPollInterval', 'waitForReplicas'])
+const LOCK_KEYS = new Set(['lease', 'maxHold', 'pollInterval', 'maxPollInterval', 'maxPollRate', 'waitForReplicas'])
 const BREAKER_KEYS = new Set(['threshold', 'openFor'])
 const REDIS_COMMAND_KEYS = new Set(['maxInFlight', 'maxQueued'])
 
@@ -307,7 +357,7 @@ export function resolvePolicy(base: Policy | undefined, overrides: PolicyOptions
 }
 
 /** Validates per-call options; fails with the option's name in the message. */
-export function resolveCallPolicy(base: Policy, options: PolicyOptions): Policy {
+export function resolveCallPolicy(base: Policy, options: CallOptions): Policy {
   if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('options', 'must be an object')
   rejectUnknown('options', options, CALL_KEYS)
   return resolvePolicy(base, options)
@@ -350,7 +400,11 @@ export function resolveSettings(options: CacheOptions): Settings {
       maxBytes: positiveInteger('l1.maxBytes', l1.maxBytes ?? DEFAULT_L1_MAX_BYTES),
       maxTtl: l1.maxTtl === undefined ? DEFAULT_L1_MAX_TTL_MS : l1.maxTtl === Infinity ? Infinity : parseDuration('l1.maxTtl', l1.maxTtl),
     },
-    lock: { lease, maxHold, pollInterval, maxPollInterval, waitForReplicas: parseReplicaWait('lock.waitForReplicas', lock.waitForReplicas) },
+    lock: {
+      lease, maxHold, pollInterval, maxPollInterval,
+      maxPollRate: positiveInteger('lock.maxPollRate', lock.maxPollRate ?? DEFAULT_MAX_POLL_RATE),
+      waitForReplicas: parseReplicaWait('lock.waitForReplicas', lock.waitForReplicas),
+    },
     redisTimeout: parseDuration('redisTimeout', options.redisTimeout ?? 1_000),
     redisFailoverWait: parseDuration('redisFailoverWait', options.redisFailoverWait ?? 5_000, true),
     redisCommands: {
@@ -359,6 +413,7 @@ export function resolveSettings(options: CacheOptions): Settings {
     },
     maxValueBytes: positiveInteger('maxValueBytes', options.maxValueBytes ?? 4 * 1024 * 1024),
     maxBackgroundRefreshes: positiveInteger('maxBackgroundRefreshes', options.maxBackgroundRefreshes ?? 64),
+    maxWaits: positiveInteger('maxWaits', options.maxWaits ?? DEFAULT_MAX_WAITS),
     ttlJitter,
     breaker: {
       threshold: positiveInteger('circuitBreaker.threshold', breaker.threshold ?? 3),
@@ -367,5 +422,7 @@ export function resolveSettings(options: CacheOptions): Settings {
     codec,
     maxKeyLength: positiveInteger('maxKeyLength', options.maxKeyLength ?? 1024),
     shardedPubSub: parseShardedPubSub('shardedPubSub', options.shardedPubSub, options.redis),
+    maxKeysPerTag: positiveInteger('maxKeysPerTag', options.maxKeysPerTag ?? 10_000),
+    tagClockSkew: parseDuration('tagClockSkew', options.tagClockSkew ?? (options.redis?.isCluster === true ? 20 : 0), true),
   }
 }

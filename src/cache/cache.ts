@@ -1,11 +1,13 @@
 import { LoadContext, type Loader } from '../context.js'
 import { entryFrom } from '../entry.js'
-import { InvalidArgumentError } from '../errors.js'
+import { CacheClosedError, InvalidArgumentError } from '../errors.js'
 import type { CacheEventName, CacheEvents, CacheStats } from '../events.js'
-import type { CacheOptions, PolicyOptions } from '../options.js'
+import type { CacheOptions, CallOptions } from '../options.js'
 import { entryKeys } from '../redis/keys.js'
+import { checkTags } from '../tag.js'
 import { NEVER_ABORTED, type LoadResult, type Resolution } from './call.js'
 import { RequestMachine } from './request.js'
+import { commitTagged, invalidateTags } from './tags.js'
 
 const valueOf = (resolution: Resolution): unknown => resolution.value
 
@@ -28,13 +30,13 @@ export class Cache extends RequestMachine {
    * The value for `key`: from L1, from Redis, from another process's load, or from
    * `loader` if this caller is elected to run it. Resolves with no await on an L1 hit.
    */
-  getOrLoad<V>(key: string, loader: Loader<V>, options?: PolicyOptions): Promise<V> {
+  getOrLoad<V>(key: string, loader: Loader<V>, options?: CallOptions): Promise<V> {
     const answer = this.lookup(key, loader, options)
     return (answer instanceof Promise ? answer.then(valueOf) : Promise.resolve(answer.value)) as Promise<V>
   }
 
   /** As `getOrLoad`, and also says how the value was obtained (the middleware's `X-Cache`). */
-  async getOrLoadResult<V>(key: string, loader: Loader<V>, options?: PolicyOptions): Promise<LoadResult<V>> {
+  async getOrLoadResult<V>(key: string, loader: Loader<V>, options?: CallOptions): Promise<LoadResult<V>> {
     const { value, outcome } = await this.lookup(key, loader, options)
     return { value: value as V, outcome }
   }
@@ -43,10 +45,13 @@ export class Cache extends RequestMachine {
    * Stores `value` as a fresh load would, fenced: it supersedes every load in flight, and
    * other processes drop their L1 copy. Rejects on `undefined`, on a value the codec cannot
    * encode (`SerializationError`), on one above `maxValueBytes` (`ValueTooLargeError`) and
-   * when Redis is unavailable (`RedisUnavailableError`).
+   * when Redis is unavailable (`RedisUnavailableError`). With `tags`, it is stored under
+   * them as a load would be (docs/tags.md), unless one was invalidated since this call began.
    */
-  async set<V>(key: string, value: V, options?: PolicyOptions): Promise<void> {
+  async set<V>(key: string, value: V, options?: CallOptions): Promise<void> {
     const call = this.call(key, () => value, options)
+    // A tagged value set now predates an invalidation after this (undefined: the clock is not measured yet).
+    const [startedAt, startedLocal] = [this.store?.clock.now(), performance.now()]
     if (value === undefined) throw new InvalidArgumentError('value', 'undefined cannot be stored; use null for "nothing"')
     const data = this.encode(key, value)
     this.forget(key)
@@ -55,10 +60,40 @@ export class Cache extends RequestMachine {
     let version: string | undefined
     const writtenFrom = performance.now() // L1's copy lives no longer than Redis's, which counts from when the write ran
     if (this.store) {
-      version = await this.store.commit(entryKeys(this.settings.namespace, key), { lockValue: '', token: '', data, ...life }, this.forgetMessage(key))
+      const keys = entryKeys(this.settings.namespace, key)
+      const request = { lockValue: '', token: '', data, ...life }
+      if (call.tags) {
+        const outcome = await commitTagged(this.store, this.tagStore!, keys, key, request, this.tagged(call.tags, startedAt, startedLocal), this.forgetMessage(key), this.retentionMs)
+        if (outcome.version === undefined) return void this.notStored(key, undefined, outcome.refused)
+        version = outcome.version
+      } else {
+        version = await this.store.commit(keys, request, this.forgetMessage(key), this.retentionMs)
+      }
       if (version === undefined) return
     }
-    if (this.deletions === epoch) this.remember({ ...call, epoch }, entryFrom(value, life, writtenFrom, version, data.length))
+    if (this.deletions === epoch) this.rememberTagged({ ...call, epoch }, entryFrom(value, life, writtenFrom, version, data.length), call.tags)
+  }
+
+  /**
+   * Removes every entry stored with `tag` (see docs/tags.md): once it resolves, no process
+   * returns a value of such an entry loaded before the call, from Redis at once, from L1
+   * once the broadcast arrives (within `l1.maxTtl` if it is lost), and a load in flight
+   * cannot store its result under the tag. Rejects with `RedisUnavailableError` if Redis
+   * could not be told; calling it again finishes the job.
+   */
+  async deleteByTag(tag: string): Promise<void> {
+    await this.deleteByTags([tag])
+  }
+
+  /** `deleteByTag` for several tags at once (each tag on its own slot; the tags marked invalidated in parallel, then their members deleted). */
+  async deleteByTags(tags: readonly string[]): Promise<void> {
+    if (this.closed) throw new CacheClosedError()
+    const checked = checkTags(tags, 'tags')
+    for (const tag of checked) this.forgetTag(tag, 'process')
+    const store = this.store
+    if (!store) return
+    const how = { namespace: this.settings.namespace, id: this.id, retentionMs: this.retentionMs, forget: (key: string) => this.forget(key), keyMessage: (key: string) => this.forgetMessage(key) }
+    await invalidateTags(store, this.tagStore!, checked, how)
   }
 
   /**

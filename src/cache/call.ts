@@ -21,6 +21,12 @@ export interface LoadResult<V> {
 /** What one flight resolves to. `shareable: false` means its followers must run their own loaders. */
 export interface Resolution<V = unknown> extends LoadResult<V> {
   shareable: boolean
+  /**
+   * A value loaded with tags: them, and `deletions` when its load began. A caller that joined
+   * the flight after one of them was invalidated must not get it (it may predate the
+   * invalidation): it loads again.
+   */
+  loadedUnder?: { tags: readonly string[]; epoch: number }
 }
 
 /** One request as it goes through the state machine. */
@@ -32,6 +38,8 @@ export interface Call {
   epoch: number
   /** A refresh nobody waits for (grace, early refresh). */
   background?: boolean
+  /** The call's `tags` option, checked; undefined for none. */
+  tags?: readonly string[]
 }
 
 /** What a flight has learned that its callers' timeouts can use. */
@@ -54,6 +62,8 @@ export interface Claim {
   lockValue: string
   /** `performance.now()` when the lookup that took the lock was sent: the lease runs from no earlier. */
   lockedAt: number
+  /** The server time (ms) of that lookup: the load began no earlier (tags compare it with their invalidations). */
+  serverAt?: number
 }
 
 export const NEVER_ABORTED = new AbortController().signal

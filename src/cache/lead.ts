@@ -6,9 +6,11 @@ import { LOAD_SCOPE } from '../observability/load-scope.js'
 import { entryKeys } from '../redis/keys.js'
 import { Lease } from '../redis/lease.js'
 import type { Lookup } from '../redis/store.js'
+import type { TagRefusal } from '../redis/tags.js'
 import { withTimeout } from '../timers.js'
 import { type Call, type Claim, type FlightNotes, type Resolution, NEVER_ABORTED } from './call.js'
 import { CacheState } from './state.js'
+import { commitTagged, type TaggedCommit } from './tags.js'
 
 /** Leading a load: the loader under the lease, then the fenced commit (or the release of the lock on failure). */
 export abstract class LoadLeader extends CacheState {
@@ -33,20 +35,22 @@ export abstract class LoadLeader extends CacheState {
     try {
       value = await withTimeout(this.runLoader(call.loader, context), maxHold, () => new LoaderTimeoutError(key, maxHold, 'lock.maxHold'))
     } catch (error) {
-      await lease?.stop()
+      lease?.storingResult()
       this.events.emit('load', { key, durationMs: performance.now() - startedAt, error })
-      return this.loadFailed(call, claim, error, notes.fallback)
+      return this.loadFailed(call, claim, error, notes.fallback).finally(() => void lease?.stop())
     }
-    await lease?.stop()
+    lease?.storingResult() // renewed until the commit is done: it may queue behind others
     const loadMs = performance.now() - startedAt
     this.events.emit('load', { key, durationMs: loadMs })
-    return this.storeLoaded(call, claim, value, context, loadMs)
+    return this.storeLoaded(call, claim, value, context, loadMs).finally(() => void lease?.stop())
   }
 
   /** Encodes and stores a loaded value; the callers get it whatever happens to the write. */
   protected async storeLoaded(call: Call, claim: Claim | undefined, value: unknown, context: LoadContext<unknown>, loadMs: number): Promise<Resolution> {
     const { key } = call
+    const tags = call.tags || context.tags.length > 0 ? [...new Set([...(call.tags ?? []), ...context.tags])] : undefined
     const loaded: Resolution = { value, outcome: 'loaded', shareable: context.skip?.share ?? true }
+    if (tags) loaded.loadedUnder = { tags, epoch: call.epoch }
     let data: string | Buffer | undefined
     if (context.skip) {
       this.events.emit('uncacheable', { key, reason: 'the loader called doNotCache()' })
@@ -72,12 +76,24 @@ export abstract class LoadLeader extends CacheState {
     let version: string | undefined
     if (this.store) {
       const store = this.store
-      const commit = () => store.commit(claim?.keys ?? entryKeys(this.settings.namespace, key), { lockValue: claim?.lockValue ?? '', token: claim?.token ?? '', data, ...life })
+      const keys = claim?.keys ?? entryKeys(this.settings.namespace, key)
+      const request = { lockValue: claim?.lockValue ?? '', token: claim?.token ?? '', data, ...life }
+      // Without a claim's lookup, the server clock's estimate less the load time (commitTagged checks it).
+      const now = store.clock.now()
+      const tagged = tags && this.tagged(tags, claim?.serverAt ?? (now === undefined ? undefined : now - loadMs), performance.now() - loadMs)
+      let refused: TagRefusal | undefined
+      const commit = tagged
+        ? async () => {
+          const outcome = await commitTagged(store, this.tagStore!, keys, key, request, tagged)
+          refused = outcome.refused
+          return outcome.version
+        }
+        : () => store.commit(keys, request)
       committedAt = performance.now()
       try {
         version = await commit()
         written = version !== undefined
-        if (!written) this.events.emit('fenced', { key })
+        if (!written) await this.notStored(key, claim, refused)
       } catch {
         // Redis is unavailable: keep the value in L1; the lock expires by itself. If it is a
         // failover, commit again once the promoted node serves (fenced, so harmless if late),
@@ -85,15 +101,34 @@ export abstract class LoadLeader extends CacheState {
         // after that the lock is gone and they have reloaded.
         if (claim?.lockValue) {
           const { lease, pollInterval } = this.settings.lock
-          this.track(store.throughFailover(commit, performance.now() + lease, pollInterval).then((late) => late !== undefined || this.events.emit('fenced', { key })))
+          this.committing.add(key) // the next flight of the key waits the failover out for it (see request.ts)
+          this.track(store.throughFailover(commit, performance.now() + lease, pollInterval, { key: keys.entry }).then((late) => (late === undefined ? this.notStored(key, claim, refused) : undefined)), () => this.committing.delete(key))
         }
       }
     }
     if (written) {
-      this.remember(call, entryFrom(value, life, committedAt, version, data.length))
+      this.rememberTagged(call, entryFrom(value, life, committedAt, version, data.length), tags)
       this.refreshHolds.delete(key) // the next early refresh is due for this new value
     }
     return loaded
+  }
+
+  /** What a tagged commit needs besides its tags and the load's start (server ms). */
+  protected tagged(tags: readonly string[], startedAt: number | undefined, startedLocal: number): TaggedCommit {
+    const { maxKeysPerTag, tagClockSkew: clockSkew, lock: { lease }, redisTimeout } = this.settings
+    return { tags, startedAt, startedLocal, maxKeysPerTag, clockSkew, lease, retentionMs: this.retentionMs, redisTimeout }
+  }
+
+  /**
+   * A commit that did not happen: fenced by a newer value or an invalidation, or refused by
+   * a tag (invalidated since the load began, or full). A refused commit never ran, so the
+   * lock is still ours: waiters re-check ('r|': one of them reloads), or, for a full tag,
+   * run their own loaders ('u|': nothing could be stored for them).
+   */
+  protected async notStored(key: string, claim: Claim | undefined, refused: TagRefusal | undefined): Promise<void> {
+    if (refused === 'full') this.events.emit('uncacheable', { key, reason: `a tag of it already lists maxKeysPerTag (${this.settings.maxKeysPerTag}) keys` })
+    else this.events.emit('fenced', { key })
+    if (refused && claim?.lockValue) await this.store?.release(claim.keys, claim.lockValue, refused === 'full' ? 'u|' : 'r|').catch(() => {})
   }
 
   protected async loadFailed(call: Call, claim: Claim | undefined, error: unknown, fallback: Entry | undefined): Promise<Resolution> {

@@ -33,7 +33,6 @@ export abstract class Refresher extends LoadLeader {
     // Skip the reload if Redis already holds a value fresher than ours (another process refreshed).
     const refreshBelow = current.freshUntil - performance.now() + REFRESH_TOLERANCE_MS
     let found: Lookup
-    const sentAt = performance.now()
     try {
       found = await this.store.getOrLock(keys, owner, this.settings.lock.lease, mode, this.retentionMs, refreshBelow)
     } catch {
@@ -61,7 +60,7 @@ export abstract class Refresher extends LoadLeader {
     }
     if (found.lock === 'won') {
       this.checkReplicated(call.key, found)
-      return this.lead(call, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: sentAt }, notes)
+      return this.lead(call, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: found.sentAt, serverAt: found.serverNow }, notes)
     }
     const now = performance.now()
     if (found.lock === 'held') this.watchReload(call, keys, current, Number(found.lockArg))
@@ -86,9 +85,11 @@ export abstract class Refresher extends LoadLeader {
     const waitMs = Math.min(lockPttl + 1, maxPollInterval, Math.max(pollInterval, 2 * current.loadMs, heldFor))
     const until = performance.now() + waitMs
     this.holdRefresh(call.key, until)
-    if (this.watching.has(call.key) || !this.notifier || this.closed) return
+    // Past maxWaits only the hold stands: the next call after it re-checks Redis.
+    if (this.watching.has(call.key) || !this.notifier || this.closed || this.waitsOpen >= this.settings.maxWaits) return
     const watch = { forgotten: false } // set by a delete() or set() meanwhile: then adopt nothing
     this.watching.set(call.key, watch)
+    this.waitsOpen++
     this.track((async () => {
       let subscription: Subscription | undefined
       try {
@@ -104,6 +105,7 @@ export abstract class Refresher extends LoadLeader {
         // Redis unavailable: the hold runs out and the next call re-checks.
       } finally {
         subscription?.release()
+        this.waitsOpen--
         this.watching.delete(call.key)
         if (this.refreshHolds.get(call.key) === until) this.refreshHolds.delete(call.key)
       }

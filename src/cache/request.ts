@@ -9,6 +9,7 @@ import type { PolicyOptions } from '../options.js'
 import type { FreshRead } from '../redis/fresh-reads.js'
 import { entryKeys, freshKeyOf, type EntryKeys } from '../redis/keys.js'
 import type { Subscription } from '../redis/notifier.js'
+import type { PollWait } from '../redis/poll-scheduler.js'
 import type { Lookup, LookupMode, RedisStore } from '../redis/store.js'
 import { type Call, type Claim, type FlightNotes, type Resolution, messageKind } from './call.js'
 import { Refresher } from './refresh.js'
@@ -79,6 +80,9 @@ export abstract class RequestMachine extends Refresher {
     const startedAt = performance.now()
     this.events.emit('coalesced', { key: call.key, from: 'process' })
     return this.withTimeouts(call, running, true).then((resolution) => {
+      // Loaded before an invalidation of one of its tags: a caller may have joined after it (deleteByTag resolved). Ask again, as a call begun now.
+      const under = resolution.loadedUnder
+      if (under && this.tagIndex.invalidatedSince(under.tags, under.epoch)) return this.fly({ ...call, epoch: this.deletions })
       if (!resolution.shareable) return this.loadUncached(call, startedAt)
       return resolution.outcome === 'loaded' ? { ...resolution, outcome: 'coalesced' } : resolution
     })
@@ -217,6 +221,14 @@ export abstract class RequestMachine extends Refresher {
     }
     let handedOff = false // past this point a RedisUnavailableError is the loader's own
     let subscription: Subscription | undefined
+    let wait: PollWait | undefined // this flight's place in the poll scheduler, while it waits
+    let counted = false // it holds one of the maxWaits
+    let owner = '' // set after the fresh read: a hit needs none
+    // A lookup of `owner` got no answer: it may take the lock yet. Undone once the flight is done with `owner`.
+    let abandoned = false
+    let won = false
+    // This process's last load of the key is still trying to commit: the failover is waited out for it, as a waiter would.
+    const committing = this.committing.has(key)
     const failoverDeadline = performance.now() + call.policy.waitTimeout
     const { lease, pollInterval, maxPollInterval } = this.settings.lock
     try {
@@ -228,21 +240,29 @@ export abstract class RequestMachine extends Refresher {
           first = undefined
           return sent ? sent.then((found) => this.freshEntry(key, found, store)) : this.readFresh(key, keys, store)
         }
-        const fresh = await store.throughFailover(read, failoverDeadline, pollInterval).catch((error: unknown) => {
+        const fresh = await store.throughFailover(read, failoverDeadline, pollInterval, { key: keys.entry, patient: committing }).catch((error: unknown) => {
           lookedUp(notes)
           throw error
         })
         if (fresh) return this.hit(call, fresh)
       }
-      const owner = randomBytes(16).toString('hex')
+      owner = randomBytes(16).toString('hex')
       let mode: LookupMode = 'read'
       let waitDeadline = 0
-      let poll = pollInterval
+      /** Not waiting (the wait ran out, or was not allowed): stale if we can, else onWaitTimeout. */
+      const giveUp = async (capped: boolean): Promise<Resolution> => {
+        const timedOut = this.waitTimedOut(call, notes.fallback, capped)
+        if (timedOut) return timedOut
+        // Load without the lock; a fresh token still fences the result against newer ones.
+        const { lockArg: token, serverNow } = await store.getOrLock(keys, owner, lease, 'token', this.retentionMs)
+        handedOff = true
+        return await this.lead(call, { keys, token, lockValue: '', lockedAt: 0, serverAt: serverNow }, notes)
+      }
       for (;;) {
         notes.lookingUp ??= true
-        // The lease runs from the attempt that took the lock, not from the first of a failover's retries.
-        let sentAt = performance.now()
-        const found = await store.throughFailover(() => ((sentAt = performance.now()), store.getOrLock(keys, owner, lease, mode, this.retentionMs)), failoverDeadline, pollInterval).finally(() => lookedUp(notes))
+        // A waiter's re-check (waitDeadline set) retries until its wait ends, not just redisFailoverWait.
+        // The lease runs from the attempt that took the lock (found.sentAt), not from the first of a failover's retries.
+        const found = await store.throughFailover(() => store.getOrLock(keys, owner, lease, mode, this.retentionMs, -1, () => (abandoned = true)), waitDeadline || failoverDeadline, pollInterval, { key: keys.entry, patient: committing || waitDeadline > 0 }).finally(() => lookedUp(notes))
         const entry = this.decode(key, found)
         if (entry) notes.fallback = entry
         if (found.lock !== 'held') waited(WAIT_ENDED_BY_LOOKUP[found.lock])
@@ -265,8 +285,9 @@ export abstract class RequestMachine extends Refresher {
           case 'token':
             throw new Error(`unexpected lookup ${found.lock} in mode ${mode}`)
           case 'won': {
+            won = true // the lock is the lead's to commit or release
             this.checkReplicated(key, found)
-            const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: sentAt }
+            const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: found.sentAt, serverAt: found.serverNow }
             const stale = this.graceCopy(entry, found, notes)
             if (stale) {
               this.remember(call, stale)
@@ -295,24 +316,25 @@ export abstract class RequestMachine extends Refresher {
             // Subscribe first, then re-check, so the leader's commit message cannot
             // fall between our check and our subscription.
             if (!subscription) {
+              if (!counted && this.waitsOpen >= this.settings.maxWaits) {
+                this.events.emit('wait-capped', { key, waits: this.waitsOpen })
+                return await giveUp(true)
+              }
+              if (!counted) this.waitsOpen++
+              counted = true
               this.events.emit('wait', { key })
               waitingSince = performance.now()
-              subscription = await store.throughFailover(() => this.notifier!.subscribe(keys.channel), failoverDeadline, pollInterval)
+              subscription = await store.throughFailover(() => this.notifier!.subscribe(keys.channel), failoverDeadline, pollInterval, { key: keys.entry, patient: true })
               waitDeadline = performance.now() + call.policy.waitTimeout
+              wait = this.polls!.enrol(keys.lock, waitDeadline, { firstMs: pollInterval, maxMs: maxPollInterval })
               continue
             }
-            const left = waitDeadline - performance.now()
-            if (left <= 0) {
+            if (wait!.over) {
               waited('timeout')
-              const timedOut = this.waitTimedOut(call, notes.fallback)
-              if (timedOut) return timedOut
-              // Load without the lock; a fresh token still fences the result against newer ones.
-              const { lockArg: token } = await store.getOrLock(keys, owner, lease, 'token', this.retentionMs)
-              handedOff = true
-              return await this.lead(call, { keys, token, lockValue: '', lockedAt: 0 }, notes)
+              return await giveUp(false)
             }
-            const message = await subscription.next(Math.min(pttl + 1, poll, left))
-            poll = Math.min(maxPollInterval, poll * 2) * (0.75 + Math.random() / 2)
+            // Until the leader's message, a poll finding the lock gone (or failing), or the deadline.
+            const message = await wait!.pause(subscription, pttl)
             const answer = message === undefined ? undefined : await this.onLeaderMessage(call, keys, message, notes.fallback)
             if (answer) {
               waited(WAIT_ENDED_BY_MESSAGE[messageKind(message!)] ?? 'released')
@@ -337,7 +359,10 @@ export abstract class RequestMachine extends Refresher {
       if (servable) return this.stale(key, copy, 'grace')
       return this.lead(call, undefined, notes)
     } finally {
+      wait?.end()
       subscription?.release()
+      if (counted) this.waitsOpen--
+      if (abandoned && !won) store.releaseAbandoned(keys, owner)
     }
   }
 
@@ -358,7 +383,7 @@ export abstract class RequestMachine extends Refresher {
       return entry && this.hit(call, entry)
     }
     // Nothing would keep the entry (no L1, no early refresh): decode the value alone.
-    const record = this.freshRecord(call.key, read)
+    const record = this.freshRecord(call.key, read, store.clock.now()!)
     if (!record) return undefined
     let value: unknown
     try {
@@ -412,11 +437,16 @@ export abstract class RequestMachine extends Refresher {
     return this.stale(call.key, fallback, 'fail-safe')
   }
 
-  /** After waitTimeout: stale if we can, a LockWaitTimeoutError if asked, else undefined (load it ourselves). */
-  protected waitTimedOut(call: Call, fallback: Entry | undefined): Resolution | undefined {
-    this.events.emit('timeout', { key: call.key, kind: 'wait' })
+  /**
+   * After waitTimeout, or at once past `maxWaits` (`capped`): stale if we can, a
+   * LockWaitTimeoutError if asked, else undefined (load it ourselves).
+   */
+  protected waitTimedOut(call: Call, fallback: Entry | undefined, capped = false): Resolution | undefined {
+    if (!capped) this.events.emit('timeout', { key: call.key, kind: 'wait' })
     if (fallbackValid(fallback, performance.now())) return this.stale(call.key, fallback, 'wait-timeout')
-    if (call.policy.onWaitTimeout === 'throw') throw new LockWaitTimeoutError(call.key, call.policy.waitTimeout)
+    if (call.policy.onWaitTimeout === 'throw') {
+      throw capped ? new LockWaitTimeoutError(call.key, 0, this.settings.maxWaits) : new LockWaitTimeoutError(call.key, call.policy.waitTimeout)
+    }
     return undefined
   }
 }

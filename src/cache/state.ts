@@ -7,16 +7,20 @@ import { describeFailure } from '../loader-error.js'
 import { CacheClosedError, InvalidArgumentError, RedisUnavailableError, SerializationError, ValueTooLargeError } from '../errors.js'
 import { CacheEmitter, type StaleReason } from '../events.js'
 import { MemoryTier } from '../memory/l1.js'
+import { TagIndex } from '../memory/tag-index.js'
 import { SingleFlight } from '../memory/single-flight.js'
 import { LOAD_SCOPE, type LoadScope } from '../observability/load-scope.js'
-import { resolveCallPolicy, resolveSettings, type CacheOptions, type PolicyOptions, type Settings } from '../options.js'
+import { resolveCallPolicy, resolveSettings, type CacheOptions, type CallOptions, type Settings } from '../options.js'
 import { CircuitBreaker } from '../redis/breaker.js'
 import { invalidationChannel, type EntryKeys } from '../redis/keys.js'
 import { Notifier } from '../redis/notifier.js'
+import { PollScheduler } from '../redis/poll-scheduler.js'
 import { lifetimesOf, parseRecord, type StoredRecord } from '../redis/record.js'
 import { ServerProbe } from '../redis/server-probe.js'
 import { FOREIGN_TYPE, type FreshRead } from '../redis/fresh-reads.js'
 import { RedisStore, type Broadcast, type Lookup } from '../redis/store.js'
+import { TagStore, tagChannel } from '../redis/tags.js'
+import { checkTags } from '../tag.js'
 import { type Call, type FlightNotes, type Resolution, messageKind } from './call.js'
 
 /** Bound on remembered refresh holds; pruned of expired ones past it. */
@@ -43,6 +47,8 @@ export abstract class CacheState {
   protected readonly refreshHolds = new Map<string, number>()
   /** Keys whose reload in another process this one is listening for (see watchReload). */
   protected readonly watching = new Map<string, { forgotten: boolean }>()
+  /** Keys whose leader's commit is being retried through a failover (at most one lease each). */
+  protected readonly committing = new Set<string>()
   /** Key → grace refreshes running outside the flight map (see leadInBackground). */
   protected readonly backgroundLeads = new Map<string, number>()
   /** Key → value of `deletions` when it was deleted while a flight for it was running. */
@@ -50,7 +56,15 @@ export abstract class CacheState {
   protected deletions = 0
   protected readonly store: RedisStore | undefined
   protected readonly notifier: Notifier | undefined
+  /** Every cross-process wait's safety-net poll, on one timeline and one rate budget (`lock.maxPollRate`). */
+  protected readonly polls: PollScheduler | undefined
+  /** Cross-process waits running now (waits on another's load, and watchReload), capped by `maxWaits`. */
+  protected waitsOpen = 0
   protected readonly probe: ServerProbe | undefined
+  /** The tag scripts (docs/tags.md); with Redis only. */
+  protected readonly tagStore: TagStore | undefined
+  /** Which L1 entries this process knows the tags of, and when each tag was last invalidated here. */
+  protected readonly tagIndex: TagIndex
   /** How long a delete's fence outlives it: the longest a load may still commit. */
   protected readonly retentionMs: number
   protected closed = false
@@ -63,6 +77,7 @@ export abstract class CacheState {
     const { l1, lock, redisTimeout, redisFailoverWait, breaker, namespace } = this.settings
     this.retentionMs = lock.maxHold + lock.lease
     if (l1) this.memory = new MemoryTier(l1.max, l1.maxBytes, l1.maxTtl)
+    this.tagIndex = new TagIndex(l1 ? l1.max : 0)
     if (options.redis) {
       const client: Redis | Cluster = options.redis
       if (typeof client.defineCommand !== 'function' || typeof client.duplicate !== 'function') {
@@ -72,6 +87,9 @@ export abstract class CacheState {
       const circuit = new CircuitBreaker(breaker.threshold, breaker.openFor, this.events)
       this.store = new RedisStore(client, redisTimeout, circuit, this.events, this.probe, redisFailoverWait, lock.waitForReplicas, this.settings.redisCommands)
       this.notifier = new Notifier(client, redisTimeout, this.probe)
+      const store = this.store
+      this.polls = new PollScheduler((locks) => store.pollLocks(locks), lock.maxPollRate, store.clusterKeyOf)
+      this.tagStore = new TagStore(client, this.store, namespace)
       this.notifier.onLoss((phase) => {
         // Invalidations published meanwhile are gone: what L1 holds is checked with Redis before it is served again.
         this.memory?.suspectAll(performance.now())
@@ -81,6 +99,10 @@ export abstract class CacheState {
         this.notifier.listen(invalidationChannel(namespace), (message) => {
           const bar = message.indexOf('|')
           if (message.slice(0, bar) !== this.id) this.forget(message.slice(bar + 1)) // our own deletes are done already
+        })
+        this.notifier.listen(tagChannel(namespace), (message) => {
+          const bar = message.indexOf('|')
+          if (message.slice(0, bar) !== this.id) this.forgetTag(message.slice(bar + 1), 'remote')
         })
       }
       // In the background, so the first burst of a fresh process does not wait on it.
@@ -94,12 +116,17 @@ export abstract class CacheState {
 
   // ── L1 bookkeeping ────────────────────────────────────────────────────────
 
-  protected call(key: string, loader: unknown, options: PolicyOptions | undefined): Call {
+  protected call(key: string, loader: unknown, options: CallOptions | undefined): Call {
     if (this.closed) throw new CacheClosedError()
     checkKey(key, this.settings.maxKeyLength)
     if (typeof loader !== 'function') throw new InvalidArgumentError('loader', `must be a function, got ${typeof loader}`)
     const policy = options === undefined ? this.settings.policy : resolveCallPolicy(this.settings.policy, options)
-    return { key, loader: loader as Loader<unknown>, policy, epoch: this.deletions }
+    const call: Call = { key, loader: loader as Loader<unknown>, policy, epoch: this.deletions }
+    if (options?.tags !== undefined) {
+      const tags = checkTags(options.tags, 'tags')
+      if (tags.length > 0) call.tags = tags
+    }
+    return call
   }
 
   protected dueForEarlyRefresh(call: Call, entry: Entry, now: number): boolean {
@@ -128,6 +155,7 @@ export abstract class CacheState {
   /** Drops `key` from L1; a flight already running keeps its callers but cannot fill L1 or gain new callers. */
   protected forget(key: string): void {
     this.memory?.delete(key)
+    this.tagIndex.remove(key)
     this.refreshHolds.delete(key)
     const watch = this.watching.get(key)
     if (watch) watch.forgotten = true
@@ -136,6 +164,25 @@ export abstract class CacheState {
       this.deletedAt.set(key, this.deletions)
       this.flights.detach(key)
     }
+  }
+
+  /**
+   * Drops from L1 every entry this process knows carries `tag`, and keeps a load of this
+   * process that began before now from putting its value there (see rememberTagged).
+   * Entries other processes loaded are dropped by the per-key invalidations of the members.
+   */
+  protected forgetTag(tag: string, from: 'process' | 'remote'): void {
+    for (const key of this.tagIndex.invalidate(tag, ++this.deletions)) this.forget(key)
+    this.events.emit('tag-invalidated', { tag, from })
+  }
+
+  /** remember() for a value this process loaded or set with `tags`: indexed, unless one of them was invalidated since the call began. */
+  protected rememberTagged(call: Call, entry: Entry, tags: readonly string[] | undefined): void {
+    if (!tags) return this.remember(call, entry)
+    if (!this.memory || this.tagIndex.invalidatedSince(tags, call.epoch)) return
+    this.remember(call, entry)
+    const evicted = this.tagIndex.add(call.key, tags)
+    if (evicted !== undefined) this.memory.delete(evicted) // an L1 entry whose tags are no longer tracked must go
   }
 
   /** The invalidation that delete() and set() publish with their write. */
@@ -241,14 +288,17 @@ export abstract class CacheState {
   /** `c|<server now>|<record>` as published by commit.lua (see src/redis/record.ts). */
   protected decodeCommitMessage(key: string, message: Buffer): Entry | undefined {
     const bar = message.indexOf('|', 2)
-    const record = bar < 0 ? undefined : parseRecord(message, bar + 1)
+    // The server time it was sent at places the record's deadlines: digits, or the message is corrupt
+    // (Number('') is 0 and Number('abc') NaN, with which every deadline check passes).
+    const now = bar < 0 ? '' : message.toString('latin1', 2, bar)
+    const record = /^\d{1,16}$/.test(now) ? parseRecord(message, bar + 1, Number(now)) : undefined
     if (!record) {
       this.events.emit('corrupt', { key })
       return undefined
     }
     // Its deadlines count from the server's time now, not from when it was published: a message
     // read late (a busy event loop) must not make L1 keep the value longer than Redis does.
-    const published = Number(message.toString('latin1', 2, bar))
+    const published = Number(now)
     const life = lifetimesOf(record, Math.max(published, this.store?.clock.now() ?? published))
     return this.decodeData(key, record.data, life, record.version)
   }
@@ -276,7 +326,7 @@ export abstract class CacheState {
 
   /** What a read of the fresh copy found, decoded; undefined when nothing (or nothing usable) was there. */
   protected freshEntry(key: string, read: FreshRead, store: RedisStore): Entry | undefined {
-    const record = this.freshRecord(key, read)
+    const record = this.freshRecord(key, read, store.clock.now()!)
     if (!record) return undefined
     // Redis returned it, so it is fresh by the server clock, whatever our estimate of that says.
     // Nor fresher than its own ttl.
@@ -286,9 +336,9 @@ export abstract class CacheState {
   }
 
   /** The record a read of the fresh copy found; undefined when none, or a corrupt one (reported). */
-  protected freshRecord(key: string, read: FreshRead): StoredRecord | undefined {
+  protected freshRecord(key: string, read: FreshRead, serverNow: number): StoredRecord | undefined {
     if (read === null) return undefined
-    const record = read === FOREIGN_TYPE ? undefined : parseRecord(read, 0)
+    const record = read === FOREIGN_TYPE ? undefined : parseRecord(read, 0, serverNow)
     if (!record) this.events.emit('corrupt', { key })
     return record
   }

@@ -5,7 +5,8 @@ import { ResponseCapture, type CaptureEnd } from './capture.js'
 import { isNotModified, type Validators } from './conditional.js'
 import { HeaderMap, type HeaderList } from './headers.js'
 import { routedTargets, sameRoutedUrl } from './key.js'
-import type { RouteSettings } from './options.js'
+import type { CallOptions } from '../options.js'
+import { requestCallOptions, type RouteSettings } from './options.js'
 import { replay, type CacheStatus, type Replayable } from './replay.js'
 import { forbiddenBy } from './storability.js'
 import { ownForm } from './stored-form.js'
@@ -61,6 +62,12 @@ export class Exchange {
     this.validators = { ifNoneMatch: req.headers['if-none-match'], ifModifiedSince: req.headers['if-modified-since'] }
     this.upstreamHeaders = HeaderMap.from(res.getHeaders()).toList()
     this.routedAtStart = routedTargets(req)
+  }
+
+  private requestOptions: CallOptions | undefined
+  /** The options of this request's cache calls (the route's, and the request's tags); throws on bad tags. */
+  get callOptions(): CallOptions {
+    return (this.requestOptions ??= requestCallOptions(this.settings, this.req))
   }
 
   /** Did middleware after us rewrite the URL the router matched (an SPA fallback) while the handler ran? */

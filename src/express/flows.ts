@@ -17,13 +17,13 @@ import { cachedForm, routeEntryOf } from './stored-response.js'
  * elects one request (across processes) to run its handler; see loaders.ts.
  */
 export async function serveCached(exchange: Exchange): Promise<void> {
-  const { cache, settings, key, req } = exchange
+  const { cache, key, req } = exchange
   for (let attempt = 0; ; attempt++) {
     try {
-      let found = await cache.getOrLoadResult<unknown>(key, urlLoader(exchange), settings.callOptions)
+      let found = await cache.getOrLoadResult<unknown>(key, urlLoader(exchange), exchange.callOptions)
       const list = routeEntryOf(found.value)
       if (list?.kind === 'variants' && !ranOwnHandler(exchange, found)) {
-        found = await cache.getOrLoadResult<unknown>(variantKey(key, list.generation, list.headers, req), variantLoader(exchange, list), settings.callOptions)
+        found = await cache.getOrLoadResult<unknown>(variantKey(key, list.generation, list.headers, req), variantLoader(exchange, list), exchange.callOptions)
       }
       if (ranOwnHandler(exchange, found)) return await answerWithOwnResponse(exchange)
       const entry = routeEntryOf(found.value)
@@ -61,7 +61,13 @@ export async function serveAuthorized(exchange: Exchange): Promise<void> {
   if (!verdict.storable || verdict.vary.length > 0 || settings.fixedVariantHeaders.length > 0) return
   if (!answered || !exchange.sentStorable()) return // an upstream hook added Set-Cookie as it went out
   const response = storedForm(end.response, exchange.upstreamHeaders, settings.etag)
-  await cache.set(key, cachedForm({ kind: 'response', response }), { ...settings.callOptions, ...verdict.life }).catch((error) => exchange.reportError(error))
+  let options
+  try {
+    options = exchange.callOptions // the route's tags function may throw: the client has its answer already
+  } catch (error) {
+    return exchange.reportError(error)
+  }
+  await cache.set(key, cachedForm({ kind: 'response', response }), { ...options, ...verdict.life }).catch((error) => exchange.reportError(error))
 }
 
 /**

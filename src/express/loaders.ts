@@ -64,7 +64,7 @@ export function urlLoader(exchange: Exchange): Loader<unknown> {
       life: { ...life, ttl: life.ttl ?? exchange.settings.ttl },
     }
     const key = variantKey(exchange.key, list.generation, list.headers, exchange.req)
-    await exchange.cache.set(key, cachedForm({ kind: 'response', response }), { ...exchange.settings.callOptions, ...life }).catch((error) => exchange.reportError(error))
+    await exchange.cache.set(key, cachedForm({ kind: 'response', response }), { ...exchange.callOptions, ...life }).catch((error) => exchange.reportError(error))
     context.cacheFor(list.life)
     return list
   })

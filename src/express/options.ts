@@ -1,7 +1,8 @@
 import type { Request } from 'express'
 import { parseDuration, type Duration } from '../duration.js'
 import { InvalidArgumentError } from '../errors.js'
-import { POLICY_OPTION_NAMES, type PolicyOptions } from '../options.js'
+import { POLICY_OPTION_NAMES, type CallOptions, type PolicyOptions } from '../options.js'
+import { checkTags } from '../tag.js'
 import { CaptureBudget, defaultCaptureBudget } from './capture-budget.js'
 import { canonicalHeaderNames } from './key.js'
 
@@ -107,6 +108,14 @@ export interface CacheRouteOptions extends Omit<PolicyOptions, 'ttl' | 'staleTtl
    * §5.2.1 allows it), so anonymous clients cannot force origin work.
    */
   bypass?: (req: Request) => boolean
+  /**
+   * Tags of every response this route stores (see docs/tags.md), or a function of the
+   * request returning them, e.g. `(req) => ['products', `product:${req.params.id}`]`. A
+   * write handler then calls `cache.deleteByTag('product:1')` and every stored response
+   * carrying the tag is dropped, in every process. A function that throws or returns bad
+   * tags fails the request open (its handler runs, uncached; `onError` is told). Default none.
+   */
+  tags?: readonly string[] | ((req: Request) => readonly string[])
   /** Told about every error the middleware swallows to fail open (Redis down, a key function that threw, ...). */
   onError?: (error: unknown, req: Request) => void
 }
@@ -131,6 +140,8 @@ export interface RouteSettings {
   allowedHosts: ReadonlySet<string> | undefined
   bypass: ((req: Request) => boolean) | undefined
   onError: (error: unknown, req: Request) => void
+  /** The tags of a request's stored responses; undefined for none. */
+  tags: ((req: Request) => readonly string[]) | undefined
   /** Headers every variant of this route is keyed on: `varyOn`, plus credentials when `allowAuthenticated` has no `key`. */
   fixedVariantHeaders: readonly string[]
 }
@@ -139,8 +150,21 @@ export interface RouteSettings {
 const KNOWN = new Set([
   ...POLICY_OPTION_NAMES,
   'key', 'statuses', 'varyOn', 'allowAuthenticated', 'honorCacheControl', 'maxTtl', 'etag', 'xCacheHeader', 'maxBodyBytes',
-  'captureBudget', 'hitForMiss', 'handlerTimeout', 'allowedHosts', 'bypass', 'onError',
+  'captureBudget', 'hitForMiss', 'handlerTimeout', 'allowedHosts', 'bypass', 'onError', 'tags',
 ])
+
+/** `tags` as a function of the request, its result checked (InvalidArgumentError naming `cacheRoute.tags`). */
+function resolveTags(tags: CacheRouteOptions['tags']): RouteSettings['tags'] {
+  if (tags === undefined) return undefined
+  if (typeof tags === 'function') return (req) => checkTags(tags(req), 'cacheRoute.tags')
+  const fixed = checkTags(tags, 'cacheRoute.tags')
+  return () => fixed
+}
+
+/** The options of one request's `getOrLoad` and `set` calls: the route's, plus the request's tags. */
+export function requestCallOptions(settings: RouteSettings, req: Request): CallOptions {
+  return settings.tags ? { ...settings.callOptions, tags: settings.tags(req) } : settings.callOptions
+}
 
 /** Validates route options at `cacheRoute()` time; errors name the option. */
 export function resolveRouteOptions(options: CacheRouteOptions): RouteSettings {
@@ -179,7 +203,7 @@ export function resolveRouteOptions(options: CacheRouteOptions): RouteSettings {
   const keysOnCredentials = allowAuthenticated && options.key === undefined
 
   const { ttl: _ttl, staleTtl: _staleTtl, key, statuses: _s, varyOn: _v, allowAuthenticated: _a, honorCacheControl, maxTtl, etag: _e,
-    xCacheHeader, maxBodyBytes: _m, captureBudget, hitForMiss, handlerTimeout, allowedHosts, bypass, onError, ...resilience } = options
+    xCacheHeader, maxBodyBytes: _m, captureBudget, hitForMiss, handlerTimeout, allowedHosts, bypass, onError, tags, ...resilience } = options
   return {
     ttl,
     staleTtl,
@@ -199,6 +223,7 @@ export function resolveRouteOptions(options: CacheRouteOptions): RouteSettings {
     allowedHosts: allowedHosts ? new Set(allowedHosts.map((host) => host.toLowerCase())) : undefined,
     bypass,
     onError: onError ?? (() => {}),
+    tags: resolveTags(tags),
     fixedVariantHeaders: canonicalHeaderNames([...varyOn, ...(keysOnCredentials ? ['authorization', 'cookie'] : [])]),
   }
 }

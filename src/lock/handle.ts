@@ -1,6 +1,7 @@
 import { parseDuration, type Duration } from '../duration.js'
 import { FencingUnsupportedError, InvalidArgumentError, LockLostError } from '../errors.js'
 import type { HeldLock } from './backend.js'
+import type { LockEmitter, LockEvents } from './events.js'
 import { MIN_LEASE_MS } from './options.js'
 import { LeaseWatchdog } from './watchdog.js'
 
@@ -35,9 +36,15 @@ export interface HeldLockHandle<Resource = void> extends LockContext<Resource>, 
   release(): Promise<void>
 }
 
-/** The front's side of one held lock: the watchdog, the signal, and the release. */
+/**
+ * The front's side of one held lock: the watchdog, the signal, and the release. It
+ * reports how the hold ended (`released` or `lost`, exactly once) and the store calls
+ * that failed under it (`backend-error`), see {@link LockEvents}.
+ */
 export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
   readonly signal: AbortSignal
+  /** `performance.now()` when the front got the lock: hold times run from here. */
+  readonly acquiredAt = performance.now()
   private readonly controller = new AbortController()
   /** Aborted when the release starts: what nested (reentrant) views still alive must learn. */
   private readonly ending = new AbortController()
@@ -50,15 +57,20 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
     private readonly backendName: string,
     private readonly held: HeldLock<Resource>,
     private readonly leaseMs: number,
+    private readonly events: LockEmitter,
+    /** `performance.now()` when the acquire call began, for the `acquired` event's wait. */
+    waitStartedAt: number,
     private readonly onReleased: () => void,
   ) {
     this.signal = this.controller.signal
+    // Before anything below can report the lock lost.
+    if (events.listening('acquired')) events.emit('acquired', { key, backend: backendName, waitedMs: this.acquiredAt - waitStartedAt })
     if (held.liveness === 'lease') {
       this.watchdog = new LeaseWatchdog({
         key,
         leaseMs,
         startedAt: held.acquiredAt ?? performance.now(),
-        renew: (ms) => held.renew(ms),
+        renew: (ms) => this.renew(ms),
         onLost: (error) => this.lose(error),
       })
     }
@@ -89,7 +101,7 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
     if (ms < MIN_LEASE_MS) throw new InvalidArgumentError('lease', `must be at least ${MIN_LEASE_MS} ms, got ${String(lease)}`)
     if (this.signal.aborted) throw this.signal.reason
     if (this.released) throw new LockLostError(this.key, 'it was released')
-    const extended = this.watchdog ? await this.watchdog.extend(ms) : await this.held.renew(ms)
+    const extended = this.watchdog ? await this.watchdog.extend(ms) : await this.renew(ms)
     if (!extended) {
       if (!this.signal.aborted) this.lose(new LockLostError(this.key, 'the lock expired or was taken by another owner'))
       throw this.signal.reason
@@ -99,11 +111,16 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
   /** `failure`: what the critical section threw (from `withLock`), so a transactional backend rolls back. */
   release(failure?: unknown): Promise<void> {
     this.released ??= (async () => {
+      // Synchronously, in the releasing caller's context; a lost lock reported its end already.
+      if (!this.signal.aborted && this.events.listening('released')) this.events.emit('released', { key: this.key, backend: this.backendName, heldMs: performance.now() - this.acquiredAt })
       this.ending.abort(new LockLostError(this.key, 'the outer holder released it while a nested (reentrant) call still used it'))
       this.held.signal.removeEventListener('abort', this.fromBackend)
       try {
         await this.watchdog?.stop()
         await (failure === undefined ? this.held.release() : this.held.release(failure))
+      } catch (error) {
+        this.failed('release', error)
+        throw error
       } finally {
         this.onReleased()
       }
@@ -121,7 +138,25 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
     // A loss from elsewhere (the backend, close()) ends the renewals; the watchdog's own
     // deadline loss keeps them going while the lock may still be ours.
     if (!this.watchdog?.lost) this.watchdog?.lose(error.reason)
+    if (this.controller.signal.aborted) return // the watchdog's onLost came back here and ended it
     this.controller.abort(error)
+    // Once released, the hold has ended already (close() can still abort a releasing lock).
+    if (this.released === undefined && this.events.listening('lost')) {
+      this.events.emit('lost', { key: this.key, backend: this.backendName, heldMs: performance.now() - this.acquiredAt, reason: error.reason })
+    }
+  }
+
+  private async renew(ms: number): Promise<boolean> {
+    try {
+      return await this.held.renew(ms)
+    } catch (error) {
+      this.failed('renew', error)
+      throw error
+    }
+  }
+
+  private failed(operation: LockEvents['backend-error']['operation'], error: unknown): void {
+    if (this.events.listening('backend-error')) this.events.emit('backend-error', { key: this.key, backend: this.backendName, operation, error })
   }
 
   /**

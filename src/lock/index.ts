@@ -1,5 +1,6 @@
 export type { AcquireRequest, Claim, ClaimStore, HeldLock, LockBackend, Liveness } from './backend.js'
 export { locked, type LockedOptions } from './decorator.js'
+export type { LockEventName, LockEvents, LockEventSource } from './events.js'
 export { type HeldLockHandle, type LockContext } from './handle.js'
 export { createLocks, Locks, type CreateLocksOptions } from './locks.js'
 export type { LockCallOptions, LockDefaults } from './options.js'

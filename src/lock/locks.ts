@@ -3,6 +3,7 @@ import { setMaxListeners } from 'node:events'
 import { InvalidArgumentError, LockBusyError, LockLostError, LocksClosedError } from '../errors.js'
 import { delay } from '../timers.js'
 import type { HeldLock, LockBackend } from './backend.js'
+import { LockEmitter, type LockEventName, type LockEvents, type LockEventSource } from './events.js'
 import { LockHandle, type HeldLockHandle, type LockContext } from './handle.js'
 import { parseCallOptions, parseDefaults, validateKey, type LockCallOptions, type LockDefaults, type LockSettings } from './options.js'
 import { linkedSignal } from './linked-signal.js'
@@ -22,9 +23,11 @@ export interface CreateLocksOptions<Resource = void> extends LockDefaults, Backe
  * `LockBusyError` (held by someone else; with how long it waited), `LockLostError`
  * (on `signal`, when the lease was lost), and the backend's own error
  * (`RedisUnavailableError`, `LockBackendError`) when its store failed.
+ * It reports each acquisition's outcome and each hold's end as events (`on()`).
  */
-export class Locks<Resource = void> {
+export class Locks<Resource = void> implements LockEventSource {
   private readonly settings: LockSettings
+  private readonly events = new LockEmitter()
   private readonly closing = new AbortController()
   // `unknown`/`any` rather than `Resource` keep Locks<void> assignable to Locks<unknown>.
   private readonly live = new Set<LockHandle<unknown>>()
@@ -41,6 +44,16 @@ export class Locks<Resource = void> {
     this.settings = parseDefaults(defaults)
     // Every waiter listens on it for as long as it waits (and removes its listener): not a leak.
     setMaxListeners(Infinity, this.closing.signal)
+  }
+
+  /**
+   * Subscribes to a lock event (see {@link LockEvents}: `acquired`, `busy`, `released`,
+   * `lost`, `backend-error`); returns the unsubscribe function. With no listener for an
+   * event, emitting it costs one array-length check. `instrumentLocks(locks)` from
+   * `stampede-guard/otel` turns them into OpenTelemetry metrics and spans.
+   */
+  on<E extends LockEventName>(event: E, listener: (payload: LockEvents[E]) => void): () => void {
+    return this.events.on(event, listener)
   }
 
   /** The backend's name: `'redis'`, `'redlock'`, … */
@@ -180,6 +193,9 @@ export class Locks<Resource = void> {
     let held: HeldLock<Resource> | undefined
     try {
       held = await this.inTurn(key, settings.waitMs, signal, (waitMs) => this.backend.acquire({ key, leaseMs: settings.leaseMs, waitMs, signal }))
+    } catch (error) {
+      if (error !== signal.reason && this.events.listening('backend-error')) this.events.emit('backend-error', { key, backend: this.backend.name, operation: 'acquire', error })
+      throw error
     } finally {
       linked?.dispose() // after its last use below, which only reads whether it aborted
     }
@@ -189,10 +205,12 @@ export class Locks<Resource = void> {
     }
     if (!held) {
       if (signal.aborted) throw signal.reason
+      const waitedMs = performance.now() - startedAt
+      if (this.events.listening('busy')) this.events.emit('busy', { key, backend: this.backend.name, waitedMs })
       if (settings.waitMs === 0) return undefined
-      throw new LockBusyError(key, Math.round(performance.now() - startedAt))
+      throw new LockBusyError(key, Math.round(waitedMs))
     }
-    const handle: LockHandle<Resource> = new LockHandle(key, this.backend.name, held, settings.leaseMs, () => this.live.delete(handle))
+    const handle: LockHandle<Resource> = new LockHandle(key, this.backend.name, held, settings.leaseMs, this.events, startedAt, () => this.live.delete(handle))
     this.live.add(handle)
     return handle
   }

@@ -1,22 +1,30 @@
+import type { PollBackoff, PollWait } from '../redis/poll-scheduler.js'
 import { delay } from '../timers.js'
 
 /** Something that can wake a waiter early: the notifier's subscription, a watch, … */
 export interface Wakeup {
-  /** Resolves on news (a release), or after `timeoutMs` without any. */
+  /** Resolves on news (a release), or after `timeoutMs` without any (`Infinity`: only on news or `interrupt()`). */
   next(timeoutMs: number): Promise<unknown>
+  /** Wakes a pending `next()` at once, keeping the subscription (needed to wait with a poll scheduler). */
+  interrupt?(): void
   /** Ends it, waking a pending `next()` at once. Safe to call twice. */
   release(): void
 }
 
+/** A backend's poll scheduler for one lock: a wait enrolled until `deadline`, with the backoff given. */
+export type PollEnrolment = (deadline: number, backoff: PollBackoff) => PollWait
+
 /** Safety-net poll without a subscription: starts here and doubles (with ±25 % jitter) up to `MAX_POLL_MS`. */
 export const FIRST_POLL_MS = 50
 export const MAX_POLL_MS = 1_000
+const UNSUBSCRIBED: PollBackoff = { firstMs: FIRST_POLL_MS, maxMs: MAX_POLL_MS }
 /**
  * With a live subscription a waiter sleeps until the holder's lease would end (a crashed
  * holder publishes nothing), but at most this long: a release message is lost only when
  * the subscriber connection is, and this bounds what that costs. No polling while held.
  */
 export const SUBSCRIBED_MAX_SLEEP_MS = 5_000
+const SUBSCRIBED: PollBackoff = { firstMs: SUBSCRIBED_MAX_SLEEP_MS, maxMs: SUBSCRIBED_MAX_SLEEP_MS }
 
 /**
  * One acquisition's wait, shared by the backends: a deadline, the caller's signal, and a
@@ -25,7 +33,8 @@ export const SUBSCRIBED_MAX_SLEEP_MS = 5_000
  * holder costs at most its lease; without a subscription, a backed-off poll.
  */
 export class WaitBudget {
-  private readonly deadline: number
+  /** `performance.now()` when the wait is spent. */
+  readonly deadline: number
   private pollMs = FIRST_POLL_MS
 
   constructor(
@@ -75,29 +84,46 @@ export type Attempt<Held> = { held: Held } | { busyForMs: number }
  * Redisson #1763); then sleep until a release message, the holder's lease, the next poll or
  * the deadline, and try again. A failed subscription leaves the poll to bound the wait.
  * Resolves `undefined` when the wait is spent or the caller aborted.
+ *
+ * With `poll` (a backend's poll scheduler), the safety net is its shared, budgeted poll of
+ * the lock's remaining lease rather than an attempt per wait on a timer of its own: the
+ * waiter attempts again only on a message, when a poll finds the lock gone, or at the deadline.
  */
 export async function acquireWaiting<Held>(
   request: { readonly waitMs: number; readonly signal: AbortSignal },
   attempt: () => Promise<Attempt<Held>>,
   subscribe: () => Promise<Wakeup>,
+  poll?: PollEnrolment,
 ): Promise<Held | undefined> {
   const budget = new WaitBudget(request.waitMs, request.signal)
   let wakeup: Wakeup | undefined
   let subscribed = false
+  let polling: PollWait | undefined
+  const onAbort = () => polling?.interrupt()
   try {
     for (;;) {
       const outcome = await attempt()
       if ('held' in outcome) return outcome.held
-      if (budget.over) return undefined
+      if (budget.over || polling?.over) return undefined
       if (!subscribed) {
         subscribed = true
         wakeup = await subscribe().catch(() => undefined)
         if (wakeup) continue
       }
-      await budget.pause(wakeup, outcome.busyForMs)
+      if (poll && (!wakeup || wakeup.interrupt)) {
+        if (!polling) {
+          polling = poll(budget.deadline, wakeup ? SUBSCRIBED : UNSUBSCRIBED)
+          request.signal.addEventListener('abort', onAbort, { once: true })
+        }
+        await polling.pause(wakeup as Required<Wakeup> | undefined, outcome.busyForMs)
+      } else {
+        await budget.pause(wakeup, outcome.busyForMs)
+      }
       if (request.signal.aborted) return undefined
     }
   } finally {
+    request.signal.removeEventListener('abort', onAbort)
+    polling?.end()
     wakeup?.release()
   }
 }

@@ -1,4 +1,26 @@
+import { Deadlines } from '../deadlines.js'
 import { LockLostError } from '../errors.js'
+
+/**
+ * Every watchdog's renewals, deadlines and maxHold of the process on one timer, instead of
+ * three timers per held lock.
+ */
+const timeline = new Deadlines()
+
+/** Renewals come due on a grid of this many ms at most, so locks taken about together renew together. */
+const MAX_RENEWAL_GRID_MS = 250
+
+/**
+ * When a renewal due at `at` is sent: at the start of its grid cell (lease/12, at most
+ * `MAX_RENEWAL_GRID_MS`), so the renewals of locks with the same lease that fall in one cell
+ * fire in one pass of the timeline and go out as one batched call (src/redis/renewals.ts).
+ * Never later than asked: a renewal at lease/3 is sent at most lease/12 early; nor sooner
+ * than 10 ms from now unless asked, so a retry after a failure does not spin.
+ */
+function alignedRenewal(at: number, leaseMs: number): number {
+  const grid = Math.max(1, Math.min(MAX_RENEWAL_GRID_MS, leaseMs / 12))
+  return Math.max(Math.floor(at / grid) * grid, Math.min(at, performance.now() + 10))
+}
 
 /**
  * How much earlier than the store a holder gives its lease up, to cover clock-rate drift
@@ -43,16 +65,18 @@ export interface WatchdogOptions {
  *   and a holder that ignores its signal is better not joined); after a takeover or
  *   `maxHold`, they stop.
  *
- * Timers are unref'd and never throw.
+ * Renewals are sent on a grid (see `alignedRenewal`), so a process holding many locks
+ * renews them in few batched calls; the timers of every watchdog share one (unref'd).
+ * Never throws.
  */
 export class LeaseWatchdog {
   private readonly controller = new AbortController()
   private leaseMs: number
   /** Send time of the newest renewal the store confirmed (initially: of the acquisition). */
   private confirmedSentAt: number
-  private renewTimer: NodeJS.Timeout | undefined
-  private deadlineTimer: NodeJS.Timeout | undefined
-  private holdTimer: NodeJS.Timeout | undefined
+  private renewTimer: (() => void) | undefined
+  private deadlineTimer: (() => void) | undefined
+  private holdTimer: (() => void) | undefined
   private queue: Promise<unknown> = Promise.resolve()
   private stopped = false
   /** False once renewing is pointless: taken over, held past maxHold, or stopped. */
@@ -92,7 +116,7 @@ export class LeaseWatchdog {
 
   private async renewOnce(leaseMs: number): Promise<boolean> {
     if (!this.renewing || this.stopped) return false
-    clearTimeout(this.renewTimer)
+    this.renewTimer?.()
     const sentAt = performance.now()
     let renewed: boolean
     try {
@@ -118,7 +142,7 @@ export class LeaseWatchdog {
   }
 
   private armDeadline(): void {
-    clearTimeout(this.deadlineTimer)
+    this.deadlineTimer?.()
     const deadline = this.confirmedSentAt + this.leaseMs - leaseMarginMs(this.leaseMs)
     // Renewals go on after this loss: compare-and-PEXPIRE only keeps a lock that is still
     // ours, so a holder that carries on regardless (a loader ignoring its signal) is not
@@ -127,8 +151,8 @@ export class LeaseWatchdog {
   }
 
   private scheduleRenewal(at: number): void {
-    clearTimeout(this.renewTimer)
-    this.renewTimer = timer(at, () => {
+    this.renewTimer?.()
+    this.renewTimer = timer(alignedRenewal(at, this.leaseMs), () => {
       this.extend().catch(() => {})
     })
   }
@@ -146,8 +170,8 @@ export class LeaseWatchdog {
     }
     if (this.lostWith) return
     this.lostWith = new LockLostError(this.options.key, reason)
-    clearTimeout(this.deadlineTimer)
-    clearTimeout(this.holdTimer)
+    this.deadlineTimer?.()
+    this.holdTimer?.()
     this.options.onLost?.(this.lostWith)
     this.controller.abort(this.lostWith)
   }
@@ -161,15 +185,13 @@ export class LeaseWatchdog {
   }
 
   private clearTimers(): void {
-    clearTimeout(this.renewTimer)
-    clearTimeout(this.deadlineTimer)
-    clearTimeout(this.holdTimer)
+    this.renewTimer?.()
+    this.deadlineTimer?.()
+    this.holdTimer?.()
   }
 }
 
-/** An unref'd timer firing at `performance.now()` instant `at` (at once if it has passed). */
-function timer(at: number, fire: () => void): NodeJS.Timeout {
-  const handle = setTimeout(fire, Math.max(0, Math.ceil(at - performance.now())))
-  handle.unref()
-  return handle
+/** Calls `fire` at `performance.now()` instant `at` (soon if it has passed) on the shared timeline; returns its cancel. */
+function timer(at: number, fire: () => void): () => void {
+  return timeline.add(at, fire)
 }

@@ -4,5 +4,6 @@
  * the main entry and `stampede-guard/express` never load it. See docs/observability.md.
  */
 export { instrument } from './cache.js'
-export { instrumentLocks, type LockEventName, type LockEvents, type LockEventSource } from './locks.js'
+export { instrumentLocks } from './locks.js'
+export type { LockEventName, LockEvents, LockEventSource } from '../lock/events.js'
 export { DEFAULT_MAX_KEY_LABELS, type InstrumentOptions, type Instrumentation } from './options.js'

@@ -1,36 +1,11 @@
 import type { Attributes, Meter, Tracer } from '@opentelemetry/api'
 import { InvalidArgumentError } from '../errors.js'
+import type { LockEventName, LockEvents, LockEventSource } from '../lock/events.js'
 import { BoundedValues } from './bounded-values.js'
-import { ATTR, DURATION_BUCKETS, SPAN } from './names.js'
+import { ATTR, DURATION_BUCKETS, OTHER, SPAN } from './names.js'
 import { instrumentationOf, resolveInstrumentation, type InstrumentOptions, type Instrumentation } from './options.js'
 import { ObservedInstruments, SeriesSet } from './series.js'
 import { recordEndedSpan } from './spans.js'
-
-/**
- * What a lock front (`createLocks`) emits for `instrumentLocks()`. Each event is emitted
- * synchronously in the async context of the caller it concerns (the `acquire` or
- * `withLock` call), so its spans become children of that caller's span.
- * `backend` is the backend's `name` (`'redis'`, `'postgres'`, …).
- */
-export interface LockEvents {
-  /** The lock was taken, `waitedMs` after the acquire call began (about 0 when it was free). */
-  acquired: { key: string; backend: string; waitedMs: number }
-  /** An acquire gave up: the lock was still held by another owner when its wait ran out (`LockBusyError`). */
-  busy: { key: string; backend: string; waitedMs: number }
-  /** A held lock was given back, `heldMs` after it was acquired. */
-  released: { key: string; backend: string; heldMs: number }
-  /** A held lock was lost before its release (its signal aborted with `LockLostError`), `heldMs` after it was acquired. */
-  lost: { key: string; backend: string; heldMs: number }
-  /** Optional: the backend failed (unreachable store, a typed backend error). A source that never emits it leaves the counter at 0. */
-  'backend-error': { key: string; backend: string; error: unknown }
-}
-
-export type LockEventName = keyof LockEvents
-
-/** The one method `instrumentLocks()` needs: subscribe, and get back the function that unsubscribes. */
-export interface LockEventSource {
-  on<E extends LockEventName>(event: E, listener: (payload: LockEvents[E]) => void): () => void
-}
 
 export const LOCK_ACQUIRES = 'stampede_guard.lock.acquires'
 export const LOCK_LOST = 'stampede_guard.lock.lost'
@@ -39,10 +14,13 @@ export const LOCK_WAIT_DURATION = 'stampede_guard.lock.wait.duration'
 export const LOCK_HOLD_DURATION = 'stampede_guard.lock.hold.duration'
 /** Distinct backend names reported; a lock front has one or two, but a custom backend names itself. */
 const MAX_BACKENDS = 20
+/** What a `backend-error` can be reported with; anything else from a custom source is `_OTHER`. */
+const OPERATIONS: ReadonlySet<string> = new Set<LockEvents['backend-error']['operation']>(['acquire', 'renew', 'release'])
 
 /**
  * Reports a lock front's events (see {@link LockEvents}) as OpenTelemetry metrics and
- * spans: acquire wait, hold time, busy, lost. Same options as `instrument()`.
+ * spans: acquire wait, hold time, busy, lost, backend errors. `locks` is what
+ * `createLocks()` returns (or anything with the same `on()`). Same options as `instrument()`.
  */
 export function instrumentLocks(locks: LockEventSource, options: InstrumentOptions = {}): Instrumentation {
   if (locks === null || typeof locks !== 'object' || typeof locks.on !== 'function') {
@@ -81,7 +59,7 @@ function meterLocks(
   const instruments = new ObservedInstruments(meter, common)
   const acquires = instruments.counter(LOCK_ACQUIRES, { unit: '{acquire}', description: 'Lock acquisitions, by result: acquired, or busy (still held elsewhere when the wait ran out)' }, split(ATTR.lockResult))
   const lost = instruments.counter(LOCK_LOST, { unit: '{lock}', description: 'Held locks lost before their release' }, split(undefined))
-  const errors = instruments.counter(LOCK_BACKEND_ERRORS, { unit: '{error}', description: 'Lock backend failures' }, split(undefined))
+  const errors = instruments.counter(LOCK_BACKEND_ERRORS, { unit: '{error}', description: 'Lock backend failures, by operation: acquire, renew, release' }, split(ATTR.lockOperation))
   const advice = { explicitBucketBoundaries: DURATION_BUCKETS }
   const waitDuration = meter.createHistogram(LOCK_WAIT_DURATION, { unit: 's', description: 'How long an acquire waited, by result', advice })
   const holdDuration = meter.createHistogram(LOCK_HOLD_DURATION, { unit: 's', description: 'How long a lock was held, by how it ended: released or lost', advice })
@@ -100,7 +78,7 @@ function meterLocks(
     lost.get(id, labelOf?.(key)).count++
     holdDuration.record(heldMs / 1000, holds.get(id, labelOf?.(key)).attributes)
   })
-  on('backend-error', ({ key, backend }) => errors.get(variant('error', backend), labelOf?.(key)).count++)
+  on('backend-error', ({ key, backend, operation }) => errors.get(variant(OPERATIONS.has(operation) ? operation : OTHER, backend), labelOf?.(key)).count++)
   detach.push(instruments.start())
 }
 

@@ -31,6 +31,7 @@ export const ATTR = {
   lockBackend: 'stampede_guard.lock.backend',
   lockResult: 'stampede_guard.lock.result',
   lockEnd: 'stampede_guard.lock.end',
+  lockOperation: 'stampede_guard.lock.operation',
   /** OpenTelemetry semantic convention (stable): the class of error an operation ended with. */
   errorType: 'error.type',
 } as const

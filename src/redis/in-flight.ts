@@ -88,6 +88,8 @@ export abstract class Dispatch<T> extends InFlight {
   ) {
     super()
   }
+  /** A key the command touches, for the failing clock (on a Cluster: its master's); none for a batch of reads. */
+  key: string | undefined = undefined
   /** Sends the command (once). */
   abstract send(): Promise<T>
   abstract answered(value: T): void

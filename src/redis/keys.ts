@@ -2,6 +2,8 @@ import { createHash } from 'node:crypto'
 
 /** The Redis names of one cache entry. All share one hash tag, so one slot in Cluster. */
 export interface EntryKeys {
+  /** The cache key these names are for: events about them name it. */
+  key: string
   /** Hash holding the value, its deadlines, the fence and the token counter. */
   entry: string
   /** String `<owner>:<token>` with PX = lease. */
@@ -19,7 +21,15 @@ export interface EntryKeys {
  */
 export function entryKeys(namespace: string, key: string): EntryKeys {
   const entry = entryName(namespace, key)
-  return { entry, lock: `${entry}:lock`, channel: `${entry}:ch`, fresh: `${entry}:v` }
+  return { key, entry, lock: `${entry}:lock`, channel: `${entry}:ch`, fresh: `${entry}:v` }
+}
+
+/**
+ * `{<plain>:<name>}`, or `{<hashed>:<sha256 hex>}` when `name` contains a brace (which would
+ * break the hash tag). Distinct prefixes keep the two spaces apart.
+ */
+export function hashTag(plain: string, hashed: string, name: string): string {
+  return name.includes('{') || name.includes('}') ? `{${hashed}:${createHash('sha256').update(name).digest('hex')}}` : `{${plain}:${name}}`
 }
 
 /** `EntryKeys.fresh` alone: all a fresh hit needs. */
@@ -28,8 +38,7 @@ export function freshKeyOf(namespace: string, key: string): string {
 }
 
 function entryName(namespace: string, key: string): string {
-  const tag = key.includes('{') || key.includes('}') ? `h:${createHash('sha256').update(key).digest('hex')}` : `k:${key}`
-  return `${namespace}:{${tag}}`
+  return `${namespace}:${hashTag('k', 'h', key)}`
 }
 
 /** Channel on which deletions are broadcast so every process drops its L1 copy. */

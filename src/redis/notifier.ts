@@ -6,14 +6,20 @@ import { keyPrefixOf } from './store.js'
 
 /** One key's wait for news: messages queue up until read, so none falls between two reads. */
 export interface Subscription {
-  /** The next message (bytes: a commit carries the value as stored), or `undefined` after `timeoutMs` without one. */
+  /**
+   * The next message (bytes: a commit carries the value as stored), or `undefined` after
+   * `timeoutMs` without one (`Infinity`: no timer; only a message, `interrupt()` or `release()` ends it).
+   */
   next(timeoutMs: number): Promise<Buffer | undefined>
+  /** Ends a pending `next()` with `undefined`, keeping the subscription (the poll scheduler's wake-up). */
+  interrupt(): void
   release(): void
 }
 
 class ChannelSubscription implements Subscription {
   private readonly queue: Buffer[] = []
   private wake: (() => void) | undefined
+  private released = false
 
   constructor(private readonly onRelease: (subscription: ChannelSubscription) => void) {}
 
@@ -23,16 +29,25 @@ class ChannelSubscription implements Subscription {
   }
 
   async next(timeoutMs: number): Promise<Buffer | undefined> {
-    if (this.queue.length === 0) {
-      const wait = delay(timeoutMs)
-      this.wake = () => wait.cancel()
-      await wait.promise
+    if (this.queue.length === 0 && !this.released) {
+      if (timeoutMs === Infinity) {
+        await new Promise<void>((resolve) => (this.wake = resolve))
+      } else {
+        const wait = delay(timeoutMs)
+        this.wake = () => wait.cancel()
+        await wait.promise
+      }
       this.wake = undefined
     }
     return this.queue.shift()
   }
 
+  interrupt(): void {
+    this.wake?.()
+  }
+
   release(): void {
+    this.released = true
     this.wake?.()
     this.onRelease(this)
   }

@@ -1,3 +1,4 @@
+import { MAX_LIFETIME_MS } from '../duration.js'
 import type { Lifetimes } from '../entry.js'
 
 /**
@@ -37,11 +38,17 @@ export class StoredRecord {
 }
 
 /**
- * Reads a record starting at `at`. Undefined when malformed: the caller treats it as
- * corrupt (a miss). This is on every fresh hit, so it scans the digits itself rather than
- * slicing and converting.
+ * How far a process's estimate of the server clock may be off (ServerClock: half a round
+ * trip, taken every minute) before a record's deadlines count as impossible.
  */
-export function parseRecord(bytes: Buffer, at: number): StoredRecord | undefined {
+const CLOCK_ESTIMATE_SLACK_MS = 10_000
+
+/**
+ * Reads a record starting at `at`, with deadlines made relative to `serverNow`.
+ * Undefined when malformed: the caller treats it as corrupt (a miss). This is on every
+ * fresh hit, so it scans the digits itself rather than slicing and converting.
+ */
+export function parseRecord(bytes: Buffer, at: number, serverNow: number): StoredRecord | undefined {
   let x = 0
   let s = 0
   let e = 0
@@ -65,7 +72,12 @@ export function parseRecord(bytes: Buffer, at: number): StoredRecord | undefined
     }
     at++
   }
-  if (!(x <= s && s <= e)) return undefined
+  // No load time or ttl is longer than the options accept (the scripts check the same).
+  if (!(x <= s && s <= e) || loadMs > MAX_LIFETIME_MS || ttlMs > MAX_LIFETIME_MS) return undefined
+  // The fresh copy lives while fresh (PX = x − now), and never fresher than its ttl: one past
+  // its x, or fresh for longer than t, lost its expiry or was planted. It would be served for ever.
+  // A t of 0 is no exception: commit.lua writes no fresh copy for it, and its commit message has x = now.
+  if (x < serverNow - CLOCK_ESTIMATE_SLACK_MS || x - serverNow > ttlMs + CLOCK_ESTIMATE_SLACK_MS) return undefined
   return new StoredRecord(bytes, versionAt, at, x, s, e, loadMs, ttlMs)
 }
 

@@ -5,10 +5,13 @@ import { RedisUnavailableError } from '../errors.js'
 import { releaseAbandoned } from './abandoned.js'
 import type { CircuitBreaker } from './breaker.js'
 import { delay } from '../timers.js'
+import { FailingClock } from './failing-clock.js'
 import { CommandBudget } from './command-budget.js'
 import type { EntryKeys } from './keys.js'
 import { FreshReadBatch, getOne, promisedRead, type FreshRead, type FreshReader } from './fresh-reads.js'
 import { Dispatch, InFlightList } from './in-flight.js'
+import { RenewalBatch } from './renewals.js'
+import { clusterKeyOf } from './batches.js'
 import { execWithReplicaWait, type ReplicaWait } from './replicas.js'
 import { defineScripts, type ScriptedClient } from './scripts.js'
 import { ServerClock } from './server-clock.js'
@@ -43,7 +46,13 @@ export interface Lookup {
   version: string
   /** With a replica wait: how many replicas acknowledged the lookup's writes (the lock). */
   acknowledged?: number
-  /** performance.now() when it was sent: the script ran later, so `life` counted from here never outlasts Redis's. */
+  /** The server time (ms) the lookup ran at: a load it elects begins no earlier (tags compare it). */
+  serverNow: number
+  /**
+   * `performance.now()` when it was sent, after any wait for a `redisCommands` slot: a lock it
+   * took has its lease counted from no earlier. (From before that wait, 20,000 lookups queued
+   * at once outlasted the lease: 9,056 leaders were told at once that they had lost their lock.)
+   */
   sentAt: number
 }
 
@@ -80,8 +89,8 @@ export class RedisStore {
    * them (or a single shard's failover would open the breaker for every key of the cluster).
    */
   private retrying = false
-  /** performance.now() of the first failure since the last success: how long Redis has been failing. */
-  private failingSince: number | undefined
+  /** How long Redis (on a Cluster: the key's master) has been failing. */
+  private readonly failing: FailingClock
   private connectedOnce: boolean
   /** Commands sent and not answered, on one timer for their timeouts: the plain ones, and those that also WAIT. */
   private readonly inFlight: InFlightList<Dispatch<unknown>>
@@ -91,6 +100,10 @@ export class RedisStore {
   readonly clock = new ServerClock()
   /** Fresh-copy reads of this tick, sent as one MGET (see getFresh, fresh-reads.ts). */
   private readonly reads: FreshReadBatch
+  /** Lease renewals of one tick, sent as one extend-many.lua call (see renewals.ts). */
+  private readonly renewals: RenewalBatch
+  /** See `clusterKeyOf` (batches.ts). */
+  readonly clusterKeyOf: ((key: string) => string) | undefined
   private readonly cluster: boolean
   private clockSync: Promise<void> | undefined
   private readonly connection: NodeJS.EventEmitter
@@ -98,7 +111,7 @@ export class RedisStore {
   /** Commands already sent when the connection drops would be retried after a reconnect: fail them now, and the queued ones. */
   private readonly onClose = () => {
     const lost = new RedisUnavailableError('redis connection lost')
-    const fail = (command: Dispatch<unknown>) => command.failed(this.failure(command.operation, lost, command.retry))
+    const fail = (command: Dispatch<unknown>) => command.failed(this.failure(command, lost))
     this.inFlight.failAll(fail)
     this.inFlightWaiting?.failAll(fail)
     this.budget.failQueued(lost)
@@ -122,7 +135,11 @@ export class RedisStore {
     this.reads = new FreshReadBatch(this.client, this.budget, breaker, events, (dispatch) => this.dispatch(dispatch))
     this.cluster = client.isCluster === true
     this.keyPrefix = keyPrefixOf(client)
+    this.clusterKeyOf = clusterKeyOf(client)
+    // A batch's keys share one slot on a Cluster: the first stands for them in the failing clock.
+    this.renewals = new RenewalBatch((locks, args) => this.call('extend', locks[0], () => this.client.stampedeGuardExtendMany(locks.length, ...locks, ...args)), this.clusterKeyOf)
     this.failsOver = canFailOver(client)
+    this.failing = new FailingClock(client.isCluster === true ? (client as Cluster) : undefined, this.keyPrefix)
     this.connectedOnce = client.status === 'ready'
     this.connection = client as unknown as NodeJS.EventEmitter
     if (!this.connectedOnce) this.connection.once('ready', this.onReady)
@@ -153,7 +170,7 @@ export class RedisStore {
     // On a Cluster the keys of one tick are in many slots, and MGET needs one.
     // A retry through a failover goes alone, by call(), which keeps it out of the breaker's count.
     if (this.cluster || this.retrying) {
-      this.call('get', () => getOne(this.client, reader.freshKey)).then((read) => reader.found(read), (error: unknown) => reader.failed(error))
+      this.call('get', reader.freshKey, () => getOne(this.client, reader.freshKey)).then((read) => reader.found(read), (error: unknown) => reader.failed(error))
       return
     }
     this.reads.read(reader)
@@ -166,8 +183,12 @@ export class RedisStore {
    * in-process, each one an extra load, or a leader's commit would be lost and its waiters
    * would wait out its lock; retrying until the promoted node serves keeps it to one load.
    * A Redis down for longer is an outage: callers then carry on without it at once.
+   * - `key`: any key of the entry. On a Cluster, how long Redis has been failing is judged
+   *   for the master of its slot (see FailingClock).
+   * - `patient`: the caller waits for another process's load, as it would until `deadline`
+   *   anyway, so the failover does not end that wait sooner (else each waiter loads on its own).
    */
-  async throughFailover<T>(operation: () => Promise<T>, deadline: number, retryMs: number): Promise<T> {
+  async throughFailover<T>(operation: () => Promise<T>, deadline: number, retryMs: number, { key, patient = false }: { key?: string; patient?: boolean } = {}): Promise<T> {
     let firstFailure: number | undefined // of this operation: bounds one that fails outside call() (a subscription)
     for (let attempt = 0; ; attempt++) {
       try {
@@ -182,8 +203,8 @@ export class RedisStore {
       } catch (error) {
         const now = performance.now()
         firstFailure ??= now
-        const failingFor = now - Math.min(this.failingSince ?? now, firstFailure)
-        if (!this.failsOver || failingFor >= this.failoverWaitMs || now + retryMs >= deadline) throw error
+        const failingFor = now - Math.min(this.failing.failingSince(key) ?? now, firstFailure)
+        if (!this.failsOver || (!patient && failingFor >= this.failoverWaitMs) || now + retryMs >= deadline) throw error
         await delay(retryMs).promise
       }
     }
@@ -226,25 +247,32 @@ export class RedisStore {
     return this.clockSync
   }
 
-  /** `refreshBelowMs`: in 'refresh' mode, only refresh a value fresh for at most this long (-1: always). */
-  async getOrLock(keys: EntryKeys, owner: string, leaseMs: number, mode: LookupMode, retentionMs: number, refreshBelowMs = -1): Promise<Lookup> {
+  /**
+   * `refreshBelowMs`: in 'refresh' mode, only refresh a value fresh for at most this long (-1: always).
+   * `onAbandoned`: for a caller that retries with the same `owner` (so that a lock its lost
+   * reply took is its own): told instead of queueing the release of an unanswered lookup,
+   * which would also take the lock a later retry won; it calls `releaseAbandoned` once done.
+   */
+  async getOrLock(keys: EntryKeys, owner: string, leaseMs: number, mode: LookupMode, retentionMs: number, refreshBelowMs = -1, onAbandoned?: () => void): Promise<Lookup> {
     // The Buffer variant: the value's bytes must not go through UTF-8 (a BinaryValue's payload).
     const args = [keys.entry, keys.lock, keys.fresh, owner, leaseMs, mode, retentionMs, Math.round(refreshBelowMs)] as const
     let acknowledged: number | undefined
     let sent = false
-    const sentAt = performance.now()
-    const reply = (await this.call('getOrLock', async () => {
+    let sentAt = performance.now()
+    const reply = (await this.call('getOrLock', keys.entry, async () => {
       sent = true
+      sentAt = performance.now() // not while it waited for a slot: the lease and the clock count from here
       if (!this.replicaWait) return this.client.stampedeGuardGetOrLockBuffer(...args)
       const { replies, acknowledged: count } = await execWithReplicaWait(this.client, (pipeline) => (pipeline as unknown as ScriptedClient).stampedeGuardGetOrLockBuffer(...args), this.replicaWait)
       acknowledged = count
       return replies[0]
     }, this.replicaWait?.timeoutMs).catch((error: unknown) => {
       // Sent and not answered: it may still take the lock later, for nobody. Undo that behind it.
-      if (sent) releaseAbandoned(this.client, keys, owner)
+      if (sent) onAbandoned ? onAbandoned() : this.releaseAbandoned(keys, owner)
       throw error
     })) as [Buffer, Buffer, Buffer, Buffer, number, number, number, number, number, number, Buffer, Buffer]
-    this.clock.observe(Number(String(reply[10])), sentAt, performance.now())
+    const serverNow = Number(String(reply[10]))
+    this.clock.observe(serverNow, sentAt, performance.now())
     const [state, lock, lockArg, data, freshMs, graceMs, fallbackMs, loadMs, corrupt, ttlMs, , version] = reply
     return {
       state: String(state) as Lookup['state'],
@@ -255,23 +283,42 @@ export class RedisStore {
       corrupt: corrupt === 1,
       version: String(version),
       acknowledged,
+      serverNow,
       sentAt,
     }
+  }
+
+  /** Undoes, behind them, what lookups of `owner` that got no answer may still do (see abandoned.ts). */
+  releaseAbandoned(keys: EntryKeys, owner: string): void {
+    releaseAbandoned(this.client, keys, owner)
   }
 
   /**
    * Returns the version (fencing token) it was written with, or undefined when fenced out by
    * a newer one. With `broadcast` (set()), the invalidation is published in the same script.
+   *
+   * `undoLate` (set(), whose token is taken when the script runs, so no fence stops it): when
+   * the commit is sent and gets no answer, its caller is told it failed, yet Redis may still run
+   * it later, from its backlog or resent by ioredis after a reconnect, over a newer value written
+   * meanwhile. An invalidation (retention `undoLate` ms) is queued right behind it on the same
+   * connection, as an abandoned lookup's release is (abandoned.ts): whenever the late write
+   * runs, the key is deleted after it, and the next call loads the current value.
    */
-  async commit(keys: EntryKeys, request: CommitRequest, broadcast?: Broadcast): Promise<string | undefined> {
+  async commit(keys: EntryKeys, request: CommitRequest, broadcast?: Broadcast, undoLate?: number): Promise<string | undefined> {
     const { lockValue, token, data, freshMs, graceMs, fallbackMs, loadMs } = request // freshMs is the ttl
     const known = this.publishCommand()
     const publish = typeof known === 'string' ? known : await known
     const sentAt = performance.now()
-    const [written, , now, version] = (await this.call('commit', () =>
-      this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, keys.fresh, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), publish, ...this.broadcastArgs(broadcast)),
-    )) as [number, number, string, string]
+    let sent = false
+    const [written, , now, version, corrupt] = (await this.call('commit', keys.entry, () => {
+      sent = true
+      return this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, keys.fresh, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), publish, ...this.broadcastArgs(broadcast))
+    }).catch((error: unknown) => {
+      if (sent && undoLate !== undefined) this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, undoLate, ...this.broadcastArgs(broadcast)).catch(() => {})
+      throw error
+    })) as [number, number, string, string, number]
     this.clock.observe(Number(now), sentAt, performance.now())
+    this.reportCorrupt(keys, corrupt)
     return written === 1 ? version : undefined
   }
 
@@ -279,19 +326,50 @@ export class RedisStore {
     const { backoffMs = 0, passMs = 0, negativeMs = 0 } = marks
     const known = this.publishCommand()
     const publish = typeof known === 'string' ? known : await known
-    const released = await this.call('release', () =>
+    const [released, corrupt] = (await this.call('release', keys.entry, () =>
       this.client.stampedeGuardRelease(keys.entry, keys.lock, keys.channel, lockValue, message, backoffMs, passMs, publish, negativeMs),
-    )
+    )) as [number, number]
+    this.reportCorrupt(keys, corrupt)
     return released === 1
   }
 
-  async extend(keys: EntryKeys, lockValue: string, leaseMs: number): Promise<boolean> {
-    return (await this.call('extend', () => this.client.stampedeGuardExtend(keys.lock, lockValue, leaseMs))) === 1
+  /** Renews the lease if the lock is still ours, batched with this tick's other renewals. */
+  extend(keys: EntryKeys, lockValue: string, leaseMs: number): Promise<boolean> {
+    return this.renewals.renew(keys.lock, lockValue, leaseMs)
+  }
+
+  /** The safety-net poll of one batch of waits (see poll-scheduler.ts): each lock's PTTL. */
+  pollLocks(locks: string[]): Promise<unknown> {
+    return this.call('poll', locks[0], () => this.client.stampedeGuardPollLocks(locks.length, ...locks))
   }
 
   /** Deletes the value, keeps the fence, and publishes `broadcast` in the same script. */
   async invalidate(keys: EntryKeys, retentionMs: number, broadcast?: Broadcast): Promise<void> {
-    await this.call('invalidate', () => this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, retentionMs, ...this.broadcastArgs(broadcast)))
+    const corrupt = await this.call('invalidate', keys.entry, () => this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, retentionMs, ...this.broadcastArgs(broadcast)))
+    this.reportCorrupt(keys, corrupt)
+  }
+
+  /** A script found planted or corrupted data at the entry's keys, and repaired it (see fields.lua). */
+  private reportCorrupt(keys: EntryKeys, corrupt: unknown): void {
+    if (corrupt === 1) this.events.emit('corrupt', { key: keys.key })
+  }
+
+  /** A command of another module (the tag scripts), bounded and guarded as the store's own are. */
+  run<T>(operation: string, command: () => Promise<T>): Promise<T> {
+    return this.call(operation, undefined, command)
+  }
+
+  /**
+   * `send` for each item, at most `redisCommands.maxInFlight` at a time: a fan-out (a tag's
+   * members, an entry's tags) wider than the budget would overflow `maxQueued` on its own
+   * and fail every time. With the default budget (256) it is one round.
+   */
+  async fanOut<T, R>(items: readonly T[], send: (item: T) => Promise<R>): Promise<R[]> {
+    const width = this.budget.maxInFlight
+    if (items.length <= width) return Promise.all(items.map(send))
+    const results: R[] = []
+    for (let i = 0; i < items.length; i += width) results.push(...await Promise.all(items.slice(i, i + width).map(send)))
+    return results
   }
 
   /** A channel is no key, so ioredis does not apply `keyPrefix` to it: add it, as the subscriber does. */
@@ -311,9 +389,10 @@ export class RedisStore {
 
   /**
    * Commands, bounded by the budget of commands in flight; lock holders' commands queue first.
+   * `key`: one the command touches, for the failing clock (undefined: the tag scripts).
    * `extraMs`: added to the timeout for a command that waits on the server on purpose (WAIT).
    */
-  private async call<T>(operation: string, command: () => Promise<T>, extraMs = 0): Promise<T> {
+  private async call<T>(operation: string, key: string | undefined, command: () => Promise<T>, extraMs = 0): Promise<T> {
     // A retry through a failover goes to Redis even past an open breaker: it has already been
     // judged worth it (within redisFailoverWait), and an open breaker would only skip it to no end.
     // Read before the first await (throughFailover sets it only while it calls us).
@@ -321,7 +400,7 @@ export class RedisStore {
     // Commands reach Redis in the order they were asked for: reads of this tick go first.
     if (this.reads.pending && operation !== 'get' && operation !== 'mget') this.reads.sendReads()
     if (!retry && !this.breaker.allow()) throw new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`)
-    const waiting = this.budget.acquire(LOCK_HOLDER_OPERATIONS.has(operation))
+    const waiting = this.budget.acquire(LOCK_HOLDER_OPERATIONS.has(operation), operation === 'extend')
     if (waiting) {
       try {
         await waiting
@@ -332,15 +411,18 @@ export class RedisStore {
       }
     }
     try {
-      return await this.send(operation, command, extraMs, retry)
+      return await this.send(operation, command, extraMs, retry, key)
     } finally {
       this.budget.release()
     }
   }
 
-  /** One command with its own timeout, started now that it is sent; `retry`: a retry through a failover, not counted by the breaker. */
-  private send<T>(operation: string, command: () => Promise<T>, extraMs = 0, retry = false): Promise<T> {
-    return new Promise<T>((resolve, reject) => this.dispatch(new Settles(operation, retry, command, resolve, reject), extraMs))
+  /**
+   * One command with its own timeout, started now that it is sent; `retry`: a retry through a
+   * failover, not counted by the breaker; `key`: one it touches (batched reads: none, standalone).
+   */
+  private send<T>(operation: string, command: () => Promise<T>, extraMs = 0, retry = false, key?: string): Promise<T> {
+    return new Promise<T>((resolve, reject) => this.dispatch(new Settles(operation, retry, command, resolve, reject, key), extraMs))
   }
 
   /**
@@ -354,7 +436,7 @@ export class RedisStore {
     // commands may wait for it (a starting process should not skip Redis).
     if (this.connectedOnce && this.client.status !== 'ready') {
       dispatch.settled = true
-      dispatch.failed(this.failure(dispatch.operation, new RedisUnavailableError(`redis ${dispatch.operation} skipped: connection is ${this.client.status}`), dispatch.retry))
+      dispatch.failed(this.failure(dispatch, new RedisUnavailableError(`redis ${dispatch.operation} skipped: connection is ${this.client.status}`)))
       return
     }
     const list = (extraMs === 0 ? this.inFlight : (this.inFlightWaiting ??= this.inFlightList(this.timeoutMs + extraMs))) as InFlightList<Dispatch<T>>
@@ -362,28 +444,29 @@ export class RedisStore {
     dispatch.send().then((value) => {
       if (!list.settle(dispatch)) return
       this.breaker.success()
-      this.failingSince = undefined
+      this.failing.succeeded(dispatch.key)
       dispatch.answered(value)
     }, (error: unknown) => {
       if (!list.settle(dispatch)) return
       const answer = dispatch.recovers(error)
-      if (answer === undefined) return dispatch.failed(this.failure(dispatch.operation, error, dispatch.retry))
+      if (answer === undefined) return dispatch.failed(this.failure(dispatch, error))
       this.breaker.success()
-      this.failingSince = undefined
+      this.failing.succeeded(dispatch.key)
       dispatch.answered(answer)
     })
   }
 
   private inFlightList(timeoutMs: number): InFlightList<Dispatch<unknown>> {
     return new InFlightList(timeoutMs, (command) => {
-      command.failed(this.failure(command.operation, new RedisUnavailableError(`redis ${command.operation} timed out after ${timeoutMs} ms`), command.retry))
+      command.failed(this.failure(command, new RedisUnavailableError(`redis ${command.operation} timed out after ${timeoutMs} ms`)))
     })
   }
 
   /** A command failed: the breaker's and the outage clock's accounting; the error to report, typed. */
-  private failure(operation: string, error: unknown, retry: boolean): RedisUnavailableError {
-    if (!retry) this.breaker.failure()
-    this.failingSince ??= performance.now()
+  private failure(command: Dispatch<unknown>, error: unknown): RedisUnavailableError {
+    const { operation } = command
+    if (!command.retry) this.breaker.failure()
+    this.failing.failed(command.key, performance.now())
     if (this.breaker.isOpen()) this.budget.failQueued(new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`))
     this.events.emit('redis-error', { operation, error })
     return error instanceof RedisUnavailableError ? error : new RedisUnavailableError(`redis ${operation} failed: ${(error as Error)?.message}`, error)
@@ -392,7 +475,8 @@ export class RedisStore {
 
 /** A command whose caller awaits a promise (send). */
 class Settles<T> extends Dispatch<T> {
-  constructor(operation: string, retry: boolean, readonly send: () => Promise<T>, readonly answered: (value: T) => void, readonly failed: (error: Error) => void) {
+  constructor(operation: string, retry: boolean, readonly send: () => Promise<T>, readonly answered: (value: T) => void, readonly failed: (error: Error) => void, key?: string) {
     super(operation, retry)
+    this.key = key
   }
 }

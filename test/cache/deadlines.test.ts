@@ -66,4 +66,21 @@ describe('Deadlines', () => {
     expect(fired).toEqual([10, 20, 30, 40])
     expect(deadlines.size).toBe(0)
   })
+
+  it('a cancelled deadline never fires; cancelled entries are compacted away, not kept until due', async () => {
+    const deadlines = new Deadlines()
+    const fired: number[] = []
+    const now = performance.now()
+    const cancels = Array.from({ length: 1_000 }, (_, i) => deadlines.add(now + 60_000 + i, () => fired.push(i)))
+    const kept = deadlines.add(now + 20, () => fired.push(-1))
+    for (const cancel of cancels) cancel()
+    cancels[0]!() // twice: a no-op
+    expect(deadlines.size).toBe(1)
+    // Rebuilt once cancelled entries passed half of it, instead of holding 1,001 for a minute.
+    expect((deadlines as unknown as { heap: unknown[] }).heap.length).toBeLessThan(200)
+    await sleep(60)
+    expect(fired).toEqual([-1])
+    kept() // after it fired: a no-op
+    expect(deadlines.size).toBe(0)
+  })
 })

@@ -2,8 +2,9 @@
  * withLock's Redis backend on a Redis Cluster of 3 masters + 3 replicas (one cluster for
  * the file): one holder at a time across processes, wake-up by sharded pub/sub (counted
  * per node), keys in one slot per lock, and failovers under contention: a graceful
- * CLUSTER FAILOVER, a SIGKILL of the lock's master with waitForReplicas, and the lock
- * async replication loses when the master dies before replicating it.
+ * CLUSTER FAILOVER, a SIGKILL of the lock's master with waitForReplicas, an acquisition
+ * that rides a SIGKILL failover, and the lock async replication loses when the master dies
+ * before replicating it.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { createLocks, LockBusyError, RedisUnavailableError, type Locks } from '../../src/index.js'
@@ -18,24 +19,6 @@ const ci = process.env.CI === 'true'
 const NAMESPACE = 'coupons'
 const LEASE_MS = 5_000 // outlasts a SIGKILL failover (cluster-node-timeout 1 s + election)
 
-
-/**
- * Right after a failover (this file's earlier tests cause several) a call may still meet the
- * old topology (MOVED, CLUSTERDOWN) and fail with a typed RedisUnavailableError: documented,
- * the lock backend does not retry through a failover. Retried here for up to 15 s; any other
- * outcome is returned or thrown as it is.
- */
-async function throughFailover<T>(call: () => Promise<T>): Promise<T> {
-  const deadline = Date.now() + 15_000
-  for (;;) {
-    try {
-      return await call()
-    } catch (error) {
-      if (!(error instanceof RedisUnavailableError) || Date.now() > deadline) throw error
-      await new Promise((resolve) => setTimeout(resolve, 200))
-    }
-  }
-}
 describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis Cluster (3 masters + 3 replicas)', () => {
   let cluster: RedisClusterHandle
   let check: RedisServer
@@ -82,6 +65,25 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis 
     const owners = await Promise.all(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].map(async (key) => (await cluster.ownerOf(names(key).lock)).master.port))
     expect(new Set(owners).size).toBeGreaterThan(1)
   })
+
+  it('batched renewals and polls split by hash tag: locks over every master stay held, and a lock gone without a message is found by the poll', async () => {
+    const holderLocks = newLocks()
+    const keys = Array.from({ length: 30 }, (_, i) => `batch:${i}`)
+    const held = await Promise.all(keys.map((key) => holderLocks.acquire(key, { lease: 600 })))
+    const owners = await Promise.all(keys.map(async (key) => (await cluster.ownerOf(names(key).lock)).master.port))
+    expect(new Set(owners).size).toBe(3)
+    await new Promise((resolve) => setTimeout(resolve, 1_500)) // several renewal rounds (one CROSSSLOT would lose a lock)
+    expect(held.filter((handle) => handle.signal.aborted).length).toBe(0)
+    // A waiter on each of 3 keys; their locks then vanish without a release message (the
+    // holder's renewals find them gone and never take them back).
+    const waiterLocks = newLocks()
+    const waits = keys.slice(0, 3).map((key) => waiterLocks.acquire(key, { wait: '20s' }))
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    await Promise.all(keys.slice(0, 3).map(async (key) => cluster.admin((await cluster.ownerOf(names(key).lock)).master).del(names(key).lock)))
+    const acquired = await Promise.all(waits)
+    expect(acquired.map((handle) => handle.key)).toEqual(keys.slice(0, 3))
+    await Promise.all([...acquired, ...held].map((handle) => handle.release().catch(() => {})))
+  }, 60_000)
 
   it('8 processes contending for one key: never two holders at once; every release SPUBLISHes on the lock\'s master only (no PUBLISH anywhere)', async () => {
     const contenders = await fork(8)
@@ -165,6 +167,41 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis 
     await cluster.waitHealthy()
   }, 180_000)
 
+  it("acquire() rides a SIGKILL of the lock's master within its wait; tryAcquire and a wait shorter than the outage get the typed RedisUnavailableError, within wait + commandTimeout", async () => {
+    const key = 'ride'
+    const { lock } = names(key)
+    const { master, replicas } = await cluster.ownerOf(lock)
+    const [quick, short, patient] = [newLocks(), newLocks(), newLocks()] // one Locks each: a Locks queues its own acquisitions of a key
+    for (const locks of [quick, short, patient]) await (await locks.acquire(key, { lease: LEASE_MS, wait: '5s' })).release() // connected, slots known
+    const before = await patient.acquire(key, { lease: LEASE_MS, wait: 0 })
+    await before.release()
+    await master.kill() // the replica takes over after cluster-node-timeout (1 s) and an election
+    try {
+      const startedAt = performance.now()
+      const elapsed = <T>(call: Promise<T>) => call.then(
+        (value) => ({ value, ms: performance.now() - startedAt }),
+        (error: unknown) => ({ error, ms: performance.now() - startedAt }),
+      )
+      const [tried, waited, rode] = await Promise.all([
+        elapsed(quick.tryAcquire(key)),
+        elapsed(short.acquire(key, { wait: 300 })),
+        elapsed(patient.acquire(key, { lease: LEASE_MS, wait: '20s' })),
+      ])
+      console.log(`[cluster ride] tryAcquire ${tried.ms.toFixed(0)} ms, wait 300 ms: ${waited.ms.toFixed(0)} ms, wait 20 s: lock after ${rode.ms.toFixed(0)} ms`)
+      expect('error' in tried && tried.error).toBeInstanceOf(RedisUnavailableError)
+      expect('error' in waited && waited.error).toBeInstanceOf(RedisUnavailableError)
+      expect(waited.ms).toBeLessThan(300 + 1_000 + 500) // the wait, one command's timeout (1 s) and slack
+      expect('value' in rode).toBe(true)
+      const held = (rode as { value: Awaited<ReturnType<Locks['acquire']>> }).value
+      expect(held.token).toBeGreaterThan(before.token)
+      expect((await cluster.ownerOf(lock)).master).toBe(replicas[0]) // taken on the promoted replica
+      await held.release()
+    } finally {
+      await master.restart()
+    }
+    await cluster.waitHealthy()
+  }, 120_000)
+
   it('async replication can lose a lock: the master dies before replicating it and a second holder gets in (the token still rises); strict waitForReplicas refuses such a lock', async () => {
     const key = 'lost'
     const { lock } = names(key)
@@ -177,7 +214,7 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis 
       // With waitForReplicas the lock is taken, not acknowledged, released at once: not acquired.
       await cluster.admin(master).config('RESETSTAT')
       const strict = newLocks({ timeout: 100 })
-      await expect(throughFailover(() => strict.acquire(key, { wait: 400 }))).rejects.toBeInstanceOf(LockBusyError)
+      await expect(strict.acquire(key, { wait: 400 })).rejects.toBeInstanceOf(LockBusyError)
       expect(await cluster.admin(master).exists(lock)).toBe(0) // given back, not left to expire
       expect(await commandCalls(cluster.admin(master), 'wait')).toBeGreaterThanOrEqual(1)
 
@@ -192,7 +229,7 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis 
       expect(await cluster.admin(replica).exists(lock)).toBe(0) // lost with the old master
 
       // A second holder gets in while the first still believes it holds the lock.
-      const second = await throughFailover(() => newLocks().acquire(key, { lease: LEASE_MS, wait: '10s' }))
+      const second = await newLocks().acquire(key, { lease: LEASE_MS, wait: '10s' }) // acquire() retries what the failover left (MOVED, CLUSTERDOWN)
       expect(first.signal.aborted).toBe(false)
       expect(second.token).toBeGreaterThan(first.token) // fencing still orders them (server clock, µs)
       // The first learns it at its next renewal (lease/3): its signal aborts with LockLostError.

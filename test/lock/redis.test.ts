@@ -199,6 +199,39 @@ describe.skipIf(!redisAvailable)('Redis lock: robustness', () => {
     await server.stop()
   })
 
+  it('a planted token counter (garbage, no expiry, or further ahead than any token) restarts from the server clock; tokens rise from there', async () => {
+    const server = await startRedis()
+    const redis = server.client()
+    const locks = createLocks({ redis, namespace: 'counter' })
+    const micros = async () => {
+      const [seconds, us] = await redis.time()
+      return BigInt(seconds!) * 1_000_000n + BigInt(us!)
+    }
+    for (const planted of ['abc', '1e400', '9223372036854775807', '-5', '9000000000000000']) {
+      await redis.set('counter:{k:c}', planted)
+      const before = await micros()
+      const first = await locks.withLock('c', ({ token }) => token)
+      expect(first, planted).toBeGreaterThanOrEqual(before)
+      expect(first, planted).toBeLessThan(before + 3_600_000_000n) // not continued from a planted 9e15
+      expect(await redis.pttl('counter:{k:c}')).toBeGreaterThan(0)
+      expect(await locks.withLock('c', ({ token }) => token)).toBeGreaterThan(first)
+    }
+    await locks.close()
+    await server.stop()
+  })
+
+  it('runOnce: a planted claim without an expiry ends after lockAtMostFor instead of blocking the job for ever', async () => {
+    const server = await startRedis()
+    const redis = server.client()
+    const locks = createLocks({ redis, namespace: 'claims' })
+    await redis.set('claims:{o:job}', 'someone|1') // no TTL
+    expect(await locks.runOnce('job', () => 1, { lockAtMostFor: 300 })).toEqual({ ran: false })
+    expect(await redis.pttl('claims:{o:job}')).toBeGreaterThan(0)
+    await until(async () => (await locks.runOnce('job', () => 2, { lockAtMostFor: 300 })).ran, 'the planted claim to end', 5_000)
+    await locks.close()
+    await server.stop()
+  })
+
   it('Redis down: acquire fails fast with RedisUnavailableError, never hangs, never LockBusyError', async () => {
     const server = await startRedis()
     const redis = server.client({ maxRetriesPerRequest: 1 })

@@ -35,11 +35,11 @@ describe.skipIf(!redisAvailable)('Sentinel promotion under load (primary + repli
     const result = await run('sentinel-failover', async () => {
       await sentinel.failover()
     })
-    // Known gap (issue 14 stays open): SENTINEL FAILOVER is not graceful. The old primary
-    // accepts writes until it is demoted, and those are discarded when it resyncs, so the
-    // hot key can lose its last commit twice (at the promotion and at the rejoin): up to 2
-    // extra loads seen in CI runs, never a failed call or an older value after a newer one.
-    expectFailoverGoals(result, 2)
+    // SENTINEL FAILOVER is not graceful: the old primary accepts writes until it is demoted,
+    // and those are discarded when it resyncs, so a key loaded meanwhile is loaded once more
+    // (the one extra load the goal allows). The 2 extra loads seen before were the ttl
+    // jitter's early reloads, counted as extra (see FAILOVER_KEYS).
+    expectFailoverGoals(result)
   })
 
   it('SIGKILL of the primary (the sentinels agree it is down and promote the replica)', async () => {

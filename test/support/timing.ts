@@ -17,3 +17,15 @@ export async function until(condition: () => boolean | Promise<boolean>, what: s
     await sleep(5)
   }
 }
+
+/** Resolves with `signal`'s reason once it aborts (at once if it has); fails after `timeoutMs`. */
+export function abortReason(signal: AbortSignal, what: string, timeoutMs = 10_000): Promise<unknown> {
+  if (signal.aborted) return Promise.resolve(signal.reason)
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), timeoutMs)
+    signal.addEventListener('abort', () => {
+      clearTimeout(timer)
+      resolve(signal.reason)
+    }, { once: true })
+  })
+}

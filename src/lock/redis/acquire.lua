@@ -12,7 +12,11 @@
 -- The token is max(last + 1, server time in µs): strictly increasing per key, and still
 -- increasing after the counter expired or Redis restarted empty, since it then starts from
 -- the clock, which is past every token handed out before (those were at most a burst ahead
--- of it). The counter's expiry only bounds memory.
+-- of it). The counter's expiry only bounds memory. A counter that is not a token (garbage,
+-- a foreign type, or further ahead of the clock than any token issued) is corrupt and
+-- restarts from the clock too (src/redis/scripts/fields.lua).
+
+--# include ../../redis/scripts/fields.lua
 
 local lock, counter = KEYS[1], KEYS[2]
 local owner, lease, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -36,20 +40,15 @@ elseif kind ~= 'none' then
   redis.call('DEL', lock) -- not a lock of ours
 end
 
-local time = redis.call('TIME')
-local nowUs = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local _, nowUs = serverClock()
 local last = nil
 local counterKind = redis.call('TYPE', counter)['ok']
 if counterKind == 'string' then
-  last = tonumber(redis.call('GET', counter))
+  last = tokenField(redis.call('GET', counter), nowUs)
 elseif counterKind ~= 'none' then
   redis.call('DEL', counter)
 end
--- Exact integers only (doubles are exact below 2^53); anything else is corrupt and restarts
--- from the clock.
-if not last or last % 1 ~= 0 or last < 0 or last >= 9007199254740000 then last = 0 end
-local token = math.max(last + 1, nowUs)
-local text = string.format('%.0f', token)
+local text = integer(math.max((last or 0) + 1, nowUs))
 
 redis.call('SET', counter, text, 'PX', keep)
 redis.call('SET', lock, owner .. ':' .. text, 'PX', lease)

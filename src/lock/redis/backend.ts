@@ -2,13 +2,19 @@ import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
 import { releaseAbandoned } from '../../redis/abandoned.js'
 import { entryKeys, type EntryKeys } from '../../redis/keys.js'
+import { clusterKeyOf } from '../../redis/batches.js'
 import { Notifier } from '../../redis/notifier.js'
+import { PollScheduler } from '../../redis/poll-scheduler.js'
+import { RenewalBatch } from '../../redis/renewals.js'
 import { execWithReplicaWait } from '../../redis/replicas.js'
 import { ServerProbe } from '../../redis/server-probe.js'
 import type { AcquireRequest, HeldLock, LockBackend } from '../backend.js'
 import type { StoreSettings } from '../resolve-backend.js'
 import { acquireWaiting } from '../waiting.js'
+import { DEFAULT_MAX_POLL_RATE } from '../../redis/poll-scheduler.js'
+import { canFailOver } from '../../redis/store.js'
 import { boundedCall } from './bounded-call.js'
+import { retryThroughFailover } from './failover-retry.js'
 import type { RedisLockSettings } from './options.js'
 import { defineLockScripts, type LockClient } from './scripts.js'
 
@@ -18,44 +24,70 @@ const COUNTER_KEEP_MS = 60_000
 /**
  * The Redis lock: one key per lock, `owner:token` with PX = lease, a fencing token from a
  * per-key counter issued in the acquire script, compare-and-delete release that publishes
- * on the key's channel, and compare-and-PEXPIRE renewal (the cache's extend.lua).
+ * on the key's channel, and compare-and-PEXPIRE renewal (extend-many.lua, shared with the
+ * cache: the renewals of one tick go out as one call).
  *
  * Names: `<ns>:{k:<key>}` is the token counter, `:lock` the lock, `:ch` the channel; one
  * hash tag, so one slot on a Cluster.
  *
  * Waiters subscribe to the channel *before* re-checking, so a release cannot fall in
  * between (Redisson #1763), and sleep until a message, the holder's PTTL, or a backed-off
- * poll, whichever is first. Per-key channels are sharded (SPUBLISH in release.lua,
+ * poll, whichever is first. The poll is the backend's one scheduler (poll-scheduler.ts):
+ * every wait's remaining lease asked in shared calls, within `maxPollRate`. Per-key channels are sharded (SPUBLISH in release.lua,
  * SSUBSCRIBE here) on a Redis ≥ 7 Cluster by default, as the cache's are.
  *
  * With `waitForReplicas`, the acquire script and `WAIT` go in one round trip, and a lock
  * fewer replicas acknowledged is released (waking the waiters) and counts as busy: the
  * attempt is retried within the caller's wait.
+ *
+ * On a Cluster or Sentinel client an attempt that fails with a failover's error
+ * (CLUSTERDOWN, TRYAGAIN, MOVED storms, a connection reset, a timeout) is retried, backed
+ * off, within the caller's wait; past it, the typed `RedisUnavailableError`. Renewals and
+ * releases are not retried: their errors are the watchdog's and the caller's to see.
  */
 export class RedisLockBackend implements LockBackend {
   readonly name = 'redis'
   private readonly client: LockClient
   private readonly notifier: Notifier
   private readonly probe: ServerProbe
+  private readonly renewals: RenewalBatch
+  private readonly polls: PollScheduler
+  /** Cluster or Sentinel: an acquisition retries a failover's errors (see failover-retry.ts). */
+  private readonly failsOver: boolean
 
   constructor(
     client: Redis | Cluster,
     private readonly settings: StoreSettings,
-    private readonly redis: RedisLockSettings = { shardedPubSub: 'auto', replicaWait: undefined },
+    private readonly redis: RedisLockSettings = { shardedPubSub: 'auto', replicaWait: undefined, maxPollRate: DEFAULT_MAX_POLL_RATE },
   ) {
     this.client = defineLockScripts(client)
+    this.failsOver = canFailOver(client)
     this.probe = new ServerProbe(client, redis.shardedPubSub, settings.commandTimeoutMs)
     this.notifier = new Notifier(client, settings.commandTimeoutMs, this.probe)
+    const bounded = (operation: string, command: () => Promise<unknown>) => boundedCall(this.client, settings.commandTimeoutMs, operation, command)
+    const keyOf = clusterKeyOf(client)
+    this.renewals = new RenewalBatch((locks, args) => bounded('lock extend', () => this.client.stampedeGuardExtendMany(locks.length, ...locks, ...args)), keyOf)
+    this.polls = new PollScheduler((locks) => bounded('lock poll', () => this.client.stampedeGuardPollLocks(locks.length, ...locks)), redis.maxPollRate, keyOf)
   }
 
   async acquire(request: AcquireRequest): Promise<HeldLock | undefined> {
     const keys = entryKeys(this.settings.namespace, request.key)
-    const owner = randomBytes(16).toString('hex')
+    let owner = randomBytes(16).toString('hex')
+    const retry = {
+      failsOver: this.failsOver,
+      deadline: performance.now() + request.waitMs,
+      signal: request.signal,
+      // The failed attempt may still run, and its release is queued behind it for its owner: take a new one.
+      onRetry: () => (owner = randomBytes(16).toString('hex')),
+    }
     return acquireWaiting(
       request,
       async () => {
-        const sentAt = performance.now()
-        const [won, arg, acknowledged] = await this.attempt(keys, owner, request.leaseMs)
+        let sentAt = performance.now()
+        // Through a failover, within the caller's wait: else every acquisition during one fails.
+        const reply = await retryThroughFailover(() => ((sentAt = performance.now()), this.attempt(keys, owner, request.leaseMs)), retry)
+        if (!reply) return { busyForMs: 0 } // aborted: acquireWaiting sees it and gives up
+        const [won, arg, acknowledged] = reply
         if (won !== 1) return { busyForMs: Number(arg) }
         const wait = this.redis.replicaWait
         if (wait && acknowledged! < wait.replicas) {
@@ -67,6 +99,7 @@ export class RedisLockBackend implements LockBackend {
         return { held: this.held(keys, owner, String(arg), sentAt) }
       },
       () => this.notifier.subscribe(keys.channel),
+      (deadline, backoff) => this.polls.enrol(keys.lock, deadline, backoff),
     )
   }
 
@@ -112,8 +145,7 @@ export class RedisLockBackend implements LockBackend {
       acquiredAt,
       signal: new AbortController().signal, // loss is the watchdog's to detect
       resource: undefined,
-      renew: async (leaseMs) =>
-        (await boundedCall(this.client, this.settings.commandTimeoutMs, 'lock extend', () => this.client.stampedeGuardExtend(keys.lock, value, leaseMs))) === 1,
+      renew: (leaseMs) => this.renewals.renew(keys.lock, value, leaseMs),
       release: () =>
         (released ??= boundedCall(this.client, this.settings.commandTimeoutMs, 'lock release', () => this.releaseCall(keys, owner, true)).then(() => {})),
     }

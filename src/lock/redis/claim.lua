@@ -15,4 +15,7 @@ end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 if redis.call('SET', claim, owner .. '|' .. now, 'NX', 'PX', atMost) then return now end
+-- A claim without an expiry (planted, or of any foreign type) would block the job for ever:
+-- it ends like any claim, lockAtMostFor from now.
+if redis.call('PTTL', claim) == -1 then redis.call('PEXPIRE', claim, atMost) end
 return nil

@@ -9,14 +9,17 @@
 -- Returns 0 when the claim was not ours (any more), 1 when it is kept a while longer,
 -- 2 when it was deleted.
 
+--# include ../../redis/scripts/fields.lua
+
 local claim, owner, atLeast = KEYS[1], ARGV[1], tonumber(ARGV[2])
-if redis.call('TYPE', claim)['ok'] ~= 'string' then return 0 end
-local value = redis.call('GET', claim)
+local value = stringAt(claim)
+if not value then return 0 end
 local sep = string.find(value, '|', 1, true)
 if not sep or string.sub(value, 1, sep - 1) ~= owner then return 0 end
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local remaining = tonumber(string.sub(value, sep + 1)) + atLeast - now
+local now = serverClock()
+-- A claim time we cannot read counts as now: lockAtLeastFor from here, within the claim's expiry.
+local claimedAt = counted(string.sub(value, sep + 1), math.huge) or now
+local remaining = claimedAt + atLeast - now
 if remaining > 0 then
   -- never past lockAtMostFor: only shorten the expiry already set
   local pttl = redis.call('PTTL', claim)

@@ -2,8 +2,15 @@ import type { Cluster, Redis } from 'ioredis'
 import { InvalidArgumentError } from '../../errors.js'
 import { parseReplicaWait, type ReplicaWait, type ReplicaWaitOption } from '../../redis/replicas.js'
 import { parseShardedPubSub } from '../../redis/server-probe.js'
+import { DEFAULT_MAX_POLL_RATE } from '../../redis/poll-scheduler.js'
 
-/** `createLocks({ redis: { client, shardedPubSub, waitForReplicas } })`; `createLocks({ redis: client })` takes every default. */
+function parseMaxPollRate(value: unknown): number {
+  if (value === undefined) return DEFAULT_MAX_POLL_RATE
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) throw new InvalidArgumentError('redis.maxPollRate', `must be a positive integer, got ${String(value)}`)
+  return value
+}
+
+/** `createLocks({ redis: { client, shardedPubSub, waitForReplicas, maxPollRate } })`; `createLocks({ redis: client })` takes every default. */
 export interface RedisLockOptions {
   /** An ioredis client: standalone, Sentinel (`new Redis({ sentinels, name })`) or Cluster. */
   client: Redis | Cluster
@@ -25,14 +32,23 @@ export interface RedisLockOptions {
    * Default `false` (off).
    */
   waitForReplicas?: ReplicaWaitOption
+  /**
+   * Budget of safety polls while waiting, in keys polled per second, for all of this
+   * backend's waits together: one scheduler asks Redis about the locks whose poll came due
+   * in shared calls (`poll-locks.lua`; per slot on a Cluster); past the budget each key
+   * is polled less often, never Redis more. Release messages still wake waiters first.
+   * Default `1000`.
+   */
+  maxPollRate?: number
 }
 
 export interface RedisLockSettings {
   shardedPubSub: boolean | 'auto'
   replicaWait: ReplicaWait | undefined
+  maxPollRate: number
 }
 
-const KEYS = new Set(['client', 'shardedPubSub', 'waitForReplicas'])
+const KEYS = new Set(['client', 'shardedPubSub', 'waitForReplicas', 'maxPollRate'])
 
 export function isRedisClient(value: unknown): value is Redis {
   return typeof value === 'object' && value !== null && typeof (value as { defineCommand?: unknown }).defineCommand === 'function' && typeof (value as { status?: unknown }).status === 'string'
@@ -40,9 +56,11 @@ export function isRedisClient(value: unknown): value is Redis {
 
 /** The `redis` option, as a client or as `{ client, … }`, validated with the option named. */
 export function parseRedisLockOption(value: unknown): { client: Redis | Cluster; settings: RedisLockSettings } {
-  if (isRedisClient(value)) return { client: value, settings: { shardedPubSub: parseShardedPubSub('redis.shardedPubSub', undefined, value), replicaWait: undefined } }
+  if (isRedisClient(value)) {
+    return { client: value, settings: { shardedPubSub: parseShardedPubSub('redis.shardedPubSub', undefined, value), replicaWait: undefined, maxPollRate: DEFAULT_MAX_POLL_RATE } }
+  }
   if (typeof value !== 'object' || value === null || !isRedisClient((value as RedisLockOptions).client)) {
-    throw new InvalidArgumentError('redis', 'expected an ioredis client (Redis or Cluster), or { client, shardedPubSub, waitForReplicas }')
+    throw new InvalidArgumentError('redis', 'expected an ioredis client (Redis or Cluster), or { client, shardedPubSub, waitForReplicas, maxPollRate }')
   }
   for (const name of Object.keys(value)) {
     if (!KEYS.has(name)) throw new InvalidArgumentError(`redis.${name}`, `unknown option (known: ${[...KEYS].join(', ')})`)
@@ -53,6 +71,7 @@ export function parseRedisLockOption(value: unknown): { client: Redis | Cluster;
     settings: {
       shardedPubSub: parseShardedPubSub('redis.shardedPubSub', options.shardedPubSub, options.client),
       replicaWait: parseReplicaWait('redis.waitForReplicas', options.waitForReplicas),
+      maxPollRate: parseMaxPollRate(options.maxPollRate),
     },
   }
 }

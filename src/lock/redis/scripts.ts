@@ -5,7 +5,7 @@ const SCRIPTS = {
   stampedeGuardLockAcquire: { file: 'acquire.lua', keys: 2 },
 } as const
 
-/** A client with the lock scripts: acquire.lua here, and those shared with the cache (extend.lua, release-owner.lua). */
+/** A client with the lock scripts: acquire.lua here, and those shared with the cache (extend-many.lua, poll-locks.lua, release-owner.lua). */
 export type LockClient = ClientWith<keyof typeof SCRIPTS | SharedScriptName>
 
 export function defineLockScripts(client: Redis | Cluster): LockClient {

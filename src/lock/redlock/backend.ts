@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis'
 import { LockBackendError } from '../../errors.js'
 import { entryKeys, type EntryKeys } from '../../redis/keys.js'
 import { Notifier } from '../../redis/notifier.js'
+import { RenewalBatch } from '../../redis/renewals.js'
 import { ServerProbe } from '../../redis/server-probe.js'
 import type { AcquireRequest, HeldLock, LockBackend } from '../backend.js'
 import { boundedCall } from '../redis/bounded-call.js'
@@ -31,6 +32,8 @@ export class RedlockBackend implements LockBackend {
   readonly name = 'redlock'
   private readonly nodes: LockClient[]
   private readonly notifiers: Notifier[]
+  /** Per node, the renewals of one tick as one extend-many.lua call. */
+  private readonly renewals = new Map<LockClient, RenewalBatch>()
   readonly quorum: number
 
   /** Nodes that have been connected at least once: only those are held to `nodeTimeoutMs`. */
@@ -45,6 +48,7 @@ export class RedlockBackend implements LockBackend {
   ) {
     this.nodes = nodes.map((node) => defineLockScripts(node))
     for (const node of this.nodes) {
+      this.renewals.set(node, new RenewalBatch((locks, args) => node.stampedeGuardExtendMany(locks.length, ...locks, ...args)))
       if (node.status === 'ready') this.connected.add(node)
       else (node as unknown as NodeJS.EventEmitter).once('ready', () => this.connected.add(node))
     }
@@ -100,7 +104,7 @@ export class RedlockBackend implements LockBackend {
         // An expired Redlock is not extended: another owner may hold a majority by now.
         if (performance.now() >= validUntil) return false
         const sentAt = performance.now()
-        const votes = await this.ask('redlock extend', (node) => node.stampedeGuardExtend(keys.lock, owner, leaseMs).then((reply) => reply === 1))
+        const votes = await this.ask('redlock extend', (node) => this.renewals.get(node)!.renew(keys.lock, owner, leaseMs))
         const until = sentAt + leaseMs - leaseMarginMs(leaseMs)
         if (count(votes, true) >= this.quorum && performance.now() < until) {
           validUntil = until

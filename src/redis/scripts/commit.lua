@@ -18,45 +18,58 @@
 -- ARGV[9]  broadcast   set() only: the invalidation channel (with the key prefix), '' for none
 -- ARGV[10] message     set() only: '<cache id>|<key>', published (plain PUBLISH) when written
 --
--- Returns {written, released, now, token}. Publishes 'c|now|x|s|e|l|t|f|data' (the fresh copy
+-- Returns {written, released, now, token, corrupt}; corrupt is 1 when a foreign key type, an
+-- unreadable counter c or fence f, or a lock key of a foreign type was found (and repaired,
+-- or refused: see below). Publishes 'c|now|x|s|e|l|t|f|data' (the fresh copy
 -- after the server time) when written, or 'r|' (re-check) when only the lock was released.
 -- A record over NOTICE_ABOVE bytes is not sent through the channel (every subscriber's
 -- output buffer would hold a copy, and past Redis's pub/sub limit the subscriber is dropped):
 -- 'n|now' (a notice) tells waiters to read the fresh copy with one GET instead.
 
+--# include fields.lua
+
 local entry, lock, channel, fresh = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local lockValue, data, publish = ARGV[1], ARGV[3], ARGV[8]
 local freshMs, graceMs, fallbackMs, loadMs = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now, nowMicros = serverClock()
 local NOTICE_ABOVE = 65536 -- bytes; docs/resilience.md
 
-local function integer(n) return string.format('%.0f', n) end
-
+local corrupt = 0
 local kind = redis.call('TYPE', entry)['ok']
-if kind ~= 'hash' and kind ~= 'none' then redis.call('DEL', entry) end
+if kind ~= 'hash' and kind ~= 'none' then
+  redis.call('DEL', entry)
+  corrupt = 1
+end
+
+local stored = redis.call('HMGET', entry, 'c', 'f')
+local counter, highWater = tokenField(stored[1], nowMicros), tokenField(stored[2], nowMicros)
+if stored[1] and not counter then corrupt = 1 end
+if stored[2] and not highWater then
+  -- A fence we cannot read: as if the key was invalidated now, so every token issued before
+  -- is refused (the next lookup writes the repair), and a plain set() still gets above it.
+  highWater = math.max(counter or 0, nowMicros)
+  corrupt = 1
+end
+highWater = highWater or 0
 
 local token = ARGV[2]
 if token == '' then
   -- As get-or-lock.lua's nextToken: the server time in µs, or the counter + 1 if higher.
-  local issued = redis.call('HINCRBY', entry, 'c', 1)
-  local nowMicros = tonumber(time[1]) * 1000000 + tonumber(time[2])
-  if issued < nowMicros then
-    issued = nowMicros
-    redis.call('HSET', entry, 'c', integer(issued))
-  end
-  token = integer(issued)
+  token = integer(math.max((counter or 0) + 1, highWater + 1, nowMicros))
 end
 
 local written = 0
 local record = ''
-local highWater = tonumber(redis.call('HGET', entry, 'f') or '0')
 if tonumber(token) > highWater then
   local x = now + freshMs
   local s = now + graceMs
   local e = now + math.max(graceMs, fallbackMs)
   redis.call('HSET', entry, 'd', data, 'x', integer(x), 's', integer(s), 'e', integer(e), 'l', integer(loadMs), 't', integer(freshMs), 'f', token)
+  -- The counter stays at or above every token: ours, when it was taken here or c was unreadable.
+  if ARGV[2] == '' or (stored[1] and not counter) then
+    redis.call('HSET', entry, 'c', integer(math.max(counter or 0, tonumber(token), nowMicros)))
+  end
   redis.call('HDEL', entry, 'b', 'p', 'n', 'm')
   redis.call('PEXPIREAT', entry, integer(e))
   -- The fresh copy expires when the value stops being fresh, by this server's clock.
@@ -66,7 +79,11 @@ if tonumber(token) > highWater then
 end
 
 local released = 0
-if lockValue ~= '' and redis.call('GET', lock) == lockValue then
+local held = stringAt(lock)
+if held == nil then
+  redis.call('DEL', lock) -- a foreign type: nobody's lock
+  corrupt = 1
+elseif lockValue ~= '' and held == lockValue then
   redis.call('DEL', lock)
   released = 1
 end
@@ -81,4 +98,4 @@ if written == 1 then
 elseif released == 1 then
   redis.call(publish, channel, 'r|')
 end
-return {written, released, integer(now), token}
+return {written, released, integer(now), token, corrupt}

@@ -28,40 +28,97 @@
 --              | 'backoff' (lockArg = ms left; fail-safe backoff, serve the stale value)
 --              | 'pass' (lockArg = ms left; hit-for-miss: load without queueing) | 'token'
 --              | 'error' (lockArg = ms left; negative caching: data holds the error message)
---   corrupt    1 when foreign or malformed data was found (and removed from the decision)
+--   corrupt    1 when foreign, malformed or out-of-range data was found: it is left out of the
+--              decision and repaired (docs/resilience.md, "Data planted in Redis")
 --   now        the server time (ms), so callers can read the fresh copy's deadlines
 --   version    the fencing token the value was written with (f), '' for none
+
+--# include fields.lua
 
 local entry, lock, fresh = KEYS[1], KEYS[2], KEYS[3]
 local owner, lease, mode, retention = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
 local refreshBelow = tonumber(ARGV[5])
 
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now, nowMicros = serverClock()
+-- Slack between TIME and the clock Redis expires keys by (frozen while a script runs).
+local CLOCK_SLACK_MS = 1000
+-- The longest ttl or load time stored (MAX_LIFETIME_MS in src/duration.ts: 365 days).
+local MAX_LIFETIME_MS = 31536000000
 
 local corrupt = 0
 local kind = redis.call('TYPE', entry)['ok']
 if kind ~= 'hash' and kind ~= 'none' then
   redis.call('DEL', entry)
   corrupt = 1
+  kind = 'none'
 end
 
-local f = redis.call('HMGET', entry, 'd', 'x', 's', 'e', 'l', 'b', 'p', 'n', 'm', 't', 'f')
-local data, x, s, e = f[1], tonumber(f[2]), tonumber(f[3]), tonumber(f[4])
-local loadMs, backoffUntil, passUntil = tonumber(f[5]) or 0, tonumber(f[6]) or 0, tonumber(f[7]) or 0
-local negativeUntil, negativeMessage, ttlMs = tonumber(f[8]) or 0, f[9], tonumber(f[10]) or 0
-local version = f[11] or ''
+local f = redis.call('HMGET', entry, 'd', 'x', 's', 'e', 'l', 'b', 'p', 'n', 'm', 't', 'f', 'c')
 
-local state = 'miss'
-if data and x and s and e then
-  if now < x then state = 'fresh' elseif now < s then state = 'grace' elseif now < e then state = 'fallback' end
-elseif data then
+-- Every script that writes the hash leaves it with an expiry, and every deadline in it ends
+-- by then: commit.lua expires it at e, release.lua keeps it past p and n. So no deadline is
+-- trusted past the hash's own expiry, and a hash without one was planted: none at all.
+local pttl = -2
+if kind == 'hash' then pttl = redis.call('PTTL', entry) end
+local horizon = -1
+if pttl >= 0 then horizon = now + pttl + CLOCK_SLACK_MS end
+if pttl == -1 then
+  corrupt = 1
+  redis.call('PEXPIRE', entry, retention)
+end
+
+-- The counter c and the fence f: garbage in either must not lower the tokens handed out.
+local counter, fence = tokenField(f[12], nowMicros), tokenField(f[11], nowMicros)
+local keepValue = true
+if f[11] and not fence then
+  -- A fence we cannot read: as if the key was invalidated now. Every token issued before
+  -- is refused, and the value, whose version it was, is dropped.
+  fence = math.max(counter or 0, nowMicros)
+  redis.call('HSET', entry, 'f', integer(fence))
+  corrupt, keepValue = 1, false
+end
+if f[12] and not counter then
+  counter = math.max(fence or 0, nowMicros)
+  redis.call('HSET', entry, 'c', integer(counter))
   corrupt = 1
 end
-if state == 'miss' then data, x, s, e, version = '', now, now, now, '' end
 
--- Tokens are integers above 2^50; '%.0f' keeps every digit where tostring would not.
-local function integer(n) return string.format('%.0f', n) end
+local data = f[1]
+local x, s, e = counted(f[2], horizon), counted(f[3], horizon), counted(f[4], horizon)
+local loadMs, ttlMs = counted(f[5] or '0', MAX_LIFETIME_MS), counted(f[10] or '0', MAX_LIFETIME_MS)
+local version = f[11] or ''
+-- A value is never fresher than its own ttl (commit.lua writes x = now + t): one that is
+-- would be served, and its fresh copy restored, for as long as the hash was made to live.
+if data and not (keepValue and x and s and e and loadMs and ttlMs and x <= s and s <= e and x - now <= ttlMs + CLOCK_SLACK_MS) then
+  redis.call('HDEL', entry, 'd', 'x', 's', 'e', 'l', 't')
+  corrupt, data = 1, nil
+end
+loadMs, ttlMs = loadMs or 0, ttlMs or 0
+
+-- A marker read back: its deadline, or 0 (and it is removed) when absent or out of range.
+local function marker(at, name, latest)
+  local until_ = counted(f[at], latest)
+  if f[at] and not until_ then
+    redis.call('HDEL', entry, name)
+    corrupt = 1
+  end
+  return until_ or 0
+end
+-- A backoff applies only while the value lives, so it needs no bound of its own.
+local backoffUntil = marker(6, 'b', math.huge)
+local passUntil = marker(7, 'p', horizon)
+local negativeUntil = marker(8, 'n', horizon)
+local negativeMessage = f[9]
+if negativeUntil > 0 and not (negativeMessage and string.sub(negativeMessage, 1, 2) == 'e|') then
+  redis.call('HDEL', entry, 'n', 'm')
+  corrupt, negativeUntil = 1, 0
+end
+
+local state = 'miss'
+if data then
+  if now < x then state = 'fresh' elseif now < s then state = 'grace' elseif now < e then state = 'fallback' end
+end
+if state == 'miss' then data, x, s, e, version = '', now, now, now, '' end
 
 if state == 'fresh' then
   local record = integer(x) .. '|' .. integer(s) .. '|' .. integer(e) .. '|' .. integer(loadMs) .. '|' .. integer(ttlMs) .. '|' .. version .. '|' .. data
@@ -75,27 +132,23 @@ local function reply(lockState, lockArg)
 end
 
 -- A token is the server time in microseconds, or the counter + 1 if that is higher
--- (two tokens in one microsecond). So a counter that expired with its hash, or that was
--- lost with a master whose last writes never reached the replica promoted in its place,
--- still hands out tokens above every one given before: tokens never repeat as long as the
--- nodes' clocks agree to within the time a failover takes.
+-- (two tokens in one microsecond), and always above the fence. So a counter that expired
+-- with its hash, or that was lost with a master whose last writes never reached the
+-- replica promoted in its place, still hands out tokens above every one given before:
+-- tokens never repeat as long as the nodes' clocks agree to within the time a failover takes.
 local function nextToken()
-  local token = redis.call('HINCRBY', entry, 'c', 1)
-  local nowMicros = tonumber(time[1]) * 1000000 + tonumber(time[2])
-  if token < nowMicros then
-    token = nowMicros
-    redis.call('HSET', entry, 'c', integer(token))
-  end
+  counter = math.max((counter or 0) + 1, (fence or 0) + 1, nowMicros)
+  redis.call('HSET', entry, 'c', integer(counter))
   if state == 'miss' and redis.call('PTTL', entry) < retention then
     redis.call('PEXPIRE', entry, retention)
   end
-  return token
+  return counter
 end
 
 if mode == 'read' then
   if state == 'fresh' then return reply('none', 0) end
   if now < passUntil then return reply('pass', passUntil - now) end
-  if state == 'miss' and now < negativeUntil and negativeMessage then
+  if state == 'miss' and now < negativeUntil then
     data = negativeMessage
     return reply('error', negativeUntil - now)
   end
@@ -108,18 +161,28 @@ if mode ~= 'token' and state ~= 'miss' and now < backoffUntil then
 end
 if mode == 'token' then return reply('token', nextToken()) end
 
+local held = stringAt(lock)
+if held == nil then
+  -- A foreign type: nobody's lock.
+  redis.call('DEL', lock)
+  corrupt, held = 1, false
+end
 -- Our own lock: an earlier attempt of this same lookup took it, and its reply was lost
 -- (the master failed over after replicating it). Waiting for it would wait out our own lease.
-local held = redis.pcall('GET', lock) -- pcall: a foreign non-string key is simply not ours
 local mine = owner .. ':'
-if type(held) == 'string' and string.sub(held, 1, #mine) == mine then
-  return reply('won', tonumber(string.sub(held, #mine + 1)))
+if held and string.sub(held, 1, #mine) == mine then
+  local token = counted(string.sub(held, #mine + 1), math.huge)
+  if token then return reply('won', token) end
 end
 
-local pttl = redis.call('PTTL', lock)
-if pttl ~= -2 then
-  if pttl < 0 then pttl = lease end
-  return reply('held', pttl)
+if held then
+  local lockTtl = redis.call('PTTL', lock)
+  if lockTtl < 0 then
+    -- Planted without an expiry: it ends like any lease instead of blocking every load.
+    redis.call('PEXPIRE', lock, lease)
+    corrupt, lockTtl = 1, lease
+  end
+  return reply('held', lockTtl)
 end
 local token = nextToken()
 redis.call('SET', lock, owner .. ':' .. integer(token), 'PX', lease)

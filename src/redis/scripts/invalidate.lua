@@ -10,19 +10,29 @@
 -- ARGV[3]  message     '<cache id>|<key>': every other process drops its L1 copy. Published
 --                      here, with the write, so a delete never succeeds untold.
 --
--- Returns 1.
+-- Returns 1 when it found a foreign key type or an unreadable counter c or fence f (the
+-- fence is raised from the clock then, as from any counter it can read), else 0.
+
+--# include fields.lua
 
 local entry = KEYS[1]
-local time = redis.call('TIME')
-local nowMicros = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local _, nowMicros = serverClock()
 
-local counter = 0
-if redis.call('TYPE', entry)['ok'] == 'hash' then
-  counter = tonumber(redis.call('HGET', entry, 'c') or '0')
+local corrupt = 0
+local highest = nowMicros
+local kind = redis.call('TYPE', entry)['ok']
+if kind == 'hash' then
+  local stored = redis.call('HMGET', entry, 'c', 'f')
+  for i = 1, 2 do
+    local token = tokenField(stored[i], nowMicros)
+    if token then highest = math.max(highest, token) elseif stored[i] then corrupt = 1 end
+  end
+elseif kind ~= 'none' then
+  corrupt = 1
 end
-local highWater = string.format('%.0f', math.max(counter, nowMicros))
+local highWater = integer(highest)
 redis.call('DEL', entry, KEYS[2])
 redis.call('HSET', entry, 'c', highWater, 'f', highWater)
 redis.call('PEXPIRE', entry, ARGV[1])
 if ARGV[2] ~= '' then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
-return 1
+return corrupt

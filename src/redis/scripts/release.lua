@@ -15,18 +15,26 @@
 -- ARGV[6]  negativeMs  negative caching: for this long, callers with no stale value get the
 --                      loader error (ARGV[2]) at once instead of retrying in turn (0 = none)
 --
--- Returns 1 if the lock was ours and was released, else 0.
+-- Returns {released, corrupt}: released 1 if the lock was ours and was released, else 0;
+-- corrupt 1 when a lock key of a foreign type, or an entry hash without an expiry, was found
+-- (the first is deleted, the second given one).
+
+--# include fields.lua
 
 local entry, lock, channel = KEYS[1], KEYS[2], KEYS[3]
 local lockValue, message, publish = ARGV[1], ARGV[2], ARGV[5]
 local backoffMs, passMs, negativeMs = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
 
-if redis.call('GET', lock) ~= lockValue then return 0 end
+local held = stringAt(lock)
+if held == nil then
+  redis.call('DEL', lock) -- a foreign type: nobody's lock
+  return {0, 1}
+end
+if held ~= lockValue then return {0, 0} end
 redis.call('DEL', lock)
 
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local function integer(n) return string.format('%.0f', n) end
+local now = serverClock()
+local corrupt = 0
 
 local kind = redis.call('TYPE', entry)['ok']
 if kind == 'none' and negativeMs > 0 then kind = 'hash' end
@@ -37,6 +45,11 @@ if kind == 'hash' then
   end
   if backoffMs > 0 and redis.call('HEXISTS', entry, 'd') == 1 then
     redis.call('HSET', entry, 'b', integer(now + backoffMs))
+    -- Every hash ends with an expiry: one that had none was planted (get-or-lock.lua drops its value).
+    if redis.call('PTTL', entry) == -1 then
+      redis.call('PEXPIRE', entry, backoffMs)
+      corrupt = 1
+    end
   end
   if passMs > 0 then
     redis.call('HSET', entry, 'p', integer(now + passMs))
@@ -44,4 +57,4 @@ if kind == 'hash' then
   end
 end
 redis.call(publish, channel, message)
-return 1
+return {1, corrupt}

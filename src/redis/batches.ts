@@ -1,0 +1,39 @@
+/**
+ * What one multi-key script call may take: on a Cluster, keys of one slot only. Every name of
+ * one entry shares a hash tag and different entries have different tags, so on a Cluster a
+ * batch holds the entries whose tags share a slot: few, in practice.
+ */
+import type { Cluster, Redis } from 'ioredis'
+import { keySlot } from './failing-clock.js'
+import { keyPrefixOf } from './store.js'
+
+/** On a Cluster, a key's full name as Redis sees it (for its slot); undefined elsewhere, where any keys share a call. */
+export function clusterKeyOf(client: Redis | Cluster): ((key: string) => string) | undefined {
+  if (client.isCluster !== true) return undefined
+  const prefix = keyPrefixOf(client)
+  return (key) => prefix + key
+}
+
+/**
+ * Splits `items` into batches of at most `max`; on a Cluster (`keyOf` given: an item's full
+ * key, `keyPrefix` included) each batch also holds keys of one slot only.
+ */
+export function batchesOf<T>(items: readonly T[], max: number, keyOf?: (item: T) => string): T[][] {
+  const groups = keyOf ? groupBy(items, (item) => keySlot(keyOf(item))) : [items]
+  const batches: T[][] = []
+  for (const group of groups) {
+    for (let from = 0; from < group.length; from += max) batches.push(group.slice(from, from + max))
+  }
+  return batches
+}
+
+function groupBy<T>(items: readonly T[], slotOf: (item: T) => number): T[][] {
+  const groups = new Map<number, T[]>()
+  for (const item of items) {
+    const slot = slotOf(item)
+    const group = groups.get(slot)
+    if (group) group.push(item)
+    else groups.set(slot, [item])
+  }
+  return [...groups.values()]
+}

@@ -1,0 +1,252 @@
+import { Deadlines } from '../deadlines.js'
+import { batchesOf } from './batches.js'
+
+/**
+ * Default budget of safety-net polls, in keys polled per second per scheduler (per cache,
+ * per Redis lock backend). 1,000 waits (the default cap on a cache's waits) polled once a
+ * second (the default `lock.maxPollInterval`) fit in it; past that, each key is polled
+ * less often rather than Redis more.
+ */
+export const DEFAULT_MAX_POLL_RATE = 1_000
+/** Most keys one poll-locks.lua call asks about. */
+const MAX_KEYS_PER_CALL = 100
+/** Most keys in poll calls not yet answered: a slow Redis is not sent more. */
+const MAX_KEYS_IN_FLIGHT = 4 * MAX_KEYS_PER_CALL
+/** Due polls are gathered this long at most, so polls due close together share one call. */
+const GATHER_MS = 20
+/** The budget may be saved up for this long (a burst of first polls), no more. */
+const BURST_SECONDS = 0.1
+
+/** What a waiter can also be woken by: a subscription (its message is what `pause` returns). */
+export interface Interruptible<T> {
+  /** The next message, or `undefined` once `interrupt()` is called; `Infinity`: no timer. */
+  next(timeoutMs: number): Promise<T | undefined>
+  interrupt(): void
+}
+
+/** A waiter's poll interval: starts at `firstMs`, doubles (±25 % jitter) up to `maxMs`. */
+export interface PollBackoff {
+  readonly firstMs: number
+  readonly maxMs: number
+}
+
+/** A wait taken into a poll call, with the round of its sleep it answers for. */
+interface Polled {
+  readonly wait: PollWait
+  readonly round: number
+}
+
+/**
+ * The safety-net poll of every wait of one cache (or one Redis lock backend), on one
+ * timeline and one rate budget, instead of a timer and a script call per waiting key.
+ * Pub/sub wakes a waiter first; this catches what it cannot: a holder that died without
+ * a word (its lease ends), a message lost with the subscriber connection.
+ *
+ * Each wait keeps its own backoff and deadline. Polls that come due are gathered for up to
+ * `GATHER_MS` and asked about together (poll-locks.lua: the PTTL of each lock; per slot
+ * on a Cluster), at most `maxPerSecond` keys a second: past that, polls wait their turn,
+ * oldest first, and each key is polled less often. A waiter is woken only when its lock is
+ * gone (then it re-checks with its own lookup) or the poll failed (its lookup then meets
+ * the failure); while the lock is held it sleeps on, at most until that lock's lease ends.
+ */
+export class PollScheduler {
+  /** Every wait's next poll and deadline, on one timer. */
+  readonly timeline = new Deadlines()
+  private readonly due = new Set<PollWait>()
+  private readonly capacity: number
+  private tokens: number
+  private refilledAt = performance.now()
+  private pumpTimer: NodeJS.Timeout | undefined
+  private keysInFlight = 0
+  /** Keys polled and calls sent since start (tests and benchmarks). */
+  readonly counts = { keys: 0, calls: 0 }
+
+  /**
+   * `check(locks)`: one poll-locks.lua call for one batch, resolving its reply.
+   * `keyOf` on a Cluster: a lock's full key (for its slot).
+   */
+  constructor(
+    private readonly check: (locks: string[]) => Promise<unknown>,
+    readonly maxPerSecond = DEFAULT_MAX_POLL_RATE,
+    private readonly keyOf?: (lock: string) => string,
+  ) {
+    this.capacity = Math.max(1, maxPerSecond * BURST_SECONDS)
+    this.tokens = this.capacity
+  }
+
+  private enrolled = 0
+
+  /** Waits enrolled now. */
+  get waits(): number {
+    return this.enrolled
+  }
+
+  /** @internal */
+  count(change: 1 | -1): void {
+    this.enrolled += change
+  }
+
+  /** One waiter's wait on `lock`, until `deadline` (a `performance.now()` time). End it with `end()`. */
+  enrol(lock: string, deadline: number, backoff: PollBackoff): PollWait {
+    return new PollWait(this, lock, deadline, backoff)
+  }
+
+  /** @internal A wait's poll came due. */
+  queue(wait: PollWait): void {
+    this.due.add(wait)
+    this.pumpSoon()
+  }
+
+  /** @internal A wait woke before its poll was sent. */
+  unqueue(wait: PollWait): void {
+    this.due.delete(wait)
+  }
+
+  private pumpSoon(): void {
+    if (this.pumpTimer || this.due.size === 0 || this.keysInFlight >= MAX_KEYS_IN_FLIGHT) return
+    this.refill()
+    const ms = this.tokens >= 1 ? GATHER_MS : Math.max(GATHER_MS, Math.ceil(((1 - this.tokens) * 1000) / this.maxPerSecond))
+    this.pumpTimer = setTimeout(() => this.pump(), ms)
+    this.pumpTimer.unref()
+  }
+
+  private refill(): void {
+    const now = performance.now()
+    this.tokens = Math.min(this.capacity, this.tokens + ((now - this.refilledAt) * this.maxPerSecond) / 1000)
+    this.refilledAt = now
+  }
+
+  private pump(): void {
+    this.pumpTimer = undefined
+    this.refill()
+    const room = Math.min(Math.floor(this.tokens), MAX_KEYS_IN_FLIGHT - this.keysInFlight)
+    if (room > 0 && this.due.size > 0) {
+      const taken: Polled[] = []
+      for (const wait of this.due) {
+        if (taken.length >= room) break
+        this.due.delete(wait)
+        taken.push({ wait, round: wait.round })
+      }
+      this.tokens -= taken.length
+      const keyOf = this.keyOf
+      for (const batch of batchesOf(taken, MAX_KEYS_PER_CALL, keyOf && ((polled) => keyOf(polled.wait.lock)))) this.send(batch)
+    }
+    this.pumpSoon()
+  }
+
+  private send(batch: Polled[]): void {
+    this.keysInFlight += batch.length
+    this.counts.keys += batch.length
+    this.counts.calls++
+    let reply: Promise<unknown>
+    try {
+      reply = this.check(batch.map((polled) => polled.wait.lock))
+    } catch (error) {
+      reply = Promise.reject(error)
+    }
+    reply
+      .then((ttls) => {
+        if (!Array.isArray(ttls) || ttls.length !== batch.length) throw new Error('poll-locks answered out of shape')
+        batch.forEach(({ wait, round }, i) => wait.polled(round, Number(ttls[i])))
+      })
+      .catch(() => batch.forEach(({ wait, round }) => wait.polled(round, undefined)))
+      .finally(() => {
+        this.keysInFlight -= batch.length
+        this.pumpSoon()
+      })
+  }
+}
+
+/**
+ * One waiter's wait: its deadline and backoff on the scheduler's timeline. `pause()` sleeps
+ * until a message, a poll that finds the lock gone (or fails), the deadline, or `interrupt()`.
+ */
+export class PollWait {
+  /** Which sleep a poll answers for: bumped by each `pause()` and each poll that finds the lock held. */
+  round = 0
+  private pollMs: number
+  private cancelPoll: (() => void) | undefined
+  private readonly cancelDeadline: () => void
+  private wake: (() => void) | undefined
+  private expired = false
+  private ended = false
+
+  constructor(
+    private readonly scheduler: PollScheduler,
+    readonly lock: string,
+    deadline: number,
+    private readonly backoff: PollBackoff,
+  ) {
+    this.pollMs = backoff.firstMs
+    scheduler.count(1)
+    this.cancelDeadline = scheduler.timeline.add(deadline, () => {
+      this.expired = true
+      this.interrupt()
+    })
+  }
+
+  /** The deadline has come, or the wait ended: `pause()` returns at once. */
+  get over(): boolean {
+    return this.expired || this.ended
+  }
+
+  /**
+   * Sleeps until news on `wakeup` (its message is returned), a poll that finds the lock gone
+   * or fails, the deadline, or `interrupt()` (then `undefined`). `busyForMs`: how long the
+   * holder's lease still ran when last seen (`Infinity`: unknown); the first poll comes no
+   * later than when it ends.
+   */
+  async pause<T>(wakeup: Interruptible<T> | undefined, busyForMs: number): Promise<T | undefined> {
+    if (this.expired || this.ended) return undefined
+    this.plan(busyForMs)
+    try {
+      if (!wakeup) {
+        await new Promise<void>((resolve) => (this.wake = resolve))
+        return undefined
+      }
+      this.wake = () => wakeup.interrupt()
+      return await wakeup.next(Infinity)
+    } finally {
+      this.wake = undefined
+      this.round++
+      this.cancelPoll?.()
+      this.cancelPoll = undefined
+      this.scheduler.unqueue(this)
+    }
+  }
+
+  /** Wakes a `pause()` in progress (the caller aborted, or the deadline came). */
+  interrupt(): void {
+    const wake = this.wake
+    this.wake = undefined
+    wake?.()
+  }
+
+  /** Ends the wait: drops its poll and deadline, wakes a pause in progress. Idempotent. */
+  end(): void {
+    if (this.ended) return
+    this.ended = true
+    this.scheduler.count(-1)
+    this.cancelDeadline()
+    this.interrupt()
+  }
+
+  /** @internal The scheduler's answer: the lock's PTTL, or `undefined` when the poll failed. */
+  polled(round: number, pttl: number | undefined): void {
+    if (round !== this.round || !this.wake) return // woken meanwhile: this answer is for an old sleep
+    // Gone, or without an expiry (planted: the waiter's lookup repairs it), or the poll failed.
+    if (pttl === undefined || !(pttl > 0)) return this.interrupt()
+    this.round++
+    this.plan(pttl) // still held: sleep on
+  }
+
+  /** The next poll: after the backoff, and no later than when the holder's lease ends. */
+  private plan(busyForMs: number): void {
+    const ms = Math.max(1, Math.min(this.pollMs, busyForMs + 1))
+    this.pollMs = Math.min(this.backoff.maxMs, this.pollMs * 2) * (0.75 + Math.random() / 2)
+    this.cancelPoll = this.scheduler.timeline.add(performance.now() + ms, () => {
+      this.cancelPoll = undefined
+      this.scheduler.queue(this)
+    })
+  }
+}

@@ -1,0 +1,163 @@
+/**
+ * What waiting costs, counted (the curve is `npm run bench:waiting`): a holder process keeps
+ * thousands of cold keys locked while this process waits on them. Its polls stay within
+ * `lock.maxPollRate`, the holder's renewals go out in few batched calls, and waits past
+ * `maxWaits` answer at once by `onWaitTimeout`.
+ */
+import { Redis } from 'ioredis'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { createCache, createLocks, InvalidArgumentError, LockWaitTimeoutError, type Cache, type CacheOptions } from '../../src/index.js'
+import { startRedis, redisAvailable, type RedisServer } from '../support/redis.js'
+import { countScripts, type ScriptCounts } from '../support/script-calls.js'
+import { sleep, until } from '../support/timing.js'
+import { forkWorker, type Worker } from '../support/workers.js'
+
+const HOLDER = new URL('../fixtures/lock-holder.ts', import.meta.url)
+const KEYS = 3_000
+const LEASE_MS = 3_000
+
+describe.skipIf(!redisAvailable)('waiting on many keys held by another process', () => {
+  let server: RedisServer
+  let admin: Redis
+  let holder: Worker | undefined
+  const caches: Cache[] = []
+  const clients: Redis[] = []
+
+  beforeAll(async () => {
+    server = await startRedis()
+    admin = server.client()
+  })
+  afterAll(async () => {
+    admin?.disconnect()
+    await server?.stop()
+  })
+  afterEach(async () => {
+    await holder?.stop()
+    holder = undefined
+    await Promise.all(caches.splice(0).map((cache) => cache.close()))
+    for (const client of clients.splice(0)) client.disconnect()
+    await admin.flushall()
+  })
+
+  async function startHolder(keys: string[]): Promise<Worker> {
+    holder = await forkWorker(HOLDER, { env: { REDIS_URL: server.url, CACHE_OPTIONS: JSON.stringify({ lock: { lease: LEASE_MS } }) } })
+    expect(await holder.request<number>({ op: 'hold', keys }, 60_000)).toBe(keys.length)
+    return holder
+  }
+
+  /** A waiting cache in this process, counting the script calls its client sends. */
+  async function waiter(options: Partial<CacheOptions>): Promise<{ cache: Cache; sent: ScriptCounts }> {
+    const client = server.client()
+    clients.push(client)
+    const sent = countScripts(client)
+    const cache = createCache({ redis: client, ttl: '1m', l1: false, waitTimeout: '2m', ...options })
+    caches.push(cache)
+    await cache.ready()
+    return { cache, sent }
+  }
+
+  const snapshot = (counts: ScriptCounts, file: string) => ({ calls: counts[file]?.calls ?? 0, keys: counts[file]?.keys ?? 0 })
+
+  it('polls stay within maxPollRate, renewals are batched, and waits past maxWaits throw at once', async () => {
+    const keys = Array.from({ length: KEYS }, (_, i) => `cold:${i}`)
+    const held = await startHolder(keys)
+    const MAX_WAITS = 2_000
+    const POLLS_PER_SECOND = 200
+    const { cache, sent } = await waiter({ maxWaits: MAX_WAITS, lock: { maxPollRate: POLLS_PER_SECOND }, onWaitTimeout: 'throw' })
+    const channelsNow = async () => Number(/^pubsub_channels:(\d+)/m.exec(await admin.info('stats'))?.[1])
+    const broadcastChannels = await channelsNow() // both caches' own (L1 invalidations, tags)
+    let refused = 0
+    const calls = keys.map((key) => cache.getOrLoad(key, async () => 'loaded-by-the-waiter').catch((error: unknown) => {
+      if (error instanceof LockWaitTimeoutError) refused++
+      return error
+    }))
+    await until(() => cache.stats().wait + refused >= KEYS, 'every call to wait or be refused', 60_000)
+
+    // Past the cap: onWaitTimeout ('throw') at once, while the holder still holds every lock.
+    expect(refused).toBe(KEYS - MAX_WAITS)
+    expect(cache.stats()['wait-capped']).toBe(KEYS - MAX_WAITS)
+    expect(cache.stats().wait).toBe(MAX_WAITS)
+    expect(cache.stats().timeout).toBe(0) // the cap is not a waitTimeout
+    // One subscription per waiting key, none for the refused ones.
+    expect(await channelsNow()).toBe(broadcastChannels + MAX_WAITS)
+
+    // A fixed window: the waiter's polls, and the holder's renewals.
+    await sleep(500)
+    const WINDOW_MS = 3_000
+    const pollsBefore = snapshot(sent, 'poll-locks.lua')
+    const lookupsBefore = snapshot(sent, 'get-or-lock.lua')
+    const renewalsBefore = snapshot(await held.request<ScriptCounts>({ op: 'sent' }), 'extend-many.lua')
+    const startedAt = performance.now()
+    await sleep(WINDOW_MS)
+    const elapsedS = (performance.now() - startedAt) / 1000
+    const polls = { calls: snapshot(sent, 'poll-locks.lua').calls - pollsBefore.calls, keys: snapshot(sent, 'poll-locks.lua').keys - pollsBefore.keys }
+    const lookups = snapshot(sent, 'get-or-lock.lua').calls - lookupsBefore.calls
+    const renewalsAfter = snapshot(await held.request<ScriptCounts>({ op: 'sent' }), 'extend-many.lua')
+    const renewals = { calls: renewalsAfter.calls - renewalsBefore.calls, keys: renewalsAfter.keys - renewalsBefore.keys }
+    console.log(`[waiting] ${MAX_WAITS} waits over ${elapsedS.toFixed(1)} s: ${polls.keys} keys polled in ${polls.calls} calls (budget ${POLLS_PER_SECOND}/s), ` +
+      `${lookups} lookups; holder of ${KEYS} locks: ${renewals.keys} renewals in ${renewals.calls} calls`)
+
+    // Without the scheduler each waiting key polled about once a second: 2,000 a second.
+    // The budget allows 200 a second, plus the 20 saved up at most (elapsedS covers a late window end).
+    expect(polls.keys).toBeLessThanOrEqual(POLLS_PER_SECOND * elapsedS + POLLS_PER_SECOND * 0.1 + 1)
+    expect(polls.keys).toBeGreaterThan(0) // the safety net still runs
+    expect(polls.calls).toBeLessThan(polls.keys) // several keys per call
+    expect(lookups).toBe(0) // nothing woke a waiter: every lock was still held
+    // Every lock is renewed about every lease/3 (1 s): some 9,000 renewals in the window, in
+    // calls of up to 500 locks, once per renewal tick. Before: one call per renewal.
+    expect(renewals.keys).toBeGreaterThanOrEqual(KEYS)
+    expect(renewals.calls).toBeLessThanOrEqual(renewals.keys / 50)
+
+    // The holder's values reach every waiter (by its commit messages), none loaded here.
+    await held.request({ op: 'release' }, 60_000)
+    const answers = await Promise.all(calls)
+    const values = answers.filter((answer) => typeof answer === 'string')
+    expect(values.length).toBe(MAX_WAITS)
+    expect(values.every((value) => (value as string).startsWith('held-cold:'))).toBe(true)
+    expect(cache.stats().load).toBe(0)
+  }, 180_000)
+
+  it("past maxWaits, onWaitTimeout 'load' runs the loader at once, with a fenced token", async () => {
+    const keys = ['a', 'b', 'c']
+    const held = await startHolder(keys)
+    const { cache } = await waiter({ maxWaits: 1 })
+    const loaded: string[] = []
+    const calls = keys.map((key) => cache.getOrLoad(key, async () => (loaded.push(key), `own-${key}`)))
+    await until(() => loaded.length === 2, 'the two calls past the cap to load', 10_000)
+    expect(cache.stats()['wait-capped']).toBe(2)
+    expect(cache.stats().wait).toBe(1)
+    await held.request({ op: 'release' }, 30_000)
+    const values = await Promise.all(calls)
+    const waitedFor = keys.find((key) => !loaded.includes(key))!
+    expect(values[keys.indexOf(waitedFor)]).toBe(`held-${waitedFor}`)
+    for (const key of loaded) expect(values[keys.indexOf(key)]).toBe(`own-${key}`)
+    // The holder's commits for those two keys came later, with older tokens: fenced out.
+    for (const key of loaded) expect(await cache.getOrLoad(key, async () => 'unused')).toBe(`own-${key}`)
+    expect((await held.request<Record<string, number>>({ op: 'stats' })).fenced).toBe(2)
+  }, 60_000)
+})
+
+describe('the waiting budgets as options', () => {
+  const argumentOf = (create: () => unknown): string | undefined => {
+    try {
+      create()
+    } catch (error) {
+      if (error instanceof InvalidArgumentError) return error.argument
+      throw error
+    }
+    return undefined
+  }
+
+  it('maxWaits, lock.maxPollRate and redis.maxPollRate take positive integers, naming the option otherwise', () => {
+    for (const bad of [0, -1, 1.5, Number.NaN, '10']) {
+      expect(argumentOf(() => createCache({ ttl: '1s', maxWaits: bad as number }))).toBe('maxWaits')
+      expect(argumentOf(() => createCache({ ttl: '1s', lock: { maxPollRate: bad as number } }))).toBe('lock.maxPollRate')
+    }
+    const client = new Redis({ lazyConnect: true })
+    try {
+      expect(argumentOf(() => createLocks({ redis: { client, maxPollRate: 0 } }))).toBe('redis.maxPollRate')
+    } finally {
+      client.disconnect()
+    }
+  })
+})
