@@ -37,12 +37,20 @@ export function encodeValue(codec: Codec, value: unknown): string | Buffer {
   return Buffer.concat([prefix, head, value.bytes])
 }
 
-/** The inverse of encodeValue, from the bytes Redis holds. */
-export function decodeValue(codec: Codec, data: Buffer): unknown {
-  if (data.length < BINARY_PREFIX || !data.subarray(0, BINARY_MAGIC.length).equals(BINARY_MAGIC)) return codec.decode(data.toString())
-  const headEnd = BINARY_PREFIX + data.readUInt32BE(BINARY_MAGIC.length)
+/** Does `data` start with BINARY_MAGIC at `from` (compared in place: this is on every hit)? */
+function isBinaryValue(data: Buffer, from: number): boolean {
+  if (data.length - from < BINARY_PREFIX) return false
+  for (let i = 0; i < BINARY_MAGIC.length; i++) if (data[from + i] !== BINARY_MAGIC[i]) return false
+  return true
+}
+
+/** The inverse of encodeValue, from the bytes Redis holds (those of `data` from `from` on). */
+export function decodeValue(codec: Codec, data: Buffer, from = 0): unknown {
+  if (!isBinaryValue(data, from)) return codec.decode(data.toString('utf8', from))
+  const headAt = from + BINARY_PREFIX
+  const headEnd = headAt + data.readUInt32BE(from + BINARY_MAGIC.length)
   if (headEnd > data.length) throw new RangeError('truncated binary value')
-  return new BinaryValue(codec.decode(data.toString('utf8', BINARY_PREFIX, headEnd)), data.subarray(headEnd))
+  return new BinaryValue(codec.decode(data.toString('utf8', headAt, headEnd)), data.subarray(headEnd))
 }
 
 /** Remaining lifetimes of an entry, in ms from "now" as Redis saw it. */
@@ -75,13 +83,8 @@ export interface Entry<V = unknown> {
   size: number
 }
 
-/** Where an entry came from: its Redis version and encoded length. */
-export interface EntryOrigin {
-  version?: string
-  size?: number
-}
-
-export function entryFrom<V>(value: V, life: Lifetimes, now: number, origin: EntryOrigin = {}): Entry<V> {
+/** `version` and `size`: the entry's Redis version and encoded length (see Entry). */
+export function entryFrom<V>(value: V, life: Lifetimes, now: number, version = '', size = 0): Entry<V> {
   return {
     value,
     freshUntil: now + life.freshMs,
@@ -90,8 +93,8 @@ export function entryFrom<V>(value: V, life: Lifetimes, now: number, origin: Ent
     loadMs: life.loadMs,
     ttlMs: life.ttlMs,
     backoffUntil: 0,
-    version: origin.version ?? '',
-    size: origin.size ?? 0,
+    version,
+    size,
   }
 }
 

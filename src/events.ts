@@ -92,13 +92,23 @@ export class CacheEmitter {
   }
 
   emit<E extends CacheEventName>(event: E, payload: CacheEvents[E]): void {
+    if (this.count(event)) this.deliver(event, payload)
+  }
+
+  /**
+   * Counts `event` and says whether anyone listens; only then need its payload be made
+   * and passed to `deliver` (the Redis hit path makes none for nobody).
+   */
+  count(event: CacheEventName): boolean {
     this.counters[event]++
-    if (this.emitter.listenerCount(event) > 0) {
-      try {
-        this.emitter.emit(event, payload)
-      } catch {
-        // A throwing listener must not break a cache call.
-      }
+    return this.emitter.listenerCount(event) > 0
+  }
+
+  deliver<E extends CacheEventName>(event: E, payload: CacheEvents[E]): void {
+    try {
+      this.emitter.emit(event, payload)
+    } catch {
+      // A throwing listener must not break a cache call.
     }
   }
 

@@ -25,8 +25,9 @@ export interface PolicyOptions {
   ttl?: Duration
   /**
    * Grace (stale-while-revalidate): how long after `ttl` a stale value is still served
-   * at once, to every caller in every process, while exactly one process refreshes it
-   * in the background. Default `0` (off).
+   * at once (no wait for the reload; with Redis, after one `GET` that finds no fresher copy),
+   * to every caller in every process, while exactly one process refreshes it in the
+   * background. Default `0` (off).
    */
   staleTtl?: Duration
   /**

@@ -5,9 +5,11 @@ import type { CacheEventName, CacheEvents, CacheStats } from '../events.js'
 import type { CacheOptions, CallOptions } from '../options.js'
 import { entryKeys } from '../redis/keys.js'
 import { checkTags } from '../tag.js'
-import { NEVER_ABORTED, type LoadResult } from './call.js'
+import { NEVER_ABORTED, type LoadResult, type Resolution } from './call.js'
 import { RequestMachine } from './request.js'
 import { commitTagged, invalidateTags } from './tags.js'
+
+const valueOf = (resolution: Resolution): unknown => resolution.value
 
 /**
  * The cache. Every `getOrLoad` walks one state machine:
@@ -30,7 +32,7 @@ export class Cache extends RequestMachine {
    */
   getOrLoad<V>(key: string, loader: Loader<V>, options?: CallOptions): Promise<V> {
     const answer = this.lookup(key, loader, options)
-    return answer instanceof Promise ? answer.then((resolution) => resolution.value as V) : Promise.resolve(answer.value as V)
+    return (answer instanceof Promise ? answer.then(valueOf) : Promise.resolve(answer.value)) as Promise<V>
   }
 
   /** As `getOrLoad`, and also says how the value was obtained (the middleware's `X-Cache`). */
@@ -56,6 +58,7 @@ export class Cache extends RequestMachine {
     const epoch = this.deletions // a delete() while we write must win over this value in L1
     const life = this.jittered(new LoadContext(key, NEVER_ABORTED, undefined, call.policy).lifetimes(0))
     let version: string | undefined
+    const writtenFrom = performance.now() // L1's copy lives no longer than Redis's, which counts from when the write ran
     if (this.store) {
       const keys = entryKeys(this.settings.namespace, key)
       const request = { lockValue: '', token: '', data, ...life }
@@ -68,7 +71,7 @@ export class Cache extends RequestMachine {
       }
       if (version === undefined) return
     }
-    if (this.deletions === epoch) this.rememberTagged({ ...call, epoch }, entryFrom(value, life, performance.now(), { version, size: data.length }), call.tags)
+    if (this.deletions === epoch) this.rememberTagged({ ...call, epoch }, entryFrom(value, life, writtenFrom, version, data.length), call.tags)
   }
 
   /**
@@ -134,7 +137,7 @@ export class Cache extends RequestMachine {
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
-    while (this.background.size > 0) await Promise.allSettled([...this.background])
+    for (let work = this.unfinished(); work.length > 0; work = this.unfinished()) await Promise.allSettled(work)
     this.store?.close()
     this.probe?.close()
     this.notifier?.close()

@@ -45,8 +45,11 @@ export interface Call {
 /** What a flight has learned that its callers' timeouts can use. */
 export interface FlightNotes {
   fallback: Entry | undefined
-  /** While the flight's first Redis lookup is pending: what its joined callers' waitTimeouts do when it answers. */
-  lookingUp?: (() => void)[] | false
+  /**
+   * While the flight's first Redis lookup is pending: `true`, or what its joined callers'
+   * waitTimeouts do when it answers; `false` once it has.
+   */
+  lookingUp?: (() => void)[] | boolean
   /** Its callers' softTimeout / hardTimeout / waitTimeout, on one timer (created on first need). */
   deadlines?: Deadlines
 }

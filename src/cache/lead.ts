@@ -70,6 +70,8 @@ export abstract class LoadLeader extends CacheState {
     }
 
     const life = this.jittered(context.lifetimes(loadMs))
+    // L1's copy counts its life from before the commit was sent: Redis's, from when the commit ran (later).
+    let committedAt = performance.now()
     let written = true
     let version: string | undefined
     if (this.store) {
@@ -87,6 +89,7 @@ export abstract class LoadLeader extends CacheState {
           return outcome.version
         }
         : () => store.commit(keys, request)
+      committedAt = performance.now()
       try {
         version = await commit()
         written = version !== undefined
@@ -104,7 +107,7 @@ export abstract class LoadLeader extends CacheState {
       }
     }
     if (written) {
-      this.rememberTagged(call, entryFrom(value, life, performance.now(), { version, size: data.length }), tags)
+      this.rememberTagged(call, entryFrom(value, life, committedAt, version, data.length), tags)
       this.refreshHolds.delete(key) // the next early refresh is due for this new value
     }
     return loaded

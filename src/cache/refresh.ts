@@ -21,8 +21,7 @@ export abstract class Refresher extends LoadLeader {
     if (this.refreshing >= this.settings.maxBackgroundRefreshes) return // the value in hand is served; a later read retries
     this.holdRefresh(call.key, now + this.settings.lock.lease)
     const refresh = { ...call, background: true }
-    const { flight } = this.flights.run(call.key, { fallback: current }, () => this.refresh(refresh, mode, current))
-    this.trackFlight(call.key, this.countRefresh(flight.promise))
+    this.countRefresh(this.flights.start(call.key, { fallback: current }, () => this.refresh(refresh, mode, current)).promise)
   }
 
   /** A background refresh: take the lock without waiting; someone else refreshing is fine. */

@@ -1,15 +1,16 @@
 import { randomBytes } from 'node:crypto'
-import { fallbackValid, type Entry } from '../entry.js'
+import { decodeValue, fallbackValid, type Entry } from '../entry.js'
 import { Deadlines } from '../deadlines.js'
 import { decodeFailure } from '../loader-error.js'
 import { LoaderTimeoutError, LockWaitTimeoutError, RedisUnavailableError, RemoteLoaderError } from '../errors.js'
 import type { WaitOutcome } from '../events.js'
 import type { Flight } from '../memory/single-flight.js'
 import type { PolicyOptions } from '../options.js'
-import { entryKeys, type EntryKeys } from '../redis/keys.js'
+import type { FreshRead } from '../redis/fresh-reads.js'
+import { entryKeys, freshKeyOf, type EntryKeys } from '../redis/keys.js'
 import type { Subscription } from '../redis/notifier.js'
 import type { PollWait } from '../redis/poll-scheduler.js'
-import type { Lookup, LookupMode } from '../redis/store.js'
+import type { Lookup, LookupMode, RedisStore } from '../redis/store.js'
 import { type Call, type Claim, type FlightNotes, type Resolution, messageKind } from './call.js'
 import { Refresher } from './refresh.js'
 
@@ -17,7 +18,7 @@ import { Refresher } from './refresh.js'
 function lookedUp(notes: FlightNotes): void {
   const postponed = notes.lookingUp
   notes.lookingUp = false
-  if (postponed) for (const resume of postponed) resume()
+  if (Array.isArray(postponed)) for (const resume of postponed) resume()
 }
 
 /** Tells a caller to run its own loader, storing nothing. */
@@ -58,22 +59,27 @@ export abstract class RequestMachine extends Refresher {
     }
     if (now < entry.backoffUntil && now < entry.fallbackUntil) return this.stale(call.key, entry, 'backoff')
     if (now < entry.graceUntil) {
+      // With Redis, the first call past ttl asks it first (resolve(): one GET while another
+      // process's reload is already in): stale is served only while a reload is running, our
+      // own (a refresh or load here) or another process's that we watch for (watchReload).
+      if (this.store && !this.reloading(call.key, now)) return undefined
       this.refreshInBackground(call, 'read', entry)
       return this.stale(call.key, entry, 'grace')
     }
     return undefined
   }
 
+  /** Is a reload of `key` under way that this process knows of (so a copy in grace may be served)? */
+  protected reloading(key: string, now: number): boolean {
+    return now < (this.refreshHolds.get(key) ?? 0) && (this.busy(key) || this.watching.has(key))
+  }
+
   protected fly(call: Call): Promise<Resolution> {
+    const running = this.flights.get(call.key)
+    if (!running) return this.withTimeouts(call, this.flights.start(call.key, { fallback: undefined }, (notes) => this.resolve(call, notes)), false)
     const startedAt = performance.now()
-    const { flight, joined } = this.flights.run(call.key, { fallback: undefined }, (notes) => this.resolve(call, notes))
-    if (joined) this.events.emit('coalesced', { key: call.key, from: 'process' })
-    const answered = this.withTimeouts(call, flight, joined)
-    if (!joined) {
-      this.trackFlight(call.key, flight.promise)
-      return answered
-    }
-    return answered.then((resolution) => {
+    this.events.emit('coalesced', { key: call.key, from: 'process' })
+    return this.withTimeouts(call, running, true).then((resolution) => {
       // Loaded before an invalidation of one of its tags: a caller may have joined after it (deleteByTag resolved). Ask again, as a call begun now.
       const under = resolution.loadedUnder
       if (under && this.tagIndex.invalidatedSince(under.tags, under.epoch)) return this.fly({ ...call, epoch: this.deletions })
@@ -89,6 +95,7 @@ export abstract class RequestMachine extends Refresher {
    */
   protected withTimeouts(call: Call, flight: Flight<Resolution, FlightNotes>, joined: boolean): Promise<Resolution> {
     const { key, policy } = call
+    if (!joined && !policy.softTimeout && !policy.hardTimeout) return flight.promise // no deadline, no timer
     const fallback = () => (fallbackValid(flight.notes.fallback, performance.now()) ? flight.notes.fallback : undefined)
     // Each deadline answers, throws, or returns undefined to keep waiting (`again(ms)`: come back later).
     const deadlines: [number, (again: (ms: number) => void) => Resolution | Promise<Resolution> | undefined][] = []
@@ -105,7 +112,12 @@ export abstract class RequestMachine extends Refresher {
         // A flight still on its first Redis lookup (queued behind a burst, or sent) is not yet
         // waiting for anyone's load: count the wait again from when the lookup answers.
         const lookup = flight.notes.lookingUp
-        if (lookup) return void lookup.push(() => again(policy.waitTimeout))
+        if (lookup) {
+          const resume = () => again(policy.waitTimeout)
+          if (lookup === true) flight.notes.lookingUp = [resume]
+          else lookup.push(resume)
+          return undefined
+        }
         // Run our own loader (fly() does, on this unshared marker); the flight still stores its result.
         return this.waitTimedOut(call, fallback()) ?? OWN_LOAD
       }])
@@ -155,18 +167,52 @@ export abstract class RequestMachine extends Refresher {
 
   // ── the Redis state machine ───────────────────────────────────────────────
 
-  /** One flight: decide from Redis who loads, then lead, wait, or serve. */
-  protected override async resolve(call: Call, notes: FlightNotes): Promise<Resolution> {
-    const { key } = call
-    const inMemory = this.memory?.get(key)
-    if (fallbackValid(inMemory, performance.now())) notes.fallback = inMemory
-    if (!this.store) {
-      this.events.emit('miss', { key }) // in-process mode: L1 was the only tier
+  /**
+   * One flight: decide from Redis who loads, then lead, wait, or serve. The fresh hit comes
+   * first and takes no await, no timer and no closure beyond its one reaction (it is most
+   * calls' whole path): the GET is sent in this tick's batch, and only when it finds nothing
+   * (or fails) does the flight go on to the script in lookUp().
+   */
+  protected override resolve(call: Call, notes: FlightNotes): Promise<Resolution> {
+    if (this.memory) {
+      const inMemory = this.memory.get(call.key)
+      if (fallbackValid(inMemory, performance.now())) notes.fallback = inMemory
+    }
+    const store = this.store
+    if (!store) {
+      this.events.emit('miss', { key: call.key }) // in-process mode: L1 was the only tier
       return this.lead(call, undefined, notes)
     }
+    // Whichever command goes first is sent before this returns, so calls keep their order.
+    if (store.clock.stale()) void store.syncClock()
+    // The first lookup is the fresh GET and, when it finds nothing, the script: joined
+    // callers' waitTimeouts start once it answers (see withTimeouts).
+    notes.lookingUp ??= true
+    if (!store.clock.known()) return this.lookUp(call, notes, undefined)
+    const machine = this // methods, not arrow properties: tsx names each arrow property it creates, per call
+    return new Promise<Resolution>((resolve, reject) => store.readFresh({
+      freshKey: freshKeyOf(this.settings.namespace, call.key),
+      found(found) {
+        try {
+          resolve(machine.freshHit(call, found, store) ?? machine.lookUp(call, notes, undefined))
+        } catch (error) {
+          reject(error)
+        }
+      },
+      failed(error) {
+        resolve(machine.lookUp(call, notes, Promise.reject(error)))
+      },
+    }))
+  }
 
+  /**
+   * The flight after its fresh read: the get-or-lock script and what it answers. `failedRead`:
+   * the fresh read, which failed (through a failover it is tried again first).
+   */
+  protected async lookUp(call: Call, notes: FlightNotes, failedRead: Promise<FreshRead> | undefined): Promise<Resolution> {
+    const { key } = call
+    const store = this.store!
     const keys = entryKeys(this.settings.namespace, key)
-    const store = this.store
     let waitingSince: number | undefined // set from the `wait` event until the `waited` one
     const waited = (outcome: WaitOutcome) => {
       if (waitingSince === undefined) return
@@ -186,19 +232,20 @@ export abstract class RequestMachine extends Refresher {
     const failoverDeadline = performance.now() + call.policy.waitTimeout
     const { lease, pollInterval, maxPollInterval } = this.settings.lock
     try {
-      // Whichever command goes first is sent before this returns, so calls keep their order.
-      if (store.clock.stale()) void store.syncClock()
-      // The first lookup is the fresh GET and, when it finds nothing, the script: joined
-      // callers' waitTimeouts start once it answers (see withTimeouts).
-      notes.lookingUp ??= []
-      // Through a failover as the script is (redisFailoverWait): else every process would load.
-      const fresh = store.clock.now() === undefined
-        ? undefined
-        : await store.throughFailover(() => this.readFresh(key, keys, store), failoverDeadline, pollInterval, { key: keys.entry, patient: committing }).catch((error: unknown) => {
+      if (failedRead) {
+        // Through a failover as the script is (redisFailoverWait): else every process would load.
+        let first: Promise<FreshRead> | undefined = failedRead // attempt 0, already made
+        const read = () => {
+          const sent = first
+          first = undefined
+          return sent ? sent.then((found) => this.freshEntry(key, found, store)) : this.readFresh(key, keys, store)
+        }
+        const fresh = await store.throughFailover(read, failoverDeadline, pollInterval, { key: keys.entry, patient: committing }).catch((error: unknown) => {
           lookedUp(notes)
           throw error
         })
-      if (fresh) return this.hit(call, fresh)
+        if (fresh) return this.hit(call, fresh)
+      }
       owner = randomBytes(16).toString('hex')
       let mode: LookupMode = 'read'
       let waitDeadline = 0
@@ -213,7 +260,7 @@ export abstract class RequestMachine extends Refresher {
         return await this.lead(call, { keys, token, lockValue: '', lockedAt: 0, serverAt: serverNow }, notes)
       }
       for (;;) {
-        notes.lookingUp ??= []
+        notes.lookingUp ??= true
         // A waiter's re-check (waitDeadline set) retries until its wait ends, not just redisFailoverWait.
         // The lease runs from the attempt that took the lock (found.sentAt), not from the first of a failover's retries.
         const found = await store.throughFailover(() => store.getOrLock(keys, owner, lease, mode, this.retentionMs, -1, () => (abandoned = true)), waitDeadline || failoverDeadline, pollInterval, { key: keys.entry, patient: committing || waitDeadline > 0 }).finally(() => lookedUp(notes))
@@ -242,16 +289,17 @@ export abstract class RequestMachine extends Refresher {
             won = true // the lock is the lead's to commit or release
             this.checkReplicated(key, found)
             const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: found.sentAt, serverAt: found.serverNow }
-            if (entry && found.state === 'grace') {
-              this.remember(call, entry)
+            const stale = this.graceCopy(entry, found, notes)
+            if (stale) {
+              this.remember(call, stale)
               if (this.refreshing >= this.settings.maxBackgroundRefreshes) {
                 // Too many refreshes running here: give the lock back (waiters re-check) and serve stale.
-                await this.store.release(keys, claim.lockValue, 'r|').catch(() => {})
-                return this.stale(key, entry, 'grace')
+                await store.release(keys, claim.lockValue, 'r|').catch(() => {})
+                return this.stale(key, stale, 'grace')
               }
               this.holdRefresh(key, performance.now() + lease) // we are the one refreshing it
-              this.leadInBackground({ ...call, background: true }, claim, { fallback: entry })
-              return this.stale(key, entry, 'grace')
+              this.leadInBackground({ ...call, background: true }, claim, { fallback: stale })
+              return this.stale(key, stale, 'grace')
             }
             this.events.emit('miss', { key })
             handedOff = true
@@ -259,11 +307,12 @@ export abstract class RequestMachine extends Refresher {
           }
           case 'held': {
             const pttl = Number(found.lockArg)
-            if (entry && found.state === 'grace') {
+            const stale = this.graceCopy(entry, found, notes)
+            if (stale) {
               waited('value')
-              this.remember(call, entry)
-              this.watchReload(call, keys, entry, pttl) // another process is refreshing it
-              return this.stale(key, entry, 'grace')
+              this.remember(call, stale)
+              this.watchReload(call, keys, stale, pttl) // another process is refreshing it
+              return this.stale(key, stale, 'grace')
             }
             // Subscribe first, then re-check, so the leader's commit message cannot
             // fall between our check and our subscription.
@@ -300,8 +349,15 @@ export abstract class RequestMachine extends Refresher {
       waited(error instanceof RemoteLoaderError ? 'error' : 'failed')
       if (handedOff || !(error instanceof RedisUnavailableError)) throw error
       // An L1 entry waiting to be checked (see suspectAll) serves on, as it did before Redis failed.
-      const served = this.memory?.trustAgain(key) && this.serveFromMemory(call)
+      const trusted = this.memory?.trustAgain(key)
+      const copy = trusted ?? notes.fallback
+      // Redis is unreachable, so every process would reload on its own: while a copy may still be
+      // served (fresh or in grace), serve it, and spare the database that herd for a breaker's openFor.
+      const servable = copy !== undefined && performance.now() < copy.graceUntil
+      if (servable) this.holdRefresh(key, performance.now() + this.settings.breaker.openFor)
+      const served = trusted && this.serveFromMemory(call)
       if (served) return served
+      if (servable) return this.stale(key, copy, 'grace')
       return this.lead(call, undefined, notes)
     } finally {
       wait?.end()
@@ -311,10 +367,40 @@ export abstract class RequestMachine extends Refresher {
     }
   }
 
+  /**
+   * What to serve stale while a reload runs: Redis's copy in grace, or, when Redis has none
+   * at all (flushed, evicted), this process's L1 copy if that is still in grace.
+   */
+  protected graceCopy(entry: Entry | undefined, found: Lookup, notes: FlightNotes): Entry | undefined {
+    if (entry) return found.state === 'grace' ? entry : undefined
+    const held = notes.fallback
+    return found.state === 'miss' && held && performance.now() < held.graceUntil ? held : undefined
+  }
+
+  /** A read of the fresh copy answered: the hit, or undefined when it found nothing usable. */
+  protected freshHit(call: Call, read: FreshRead, store: RedisStore): Resolution | undefined {
+    if (this.memory || call.policy.earlyRefresh.kind !== 'off') {
+      const entry = this.freshEntry(call.key, read, store)
+      return entry && this.hit(call, entry)
+    }
+    // Nothing would keep the entry (no L1, no early refresh): decode the value alone.
+    const record = this.freshRecord(call.key, read, store.clock.now()!)
+    if (!record) return undefined
+    let value: unknown
+    try {
+      value = decodeValue(this.settings.codec, record.bytes, record.dataAt)
+    } catch (error) {
+      this.events.emit('corrupt', { key: call.key, error })
+      return undefined
+    }
+    if (this.events.count('hit')) this.events.deliver('hit', { key: call.key, tier: 'redis' })
+    return { value, outcome: 'hit', shareable: true }
+  }
+
   protected hit(call: Call, entry: Entry): Resolution {
-    this.remember(call, entry)
+    if (this.memory) this.remember(call, entry)
     this.events.emit('hit', { key: call.key, tier: 'redis' })
-    if (this.dueForEarlyRefresh(call, entry, performance.now())) {
+    if (call.policy.earlyRefresh.kind !== 'off' && this.dueForEarlyRefresh(call, entry, performance.now())) {
       // After this flight has ended, or refreshInBackground would see it and stand down.
       setImmediate(() => {
         if (this.deletions === call.epoch) this.refreshInBackground(call, 'refresh', entry) // not after a delete

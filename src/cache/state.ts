@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
 import type { Loader } from '../context.js'
-import { decodeValue, encodeValue, entryFrom, type Entry, type EntryOrigin, type Lifetimes } from '../entry.js'
+import { decodeValue, encodeValue, entryFrom, type Entry, type Lifetimes } from '../entry.js'
 import { checkKey } from '../key.js'
 import { describeFailure } from '../loader-error.js'
 import { CacheClosedError, InvalidArgumentError, RedisUnavailableError, SerializationError, ValueTooLargeError } from '../errors.js'
@@ -15,9 +15,9 @@ import { CircuitBreaker } from '../redis/breaker.js'
 import { invalidationChannel, type EntryKeys } from '../redis/keys.js'
 import { Notifier } from '../redis/notifier.js'
 import { PollScheduler } from '../redis/poll-scheduler.js'
-import { newerVersion, parseRecord } from '../redis/record.js'
+import { lifetimesOf, newerVersion, parseRecord, type StoredRecord } from '../redis/record.js'
 import { ServerProbe } from '../redis/server-probe.js'
-import { FOREIGN_TYPE } from '../redis/fresh-reads.js'
+import { FOREIGN_TYPE, type FreshRead } from '../redis/fresh-reads.js'
 import { RedisStore, type Broadcast, type Lookup } from '../redis/store.js'
 import { TagStore, tagChannel } from '../redis/tags.js'
 import { checkTags } from '../tag.js'
@@ -38,7 +38,8 @@ export abstract class CacheState {
   protected readonly settings: Settings
   protected readonly events = new CacheEmitter()
   protected readonly memory: MemoryTier | undefined
-  protected readonly flights = new SingleFlight<Resolution, FlightNotes>()
+  /** One flight per key; a settled one forgets its key's delete marker once no load needs it. */
+  protected readonly flights = new SingleFlight<Resolution, FlightNotes>((key) => this.forgetDeleteMarker(key))
   protected readonly background = new Set<Promise<unknown>>()
   /** Background refreshes running now (grace and early refresh), capped by `maxBackgroundRefreshes`. */
   protected refreshing = 0
@@ -189,11 +190,13 @@ export abstract class CacheState {
     return { channel: invalidationChannel(this.settings.namespace), message: `${this.id}|${key}` }
   }
 
-  /** Tracks a flight for close(), and forgets its key's delete marker once no flight needs it. */
+  /** Tracks a load outside the flight map for close(), and forgets its key's delete marker once no load needs it. */
   protected trackFlight(key: string, flight: Promise<unknown>): void {
-    this.track(flight, () => {
-      if (!this.busy(key)) this.deletedAt.delete(key)
-    })
+    this.track(flight, () => this.forgetDeleteMarker(key))
+  }
+
+  private forgetDeleteMarker(key: string): void {
+    if (this.deletedAt.size > 0 && !this.busy(key)) this.deletedAt.delete(key)
   }
 
   /** Counts a background refresh while it runs, for the `maxBackgroundRefreshes` cap. */
@@ -203,16 +206,28 @@ export abstract class CacheState {
     return refresh
   }
 
-  /** A stored ttl, shortened by up to `ttlJitter` so that keys loaded together expire apart. */
+  /**
+   * A stored ttl, shortened by up to `ttlJitter` so that keys loaded together expire apart.
+   * The stale windows move with it: they stay `staleTtl` and `staleIfError` long (with 0, none),
+   * so the jitter never turns into stale answers nobody asked for.
+   */
   protected jittered(life: Lifetimes): Lifetimes {
     const { ttlJitter } = this.settings
     if (ttlJitter === 0) return life
-    return { ...life, freshMs: Math.max(1, Math.round(life.freshMs * (1 - ttlJitter * Math.random()))) }
+    const freshMs = Math.max(1, Math.round(life.freshMs * (1 - ttlJitter * Math.random())))
+    const cut = life.freshMs - freshMs
+    return { ...life, freshMs, graceMs: life.graceMs - cut, fallbackMs: life.fallbackMs - cut }
   }
 
   /** Is any load for `key` running in this process: a flight, or a grace refresh outside the map? */
   protected busy(key: string): boolean {
     return this.flights.busy(key) || this.backgroundLeads.has(key)
+  }
+
+  /** What close() waits for: flights and background work still running. */
+  protected unfinished(): Promise<unknown>[] {
+    const flights = this.flights.size === 0 ? [] : [this.flights.idle()]
+    return this.background.size === 0 ? flights : [...flights, ...this.background]
   }
 
   /** Keeps `work` for close() to wait on until it settles (one reaction: this is on every call's path). */
@@ -257,7 +272,7 @@ export abstract class CacheState {
   protected decode(key: string, found: Lookup): Entry | undefined {
     if (found.corrupt) this.events.emit('corrupt', { key })
     if (found.data.length === 0 || found.state === 'miss') return undefined
-    return this.decodeData(key, found.data, found.life, { version: found.version })
+    return this.decodeData(key, found.data, found.life, found.version, found.sentAt)
   }
 
   /**
@@ -272,9 +287,11 @@ export abstract class CacheState {
     return undefined
   }
 
-  protected decodeData(key: string, data: Buffer, life: Lifetimes, origin: EntryOrigin): Entry | undefined {
+
+  /** `at`: the local time `life` counts from (now, unless the lifetimes were measured earlier). */
+  protected decodeData(key: string, data: Buffer, life: Lifetimes, version: string, at = performance.now()): Entry | undefined {
     try {
-      return entryFrom(decodeValue(this.settings.codec, data), life, performance.now(), { ...origin, size: data.length })
+      return entryFrom(decodeValue(this.settings.codec, data), life, at, version, data.length)
     } catch (error) {
       this.events.emit('corrupt', { key, error })
       return undefined
@@ -292,7 +309,11 @@ export abstract class CacheState {
       this.events.emit('corrupt', { key })
       return undefined
     }
-    return this.decodeData(key, record.data, record.life, { version: record.version })
+    // Its deadlines count from the server's time now, not from when it was published: a message
+    // read late (a busy event loop) must not make L1 keep the value longer than Redis does.
+    const published = Number(now)
+    const life = lifetimesOf(record, Math.max(published, this.store?.clock.now() ?? published))
+    return this.decodeData(key, record.data, life, record.version)
   }
 
   /** The value a commit message announces: carried in it ('c'), or read with one GET (a notice, 'n', for a large value). */
@@ -312,17 +333,26 @@ export abstract class CacheState {
    * there is none, or it is corrupt, or the server clock is not known yet: the caller
    * then asks the get-or-lock script, which decides, repairs and measures the clock.
    */
-  protected async readFresh(key: string, keys: EntryKeys, store: RedisStore): Promise<Entry | undefined> {
-    const text = await store.getFresh(keys)
-    if (text === null) return undefined
-    const record = text === FOREIGN_TYPE ? undefined : parseRecord(text, 0, store.clock.now()!)
-    if (!record) {
-      this.events.emit('corrupt', { key })
-      return undefined
-    }
+  protected readFresh(key: string, keys: EntryKeys, store: RedisStore): Promise<Entry | undefined> {
+    return store.getFresh(keys.fresh).then((read) => this.freshEntry(key, read, store))
+  }
+
+  /** What a read of the fresh copy found, decoded; undefined when nothing (or nothing usable) was there. */
+  protected freshEntry(key: string, read: FreshRead, store: RedisStore): Entry | undefined {
+    const record = this.freshRecord(key, read, store.clock.now()!)
+    if (!record) return undefined
     // Redis returned it, so it is fresh by the server clock, whatever our estimate of that says.
     // Nor fresher than its own ttl.
-    record.life.freshMs = Math.max(0, record.life.ttlMs > 0 ? Math.min(record.life.freshMs, record.life.ttlMs) : record.life.freshMs)
-    return this.decodeData(key, record.data, record.life, { version: record.version })
+    const life = lifetimesOf(record, store.clock.now()!)
+    life.freshMs = Math.max(0, life.ttlMs > 0 ? Math.min(life.freshMs, life.ttlMs) : life.freshMs)
+    return this.decodeData(key, record.data, life, record.version)
+  }
+
+  /** The record a read of the fresh copy found; undefined when none, or a corrupt one (reported). */
+  protected freshRecord(key: string, read: FreshRead, serverNow: number): StoredRecord | undefined {
+    if (read === null) return undefined
+    const record = read === FOREIGN_TYPE ? undefined : parseRecord(read, 0, serverNow)
+    if (!record) this.events.emit('corrupt', { key })
+    return record
   }
 }

@@ -15,23 +15,29 @@ export class SingleFlight<T, N> {
   private readonly inFlight = new Map<string, Flight<T, N>>()
   /** Flights detached by `detach()` that are still running, per key. */
   private readonly detached = new Map<string, number>()
+  /** Flights still running, attached or detached, and what idle() resolves once there are none. */
+  private running = 0
+  private drained: { promise: Promise<void>; resolve: () => void } | undefined
 
-  /** `joined` is true when the caller shares a flight another caller started. */
-  run(key: string, notes: N, job: (notes: N) => Promise<T>): { flight: Flight<T, N>; joined: boolean } {
-    const existing = this.inFlight.get(key)
-    if (existing) return { flight: existing, joined: true }
-    const promise = job(notes).finally(() => {
-      if (this.inFlight.get(key) === flight) {
-        this.inFlight.delete(key)
-      } else {
-        const left = (this.detached.get(key) ?? 1) - 1
-        if (left > 0) this.detached.set(key, left)
-        else this.detached.delete(key)
-      }
-    })
-    const flight: Flight<T, N> = { promise, notes }
+  /** `settled`: called once a flight has settled and left the map, with its key. */
+  constructor(private readonly settled: (key: string) => void = () => {}) {}
+
+  /** The flight running for `key`, to join. */
+  get(key: string): Flight<T, N> | undefined {
+    return this.inFlight.get(key)
+  }
+
+  /**
+   * Starts the flight for `key` (none may be running): `job` runs at once, and its promise
+   * is the flight's (no promise wraps it: this is on every Redis hit's path).
+   */
+  start(key: string, notes: N, job: (notes: N) => Promise<T>): Flight<T, N> {
+    const flight: Flight<T, N> = { promise: job(notes), notes }
     this.inFlight.set(key, flight)
-    return { flight, joined: false }
+    this.running++
+    // Two unnamed arrows rather than one named: tsx names each named closure it creates.
+    flight.promise.then(() => this.end(key, flight), () => this.end(key, flight))
+    return flight
   }
 
   has(key: string): boolean {
@@ -47,5 +53,35 @@ export class SingleFlight<T, N> {
   detach(key: string): void {
     if (!this.inFlight.delete(key)) return
     this.detached.set(key, (this.detached.get(key) ?? 0) + 1)
+  }
+
+  /** Resolves once no flight is running (close() waits for it): a count, not a set, on the hit path. */
+  idle(): Promise<void> {
+    if (this.running === 0) return Promise.resolve()
+    if (!this.drained) {
+      let resolve!: () => void
+      const promise = new Promise<void>((settle) => (resolve = settle))
+      this.drained = { promise, resolve }
+    }
+    return this.drained.promise
+  }
+
+  get size(): number {
+    return this.running
+  }
+
+  private end(key: string, flight: Flight<T, N>): void {
+    if (--this.running === 0 && this.drained) {
+      this.drained.resolve()
+      this.drained = undefined
+    }
+    if (this.inFlight.get(key) === flight) {
+      this.inFlight.delete(key)
+    } else {
+      const left = (this.detached.get(key) ?? 1) - 1
+      if (left > 0) this.detached.set(key, left)
+      else this.detached.delete(key)
+    }
+    this.settled(key)
   }
 }

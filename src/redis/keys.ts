@@ -20,7 +20,7 @@ export interface EntryKeys {
  * spaces apart, so no plain key can collide with a hashed one.
  */
 export function entryKeys(namespace: string, key: string): EntryKeys {
-  return keysUnder(`${namespace}:${hashTag('k', 'h', key)}`, key)
+  return keysUnder(entryName(namespace, key), key)
 }
 
 /**
@@ -43,6 +43,15 @@ function keysUnder(entry: string, key: string): EntryKeys {
  */
 export function hashTag(plain: string, hashed: string, name: string): string {
   return name.includes('{') || name.includes('}') ? `{${hashed}:${createHash('sha256').update(name).digest('hex')}}` : `{${plain}:${name}}`
+}
+
+/** `EntryKeys.fresh` alone: all a fresh hit needs. */
+export function freshKeyOf(namespace: string, key: string): string {
+  return `${entryName(namespace, key)}:v`
+}
+
+function entryName(namespace: string, key: string): string {
+  return `${namespace}:${hashTag('k', 'h', key)}`
 }
 
 /** Channel on which deletions are broadcast so every process drops its L1 copy. */

@@ -11,11 +11,30 @@ import type { Lifetimes } from '../entry.js'
  * f: the fencing token it was written with (its version); data: the value as encodeValue
  * wrote it (the codec's text, or a BinaryValue's head and bytes).
  */
-export interface StoredRecord {
-  life: Lifetimes
-  version: string
+export class StoredRecord {
+  constructor(
+    /** What the record was read from, and where in it its fields start. */
+    readonly bytes: Buffer,
+    private readonly versionAt: number,
+    /** Where the value starts in `bytes`. */
+    readonly dataAt: number,
+    /** Fresh-, grace- and fallback-until, in server ms. */
+    readonly x: number,
+    readonly s: number,
+    readonly e: number,
+    readonly loadMs: number,
+    readonly ttlMs: number,
+  ) {}
+
+  /** The fencing token it was written with (its version); read only when asked (not by a plain hit). */
+  get version(): string {
+    return this.bytes.toString('latin1', this.versionAt, this.dataAt - 1)
+  }
+
   /** The value as stored (see encodeValue): bytes, since a BinaryValue's payload must not go through UTF-8. */
-  data: Buffer
+  get data(): Buffer {
+    return this.bytes.subarray(this.dataAt)
+  }
 }
 
 /**
@@ -30,7 +49,11 @@ const CLOCK_ESTIMATE_SLACK_MS = 10_000
  * fresh hit, so it scans the digits itself rather than slicing and converting.
  */
 export function parseRecord(bytes: Buffer, at: number, serverNow: number): StoredRecord | undefined {
-  const numbers = [0, 0, 0, 0, 0]
+  let x = 0
+  let s = 0
+  let e = 0
+  let loadMs = 0
+  let ttlMs = 0
   let versionAt = 0
   for (let field = 0; field < 6; field++) {
     const start = at
@@ -39,22 +62,28 @@ export function parseRecord(bytes: Buffer, at: number, serverNow: number): Store
     // Each field is a non-empty run of digits ending in '|', and exact (below 2^53): planted
     // digits cannot make an entry fresh for ever.
     if (at === start || bytes[at] !== 124 || !Number.isSafeInteger(n)) return undefined
-    if (field < 5) numbers[field] = n
-    else versionAt = start
+    switch (field) {
+      case 0: x = n; break
+      case 1: s = n; break
+      case 2: e = n; break
+      case 3: loadMs = n; break
+      case 4: ttlMs = n; break
+      default: versionAt = start
+    }
     at++
   }
-  const [x, s, e, loadMs, ttlMs] = numbers as [number, number, number, number, number]
   // No load time or ttl is longer than the options accept (the scripts check the same).
   if (!(x <= s && s <= e) || loadMs > MAX_LIFETIME_MS || ttlMs > MAX_LIFETIME_MS) return undefined
   // The fresh copy lives while fresh (PX = x − now), and never fresher than its ttl: one past
   // its x, or fresh for longer than t, lost its expiry or was planted. It would be served for ever.
   // A t of 0 is no exception: commit.lua writes no fresh copy for it, and its commit message has x = now.
   if (x < serverNow - CLOCK_ESTIMATE_SLACK_MS || x - serverNow > ttlMs + CLOCK_ESTIMATE_SLACK_MS) return undefined
-  return {
-    life: { freshMs: x - serverNow, graceMs: s - serverNow, fallbackMs: e - serverNow, loadMs, ttlMs },
-    version: bytes.toString('latin1', versionAt, at - 1),
-    data: bytes.subarray(at),
-  }
+  return new StoredRecord(bytes, versionAt, at, x, s, e, loadMs, ttlMs)
+}
+
+/** A record's deadlines as lifetimes from `serverNow` (server ms). */
+export function lifetimesOf(record: StoredRecord, serverNow: number): Lifetimes {
+  return { freshMs: record.x - serverNow, graceMs: record.s - serverNow, fallbackMs: record.e - serverNow, loadMs: record.loadMs, ttlMs: record.ttlMs }
 }
 
 /** Is fencing token `a` newer than `b`? Tokens are decimal integers ('' is older than any). */

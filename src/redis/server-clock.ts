@@ -26,6 +26,11 @@ export class ServerClock {
     return this.offset === undefined ? undefined : performance.timeOrigin + performance.now() + this.offset
   }
 
+  /** Has the server time been observed yet? */
+  known(): boolean {
+    return this.offset !== undefined
+  }
+
   /** Should the estimate be measured again? */
   stale(): boolean {
     return performance.now() - this.observedAt > ServerClock.MAX_AGE_MS

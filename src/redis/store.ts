@@ -8,7 +8,8 @@ import { delay } from '../timers.js'
 import { FailingClock } from './failing-clock.js'
 import { CommandBudget } from './command-budget.js'
 import type { EntryKeys } from './keys.js'
-import { FreshReadBatch, getOne, type FreshRead } from './fresh-reads.js'
+import { FreshReadBatch, getOne, promisedRead, type FreshRead, type FreshReader } from './fresh-reads.js'
+import { Dispatch, InFlightList } from './in-flight.js'
 import { RenewalBatch } from './renewals.js'
 import { clusterKeyOf } from './batches.js'
 import { execWithReplicaWait, type ReplicaWait } from './replicas.js'
@@ -97,7 +98,9 @@ export class RedisStore {
   /** How long Redis (on a Cluster: the key's master) has been failing. */
   private readonly failing: FailingClock
   private connectedOnce: boolean
-  private readonly inFlight = new Set<(error: Error) => void>()
+  /** Commands sent and not answered, on one timer for their timeouts: the plain ones, and those that also WAIT. */
+  private readonly inFlight: InFlightList<Dispatch<unknown>>
+  private inFlightWaiting: InFlightList<Dispatch<unknown>> | undefined
   private readonly budget: CommandBudget
   /** The server clock, from the times scripts return: turns a fresh copy's deadlines into local ones. */
   readonly clock = new ServerClock()
@@ -114,8 +117,9 @@ export class RedisStore {
   /** Commands already sent when the connection drops would be retried after a reconnect: fail them now, and the queued ones. */
   private readonly onClose = () => {
     const lost = new RedisUnavailableError('redis connection lost')
-    for (const fail of this.inFlight) fail(lost)
-    this.inFlight.clear()
+    const fail = (command: Dispatch<unknown>) => command.failed(this.failure(command, lost))
+    this.inFlight.failAll(fail)
+    this.inFlightWaiting?.failAll(fail)
     this.budget.failQueued(lost)
   }
 
@@ -133,7 +137,8 @@ export class RedisStore {
   ) {
     this.budget = new CommandBudget(commands.maxInFlight, commands.maxQueued)
     this.client = defineScripts(client)
-    this.reads = new FreshReadBatch(this.client, this.budget, breaker, events, (operation, command) => this.send(operation, command))
+    this.inFlight = this.inFlightList(timeoutMs)
+    this.reads = new FreshReadBatch(this.client, this.budget, breaker, events, (dispatch) => this.dispatch(dispatch))
     this.cluster = client.isCluster === true
     this.keyPrefix = keyPrefixOf(client)
     this.clusterKeyOf = clusterKeyOf(client)
@@ -162,11 +167,19 @@ export class RedisStore {
    * in flight, not the round trips, so batching cannot put 16 times more work in flight
    * behind one `redisTimeout`, and a read past `maxQueued` is refused like any command.
    */
-  getFresh(keys: EntryKeys): Promise<FreshRead> {
+  getFresh(freshKey: string): Promise<FreshRead> {
+    return promisedRead(freshKey, (reader) => this.readFresh(reader))
+  }
+
+  /** getFresh, telling `reader` instead of settling a promise (the fresh hit's path). */
+  readFresh(reader: FreshReader): void {
     // On a Cluster the keys of one tick are in many slots, and MGET needs one.
     // A retry through a failover goes alone, by call(), which keeps it out of the breaker's count.
-    if (this.cluster || this.retrying) return this.call('get', keys.fresh, () => getOne(this.client, keys.fresh))
-    return this.reads.read(keys.fresh)
+    if (this.cluster || this.retrying) {
+      this.call('get', reader.freshKey, () => getOne(this.client, reader.freshKey)).then((read) => reader.found(read), (error: unknown) => reader.failed(error))
+      return
+    }
+    this.reads.read(reader)
   }
 
   /**
@@ -415,35 +428,62 @@ export class RedisStore {
    * One command with its own timeout, started now that it is sent; `retry`: a retry through a
    * failover, not counted by the breaker; `key`: one it touches (batched reads: none, standalone).
    */
-  private async send<T>(operation: string, command: () => Promise<T>, extraMs = 0, retry = false, key?: string): Promise<T> {
-    try {
-      // A client that was connected and lost its connection would queue the command until it
-      // reconnects: fail at once instead of after redisTimeout. Before the first connection,
-      // commands may wait for it (a starting process should not skip Redis).
-      if (this.connectedOnce && this.client.status !== 'ready') throw new RedisUnavailableError(`redis ${operation} skipped: connection is ${this.client.status}`)
-      // Settles with the reply, after timeoutMs, or when the connection drops, whichever is first.
-      const result = await new Promise<T>((resolve, reject) => {
-        // Declared timed out only after the event loop has read what already arrived
-        // (setImmediate runs after the I/O phase): a busy loop delays replies, it does not lose them.
-        const timeoutMs = this.timeoutMs + extraMs
-        const timedOut = () => reject(new RedisUnavailableError(`redis ${operation} timed out after ${timeoutMs} ms`))
-        const timer = setTimeout(() => setImmediate(timedOut), timeoutMs)
-        timer.unref()
-        this.inFlight.add(reject)
-        command().then(resolve, reject).finally(() => {
-          clearTimeout(timer)
-          this.inFlight.delete(reject)
-        })
-      })
-      this.breaker.success()
-      this.failing.succeeded(key)
-      return result
-    } catch (error) {
-      if (!retry) this.breaker.failure()
-      this.failing.failed(key, performance.now())
-      if (this.breaker.isOpen()) this.budget.failQueued(new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`))
-      this.events.emit('redis-error', { operation, error })
-      throw error instanceof RedisUnavailableError ? error : new RedisUnavailableError(`redis ${operation} failed: ${(error as Error)?.message}`, error)
+  private send<T>(operation: string, command: () => Promise<T>, extraMs = 0, retry = false, key?: string): Promise<T> {
+    return new Promise<T>((resolve, reject) => this.dispatch(new Settles(operation, retry, command, resolve, reject, key), extraMs))
+  }
+
+  /**
+   * Sends `command` now, and settles `dispatch` once: with the reply, or after `redisTimeout`
+   * (plus `extraMs`), or when the connection drops, whichever is first. No promise of its
+   * own and no timer per command (see in-flight.ts): this is on every fresh hit's path.
+   */
+  private dispatch<T>(dispatch: Dispatch<T>, extraMs = 0): void {
+    // A client that was connected and lost its connection would queue the command until it
+    // reconnects: fail at once instead of after redisTimeout. Before the first connection,
+    // commands may wait for it (a starting process should not skip Redis).
+    if (this.connectedOnce && this.client.status !== 'ready') {
+      dispatch.settled = true
+      dispatch.failed(this.failure(dispatch, new RedisUnavailableError(`redis ${dispatch.operation} skipped: connection is ${this.client.status}`)))
+      return
     }
+    const list = (extraMs === 0 ? this.inFlight : (this.inFlightWaiting ??= this.inFlightList(this.timeoutMs + extraMs))) as InFlightList<Dispatch<T>>
+    list.add(dispatch)
+    dispatch.send().then((value) => {
+      if (!list.settle(dispatch)) return
+      this.breaker.success()
+      this.failing.succeeded(dispatch.key)
+      dispatch.answered(value)
+    }, (error: unknown) => {
+      if (!list.settle(dispatch)) return
+      const answer = dispatch.recovers(error)
+      if (answer === undefined) return dispatch.failed(this.failure(dispatch, error))
+      this.breaker.success()
+      this.failing.succeeded(dispatch.key)
+      dispatch.answered(answer)
+    })
+  }
+
+  private inFlightList(timeoutMs: number): InFlightList<Dispatch<unknown>> {
+    return new InFlightList(timeoutMs, (command) => {
+      command.failed(this.failure(command, new RedisUnavailableError(`redis ${command.operation} timed out after ${timeoutMs} ms`)))
+    })
+  }
+
+  /** A command failed: the breaker's and the outage clock's accounting; the error to report, typed. */
+  private failure(command: Dispatch<unknown>, error: unknown): RedisUnavailableError {
+    const { operation } = command
+    if (!command.retry) this.breaker.failure()
+    this.failing.failed(command.key, performance.now())
+    if (this.breaker.isOpen()) this.budget.failQueued(new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`))
+    this.events.emit('redis-error', { operation, error })
+    return error instanceof RedisUnavailableError ? error : new RedisUnavailableError(`redis ${operation} failed: ${(error as Error)?.message}`, error)
+  }
+}
+
+/** A command whose caller awaits a promise (send). */
+class Settles<T> extends Dispatch<T> {
+  constructor(operation: string, retry: boolean, readonly send: () => Promise<T>, readonly answered: (value: T) => void, readonly failed: (error: Error) => void, key?: string) {
+    super(operation, retry)
+    this.key = key
   }
 }

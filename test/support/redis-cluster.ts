@@ -198,6 +198,15 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<R
     for (const view of views) {
       if (view.failed && view.server.pid !== -1) return `node ${view.server.port} is flagged failed`;
     }
+    // Every live node's view agrees on who masters slots, and no running node is still a slotless
+    // master (a replica just joined is one in some views until gossip catches up).
+    for (const server of live) {
+      const view = parseNodes(String(await admin(server).call('CLUSTER', 'NODES')), byPort());
+      const masters = view.filter((v) => v.role === 'master' && !v.failed);
+      if (masters.length !== masterCount || masters.some((v) => v.slots.length === 0)) {
+        return `node ${server.port} sees ${masters.length} masters (${masters.filter((v) => v.slots.length === 0).length} without slots), expected ${masterCount}`;
+      }
+    }
     for (const master of views.filter((v) => v.role === 'master' && v.slots.length > 0)) {
       const replication = parseInfo(await admin(master.server).info('replication'));
       const online = Object.entries(replication).filter(([field, value]) => /^slave\d+$/.test(field) && value.includes('state=online')).length;
