@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createCache, type Cache } from '../../src/index.js'
 import { entryKeys } from '../../src/redis/keys.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
-import { gate, until } from '../support/timing.js'
+import { countScripts } from '../support/script-calls.js'
+import { gate, sleep, until } from '../support/timing.js'
 
 describe.skipIf(!redisAvailable)('attack: maxWaits counts waits, not the loads after them', () => {
   let server: RedisServer
@@ -58,6 +59,39 @@ describe.skipIf(!redisAvailable)('attack: maxWaits counts waits, not the loads a
     slowLoad.open()
     expect(await x).toBe('x-from-waiter')
     await Promise.all([holder.cache.close(), waiter.cache.close()])
+    holder.client.disconnect()
+    waiter.client.disconnect()
+  }, 30_000)
+
+  it('close() with a cross-process wait pending: the wait goes on until the holder commits, and its value answers it', async () => {
+    const holder = cacheOn({})
+    const waiter = cacheOn({ waitTimeout: '20s' })
+    const sent = countScripts(waiter.client)
+    await Promise.all([holder.cache.ready(), waiter.cache.ready()])
+    const holderLoad = gate()
+    const held = holder.cache.getOrLoad('z', async () => {
+      await holderLoad.promise
+      return 'z-from-holder'
+    })
+    await until(async () => (await admin.exists(entryKeys('capped', 'z').lock)) === 1, 'the holder to lock z')
+    let waiterLoads = 0
+    const waiting = waiter.cache.getOrLoad('z', async () => {
+      waiterLoads++
+      return 'z-from-waiter'
+    })
+    await until(() => (sent['get-or-lock.lua']?.calls ?? 0) >= 2, 'the waiter to look up, subscribe and look again')
+    const lookups = sent['get-or-lock.lua']!.calls
+    const startedAt = performance.now()
+    const closed = waiter.cache.close()
+    await sleep(500)
+    holderLoad.open()
+    await closed
+    expect(performance.now() - startedAt).toBeLessThan(5_000) // not the 20 s waitTimeout
+    expect(await held).toBe('z-from-holder')
+    expect(await waiting).toBe('z-from-holder') // the commit message still reached it
+    expect(waiterLoads).toBe(0)
+    expect(sent['get-or-lock.lua']!.calls - lookups).toBeLessThanOrEqual(1)
+    await holder.cache.close()
     holder.client.disconnect()
     waiter.client.disconnect()
   }, 30_000)
