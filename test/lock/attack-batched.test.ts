@@ -9,6 +9,7 @@ import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createLocks, LockBusyError, LockLostError, LocksClosedError, type HeldLockHandle } from '../../src/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { PollScheduler } from '../../src/redis/poll-scheduler.js'
 import { countScripts } from '../support/script-calls.js'
 import { sleep, until } from '../support/timing.js'
 
@@ -175,4 +176,29 @@ describe.skipIf(!redisAvailable)('attack: batched renewals and shared polls (Red
     holderClient.disconnect()
     waiterClient.disconnect()
   }, 40_000)
+
+  it('a poll backoff never sleeps past its maxMs: the jitter stays under the cap (docs: "capped at 5 s")', async () => {
+    const client = server.client()
+    const WAITS = 20
+    const MAX_MS = 1_000
+    const locks = Array.from({ length: WAITS }, (_, i) => `cap:{k:k${i}}:lock`)
+    for (const lock of locks) await admin.set(lock, 'holder:1', 'PX', 60_000)
+    const polledAt = new Map<string, number[]>()
+    const scheduler = new PollScheduler(async (batch) => {
+      const now = performance.now()
+      for (const lock of batch) polledAt.set(lock, [...(polledAt.get(lock) ?? []), now])
+      return Promise.all(batch.map((lock) => client.pttl(lock)))
+    })
+    const startedAt = performance.now()
+    const waits = locks.map((lock) => scheduler.enrol(lock, startedAt + 6_500, { firstMs: MAX_MS, maxMs: MAX_MS }))
+    await Promise.all(waits.map((wait) => wait.pause(undefined, Infinity))) // until the deadline: every lock stays held
+    waits.forEach((wait) => wait.end())
+    const gaps = [...polledAt.values()].flatMap((times) => times.map((at, i) => at - (times[i - 1] ?? startedAt)))
+    console.log(`[attack] ${gaps.length} poll gaps, longest ${Math.max(...gaps).toFixed(0)} ms (maxMs ${MAX_MS})`)
+    expect(gaps.length).toBeGreaterThanOrEqual(WAITS * 5)
+    // maxMs, plus the scheduler's 20 ms gathering, plus a busy machine's timer lateness. Before: up to 1.25 × maxMs.
+    expect(Math.max(...gaps)).toBeLessThan(MAX_MS + 20 + 150)
+    expect(scheduler.timeline.size).toBe(0)
+    client.disconnect()
+  }, 30_000)
 })
