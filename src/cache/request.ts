@@ -223,6 +223,17 @@ export abstract class RequestMachine extends Refresher {
     let subscription: Subscription | undefined
     let wait: PollWait | undefined // this flight's place in the poll scheduler, while it waits
     let counted = false // it holds one of the maxWaits
+    // The wait is over (the lock came free, the wait ran out, a message answered): give its
+    // place in maxWaits and the poll scheduler back now, not after a load that follows it,
+    // or loads after waits count as waits and cap the waits of other keys.
+    const endWait = () => {
+      wait?.end()
+      wait = undefined
+      subscription?.release()
+      subscription = undefined
+      if (counted) this.waitsOpen--
+      counted = false
+    }
     let owner = '' // set after the fresh read: a hit needs none
     // A lookup of `owner` got no answer: it may take the lock yet. Undone once the flight is done with `owner`.
     let abandoned = false
@@ -251,6 +262,7 @@ export abstract class RequestMachine extends Refresher {
       let waitDeadline = 0
       /** Not waiting (the wait ran out, or was not allowed): stale if we can, else onWaitTimeout. */
       const giveUp = async (capped: boolean): Promise<Resolution> => {
+        endWait()
         const timedOut = this.waitTimedOut(call, notes.fallback, capped)
         if (timedOut) return timedOut
         // Load without the lock; a fresh token still fences the result against newer ones.
@@ -303,6 +315,7 @@ export abstract class RequestMachine extends Refresher {
             }
             this.events.emit('miss', { key })
             handedOff = true
+            endWait() // a wait that ends in taking the lock is over: the load is not one
             return await this.lead(call, claim, notes)
           }
           case 'held': {
@@ -335,7 +348,8 @@ export abstract class RequestMachine extends Refresher {
               return await giveUp(false)
             }
             // Until the leader's message, a poll finding the lock gone (or failing), or the deadline.
-            const message = await wait!.pause(subscription, pttl)
+            const message = await wait!.pause(subscription!, pttl)
+            if (message !== undefined && messageKind(message) === 'u') endWait() // loads uncached: no longer a wait
             const answer = message === undefined ? undefined : await this.onLeaderMessage(call, keys, message, notes.fallback)
             if (answer) {
               waited(WAIT_ENDED_BY_MESSAGE[messageKind(message!)] ?? 'released')
@@ -360,9 +374,7 @@ export abstract class RequestMachine extends Refresher {
       if (servable) return this.stale(key, copy, 'grace')
       return this.lead(call, undefined, notes)
     } finally {
-      wait?.end()
-      subscription?.release()
-      if (counted) this.waitsOpen--
+      endWait()
       if (abandoned && !won) store.releaseAbandoned(keys, owner)
     }
   }

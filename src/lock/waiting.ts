@@ -14,7 +14,7 @@ export interface Wakeup {
 /** A backend's poll scheduler for one lock: a wait enrolled until `deadline`, with the backoff given. */
 export type PollEnrolment = (deadline: number, backoff: PollBackoff) => PollWait
 
-/** Safety-net poll without a subscription: starts here and doubles (with ±25 % jitter) up to `MAX_POLL_MS`. */
+/** Safety-net poll without a subscription: starts here and doubles (jittered down by up to 25 %) up to `MAX_POLL_MS`. */
 export const FIRST_POLL_MS = 50
 export const MAX_POLL_MS = 1_000
 const UNSUBSCRIBED: PollBackoff = { firstMs: FIRST_POLL_MS, maxMs: MAX_POLL_MS }
@@ -61,7 +61,7 @@ export class WaitBudget {
    */
   async pause(wakeup: Wakeup | undefined, busyForMs = Infinity): Promise<void> {
     const ms = Math.max(1, Math.min(wakeup ? SUBSCRIBED_MAX_SLEEP_MS : this.pollMs, busyForMs + 1, this.leftMs))
-    if (!wakeup) this.pollMs = Math.min(MAX_POLL_MS, this.pollMs * 2) * (0.75 + Math.random() / 2)
+    if (!wakeup) this.pollMs = Math.min(MAX_POLL_MS, this.pollMs * 2) * (0.75 + Math.random() / 4) // jittered below the cap
     if (this.signal.aborted) return
     // Only one pending next() at a time: a second would take the first's message.
     const sleep = wakeup ? undefined : delay(ms)

@@ -24,7 +24,7 @@ export interface Interruptible<T> {
   interrupt(): void
 }
 
-/** A waiter's poll interval: starts at `firstMs`, doubles (±25 % jitter) up to `maxMs`. */
+/** A waiter's poll interval: starts at `firstMs`, doubles (jittered down by up to 25 %) up to `maxMs`, never past it. */
 export interface PollBackoff {
   readonly firstMs: number
   readonly maxMs: number
@@ -243,7 +243,8 @@ export class PollWait {
   /** The next poll: after the backoff, and no later than when the holder's lease ends. */
   private plan(busyForMs: number): void {
     const ms = Math.max(1, Math.min(this.pollMs, busyForMs + 1))
-    this.pollMs = Math.min(this.backoff.maxMs, this.pollMs * 2) * (0.75 + Math.random() / 2)
+    // Jittered below the cap only: ±25 % around maxMs stretched a "5 s at most" sleep to 6.25 s.
+    this.pollMs = Math.min(this.backoff.maxMs, this.pollMs * 2) * (0.75 + Math.random() / 4)
     this.cancelPoll = this.scheduler.timeline.add(performance.now() + ms, () => {
       this.cancelPoll = undefined
       this.scheduler.queue(this)

@@ -1,0 +1,98 @@
+/**
+ * Attacks on the cap of cross-process waits (`maxWaits`): a wait's place is given back
+ * when the wait ends, not when the flight does, so loads that follow a wait do not
+ * count as waits and wrongly cap later ones.
+ */
+import type { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createCache, type Cache } from '../../src/index.js'
+import { entryKeys } from '../../src/redis/keys.js'
+import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { countScripts } from '../support/script-calls.js'
+import { gate, sleep, until } from '../support/timing.js'
+
+describe.skipIf(!redisAvailable)('attack: maxWaits counts waits, not the loads after them', () => {
+  let server: RedisServer
+  let admin: Redis
+  beforeAll(async () => {
+    server = await startRedis()
+    admin = server.client()
+  })
+  afterAll(async () => {
+    admin?.disconnect()
+    await server?.stop()
+  })
+
+  function cacheOn(options: Parameters<typeof createCache>[0] extends infer O ? Partial<O> : never): { cache: Cache; client: Redis } {
+    const client = server.client()
+    const cache = createCache({ redis: client, ttl: '1m', l1: false, namespace: 'capped', ...options } as never)
+    return { cache, client }
+  }
+
+  it('a flight that waited and then took the lock frees its place in maxWaits while its loader runs', async () => {
+    const holder = cacheOn({})
+    const waiter = cacheOn({ maxWaits: 1, onWaitTimeout: 'throw', waitTimeout: '20s', lock: { lease: '10s' } })
+    await Promise.all([holder.cache.ready(), waiter.cache.ready()])
+    // A holder that died: its lock on "x" ends with its lease, and the waiter takes it over.
+    await admin.set(entryKeys('capped', 'x').lock, 'dead-owner:1', 'PX', 400)
+    const slowLoad = gate()
+    let xLoads = 0
+    const x = waiter.cache.getOrLoad('x', async () => {
+      xLoads++
+      await slowLoad.promise
+      return 'x-from-waiter'
+    })
+    await until(() => xLoads === 1, 'the waiter to take over the lock on x and load it', 10_000)
+    // Now another process holds "y": the waiter waits on it (it waits on nothing else).
+    const holderLoad = gate()
+    const y1 = holder.cache.getOrLoad('y', async () => {
+      await holderLoad.promise
+      return 'y-from-holder'
+    })
+    await until(async () => (await admin.exists(entryKeys('capped', 'y').lock)) === 1, 'the holder to lock y')
+    const y2 = waiter.cache.getOrLoad('y', async () => 'y-from-waiter').catch((error: unknown) => error)
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    holderLoad.open()
+    expect(await y1).toBe('y-from-holder')
+    // Before: LockWaitTimeoutError "1 cross-process waits (maxWaits) were running" (the load of x).
+    expect(await y2).toBe('y-from-holder')
+    slowLoad.open()
+    expect(await x).toBe('x-from-waiter')
+    await Promise.all([holder.cache.close(), waiter.cache.close()])
+    holder.client.disconnect()
+    waiter.client.disconnect()
+  }, 30_000)
+
+  it('close() with a cross-process wait pending: the wait goes on until the holder commits, and its value answers it', async () => {
+    const holder = cacheOn({})
+    const waiter = cacheOn({ waitTimeout: '20s' })
+    const sent = countScripts(waiter.client)
+    await Promise.all([holder.cache.ready(), waiter.cache.ready()])
+    const holderLoad = gate()
+    const held = holder.cache.getOrLoad('z', async () => {
+      await holderLoad.promise
+      return 'z-from-holder'
+    })
+    await until(async () => (await admin.exists(entryKeys('capped', 'z').lock)) === 1, 'the holder to lock z')
+    let waiterLoads = 0
+    const waiting = waiter.cache.getOrLoad('z', async () => {
+      waiterLoads++
+      return 'z-from-waiter'
+    })
+    await until(() => (sent['get-or-lock.lua']?.calls ?? 0) >= 2, 'the waiter to look up, subscribe and look again')
+    const lookups = sent['get-or-lock.lua']!.calls
+    const startedAt = performance.now()
+    const closed = waiter.cache.close()
+    await sleep(500)
+    holderLoad.open()
+    await closed
+    expect(performance.now() - startedAt).toBeLessThan(5_000) // not the 20 s waitTimeout
+    expect(await held).toBe('z-from-holder')
+    expect(await waiting).toBe('z-from-holder') // the commit message still reached it
+    expect(waiterLoads).toBe(0)
+    expect(sent['get-or-lock.lua']!.calls - lookups).toBeLessThanOrEqual(1)
+    await holder.cache.close()
+    holder.client.disconnect()
+    waiter.client.disconnect()
+  }, 30_000)
+})
