@@ -31,3 +31,11 @@ export function withTimeout<T>(promise: Promise<T>, ms: number, onTimeout: () =>
   promise.catch(() => {}) // it may lose the race; its late rejection is not unhandled
   return Promise.race([promise, timedOut]).finally(() => clearTimeout(timer))
 }
+
+/**
+ * The next pause of a doubling backoff: twice `currentMs`, capped at `maxMs`, then jittered
+ * down by up to 25 % (never up: the cap is what the docs promise, and spread waiters apart).
+ */
+export function nextBackoff(currentMs: number, maxMs: number): number {
+  return Math.min(maxMs, currentMs * 2) * (0.75 + Math.random() / 4)
+}

@@ -1,5 +1,5 @@
 import type { PollBackoff, PollWait } from '../redis/poll-scheduler.js'
-import { delay } from '../timers.js'
+import { delay, nextBackoff } from '../timers.js'
 
 /** Something that can wake a waiter early: the notifier's subscription, a watch, … */
 export interface Wakeup {
@@ -61,7 +61,7 @@ export class WaitBudget {
    */
   async pause(wakeup: Wakeup | undefined, busyForMs = Infinity): Promise<void> {
     const ms = Math.max(1, Math.min(wakeup ? SUBSCRIBED_MAX_SLEEP_MS : this.pollMs, busyForMs + 1, this.leftMs))
-    if (!wakeup) this.pollMs = Math.min(MAX_POLL_MS, this.pollMs * 2) * (0.75 + Math.random() / 4) // jittered below the cap
+    if (!wakeup) this.pollMs = nextBackoff(this.pollMs, MAX_POLL_MS)
     if (this.signal.aborted) return
     // Only one pending next() at a time: a second would take the first's message.
     const sleep = wakeup ? undefined : delay(ms)

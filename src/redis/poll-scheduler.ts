@@ -1,4 +1,5 @@
 import { Deadlines } from '../deadlines.js'
+import { nextBackoff } from '../timers.js'
 import { batchesOf } from './batches.js'
 
 /**
@@ -244,7 +245,7 @@ export class PollWait {
   private plan(busyForMs: number): void {
     const ms = Math.max(1, Math.min(this.pollMs, busyForMs + 1))
     // Jittered below the cap only: ±25 % around maxMs stretched a "5 s at most" sleep to 6.25 s.
-    this.pollMs = Math.min(this.backoff.maxMs, this.pollMs * 2) * (0.75 + Math.random() / 4)
+    this.pollMs = nextBackoff(this.pollMs, this.backoff.maxMs)
     this.cancelPoll = this.scheduler.timeline.add(performance.now() + ms, () => {
       this.cancelPoll = undefined
       this.scheduler.queue(this)

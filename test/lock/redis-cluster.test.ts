@@ -207,13 +207,16 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis 
     const { lock } = names(key)
     const { master, replicas } = await cluster.ownerOf(lock)
     const replica = replicas[0]!
+    // Every client connected, slots known, before the replica stops: a new Cluster client asks a
+    // random startup node for its slots, and a paused one never answers (the acquire timed out).
+    const [strict, firstLocks, secondLocks] = [newLocks({ timeout: 100 }), newLocks(), newLocks()]
+    for (const locks of [strict, firstLocks, secondLocks]) await (await locks.acquire(key, { wait: '5s' })).release()
     // Cut replication: the replica stops, and its link is dropped before the lock is written.
     replica.pause()
     try {
       await cluster.admin(master).call('CLIENT', 'KILL', 'TYPE', 'replica')
       // With waitForReplicas the lock is taken, not acknowledged, released at once: not acquired.
       await cluster.admin(master).config('RESETSTAT')
-      const strict = newLocks({ timeout: 100 })
       await expect(strict.acquire(key, { wait: 400 })).rejects.toBeInstanceOf(LockBusyError)
       expect(await cluster.admin(master).exists(lock)).toBe(0) // given back, not left to expire
       expect(await commandCalls(cluster.admin(master), 'wait')).toBeGreaterThanOrEqual(1)
@@ -221,7 +224,7 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis 
       // Without it, the lock is taken on the master alone.
       // A long lease: its first renewal (lease/3 = 10 s) comes well after the failover (~3 s),
       // so the first holder still believes it holds the lock when the second gets in.
-      const first = await newLocks().acquire(key, { lease: '30s', wait: 0 })
+      const first = await firstLocks.acquire(key, { lease: '30s', wait: 0 })
       expect(await cluster.admin(master).exists(lock)).toBe(1)
       await master.kill()
       replica.resume()
@@ -229,7 +232,7 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis 
       expect(await cluster.admin(replica).exists(lock)).toBe(0) // lost with the old master
 
       // A second holder gets in while the first still believes it holds the lock.
-      const second = await newLocks().acquire(key, { lease: LEASE_MS, wait: '10s' }) // acquire() retries what the failover left (MOVED, CLUSTERDOWN)
+      const second = await secondLocks.acquire(key, { lease: LEASE_MS, wait: '10s' }) // acquire() retries what the failover left (MOVED, CLUSTERDOWN)
       expect(first.signal.aborted).toBe(false)
       expect(second.token).toBeGreaterThan(first.token) // fencing still orders them (server clock, µs)
       // The first learns it at its next renewal (lease/3): its signal aborts with LockLostError.

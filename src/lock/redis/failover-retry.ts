@@ -1,5 +1,5 @@
 import { RedisUnavailableError } from '../../errors.js'
-import { delay } from '../../timers.js'
+import { delay, nextBackoff } from '../../timers.js'
 import { FIRST_POLL_MS, MAX_POLL_MS } from '../waiting.js'
 
 /**
@@ -24,7 +24,7 @@ export function isFailoverError(error: unknown): boolean {
 /**
  * Runs `attempt`, and on a client that can fail over (Cluster, Sentinel) retries it while
  * it fails with a failover's error (see isFailoverError): backed off from FIRST_POLL_MS,
- * doubling with ±25 % jitter up to MAX_POLL_MS, and only while the pause still ends before
+ * doubling up to MAX_POLL_MS, jittered below it (nextBackoff), and only while the pause still ends before
  * `deadline` (`performance.now()` ms): past it the last error is thrown, so an acquisition
  * never runs past its `wait` for a failover. `onRetry` runs before each retry (the attempt
  * that failed may still run on the server: its owner must not be reused). Resolves
@@ -51,6 +51,6 @@ export async function retryThroughFailover<T>(
       options.signal.removeEventListener('abort', onAbort)
     }
     if (options.signal.aborted) return undefined
-    pauseMs = Math.min(MAX_POLL_MS, pauseMs * 2) * (0.75 + Math.random() / 2)
+    pauseMs = nextBackoff(pauseMs, MAX_POLL_MS)
   }
 }
