@@ -33,17 +33,17 @@ describe.skipIf(!redisAvailable)('attack: batched renewals and shared polls (Red
     const short = await locks.acquire('short', { lease: '400ms' })
     const extended = await locks.acquire('ext', { lease: '1500ms' })
     await extended.extend('30s')
-    expect(await admin.pttl('mixed:{k:ext}:lock')).toBeGreaterThan(25_000)
+    expect(await admin.pttl('mixed:{l:ext}:lock')).toBeGreaterThan(25_000)
     await sleep(3_000) // about 9 renewals of the short lock; the extended one renews at 30 s now
     expect(short.signal.aborted).toBe(false)
-    expect(await admin.pttl('mixed:{k:short}:lock')).toBeGreaterThan(0)
+    expect(await admin.pttl('mixed:{l:short}:lock')).toBeGreaterThan(0)
     expect(extended.signal.aborted).toBe(false)
     // Its watchdog renews at the lease the user asked for, not the one it was taken with.
-    expect(await admin.pttl('mixed:{k:ext}:lock')).toBeGreaterThan(25_000)
+    expect(await admin.pttl('mixed:{l:ext}:lock')).toBeGreaterThan(25_000)
     expect(long.every((handle) => !handle.signal.aborted)).toBe(true)
     expect(sent['extend-many.lua']!.keys).toBeGreaterThanOrEqual(6)
     await Promise.all([...long, short, extended].map((handle) => handle.release()))
-    expect(await admin.exists('mixed:{k:short}:lock', 'mixed:{k:ext}:lock')).toBe(0)
+    expect(await admin.exists('mixed:{l:short}:lock', 'mixed:{l:ext}:lock')).toBe(0)
     await locks.close()
     client.disconnect()
   }, 30_000)
@@ -104,7 +104,7 @@ describe.skipIf(!redisAvailable)('attack: batched renewals and shared polls (Red
     const other = createLocks({ redis: otherClient, namespace: 'stop', wait: '5s' })
     const taken = await Promise.all(Array.from({ length: COUNT }, (_, i) => other.acquire(`k${i}`, { lease: '5s' })))
     await sleep(1_000) // the first holders' renewals run meanwhile (lease/3)
-    const values = await admin.mget(...Array.from({ length: COUNT }, (_, i) => `stop:{k:k${i}}:lock`))
+    const values = await admin.mget(...Array.from({ length: COUNT }, (_, i) => `stop:{l:k${i}}:lock`))
     taken.forEach((handle, i) => expect(values[i]).toMatch(new RegExp(`:${handle.token}$`)))
     await Promise.allSettled(handles.map((handle) => handle.release()))
     expect(await admin.keys('stop:*:lock')).toHaveLength(COUNT) // a release is compare-and-delete
@@ -163,7 +163,7 @@ describe.skipIf(!redisAvailable)('attack: batched renewals and shared polls (Red
     expect(performance.now() - startedAt).toBeLessThan(2_000)
     expect(results.every((result) => result instanceof LocksClosedError)).toBe(true)
     expect(mine.every((handle) => handle.signal.aborted)).toBe(true)
-    expect(await admin.keys('closing:{k:m*}:lock')).toEqual([])
+    expect(await admin.keys('closing:{l:m*}:lock')).toEqual([])
     const before = { ...(sent['poll-locks.lua'] ?? { calls: 0, keys: 0 }) }
     const renewalsBefore = { ...(sent['extend-many.lua'] ?? { calls: 0, keys: 0 }) }
     await sleep(1_500)
@@ -181,7 +181,7 @@ describe.skipIf(!redisAvailable)('attack: batched renewals and shared polls (Red
     const client = server.client()
     const WAITS = 20
     const MAX_MS = 1_000
-    const locks = Array.from({ length: WAITS }, (_, i) => `cap:{k:k${i}}:lock`)
+    const locks = Array.from({ length: WAITS }, (_, i) => `cap:{l:k${i}}:lock`)
     for (const lock of locks) await admin.set(lock, 'holder:1', 'PX', 60_000)
     const polledAt = new Map<string, number[]>()
     const scheduler = new PollScheduler(async (batch) => {
