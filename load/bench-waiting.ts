@@ -20,10 +20,9 @@
 import { parseArgs } from 'node:util'
 import { randomBytes } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
-import type { ChildProcess } from 'node:child_process'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
-import { forkTs } from './fork-ts.js'
+import { BenchChild } from './bench-child.js'
 import { benchRedis } from './redis-server.js'
 import { int, ms } from './report/format.js'
 import type { ChildToParent, ParentToChild, Sample } from './waiting/protocol.js'
@@ -40,36 +39,9 @@ const SIZES = args.sizes.split(',').map(Number)
 const WINDOW_MS = Number(args.window)
 const cacheOptions = { ...JSON.parse(args.options), ...(args['max-waits'] ? { maxWaits: Number(args['max-waits']) } : {}) }
 
-class Child {
-  readonly proc: ChildProcess
-  private readonly listeners = new Set<(m: ChildToParent) => void>()
-
+class Child extends BenchChild<ChildToParent, ParentToChild> {
   constructor(file: string, env: NodeJS.ProcessEnv) {
-    this.proc = forkTs(file, env)
-    this.proc.on('message', (m: ChildToParent) => {
-      if (m.type === 'error') console.error(`child ${this.proc.pid}: ${m.message}`)
-      for (const listener of this.listeners) listener(m)
-    })
-  }
-
-  send(m: ParentToChild): void {
-    this.proc.send(m)
-  }
-
-  next<T extends ChildToParent['type']>(type: T, timeoutMs = 120_000): Promise<Extract<ChildToParent, { type: T }>> {
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.listeners.delete(listener)
-        reject(new Error(`child ${this.proc.pid}: no '${type}' within ${timeoutMs} ms`))
-      }, timeoutMs)
-      const listener = (m: ChildToParent) => {
-        if (m.type !== type) return
-        clearTimeout(timer)
-        this.listeners.delete(listener)
-        resolve(m as Extract<ChildToParent, { type: T }>)
-      }
-      this.listeners.add(listener)
-    })
+    super(file, env, 120_000)
   }
 
   async stop(): Promise<void> {

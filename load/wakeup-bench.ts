@@ -20,10 +20,9 @@
 import { parseArgs } from 'node:util'
 import { randomBytes } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
-import type { ChildProcess } from 'node:child_process'
 import { Redis } from 'ioredis'
 import cliProgress from 'cli-progress'
-import { forkTs } from './fork-ts.js'
+import { BenchChild } from './bench-child.js'
 import { benchRedis } from './redis-server.js'
 import { bold, dim } from './report/format.js'
 import type { ChildToParent, ParentToChild, Strategy } from './wakeup/protocol.js'
@@ -41,40 +40,10 @@ const CALLERS = Number(args['callers-per-process'])
 const STRATEGIES: Strategy[] = ['stampede-guard', 'spin-lock']
 const now = () => performance.timeOrigin + performance.now()
 
-/** A child with a typed "next message matching" helper. */
-class Child {
-  readonly proc: ChildProcess
+/** A child whose clock offset to ours is measured, to put its timestamps on our timeline. */
+class Child extends BenchChild<ChildToParent, ParentToChild> {
   /** This child's clock minus ours, in ms. */
   offsetMs = 0
-  private listeners = new Set<(m: ChildToParent) => void>()
-
-  constructor(file: string, env: NodeJS.ProcessEnv) {
-    this.proc = forkTs(file, env)
-    this.proc.on('message', (m: ChildToParent) => {
-      if (m.type === 'error') console.error(`child ${this.proc.pid}: ${m.message}`)
-      for (const l of this.listeners) l(m)
-    })
-  }
-
-  send(m: ParentToChild): void {
-    this.proc.send(m)
-  }
-
-  next<T extends ChildToParent['type']>(type: T, match: (m: Extract<ChildToParent, { type: T }>) => boolean = () => true, timeoutMs = 10_000): Promise<Extract<ChildToParent, { type: T }>> {
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.listeners.delete(listener)
-        reject(new Error(`child ${this.proc.pid}: no '${type}' within ${timeoutMs} ms`))
-      }, timeoutMs)
-      const listener = (m: ChildToParent) => {
-        if (m.type !== type || !match(m as Extract<ChildToParent, { type: T }>)) return
-        clearTimeout(timer)
-        this.listeners.delete(listener)
-        resolve(m as Extract<ChildToParent, { type: T }>)
-      }
-      this.listeners.add(listener)
-    })
-  }
 
   /** Best-of-N ping-pong: offset = child clock − midpoint of our send/receive; bound = RTT/2. */
   async calibrate(samples = 25): Promise<{ offsetMs: number; boundMs: number }> {

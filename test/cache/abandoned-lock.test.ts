@@ -1,21 +1,17 @@
 import type { Redis } from 'ioredis'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createCache, type Cache } from '../../src/index.js'
-import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { redisAvailable } from '../support/redis.js'
+import { useRedisPerTest } from '../support/redis-suite.js'
 import { until } from '../support/timing.js'
 
 /** Issue 10 item 1: an abandoned lookup must not leave a lock nobody owns. */
 describe.skipIf(!redisAvailable)('an abandoned get-or-lock', () => {
-  let server: RedisServer | undefined
   const caches: Cache[] = []
-  afterEach(async () => {
-    await Promise.all(caches.splice(0).map((cache) => cache.close()))
-    await server?.stop()
-    server = undefined
-  })
+  const perTest = useRedisPerTest(() => Promise.all(caches.splice(0).map((cache) => cache.close())))
 
   it('Redis stopped, the lookup times out, Redis is killed and restarted: the replayed script leaves no lock', async () => {
-    server = await startRedis()
+    const server = await perTest.start()
     const admin = server.client({ retryStrategy: () => 50 })
     admin.on('error', () => {})
     const client: Redis = server.client({ retryStrategy: () => 50 })

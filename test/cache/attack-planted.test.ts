@@ -2,50 +2,18 @@
  * An independent attack on issue 10 item 5 (data planted in Redis), as a hostile co-tenant:
  * each case plants something planted-data.test.ts does not, on a real redis-server.
  */
-import { Redis } from 'ioredis'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { createCache, RedisUnavailableError, type Cache, type CacheOptions } from '../../src/index.js'
-import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { describe, expect, it } from 'vitest'
+import { createCache, RedisUnavailableError, type Cache } from '../../src/index.js'
+import { redisAvailable } from '../support/redis.js'
+import { entry, usePlantedSuite } from '../support/planted-suite.js'
+import { useRedisPerTest } from '../support/redis-suite.js'
 import { sleep, until } from '../support/timing.js'
 
-const entry = (key: string) => `sg:{k:${key}}`
 const YEAR_MS = 365 * 24 * 3_600_000
 
 describe.skipIf(!redisAvailable)('attack: data planted in Redis', () => {
-  let server: RedisServer
-  let redis: Redis
-  let admin: Redis
-  const caches: Cache[] = []
-  let corrupt: string[] = []
-  let redisErrors: string[] = []
-
-  beforeAll(async () => {
-    server = await startRedis()
-    redis = server.client()
-    admin = server.client()
-  })
-  afterAll(async () => {
-    await server?.stop()
-  })
-  afterEach(async () => {
-    await Promise.all(caches.splice(0).map((cache) => cache.close()))
-    await admin.flushall()
-    corrupt = []
-    redisErrors = []
-  })
-
-  async function cache(options: Partial<CacheOptions> = {}): Promise<Cache> {
-    const created = createCache({ redis, ttl: '30s', l1: false, ...options })
-    created.on('corrupt', ({ key }) => corrupt.push(key))
-    created.on('redis-error', ({ operation, error }) => redisErrors.push(`${operation}: ${(error as Error)?.message}`))
-    caches.push(created)
-    await created.ready()
-    return created
-  }
-  const serverMs = async () => {
-    const [seconds, micros] = await admin.time()
-    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
-  }
+  const suite = usePlantedSuite()
+  const { cache, corrupt, redisErrors, serverMs } = suite
 
   /** The planted value is not served: one load stores 'v', the next call is a hit. */
   async function expectReloaded(c: Cache, key: string): Promise<void> {
@@ -65,7 +33,7 @@ describe.skipIf(!redisAvailable)('attack: data planted in Redis', () => {
       ['t above the longest lifetime (366 days), x at its end', (now: number) => `${now + YEAR_MS + 86_400_000}|${now + YEAR_MS + 86_400_000}|${now + YEAR_MS + 86_400_000}|5|${YEAR_MS + 86_400_000}|1|"planted"`],
     ])('%s: not served as fresh', async (_, record) => {
       const c = await cache()
-      await admin.set(`${entry('v')}:v`, record(await serverMs()))
+      await suite.admin().set(`${entry('v')}:v`, record(await serverMs()))
       await expectReloaded(c, 'v')
     })
   })
@@ -76,11 +44,11 @@ describe.skipIf(!redisAvailable)('attack: data planted in Redis', () => {
       ['an empty server time', 'c||1|1|1|1|1|1|"planted"'],
     ])('a commit message with %s: corrupt, the waiter re-checks and loads once the planted lock ends', async (_, message) => {
       const c = await cache({ l1: { maxTtl: Infinity }, lock: { lease: 1_000 }, waitTimeout: '8s' })
-      await admin.set(`${entry('m')}:lock`, 'nobody:1', 'PX', 1_000)
+      await suite.admin().set(`${entry('m')}:lock`, 'nobody:1', 'PX', 1_000)
       let loads = 0
       const waiting = c.getOrLoad('m', async () => (loads++, 'v'))
-      await until(async () => ((await admin.pubsub('NUMSUB', `${entry('m')}:ch`)) as [string, number])[1] > 0, 'the waiter to subscribe', 5_000)
-      await admin.publish(`${entry('m')}:ch`, message)
+      await until(async () => ((await suite.admin().pubsub('NUMSUB', `${entry('m')}:ch`)) as [string, number])[1] > 0, 'the waiter to subscribe', 5_000)
+      await suite.admin().publish(`${entry('m')}:ch`, message)
       expect(await waiting).toBe('v') // the planted lock ran out: loaded, not the planted value
       expect(loads).toBe(1)
       expect(await c.getOrLoad('m', async () => (loads++, 'again'))).toBe('v')
@@ -94,25 +62,20 @@ describe.skipIf(!redisAvailable)('attack: data planted in Redis', () => {
       const c = await cache()
       const now = await serverMs()
       const x = String(now + YEAR_MS)
-      await admin.hset(entry('h'), 'd', '"planted"', 'x', x, 's', x, 'e', x, 'l', '5', 't', '30000', 'f', '1')
-      await admin.pexpire(entry('h'), 2 * YEAR_MS)
+      await suite.admin().hset(entry('h'), 'd', '"planted"', 'x', x, 's', x, 'e', x, 'l', '5', 't', '30000', 'f', '1')
+      await suite.admin().pexpire(entry('h'), 2 * YEAR_MS)
       await expectReloaded(c, 'h')
-      expect(await admin.pttl(`${entry('h')}:v`)).toBeLessThanOrEqual(30_000)
+      expect(await suite.admin().pttl(`${entry('h')}:v`)).toBeLessThanOrEqual(30_000)
     })
   })
 })
 
 describe.skipIf(!redisAvailable)('attack: a set() replayed after a reconnect', () => {
-  let server: RedisServer | undefined
   const caches: Cache[] = []
-  afterEach(async () => {
-    await Promise.all(caches.splice(0).map((cache) => cache.close()))
-    await server?.stop()
-    server = undefined
-  })
+  const perTest = useRedisPerTest(() => Promise.all(caches.splice(0).map((cache) => cache.close())))
 
   it('a set() that was rejected while Redis hung does not leave its old value over a newer set() once its client reconnects', async () => {
-    server = await startRedis()
+    const server = await perTest.start()
     // a's client reconnects late: another process writes first on the restarted server.
     const slow = server.client({ retryStrategy: () => 1_500 })
     slow.on('error', () => {})

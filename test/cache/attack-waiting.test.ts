@@ -4,27 +4,19 @@
  * count as waits and wrongly cap later ones.
  */
 import type { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createCache, type Cache } from '../../src/index.js'
 import { entryKeys } from '../../src/redis/keys.js'
-import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { redisAvailable } from '../support/redis.js'
+import { useRedisServer } from '../support/redis-suite.js'
 import { countScripts } from '../support/script-calls.js'
 import { gate, sleep, until } from '../support/timing.js'
 
 describe.skipIf(!redisAvailable)('attack: maxWaits counts waits, not the loads after them', () => {
-  let server: RedisServer
-  let admin: Redis
-  beforeAll(async () => {
-    server = await startRedis()
-    admin = server.client()
-  })
-  afterAll(async () => {
-    admin?.disconnect()
-    await server?.stop()
-  })
+  const suite = useRedisServer()
 
   function cacheOn(options: Parameters<typeof createCache>[0] extends infer O ? Partial<O> : never): { cache: Cache; client: Redis } {
-    const client = server.client()
+    const client = suite.server().client()
     const cache = createCache({ redis: client, ttl: '1m', l1: false, namespace: 'capped', ...options } as never)
     return { cache, client }
   }
@@ -34,7 +26,7 @@ describe.skipIf(!redisAvailable)('attack: maxWaits counts waits, not the loads a
     const waiter = cacheOn({ maxWaits: 1, onWaitTimeout: 'throw', waitTimeout: '20s', lock: { lease: '10s' } })
     await Promise.all([holder.cache.ready(), waiter.cache.ready()])
     // A holder that died: its lock on "x" ends with its lease, and the waiter takes it over.
-    await admin.set(entryKeys('capped', 'x').lock, 'dead-owner:1', 'PX', 400)
+    await suite.admin().set(entryKeys('capped', 'x').lock, 'dead-owner:1', 'PX', 400)
     const slowLoad = gate()
     let xLoads = 0
     const x = waiter.cache.getOrLoad('x', async () => {
@@ -49,7 +41,7 @@ describe.skipIf(!redisAvailable)('attack: maxWaits counts waits, not the loads a
       await holderLoad.promise
       return 'y-from-holder'
     })
-    await until(async () => (await admin.exists(entryKeys('capped', 'y').lock)) === 1, 'the holder to lock y')
+    await until(async () => (await suite.admin().exists(entryKeys('capped', 'y').lock)) === 1, 'the holder to lock y')
     const y2 = waiter.cache.getOrLoad('y', async () => 'y-from-waiter').catch((error: unknown) => error)
     await new Promise((resolve) => setTimeout(resolve, 300))
     holderLoad.open()
@@ -73,7 +65,7 @@ describe.skipIf(!redisAvailable)('attack: maxWaits counts waits, not the loads a
       await holderLoad.promise
       return 'z-from-holder'
     })
-    await until(async () => (await admin.exists(entryKeys('capped', 'z').lock)) === 1, 'the holder to lock z')
+    await until(async () => (await suite.admin().exists(entryKeys('capped', 'z').lock)) === 1, 'the holder to lock z')
     let waiterLoads = 0
     const waiting = waiter.cache.getOrLoad('z', async () => {
       waiterLoads++

@@ -7,7 +7,8 @@ import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { decodeValue, encodeValue } from '../../src/entry.js'
 import { BinaryValue, createCache, jsonCodec } from '../../src/index.js'
-import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { redisAvailable } from '../support/redis.js'
+import { useRedisServer } from '../support/redis-suite.js'
 import { gate } from '../support/timing.js'
 
 /** Every byte value, twice, and bytes that are not UTF-8. */
@@ -33,21 +34,12 @@ describe('encodeValue / decodeValue', () => {
 })
 
 describe.skipIf(!redisAvailable)('BinaryValue through Redis', () => {
-  let server: RedisServer
-  let redis: Redis
-  beforeAll(async () => {
-    server = await startRedis()
-    redis = server.client()
-  })
-  afterAll(async () => {
-    redis?.disconnect()
-    await server?.stop()
-  })
+  const suite = useRedisServer({ shared: true })
 
   it('a read from Redis and a waiter woken by the commit message both get the exact bytes', async () => {
     const namespace = `binary-${process.pid}`
-    const leader = createCache({ redis, ttl: '30s', namespace, l1: false })
-    const waiter = createCache({ redis, ttl: '30s', namespace, l1: false })
+    const leader = createCache({ redis: suite.shared(), ttl: '30s', namespace, l1: false })
+    const waiter = createCache({ redis: suite.shared(), ttl: '30s', namespace, l1: false })
     try {
       const release = gate()
       let waiting = false
@@ -69,7 +61,7 @@ describe.skipIf(!redisAvailable)('BinaryValue through Redis', () => {
         throw new Error('stored: no load')
       })
       expect(fromRedis.bytes.equals(BYTES)).toBe(true)
-      const stored = await redis.hgetallBuffer(`${namespace}:{k:k}`)
+      const stored = await suite.shared().hgetallBuffer(`${namespace}:{k:k}`)
       const raw = Object.values(stored).find((value) => value.length > BYTES.length)
       expect(raw?.includes(BYTES)).toBe(true) // the bytes themselves are in Redis, not base64
     } finally {
@@ -80,14 +72,14 @@ describe.skipIf(!redisAvailable)('BinaryValue through Redis', () => {
 
   it('the fresh hit (a GET; for a tick of hits, a GET then one MGET for the rest) reads the exact bytes, with no script', async () => {
     const namespace = `binary-get-${process.pid}`
-    const writer = createCache({ redis, ttl: '30s', namespace, l1: false })
-    const reader = createCache({ redis, ttl: '30s', namespace, l1: false })
+    const writer = createCache({ redis: suite.shared(), ttl: '30s', namespace, l1: false })
+    const reader = createCache({ redis: suite.shared(), ttl: '30s', namespace, l1: false })
     try {
       const keys = ['a', 'b', 'c']
       await Promise.all(keys.map((key) => writer.set(key, new BinaryValue({ key }, BYTES))))
       await reader.ready() // the server clock is known: hits take the GET path
       const calls = async (command: string) => {
-        const line = (await redis.info('commandstats')).split('\r\n').find((l) => l.startsWith(`cmdstat_${command}:`))
+        const line = (await suite.shared().info('commandstats')).split('\r\n').find((l) => l.startsWith(`cmdstat_${command}:`))
         return Number(/calls=(\d+)/.exec(line ?? '')?.[1] ?? 0)
       }
       const before = { get: await calls('get'), mget: await calls('mget'), evalsha: await calls('evalsha'), eval: await calls('eval') }

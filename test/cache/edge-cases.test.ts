@@ -1,7 +1,7 @@
-import type { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createCache, InvalidArgumentError, LoaderTimeoutError, SerializationError, type CacheOptions } from '../../src/index.js'
-import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { redisAvailable, startRedis } from '../support/redis.js'
+import { useRedisServer } from '../support/redis-suite.js'
 import { gate, sleep, until } from '../support/timing.js'
 
 describe('timeouts and flights (in-process)', () => {
@@ -197,15 +197,7 @@ describe('timeouts and flights (in-process)', () => {
 })
 
 describe.skipIf(!redisAvailable)('deletes and timeouts across caches', () => {
-  let server: RedisServer
-  let admin: Redis
-  beforeAll(async () => {
-    server = await startRedis()
-    admin = server.client()
-  })
-  afterAll(async () => {
-    await server?.stop()
-  })
+  const suite = useRedisServer()
 
   async function eventually(read: () => Promise<string>, expected: string): Promise<string> {
     let seen = await read()
@@ -214,7 +206,7 @@ describe.skipIf(!redisAvailable)('deletes and timeouts across caches', () => {
   }
 
   it('a delete from a cache without L1 still reaches other caches\' L1', async () => {
-    const [rw, rr] = [server.client(), server.client()]
+    const [rw, rr] = [suite.server().client(), suite.server().client()]
     const writer = createCache({ redis: rw, ttl: '1m', l1: false })
     const reader = createCache({ redis: rr, ttl: '1m' })
     await reader.getOrLoad('k', async () => 'old')
@@ -226,11 +218,11 @@ describe.skipIf(!redisAvailable)('deletes and timeouts across caches', () => {
   })
 
   it('deletes reach other caches when the client uses a keyPrefix', async () => {
-    const [ra, rb] = [server.client({ keyPrefix: 'app:' }), server.client({ keyPrefix: 'app:' })]
+    const [ra, rb] = [suite.server().client({ keyPrefix: 'app:' }), suite.server().client({ keyPrefix: 'app:' })]
     const a = createCache({ redis: ra, ttl: '1m' })
     const b = createCache({ redis: rb, ttl: '1m' })
     await b.getOrLoad('k', async () => 'old')
-    expect(await admin.exists('app:sg:{k:k}')).toBe(1)
+    expect(await suite.admin().exists('app:sg:{k:k}')).toBe(1)
     await a.delete('k')
     expect(await eventually(() => b.getOrLoad('k', async () => 'new'), 'new')).toBe('new')
     await Promise.all([a.close(), b.close()])
@@ -239,7 +231,7 @@ describe.skipIf(!redisAvailable)('deletes and timeouts across caches', () => {
   })
 
   it('a waiter holding a stale value honours softTimeout while another cache loads', async () => {
-    const [ra, rb] = [server.client(), server.client()]
+    const [ra, rb] = [suite.server().client(), suite.server().client()]
     const a = createCache({ redis: ra, ttl: 50, staleIfError: '1m', softTimeout: 100 })
     const b = createCache({ redis: rb, ttl: 50, staleIfError: '1m', softTimeout: 100, l1: false })
     await a.getOrLoad('w', async () => 'old')
@@ -259,7 +251,7 @@ describe.skipIf(!redisAvailable)('deletes and timeouts across caches', () => {
   })
 
   it('a refresh whose copy ran out of grace waits for the other process instead of returning it', async () => {
-    const [ra, rb] = [server.client(), server.client()]
+    const [ra, rb] = [suite.server().client(), suite.server().client()]
     const a = createCache({ redis: ra, ttl: '1m' })
     const b = createCache({ redis: rb, ttl: '1m' })
     const started = gate()
@@ -271,7 +263,7 @@ describe.skipIf(!redisAvailable)('deletes and timeouts across caches', () => {
     const call = { key: 'expired', loader: async () => 'unused', policy: { ttl: 60_000, waitTimeout: 5_000, onWaitTimeout: 'load', earlyRefresh: { kind: 'off' } }, epoch: 0 }
     const refreshed = refresh(call, 'read', expired)
     // b finishes only once a waits for it (subscribed to the key's channel).
-    await until(async () => ((await admin.pubsub('NUMSUB', 'sg:{k:expired}:ch')) as [string, number])[1] >= 1, 'a to wait for b')
+    await until(async () => ((await suite.admin().pubsub('NUMSUB', 'sg:{k:expired}:ch')) as [string, number])[1] >= 1, 'a to wait for b')
     held.open()
     expect((await refreshed).value).toBe('new')
     expect(await loading).toBe('new')
@@ -281,7 +273,7 @@ describe.skipIf(!redisAvailable)('deletes and timeouts across caches', () => {
   })
 
   it('a failed grace refresh is retried after failSafeBackoff, not after the lock hold', async () => {
-    const redis = server.client()
+    const redis = suite.server().client()
     const cache = createCache({ redis, ttl: 50, staleTtl: '1m', failSafeBackoff: 200, l1: false })
     let attempts = 0
     let fail = true
@@ -305,16 +297,10 @@ describe.skipIf(!redisAvailable)('deletes and timeouts across caches', () => {
 })
 
 describe.skipIf(!redisAvailable)('deletes racing refreshes and sets', () => {
-  let server: RedisServer
-  beforeAll(async () => {
-    server = await startRedis()
-  })
-  afterAll(async () => {
-    await server?.stop()
-  })
+  const suite = useRedisServer()
 
   it('an early refresh due when a delete lands is not started with the deleted value', async () => {
-    const [ra, rb] = [server.client(), server.client()]
+    const [ra, rb] = [suite.server().client(), suite.server().client()]
     const a = createCache({ redis: ra, ttl: 1_000, earlyRefresh: 0.5 })
     const b = createCache({ redis: rb, ttl: 1_000, earlyRefresh: 0.5 })
     await a.getOrLoad('k', async () => 'before-delete')
@@ -329,7 +315,7 @@ describe.skipIf(!redisAvailable)('deletes racing refreshes and sets', () => {
   })
 
   it('a delete that lands during set() wins in L1 too, even without hearing its own broadcast', async () => {
-    const redis = server.client()
+    const redis = suite.server().client()
     const cache = createCache({ redis, ttl: '1m', namespace: 'setdel' })
     ;(cache as unknown as { notifier: { listeners: Map<string, unknown> } }).notifier.listeners.clear()
     let stale = 0
@@ -343,7 +329,7 @@ describe.skipIf(!redisAvailable)('deletes racing refreshes and sets', () => {
   })
 
   it('a value just set is served from L1 (the own broadcast does not drop it)', async () => {
-    const redis = server.client()
+    const redis = suite.server().client()
     const cache = createCache({ redis, ttl: '1m', namespace: 'setl1' })
     const subscribed = async () => ((await redis.pubsub('NUMSUB', 'setl1:__invalidations')) as [string, number])[1] === 1
     for (const deadline = Date.now() + 5_000; !(await subscribed()) && Date.now() < deadline; ) await sleep(10)
@@ -358,7 +344,7 @@ describe.skipIf(!redisAvailable)('deletes racing refreshes and sets', () => {
   })
 
   it('a hit-for-miss loader that never settles is bounded by lock.maxHold, so close() returns', async () => {
-    const redis = server.client()
+    const redis = suite.server().client()
     const cache = createCache({ redis, ttl: '1m', namespace: 'pass', lock: { lease: 100, maxHold: 300 } })
     await cache.getOrLoad('k', (ctx) => (ctx.doNotCache({ passFor: '10s' }), 'private'))
     const error = await cache.getOrLoad('k', () => new Promise<string>(() => {})).catch((e: unknown) => e)

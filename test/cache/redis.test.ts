@@ -1,7 +1,8 @@
 import { Redis } from 'ioredis'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createCache, RedisUnavailableError, RemoteLoaderError, SerializationError, type Cache, type CacheOptions } from '../../src/index.js'
-import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { redisAvailable, startRedis } from '../support/redis.js'
+import { useRedisServer } from '../support/redis-suite.js'
 import { sleep } from '../support/timing.js'
 
 /** Calls of each Redis command since the last reset (INFO commandstats). */
@@ -13,26 +14,11 @@ async function commandCalls(redis: Redis): Promise<Record<string, number>> {
 }
 
 describe.skipIf(!redisAvailable)('with Redis', () => {
-  let server: RedisServer
-  let redis: Redis
-  let admin: Redis
   const caches: Cache[] = []
-
-  beforeAll(async () => {
-    server = await startRedis()
-    redis = server.client()
-    admin = server.client()
-  })
-  afterAll(async () => {
-    await server?.stop()
-  })
-  afterEach(async () => {
-    await Promise.all(caches.splice(0).map((cache) => cache.close()))
-    await admin.flushall()
-  })
+  const suite = useRedisServer({ flush: true, shared: true, cleanup: () => Promise.all(caches.splice(0).map((cache) => cache.close())) })
 
   function cache(options: Partial<CacheOptions> = {}): Cache {
-    const created = createCache({ redis, ttl: '30s', ...options })
+    const created = createCache({ redis: suite.shared(), ttl: '30s', ...options })
     caches.push(created)
     return created
   }
@@ -40,9 +26,9 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
   it('costs one plain GET per fresh hit without L1, and no command with an L1 hit', async () => {
     const remote = cache({ l1: false })
     await remote.getOrLoad('hit', async () => 'v')
-    await admin.config('RESETSTAT')
+    await suite.admin().config('RESETSTAT')
     for (let i = 0; i < 10; i++) expect(await remote.getOrLoad('hit', async () => 'other')).toBe('v')
-    const calls = await commandCalls(admin)
+    const calls = await commandCalls(suite.admin())
     // The fresh copy is read with GET: no script, so no TIME.
     expect(calls.get).toBe(10)
     expect(calls.evalsha ?? 0).toBe(0)
@@ -51,21 +37,21 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
 
     const local = cache()
     await local.getOrLoad('hit', async () => 'other')
-    await admin.config('RESETSTAT')
+    await suite.admin().config('RESETSTAT')
     for (let i = 0; i < 10; i++) expect(await local.getOrLoad('hit', async () => 'other')).toBe('v')
-    expect((await commandCalls(admin)).evalsha ?? 0).toBe(0)
+    expect((await commandCalls(suite.admin())).evalsha ?? 0).toBe(0)
   })
 
   it('ready(): createCache opens the subscriber and measures the clock in the background, so a first miss starts with a GET', async () => {
-    const clients = async () => (await admin.client('LIST') as string).trim().split('\n').length
+    const clients = async () => (await suite.admin().client('LIST') as string).trim().split('\n').length
     const before = await clients()
     const fresh = cache({ l1: false })
     await fresh.ready()
     expect(await clients()).toBe(before + 1) // the subscriber connection, before any wait needed it
-    await admin.config('RESETSTAT')
+    await suite.admin().config('RESETSTAT')
     expect(await fresh.getOrLoad('first', async () => 'v')).toBe('v')
     expect(await fresh.getOrLoad('first', async () => 'other')).toBe('v')
-    const calls = await commandCalls(admin)
+    const calls = await commandCalls(suite.admin())
     // Sent: GET (the miss reads the fresh copy first: the clock is known), get-or-lock, commit, GET (the hit).
     // commandstats also counts what scripts call: get-or-lock.lua's GET of the lock (is it our own,
     // from a retry whose reply was lost?), commit.lua's GET of the lock, one TIME per script.
@@ -89,8 +75,8 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
 
   it('delete() and set() reject when other processes could not be told: the broadcast is part of the write', async () => {
     // A user that may publish on the per-key channels but not on the invalidation channel.
-    await admin.acl('SETUSER', 'nobroadcast', 'on', '>pw', '~*', 'resetchannels', '&sg:{*', '+@all')
-    const limited = new Redis({ host: '127.0.0.1', port: Number(new URL(server.url).port), username: 'nobroadcast', password: 'pw', maxRetriesPerRequest: 1 })
+    await suite.admin().acl('SETUSER', 'nobroadcast', 'on', '>pw', '~*', 'resetchannels', '&sg:{*', '+@all')
+    const limited = new Redis({ host: '127.0.0.1', port: Number(new URL(suite.server().url).port), username: 'nobroadcast', password: 'pw', maxRetriesPerRequest: 1 })
     limited.on('error', () => {})
     const c = createCache({ redis: limited, ttl: '1m', l1: false })
     try {
@@ -100,7 +86,7 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
     } finally {
       await c.close()
       limited.disconnect()
-      await admin.acl('DELUSER', 'nobroadcast')
+      await suite.admin().acl('DELUSER', 'nobroadcast')
     }
   })
 
@@ -119,7 +105,7 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
   })
 
   it('closing a cache removes every listener it added to the shared client', async () => {
-    const shared = server.client()
+    const shared = suite.server().client()
     const listeners = () => shared.eventNames().reduce((n, name) => n + shared.listenerCount(name), 0)
     const before = listeners()
     for (let i = 0; i < 20; i++) await createCache({ redis: shared, ttl: '1m' }).close()
@@ -131,13 +117,13 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
     const c = cache({ l1: false })
     const corrupt: string[] = []
     c.on('corrupt', ({ key }) => corrupt.push(key))
-    await admin.hset('sg:{k:bad-json}', 'd', '{not json', 'x', '99999999999999', 's', '99999999999999', 'e', '99999999999999')
+    await suite.admin().hset('sg:{k:bad-json}', 'd', '{not json', 'x', '99999999999999', 's', '99999999999999', 'e', '99999999999999')
     expect(await c.getOrLoad('bad-json', async () => 'repaired')).toBe('repaired')
-    expect(await admin.hget('sg:{k:bad-json}', 'd')).toBe('"repaired"')
+    expect(await suite.admin().hget('sg:{k:bad-json}', 'd')).toBe('"repaired"')
 
-    await admin.set('sg:{k:foreign}', 'someone else wrote a string here')
+    await suite.admin().set('sg:{k:foreign}', 'someone else wrote a string here')
     expect(await c.getOrLoad('foreign', async () => 'mine')).toBe('mine')
-    expect(await admin.hget('sg:{k:foreign}', 'd')).toBe('"mine"')
+    expect(await suite.admin().hget('sg:{k:foreign}', 'd')).toBe('"mine"')
     expect(corrupt).toEqual(expect.arrayContaining(['bad-json', 'foreign']))
   })
 
@@ -149,9 +135,9 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
     circular.self = circular
     expect(await c.getOrLoad('bigint', async () => 10n)).toBe(10n)
     expect(await c.getOrLoad('circular', async () => circular)).toBe(circular)
-    expect(await admin.hexists('sg:{k:bigint}', 'd')).toBe(0)
-    expect(await admin.hexists('sg:{k:circular}', 'd')).toBe(0)
-    expect(await admin.exists('sg:{k:bigint}:lock')).toBe(0)
+    expect(await suite.admin().hexists('sg:{k:bigint}', 'd')).toBe(0)
+    expect(await suite.admin().hexists('sg:{k:circular}', 'd')).toBe(0)
+    expect(await suite.admin().exists('sg:{k:bigint}:lock')).toBe(0)
     expect(events).toHaveLength(2)
     expect(events.every((e) => e instanceof SerializationError)).toBe(true)
   })
@@ -163,7 +149,7 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
     let fail!: () => void
     const leaderStarted = new Promise<void>((resolve) => (started = resolve))
     const failNow = new Promise<void>((resolve) => (fail = resolve))
-    await admin.config('RESETSTAT')
+    await suite.admin().config('RESETSTAT')
     const led = leader.getOrLoad('boom', async () => {
       started()
       await failNow
@@ -175,15 +161,15 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
     // Fail only once the waiter is waiting: the leader's lookup, then the waiter's lookup
     // and its re-check after subscribing, are three script runs.
     const deadline = Date.now() + 10_000
-    while (((await commandCalls(admin)).evalsha ?? 0) < 3 && Date.now() < deadline) await sleep(5)
+    while (((await commandCalls(suite.admin())).evalsha ?? 0) < 3 && Date.now() < deadline) await sleep(5)
     fail()
     await expect(led).rejects.toThrow('query failed')
     const error = await waited.catch((e: unknown) => e)
     expect(error).toBeInstanceOf(RemoteLoaderError)
     expect((error as RemoteLoaderError).message).toMatch(/TypeError: query failed/)
     expect(waiterLoads).toBe(0)
-    expect(await admin.exists('sg:{k:boom}:lock')).toBe(0)
-    expect(await admin.hexists('sg:{k:boom}', 'd')).toBe(0)
+    expect(await suite.admin().exists('sg:{k:boom}:lock')).toBe(0)
+    expect(await suite.admin().hexists('sg:{k:boom}', 'd')).toBe(0)
     expect(await waiter.getOrLoad('boom', async () => 'retried')).toBe('retried')
   })
 
@@ -193,7 +179,7 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
     await c.getOrLoad('user:{2}', async () => 'two')
     expect(await c.getOrLoad('user:{1}', async () => 'x')).toBe('one')
     expect(await c.getOrLoad('user:{2}', async () => 'x')).toBe('two')
-    const keys = (await admin.keys('sg:*')).sort()
+    const keys = (await suite.admin().keys('sg:*')).sort()
     expect(keys).toHaveLength(4) // each: the entry hash and its fresh copy (:v)
     expect(keys.every((k) => /^sg:\{h:[0-9a-f]{64}\}(:v)?$/.test(k))).toBe(true)
   })
@@ -212,7 +198,7 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
     finish()
     expect(await slow).toBe('before-delete')
     expect(a.stats().fenced).toBe(1)
-    expect(await admin.hexists('sg:{k:other}', 'd')).toBe(0)
+    expect(await suite.admin().hexists('sg:{k:other}', 'd')).toBe(0)
 
     await a.delete('shared')
     const deadline = Date.now() + 5_000

@@ -5,9 +5,10 @@
  * `maxWaits` answer at once by `onWaitTimeout`.
  */
 import { Redis } from 'ioredis'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createCache, createLocks, InvalidArgumentError, LockWaitTimeoutError, type Cache, type CacheOptions } from '../../src/index.js'
-import { startRedis, redisAvailable, type RedisServer } from '../support/redis.js'
+import { redisAvailable } from '../support/redis.js'
+import { useRedisServer } from '../support/redis-suite.js'
 import { countScripts, type ScriptCounts } from '../support/script-calls.js'
 import { sleep, until } from '../support/timing.js'
 import { forkWorker, type Worker } from '../support/workers.js'
@@ -17,38 +18,26 @@ const KEYS = 3_000
 const LEASE_MS = 3_000
 
 describe.skipIf(!redisAvailable)('waiting on many keys held by another process', () => {
-  let server: RedisServer
-  let admin: Redis
   let holder: Worker | undefined
   const caches: Cache[] = []
-  const clients: Redis[] = []
-
-  beforeAll(async () => {
-    server = await startRedis()
-    admin = server.client()
-  })
-  afterAll(async () => {
-    admin?.disconnect()
-    await server?.stop()
-  })
-  afterEach(async () => {
-    await holder?.stop()
-    holder = undefined
-    await Promise.all(caches.splice(0).map((cache) => cache.close()))
-    for (const client of clients.splice(0)) client.disconnect()
-    await admin.flushall()
+  const suite = useRedisServer({
+    flush: true,
+    cleanup: async () => {
+      await holder?.stop()
+      holder = undefined
+      await Promise.all(caches.splice(0).map((cache) => cache.close()))
+    },
   })
 
   async function startHolder(keys: string[]): Promise<Worker> {
-    holder = await forkWorker(HOLDER, { env: { REDIS_URL: server.url, CACHE_OPTIONS: JSON.stringify({ lock: { lease: LEASE_MS } }) } })
+    holder = await forkWorker(HOLDER, { env: { REDIS_URL: suite.server().url, CACHE_OPTIONS: JSON.stringify({ lock: { lease: LEASE_MS } }) } })
     expect(await holder.request<number>({ op: 'hold', keys }, 60_000)).toBe(keys.length)
     return holder
   }
 
   /** A waiting cache in this process, counting the script calls its client sends. */
   async function waiter(options: Partial<CacheOptions>): Promise<{ cache: Cache; sent: ScriptCounts }> {
-    const client = server.client()
-    clients.push(client)
+    const client = suite.client()
     const sent = countScripts(client)
     const cache = createCache({ redis: client, ttl: '1m', l1: false, waitTimeout: '2m', ...options })
     caches.push(cache)
@@ -64,7 +53,7 @@ describe.skipIf(!redisAvailable)('waiting on many keys held by another process',
     const MAX_WAITS = 2_000
     const POLLS_PER_SECOND = 200
     const { cache, sent } = await waiter({ maxWaits: MAX_WAITS, lock: { maxPollRate: POLLS_PER_SECOND }, onWaitTimeout: 'throw' })
-    const channelsNow = async () => Number(/^pubsub_channels:(\d+)/m.exec(await admin.info('stats'))?.[1])
+    const channelsNow = async () => Number(/^pubsub_channels:(\d+)/m.exec(await suite.admin().info('stats'))?.[1])
     const broadcastChannels = await channelsNow() // both caches' own (L1 invalidations, tags)
     let refused = 0
     const calls = keys.map((key) => cache.getOrLoad(key, async () => 'loaded-by-the-waiter').catch((error: unknown) => {

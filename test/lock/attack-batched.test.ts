@@ -5,60 +5,51 @@
  * out, Redis stopped (SIGSTOP) for longer than the lease, a lost release message under a
  * poll budget of 1/s, and close() with many waits and renewals pending.
  */
-import type { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createLocks, LockBusyError, LockLostError, LocksClosedError, type HeldLockHandle } from '../../src/index.js'
-import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { redisAvailable } from '../support/redis.js'
+import { useRedisServer } from '../support/redis-suite.js'
 import { PollScheduler } from '../../src/redis/poll-scheduler.js'
 import { countScripts } from '../support/script-calls.js'
 import { sleep, until } from '../support/timing.js'
 
 describe.skipIf(!redisAvailable)('attack: batched renewals and shared polls (Redis lock)', () => {
-  let server: RedisServer
-  let admin: Redis
-  beforeAll(async () => {
-    server = await startRedis()
-    admin = server.client()
-  })
-  afterAll(async () => {
-    admin?.disconnect()
-    await server?.stop()
-  })
+  const suite = useRedisServer()
 
   it('a short lease renewed among 500 long ones stays held, and a user extend() on one lock sticks', async () => {
-    const client = server.client()
+    const client = suite.server().client()
     const sent = countScripts(client)
     const locks = createLocks({ redis: client, namespace: 'mixed' })
     const long = await Promise.all(Array.from({ length: 500 }, (_, i) => locks.acquire(`long${i}`, { lease: '30s' })))
     const short = await locks.acquire('short', { lease: '400ms' })
     const extended = await locks.acquire('ext', { lease: '1500ms' })
     await extended.extend('30s')
-    expect(await admin.pttl('mixed:{l:ext}:lock')).toBeGreaterThan(25_000)
+    expect(await suite.admin().pttl('mixed:{l:ext}:lock')).toBeGreaterThan(25_000)
     await sleep(3_000) // about 9 renewals of the short lock; the extended one renews at 30 s now
     expect(short.signal.aborted).toBe(false)
-    expect(await admin.pttl('mixed:{l:short}:lock')).toBeGreaterThan(0)
+    expect(await suite.admin().pttl('mixed:{l:short}:lock')).toBeGreaterThan(0)
     expect(extended.signal.aborted).toBe(false)
     // Its watchdog renews at the lease the user asked for, not the one it was taken with.
-    expect(await admin.pttl('mixed:{l:ext}:lock')).toBeGreaterThan(25_000)
+    expect(await suite.admin().pttl('mixed:{l:ext}:lock')).toBeGreaterThan(25_000)
     expect(long.every((handle) => !handle.signal.aborted)).toBe(true)
     expect(sent['extend-many.lua']!.keys).toBeGreaterThanOrEqual(6)
     await Promise.all([...long, short, extended].map((handle) => handle.release()))
-    expect(await admin.exists('mixed:{l:short}:lock', 'mixed:{l:ext}:lock')).toBe(0)
+    expect(await suite.admin().exists('mixed:{l:short}:lock', 'mixed:{l:ext}:lock')).toBe(0)
     await locks.close()
     client.disconnect()
   }, 30_000)
 
   it('a lock released while its batched renewal is stuck is not revived by that renewal', async () => {
-    const client = server.client()
+    const client = suite.server().client()
     const locks = createLocks({ redis: client, namespace: 'revive', commandTimeout: '150ms' })
     const handles = await Promise.all(Array.from({ length: 50 }, (_, i) => locks.acquire(`k${i}`, { lease: '600ms' })))
     // Every call of every client waits 500 ms: the renewals sent meanwhile are stuck, then time out.
     await sleep(150)
-    await admin.client('PAUSE', 500, 'ALL')
+    await suite.admin().client('PAUSE', 500, 'ALL')
     await sleep(100) // the renewals at lease/3 (~200 ms) are in flight
     const released = await Promise.allSettled(handles.map((handle) => handle.release()))
     await sleep(700) // Redis runs what was queued: the late renewals, then the releases
-    const left = await admin.keys('revive:*:lock')
+    const left = await suite.admin().keys('revive:*:lock')
     console.log(`[attack] releases: ${released.filter((r) => r.status === 'rejected').length} rejected (timed out); locks left: ${left.length}`)
     // A release that timed out still reached Redis behind its renewal: nothing is left held.
     expect(left).toEqual([])
@@ -67,47 +58,47 @@ describe.skipIf(!redisAvailable)('attack: batched renewals and shared polls (Red
   }, 30_000)
 
   it('renewal calls that time out are retried in time: no lock of 500 is lost to a 600 ms stall', async () => {
-    const client = server.client()
+    const client = suite.server().client()
     const locks = createLocks({ redis: client, namespace: 'stall', commandTimeout: '200ms' })
     const handles = await Promise.all(Array.from({ length: 500 }, (_, i) => locks.acquire(`k${i}`, { lease: '2s' })))
     await sleep(300)
-    await admin.client('PAUSE', 600, 'ALL')
+    await suite.admin().client('PAUSE', 600, 'ALL')
     await sleep(2_500)
     const lost = handles.filter((handle) => handle.signal.aborted)
     console.log(`[attack] after a 600 ms stall: ${lost.length} of 500 lost`, lost[0]?.signal.reason)
     expect(lost.length).toBe(0)
-    expect(await admin.keys('stall:*:lock')).toHaveLength(500)
+    expect(await suite.admin().keys('stall:*:lock')).toHaveLength(500)
     await Promise.all(handles.map((handle) => handle.release()))
     await locks.close()
     client.disconnect()
   }, 30_000)
 
   it('Redis stopped longer than the lease: every holder learns it lost its lock before Redis is back, and a renewal never revives one', async () => {
-    const client = server.client()
+    const client = suite.server().client()
     const locks = createLocks({ redis: client, namespace: 'stop', commandTimeout: '300ms' })
     const COUNT = 200
     const handles = await Promise.all(Array.from({ length: COUNT }, (_, i) => locks.acquire(`k${i}`, { lease: '1s' })))
     const lostAt = new Map<number, number>()
     handles.forEach((handle, i) => handle.signal.addEventListener('abort', () => lostAt.set(i, performance.now())))
     await sleep(200)
-    server.pause()
+    suite.server().pause()
     const stoppedAt = performance.now()
     await sleep(2_500)
     const resumedAt = performance.now()
-    server.resume()
+    suite.server().resume()
     expect(lostAt.size).toBe(COUNT)
     for (const at of lostAt.values()) expect(at).toBeLessThan(resumedAt)
     expect(Math.max(...lostAt.values()) - stoppedAt).toBeLessThan(1_100)
     for (const handle of handles) expect((handle.signal.reason as LockLostError).reason).toMatch(/lease ran out/)
     // Another process takes them once Redis is back; the first holders' renewals go on, and must not touch them.
-    const otherClient = server.client()
+    const otherClient = suite.server().client()
     const other = createLocks({ redis: otherClient, namespace: 'stop', wait: '5s' })
     const taken = await Promise.all(Array.from({ length: COUNT }, (_, i) => other.acquire(`k${i}`, { lease: '5s' })))
     await sleep(1_000) // the first holders' renewals run meanwhile (lease/3)
-    const values = await admin.mget(...Array.from({ length: COUNT }, (_, i) => `stop:{l:k${i}}:lock`))
+    const values = await suite.admin().mget(...Array.from({ length: COUNT }, (_, i) => `stop:{l:k${i}}:lock`))
     taken.forEach((handle, i) => expect(values[i]).toMatch(new RegExp(`:${handle.token}$`)))
     await Promise.allSettled(handles.map((handle) => handle.release()))
-    expect(await admin.keys('stop:*:lock')).toHaveLength(COUNT) // a release is compare-and-delete
+    expect(await suite.admin().keys('stop:*:lock')).toHaveLength(COUNT) // a release is compare-and-delete
     expect(taken.every((handle) => !handle.signal.aborted)).toBe(true)
     await Promise.all(taken.map((handle) => handle.release()))
     await Promise.all([locks.close(), other.close()])
@@ -116,8 +107,8 @@ describe.skipIf(!redisAvailable)('attack: batched renewals and shared polls (Red
   }, 30_000)
 
   it('maxPollRate 1/s and a release message lost with the subscriber connection: the waiter gets in before its deadline, or times out on time', async () => {
-    const holderClient = server.client()
-    const waiterClient = server.client({ connectionName: 'lost-waiter' })
+    const holderClient = suite.server().client()
+    const waiterClient = suite.server().client({ connectionName: 'lost-waiter' })
     const holder = createLocks({ redis: holderClient, namespace: 'lostmsg', lease: '30s' })
     const waiter = createLocks({ redis: { client: waiterClient, maxPollRate: 1 }, namespace: 'lostmsg' })
     const held = await holder.acquire('k')
@@ -127,7 +118,7 @@ describe.skipIf(!redisAvailable)('attack: batched renewals and shared polls (Red
     const timingOut = waiter.acquire('short', { wait: '2s' }).catch((error: unknown) => error)
     await sleep(500) // both subscribed
     // Cut the subscriber connections, and release while they are down: the message is lost.
-    await admin.call('CLIENT', 'KILL', 'TYPE', 'pubsub')
+    await suite.admin().call('CLIENT', 'KILL', 'TYPE', 'pubsub')
     await held.release()
     const got = await waiting
     const waitedMs = performance.now() - startedAt
@@ -147,8 +138,8 @@ describe.skipIf(!redisAvailable)('attack: batched renewals and shared polls (Red
     const unhandled: unknown[] = []
     const onUnhandled = (reason: unknown) => unhandled.push(reason)
     process.on('unhandledRejection', onUnhandled)
-    const holderClient = server.client()
-    const waiterClient = server.client()
+    const holderClient = suite.server().client()
+    const waiterClient = suite.server().client()
     const sent = countScripts(waiterClient)
     const holder = createLocks({ redis: holderClient, namespace: 'closing', lease: '600ms' })
     const waiter = createLocks({ redis: waiterClient, namespace: 'closing', lease: '600ms', wait: '30s' })
@@ -163,7 +154,7 @@ describe.skipIf(!redisAvailable)('attack: batched renewals and shared polls (Red
     expect(performance.now() - startedAt).toBeLessThan(2_000)
     expect(results.every((result) => result instanceof LocksClosedError)).toBe(true)
     expect(mine.every((handle) => handle.signal.aborted)).toBe(true)
-    expect(await admin.keys('closing:{l:m*}:lock')).toEqual([])
+    expect(await suite.admin().keys('closing:{l:m*}:lock')).toEqual([])
     const before = { ...(sent['poll-locks.lua'] ?? { calls: 0, keys: 0 }) }
     const renewalsBefore = { ...(sent['extend-many.lua'] ?? { calls: 0, keys: 0 }) }
     await sleep(1_500)
@@ -178,11 +169,11 @@ describe.skipIf(!redisAvailable)('attack: batched renewals and shared polls (Red
   }, 40_000)
 
   it('a poll backoff never sleeps past its maxMs: the jitter stays under the cap (docs: "capped at 5 s")', async () => {
-    const client = server.client()
+    const client = suite.server().client()
     const WAITS = 20
     const MAX_MS = 1_000
     const locks = Array.from({ length: WAITS }, (_, i) => `cap:{l:k${i}}:lock`)
-    for (const lock of locks) await admin.set(lock, 'holder:1', 'PX', 60_000)
+    for (const lock of locks) await suite.admin().set(lock, 'holder:1', 'PX', 60_000)
     const polledAt = new Map<string, number[]>()
     const scheduler = new PollScheduler(async (batch) => {
       const now = performance.now()

@@ -3,27 +3,18 @@
  * go out in few extend-many.lua calls, a lock found lost in such a call aborts its own
  * signal only, and waits share one poll budget (`redis.maxPollRate`).
  */
-import type { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createLocks, LockLostError, type HeldLockHandle } from '../../src/index.js'
-import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { redisAvailable } from '../support/redis.js'
+import { useRedisServer } from '../support/redis-suite.js'
 import { countScripts } from '../support/script-calls.js'
 import { sleep, until } from '../support/timing.js'
 
 describe.skipIf(!redisAvailable)('Redis lock: many locks', () => {
-  let server: RedisServer
-  let admin: Redis
-  beforeAll(async () => {
-    server = await startRedis()
-    admin = server.client()
-  })
-  afterAll(async () => {
-    admin?.disconnect()
-    await server?.stop()
-  })
+  const suite = useRedisServer()
 
   it('renews the locks it holds in batched calls, and a lock lost among them aborts only its own signal', async () => {
-    const client = server.client()
+    const client = suite.server().client()
     const sent = countScripts(client)
     const locks = createLocks({ redis: client, namespace: 'many', lease: '1500ms' })
     const HELD = 1_000
@@ -36,21 +27,21 @@ describe.skipIf(!redisAvailable)('Redis lock: many locks', () => {
     expect(handles.every((handle) => !handle.signal.aborted)).toBe(true)
 
     // Another owner takes k7 (its lock was lost: say it expired during a pause): the next batch finds out.
-    await admin.set('many:{l:k7}:lock', 'someone-else:1', 'PX', 60_000)
+    await suite.admin().set('many:{l:k7}:lock', 'someone-else:1', 'PX', 60_000)
     await until(() => handles[7]!.signal.aborted, 'the lost lock to abort its signal', 5_000)
     expect(handles[7]!.signal.reason).toBeInstanceOf(LockLostError)
     expect((handles[7]!.signal.reason as LockLostError).reason).toMatch(/taken by another owner/)
     await sleep(1_000) // two more renewal rounds: the rest are still held
     expect(handles.filter((handle) => handle.signal.aborted).length).toBe(1)
-    expect(await admin.get('many:{l:k7}:lock')).toBe('someone-else:1') // a renewal never takes it back
+    expect(await suite.admin().get('many:{l:k7}:lock')).toBe('someone-else:1') // a renewal never takes it back
     await Promise.all(handles.map((handle) => handle.release()))
     await locks.close()
     client.disconnect()
   }, 30_000)
 
   it('waits on many held locks poll within maxPollRate, and each waiter gets its lock once released', async () => {
-    const holderClient = server.client()
-    const waiterClient = server.client()
+    const holderClient = suite.server().client()
+    const waiterClient = suite.server().client()
     const sent = countScripts(waiterClient)
     const holder = createLocks({ redis: holderClient, namespace: 'polls', lease: '1500ms' })
     const RATE = 50
