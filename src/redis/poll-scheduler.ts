@@ -99,6 +99,11 @@ export class PollScheduler {
     for (const wait of this.enrolled) wait.pollNow()
   }
 
+  /** Wakes every paused wait now, without a poll (the cache is closing: its waits end). */
+  interruptAll(): void {
+    for (const wait of this.enrolled) wait.interrupt()
+  }
+
   /** One waiter's wait on `lock`, until `deadline` (a `performance.now()` time). End it with `end()`. */
   enrol(lock: string, deadline: number, backoff: PollBackoff): PollWait {
     return new PollWait(this, lock, deadline, backoff)
