@@ -133,10 +133,19 @@ export class Cache extends RequestMachine {
    * Stops accepting calls, waits for loads and background refreshes in flight (each is
    * bounded by `lock.maxHold`), then closes the subscriber connection. The Redis client
    * you passed in stays open.
+   *
+   * Calls waiting for another process's load do not hold it up to their `waitTimeout`:
+   * their waits end at once (after a lookup already sent, one `redisTimeout` at most), and
+   * each serves its stale copy if it has one in grace or fail-safe (`stale`, reason
+   * `'wait-timeout'`), else rejects with `CacheClosedError` (not `onWaitTimeout`: a load
+   * started now would be one more for close() to wait on). A commit message already
+   * received still answers. Watching another process's refresh in the background ends
+   * within `lock.maxPollInterval`.
    */
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
+    this.polls?.interruptAll() // each wait sees `closed` once woken, or after the lookup it is in
     for (let work = this.unfinished(); work.length > 0; work = this.unfinished()) await Promise.allSettled(work)
     this.store?.close()
     this.probe?.close()

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { decodeValue, fallbackValid, type Entry } from '../entry.js'
 import { Deadlines } from '../deadlines.js'
 import { decodeFailure } from '../loader-error.js'
-import { LoaderTimeoutError, LockWaitTimeoutError, RedisUnavailableError, RemoteLoaderError } from '../errors.js'
+import { CacheClosedError, LoaderTimeoutError, LockWaitTimeoutError, RedisUnavailableError, RemoteLoaderError } from '../errors.js'
 import type { WaitOutcome } from '../events.js'
 import type { Flight } from '../memory/single-flight.js'
 import type { PolicyOptions } from '../options.js'
@@ -271,6 +271,17 @@ export abstract class RequestMachine extends Refresher {
         handedOff = true
         return await this.lead(call, { keys, token, lockValue: '', lockedAt: 0, serverAt: serverNow }, notes)
       }
+      /**
+       * close() was called: the wait ends now rather than at waitTimeout (a closing process must
+       * not hang on another's load). A stale copy still serves; else CacheClosedError, not
+       * onWaitTimeout: 'load' would start new work close() then waits for, 'throw' would misname it.
+       */
+      const closedWait = (): Resolution => {
+        endWait()
+        if (!fallbackValid(notes.fallback, performance.now())) throw new CacheClosedError()
+        waited('timeout')
+        return this.stale(key, notes.fallback, 'wait-timeout')
+      }
       for (;;) {
         notes.lookingUp ??= true
         // A waiter's re-check (waitDeadline set) retries until its wait ends, not just redisFailoverWait.
@@ -327,6 +338,7 @@ export abstract class RequestMachine extends Refresher {
               this.watchReload(call, keys, stale, pttl) // another process is refreshing it
               return this.stale(key, stale, 'grace')
             }
+            if (this.closed) return closedWait()
             // Subscribe first, then re-check, so the leader's commit message cannot
             // fall between our check and our subscription.
             if (!subscription) {
@@ -349,6 +361,7 @@ export abstract class RequestMachine extends Refresher {
             }
             // Until the leader's message, a poll finding the lock gone (or failing), or the deadline.
             const message = await wait!.pause(subscription!, pttl)
+            if (message === undefined && this.closed) return closedWait() // close() woke it (see PollScheduler.interruptAll)
             if (message !== undefined && messageKind(message) === 'u') endWait() // loads uncached: no longer a wait
             const answer = message === undefined ? undefined : await this.onLeaderMessage(call, keys, message, notes.fallback)
             if (answer) {

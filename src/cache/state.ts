@@ -93,6 +93,8 @@ export abstract class CacheState {
       this.notifier.onLoss((phase) => {
         // Invalidations published meanwhile are gone: what L1 holds is checked with Redis before it is served again.
         this.memory?.suspectAll(performance.now())
+        // And a commit message for a waiter: every wait polls now, not at its next planned poll.
+        this.polls?.pollAllNow()
         if (phase === 'lost') this.events.emit('redis-error', { operation: 'subscriber', error: new RedisUnavailableError('subscriber connection lost: waiters poll until it is back') })
       })
       if (this.memory) {

@@ -75,16 +75,33 @@ export class PollScheduler {
     this.tokens = this.capacity
   }
 
-  private enrolled = 0
+  private readonly enrolled = new Set<PollWait>()
 
   /** Waits enrolled now. */
   get waits(): number {
-    return this.enrolled
+    return this.enrolled.size
   }
 
   /** @internal */
-  count(change: 1 | -1): void {
-    this.enrolled += change
+  track(wait: PollWait, enrolled: boolean): void {
+    if (enrolled) this.enrolled.add(wait)
+    else this.enrolled.delete(wait)
+  }
+
+  /**
+   * Every wait polls now rather than at its planned time, within the rate budget (oldest
+   * first): messages may have been missed (the subscriber connection dropped, or came back
+   * and resubscribed), and a subscribed wait's next planned poll may be seconds away.
+   * Called synchronously from the subscriber's `ready` event, before ioredis writes its
+   * resubscriptions; the polls go out on the next gather (≥ one timer tick later), behind them.
+   */
+  pollAllNow(): void {
+    for (const wait of this.enrolled) wait.pollNow()
+  }
+
+  /** Wakes every paused wait now, without a poll (the cache is closing: its waits end). */
+  interruptAll(): void {
+    for (const wait of this.enrolled) wait.interrupt()
   }
 
   /** One waiter's wait on `lock`, until `deadline` (a `performance.now()` time). End it with `end()`. */
@@ -171,6 +188,8 @@ export class PollWait {
   private wake: (() => void) | undefined
   private expired = false
   private ended = false
+  /** Messages may have been missed while this wait was not paused: its next pause polls at once. */
+  private pollSoon = false
 
   constructor(
     private readonly scheduler: PollScheduler,
@@ -179,7 +198,7 @@ export class PollWait {
     private readonly backoff: PollBackoff,
   ) {
     this.pollMs = backoff.firstMs
-    scheduler.count(1)
+    scheduler.track(this, true)
     this.cancelDeadline = scheduler.timeline.add(deadline, () => {
       this.expired = true
       this.interrupt()
@@ -227,9 +246,22 @@ export class PollWait {
   end(): void {
     if (this.ended) return
     this.ended = true
-    this.scheduler.count(-1)
+    this.scheduler.track(this, false)
     this.cancelDeadline()
     this.interrupt()
+  }
+
+  /** @internal Polls at once (see `PollScheduler.pollAllNow`); not paused now: its next pause does. */
+  pollNow(): void {
+    if (this.ended) return
+    if (!this.wake) {
+      this.pollSoon = true
+      return
+    }
+    this.round++ // an answer already on its way may predate the news: only this poll's answer counts
+    this.cancelPoll?.()
+    this.cancelPoll = undefined
+    this.scheduler.queue(this)
   }
 
   /** @internal The scheduler's answer: the lock's PTTL, or `undefined` when the poll failed. */
@@ -243,7 +275,8 @@ export class PollWait {
 
   /** The next poll: after the backoff, and no later than when the holder's lease ends. */
   private plan(busyForMs: number): void {
-    const ms = Math.max(1, Math.min(this.pollMs, busyForMs + 1))
+    const ms = this.pollSoon ? 1 : Math.max(1, Math.min(this.pollMs, busyForMs + 1))
+    this.pollSoon = false
     // Jittered below the cap only: ±25 % around maxMs stretched a "5 s at most" sleep to 6.25 s.
     this.pollMs = nextBackoff(this.pollMs, this.backoff.maxMs)
     this.cancelPoll = this.scheduler.timeline.add(performance.now() + ms, () => {
