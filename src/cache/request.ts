@@ -1,18 +1,15 @@
 import { randomBytes } from 'node:crypto'
-import { decodeValue, fallbackValid, type Entry } from '../entry.js'
-import { Deadlines } from '../deadlines.js'
-import { decodeFailure } from '../loader-error.js'
-import { CacheClosedError, LoaderTimeoutError, LockWaitTimeoutError, RedisUnavailableError, RemoteLoaderError } from '../errors.js'
+import { fallbackValid } from '../entry.js'
+import { CacheClosedError, RedisUnavailableError, RemoteLoaderError } from '../errors.js'
 import type { WaitOutcome } from '../events.js'
-import type { Flight } from '../memory/single-flight.js'
 import type { PolicyOptions } from '../options.js'
 import type { FreshRead } from '../redis/fresh-reads.js'
-import { entryKeys, freshKeyOf, type EntryKeys } from '../redis/keys.js'
+import { entryKeys, freshKeyOf } from '../redis/keys.js'
 import type { Subscription } from '../redis/notifier.js'
 import type { PollWait } from '../redis/poll-scheduler.js'
-import type { Lookup, LookupMode, RedisStore } from '../redis/store.js'
+import type { Lookup, LookupMode } from '../redis/store.js'
 import { type Call, type Claim, type FlightNotes, type Resolution, messageKind } from './call.js'
-import { Refresher } from './refresh.js'
+import { CallerTimeouts } from './timeouts.js'
 
 /** The flight's first lookup answered (or failed): from now on its joined callers' waitTimeouts run. */
 function lookedUp(notes: FlightNotes): void {
@@ -21,8 +18,6 @@ function lookedUp(notes: FlightNotes): void {
   if (Array.isArray(postponed)) for (const resume of postponed) resume()
 }
 
-/** Tells a caller to run its own loader, storing nothing. */
-const OWN_LOAD: Resolution = { value: undefined, outcome: 'loaded', shareable: false }
 /** How a cross-process wait ended, by what the re-check found once the lock was no longer held. */
 const WAIT_ENDED_BY_LOOKUP: Record<Exclude<Lookup['lock'], 'held'>, WaitOutcome> = {
   none: 'value', error: 'error', backoff: 'error', won: 'released', pass: 'released', token: 'released',
@@ -32,9 +27,10 @@ const WAIT_ENDED_BY_MESSAGE: Record<string, WaitOutcome> = { c: 'value', n: 'val
 
 /**
  * The request state machine, in one place: L1 → single-flight → the fresh GET →
- * get-or-lock → hit / stale / lead / wait, and each caller's own timeouts.
+ * get-or-lock → hit / stale / lead / wait. Below it: each caller's own timeouts
+ * (timeouts.ts), and what each answer returns (answers.ts).
  */
-export abstract class RequestMachine extends Refresher {
+export abstract class RequestMachine extends CallerTimeouts {
   // ── L1 and single-flight ──────────────────────────────────────────────────
 
   /** A resolution straight from L1 (synchronous), or the flight's promise. */
@@ -88,83 +84,6 @@ export abstract class RequestMachine extends Refresher {
     })
   }
 
-  /**
-   * This caller's softTimeout and hardTimeout, raced against the flight (leading or
-   * waiting alike), and for a caller that joined another caller's flight, waitTimeout.
-   * The flight runs on, so a process still loads each key once.
-   */
-  protected withTimeouts(call: Call, flight: Flight<Resolution, FlightNotes>, joined: boolean): Promise<Resolution> {
-    const { key, policy } = call
-    if (!joined && !policy.softTimeout && !policy.hardTimeout) return flight.promise // no deadline, no timer
-    const fallback = () => (fallbackValid(flight.notes.fallback, performance.now()) ? flight.notes.fallback : undefined)
-    // Each deadline answers, throws, or returns undefined to keep waiting (`again(ms)`: come back later).
-    const deadlines: [number, (again: (ms: number) => void) => Resolution | Promise<Resolution> | undefined][] = []
-    if (policy.softTimeout) {
-      deadlines.push([policy.softTimeout, () => {
-        const stale = fallback()
-        if (!stale) return undefined // nothing to answer with yet
-        this.events.emit('timeout', { key, kind: 'soft' })
-        return this.stale(key, stale, 'soft-timeout')
-      }])
-    }
-    if (joined) {
-      deadlines.push([policy.waitTimeout, (again) => {
-        // A flight still on its first Redis lookup (queued behind a burst, or sent) is not yet
-        // waiting for anyone's load: count the wait again from when the lookup answers.
-        const lookup = flight.notes.lookingUp
-        if (lookup) {
-          const resume = () => again(policy.waitTimeout)
-          if (lookup === true) flight.notes.lookingUp = [resume]
-          else lookup.push(resume)
-          return undefined
-        }
-        // Run our own loader (fly() does, on this unshared marker); the flight still stores its result.
-        return this.waitTimedOut(call, fallback()) ?? OWN_LOAD
-      }])
-    }
-    if (policy.hardTimeout) {
-      deadlines.push([policy.hardTimeout, () => {
-        this.events.emit('timeout', { key, kind: 'hard' })
-        const stale = fallback()
-        if (stale) return this.stale(key, stale, 'hard-timeout')
-        throw new LoaderTimeoutError(key, policy.hardTimeout)
-      }])
-    }
-    if (deadlines.length === 0) return flight.promise
-    const schedule = this.deadlinesOf(flight)
-    return new Promise<Resolution>((resolve, reject) => {
-      let done = false
-      const settle = (answer: () => void) => {
-        if (done) return
-        done = true
-        answer()
-      }
-      const now = performance.now()
-      for (const [ms, onDeadline] of deadlines) {
-        const fire = () => {
-          if (done) return // answered already; the entry just comes due
-          try {
-            const answer = onDeadline((later) => schedule.add(performance.now() + later, fire))
-            if (answer) settle(() => resolve(answer))
-          } catch (error) {
-            settle(() => reject(error))
-          }
-        }
-        schedule.add(now + ms, fire)
-      }
-      flight.promise.then((resolution) => settle(() => resolve(resolution)), (error: unknown) => settle(() => reject(error)))
-    })
-  }
-
-  /** The flight's one timer for all its callers' deadlines, dropped when the flight settles. */
-  protected deadlinesOf(flight: Flight<Resolution, FlightNotes>): Deadlines {
-    if (!flight.notes.deadlines) {
-      const schedule = (flight.notes.deadlines = new Deadlines())
-      flight.promise.then(() => schedule.clear(), () => schedule.clear())
-    }
-    return flight.notes.deadlines
-  }
-
   // ── the Redis state machine ───────────────────────────────────────────────
 
   /**
@@ -186,7 +105,7 @@ export abstract class RequestMachine extends Refresher {
     // Whichever command goes first is sent before this returns, so calls keep their order.
     if (store.clock.stale()) void store.syncClock()
     // The first lookup is the fresh GET and, when it finds nothing, the script: joined
-    // callers' waitTimeouts start once it answers (see withTimeouts).
+    // callers' waitTimeouts start once it answers (see withTimeouts in timeouts.ts).
     notes.lookingUp ??= true
     if (!store.clock.known()) return this.lookUp(call, notes, undefined)
     const machine = this // methods, not arrow properties: tsx names each arrow property it creates, per call
@@ -390,89 +309,5 @@ export abstract class RequestMachine extends Refresher {
       endWait()
       if (abandoned && !won) store.releaseAbandoned(keys, owner)
     }
-  }
-
-  /**
-   * What to serve stale while a reload runs: Redis's copy in grace, or, when Redis has none
-   * at all (flushed, evicted), this process's L1 copy if that is still in grace.
-   */
-  protected graceCopy(entry: Entry | undefined, found: Lookup, notes: FlightNotes): Entry | undefined {
-    if (entry) return found.state === 'grace' ? entry : undefined
-    const held = notes.fallback
-    return found.state === 'miss' && held && performance.now() < held.graceUntil ? held : undefined
-  }
-
-  /** A read of the fresh copy answered: the hit, or undefined when it found nothing usable. */
-  protected freshHit(call: Call, read: FreshRead, store: RedisStore): Resolution | undefined {
-    if (this.memory || call.policy.earlyRefresh.kind !== 'off') {
-      const entry = this.freshEntry(call.key, read, store)
-      return entry && this.hit(call, entry)
-    }
-    // Nothing would keep the entry (no L1, no early refresh): decode the value alone.
-    const record = this.freshRecord(call.key, read, store.clock.now()!)
-    if (!record) return undefined
-    let value: unknown
-    try {
-      value = decodeValue(this.settings.codec, record.bytes, record.dataAt)
-    } catch (error) {
-      this.events.emit('corrupt', { key: call.key, error })
-      return undefined
-    }
-    if (this.events.count('hit')) this.events.deliver('hit', { key: call.key, tier: 'redis' })
-    return { value, outcome: 'hit', shareable: true }
-  }
-
-  protected hit(call: Call, entry: Entry): Resolution {
-    if (this.memory) this.remember(call, entry)
-    this.events.emit('hit', { key: call.key, tier: 'redis' })
-    if (call.policy.earlyRefresh.kind !== 'off' && this.dueForEarlyRefresh(call, entry, performance.now())) {
-      // After this flight has ended, or refreshInBackground would see it and stand down.
-      setImmediate(() => {
-        if (this.deletions === call.epoch) this.refreshInBackground(call, 'refresh', entry) // not after a delete
-      })
-    }
-    return { value: entry.value, outcome: 'hit', shareable: true }
-  }
-
-  /** A message on the key's channel, from the leader in another process; undefined = re-check. */
-  protected async onLeaderMessage(call: Call, keys: EntryKeys, message: Buffer, fallback: Entry | undefined): Promise<Resolution | undefined> {
-    switch (messageKind(message)) {
-      case 'c':
-      case 'n': {
-        const entry = await this.committedEntry(call.key, keys, message)
-        if (!entry) return undefined
-        this.remember(call, entry)
-        this.events.emit('coalesced', { key: call.key, from: 'remote' })
-        return { value: entry.value, outcome: 'coalesced', shareable: true }
-      }
-      case 'e':
-        return this.remoteFailure(call, message.toString(), fallback)
-      case 'u':
-        return this.loadUncached(call)
-      default:
-        return undefined
-    }
-  }
-
-  /** `e|…` (see loader-error.ts): a load failed elsewhere. Stale if covered, else the error. */
-  protected remoteFailure(call: Call, message: string, fallback: Entry | undefined): Resolution {
-    const { name, message: remoteMessage } = decodeFailure(message)
-    const error = new RemoteLoaderError(call.key, name, remoteMessage)
-    if (!fallbackValid(fallback, performance.now())) throw error
-    this.events.emit('fail-safe', { key: call.key, error })
-    return this.stale(call.key, fallback, 'fail-safe')
-  }
-
-  /**
-   * After waitTimeout, or at once past `maxWaits` (`capped`): stale if we can, a
-   * LockWaitTimeoutError if asked, else undefined (load it ourselves).
-   */
-  protected waitTimedOut(call: Call, fallback: Entry | undefined, capped = false): Resolution | undefined {
-    if (!capped) this.events.emit('timeout', { key: call.key, kind: 'wait' })
-    if (fallbackValid(fallback, performance.now())) return this.stale(call.key, fallback, 'wait-timeout')
-    if (call.policy.onWaitTimeout === 'throw') {
-      throw capped ? new LockWaitTimeoutError(call.key, 0, this.settings.maxWaits) : new LockWaitTimeoutError(call.key, call.policy.waitTimeout)
-    }
-    return undefined
   }
 }

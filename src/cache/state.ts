@@ -29,8 +29,9 @@ const MAX_REFRESH_HOLDS = 10_000
 /**
  * What every layer of the cache shares: settings, the tiers (L1, single-flight, Redis),
  * the bookkeeping of deletes and background work, and encoding. The layers above it:
- * lead.ts (leading a load), refresh.ts (background refresh, watchReload), request.ts
- * (the request state machine), cache.ts (the public front).
+ * lead.ts (leading a load), refresh.ts (background refresh, watchReload), answers.ts
+ * (what each answer returns), timeouts.ts (each caller's timeouts), request.ts (the
+ * request state machine), cache.ts (the public front).
  */
 export abstract class CacheState {
   /** Wraps each loader call while `instrument()` traces this cache. */
