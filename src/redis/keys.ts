@@ -1,4 +1,10 @@
 import { createHash } from 'node:crypto'
+import type { Cluster, Redis } from 'ioredis'
+
+/** ioredis prefixes KEYS (so our channels inside scripts) but neither PUBLISH nor SUBSCRIBE arguments. */
+export function keyPrefixOf(client: Redis | Cluster): string {
+  return (client.options as { keyPrefix?: string }).keyPrefix ?? ''
+}
 
 /** The Redis names of one cache entry. All share one hash tag, so one slot in Cluster. */
 export interface EntryKeys {

@@ -2,7 +2,7 @@ import type { Cluster, Redis } from 'ioredis'
 import { RedisUnavailableError } from '../errors.js'
 import { delay, withTimeout } from '../timers.js'
 import type { ServerProbe } from './server-probe.js'
-import { keyPrefixOf } from './store.js'
+import { keyPrefixOf } from './keys.js'
 
 /** One key's wait for news: messages queue up until read, so none falls between two reads. */
 export interface Subscription {

@@ -1,7 +1,7 @@
 import type { Cluster, Redis } from 'ioredis'
-import { hashTag } from './keys.js'
+import { hashTag, keyPrefixOf } from './keys.js'
 import { registerScripts, type ClientWith } from './scripts.js'
-import { keyPrefixOf, type Broadcast, type RedisStore } from './store.js'
+import type { Broadcast, RedisStore } from './store.js'
 
 /**
  * The Redis names of one tag. All share the tag's own hash tag (one slot per tag, in
