@@ -22,6 +22,7 @@ export const ATTR = {
   tier: 'stampede_guard.tier',
   staleReason: 'stampede_guard.stale.reason',
   coalescedFrom: 'stampede_guard.coalesced.from',
+  tagInvalidationFrom: 'stampede_guard.tag_invalidation.from',
   loadResult: 'stampede_guard.load.result',
   loadBackground: 'stampede_guard.load.background',
   loadUncached: 'stampede_guard.load.uncached',

@@ -72,7 +72,7 @@ describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server'
     expect(countOf(m, 'stampede_guard.cache.load.duration', { 'stampede_guard.load.result': 'ok' })).toBe(2)
     expect(countOf(m, 'stampede_guard.cache.load.duration', { 'stampede_guard.load.result': 'error' })).toBe(1)
     expect(m.get('stampede_guard.cache.load.duration')?.descriptor.unit).toBe('s')
-    for (const name of ['coalesced', 'waits', 'fenced', 'locks_lost', 'redis_errors', 'timeouts', 'fail_safe', 'corrupt', 'uncacheable', 'circuit.opens']) {
+    for (const name of ['coalesced', 'waits', 'fenced', 'locks_lost', 'redis_errors', 'timeouts', 'fail_safe', 'corrupt', 'uncacheable', 'circuit.opens', 'waits_capped', 'tag_invalidations']) {
       const total = ((m.get(`stampede_guard.cache.${name}`)?.dataPoints ?? []) as { value: number }[]).reduce((sum, point) => sum + point.value, 0)
       expect(total, name).toBe(0)
     }

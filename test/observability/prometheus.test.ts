@@ -92,6 +92,9 @@ describe.skipIf(!redisAvailable)('GET /metrics through @opentelemetry/exporter-p
       expect(sample('stampede_guard_cache_loads_total', { stampede_guard_load_result: 'ok' }).value).toBe(2)
       expect(sample('stampede_guard_cache_loads_total', { stampede_guard_load_result: 'error', error_type: 'PriceServiceDown' }).value).toBe(1)
       expect(families.get('stampede_guard_cache_circuit_open')?.type).toBe('gauge')
+      // Counters of events the sequence does not cause are listed, at 0, before their first event.
+      expect(sample('stampede_guard_cache_waits_capped_total').value).toBe(0)
+      for (const from of ['process', 'remote']) expect(sample('stampede_guard_cache_tag_invalidations_total', { stampede_guard_tag_invalidation_from: from }).value).toBe(0)
 
       // The load histogram: cumulative buckets, +Inf equal to the count.
       const histogram = families.get('stampede_guard_cache_load_duration')
