@@ -26,7 +26,7 @@ export abstract class Refresher extends LoadLeader {
 
   /** A background refresh: take the lock without waiting; someone else refreshing is fine. */
   protected async refresh(call: Call, mode: LookupMode, current: Entry): Promise<Resolution> {
-    const notes = { fallback: current }
+    const notes: FlightNotes = { fallback: current }
     if (!this.store) return this.lead(call, undefined, notes)
     const keys = entryKeys(this.settings.namespace, call.key)
     const owner = randomBytes(16).toString('hex')
@@ -46,6 +46,10 @@ export abstract class Refresher extends LoadLeader {
       return this.lead(call, undefined, notes)
     }
     const stored = this.decode(call.key, found)
+    // Our copy is older than a delete's fence (its broadcast was missed): no answer and no
+    // fallback any more, and out of L1 (unlessDeleted). The flight carries on without it.
+    let kept = this.unlessDeleted(call.key, current, found.fence)
+    if (!kept) notes.fallback = undefined
     if (stored && found.state === 'fresh' && found.lock !== 'won') {
       this.remember(call, stored)
       if (found.lock === 'held') this.watchReload(call, keys, stored, Number(found.lockArg)) // an early refresh elsewhere
@@ -55,7 +59,7 @@ export abstract class Refresher extends LoadLeader {
     // Redis holds a newer value than ours, though already in grace itself: serve that one.
     if (stored && newerVersion(stored.version, current.version)) {
       this.remember(call, stored)
-      current = stored
+      current = kept = stored
       notes.fallback = stored
     }
     if (found.lock === 'won') {
@@ -63,12 +67,12 @@ export abstract class Refresher extends LoadLeader {
       return this.lead(call, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: found.sentAt, serverAt: found.serverNow }, notes)
     }
     const now = performance.now()
-    if (found.lock === 'held') this.watchReload(call, keys, current, Number(found.lockArg))
+    if (found.lock === 'held' && kept) this.watchReload(call, keys, current, Number(found.lockArg))
     else if (found.lock === 'backoff') this.holdRefresh(call.key, now + Number(found.lockArg))
-    if (now < current.freshUntil) return { value: current.value, outcome: 'hit', shareable: true }
-    if (now < current.graceUntil) return { value: current.value, outcome: 'stale', shareable: true }
-    // Our copy left its grace while we asked: callers that joined this flight must not get
-    // it, so the flight carries on as a foreground one (wait for the other process's value).
+    if (kept && now < kept.freshUntil) return { value: kept.value, outcome: 'hit', shareable: true }
+    if (kept && now < kept.graceUntil) return { value: kept.value, outcome: 'stale', shareable: true }
+    // Our copy left its grace (or was deleted) while we asked: callers that joined this flight
+    // must not get it, so the flight carries on as a foreground one (wait for the other process's value).
     return this.resolve({ ...call, background: false }, notes)
   }
 

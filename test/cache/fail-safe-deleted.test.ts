@@ -10,6 +10,7 @@ import { createCache, type Cache } from '../../src/index.js'
 import { useCacheSuite } from '../support/cache-suite.js'
 import { redisAvailable } from '../support/redis.js'
 import { gate, until } from '../support/timing.js'
+import { scriptSource } from '../../src/redis/scripts.js'
 import { useWorkerSuite } from '../support/worker-suite.js'
 
 const WORKER = new URL('../fixtures/cache-worker.ts', import.meta.url)
@@ -94,6 +95,30 @@ describe.skipIf(!redisAvailable)('fail-safe after a delete (a waiter\'s Redis fa
     expect(await leading).toBe('new') // its own callers get it; the commit is fenced
     expect(a.stats().fenced).toBe(1)
     expect(await waiting).toBe('database down') // b re-checked, reloaded, and had no fallback
+    expect(failSafes).toBe(0)
+  })
+})
+
+describe.skipIf(!redisAvailable)('fail-safe after a delete whose broadcast is lost (early refresh)', () => {
+  const suite = useCacheSuite()
+  const invalidate = scriptSource(new URL('../../src/redis/scripts/invalidate.lua', import.meta.url))
+
+  it('an early refresh that finds a delete\'s fence above its L1 copy drops the copy: a failing refresh does not keep it', async () => {
+    const cache = suite.cache({ ttl: '10s', staleIfError: '1m', earlyRefresh: 0.01 })
+    await cache.ready()
+    expect(await cache.getOrLoad('k', async () => 'old')).toBe('old') // in L1 and Redis
+    // A delete whose broadcast never arrives, with the subscriber still up (a lost message, not a lost connection).
+    await suite.admin().eval(invalidate, 2, 'sg:{k:k}', 'sg:{k:k}:v', 60_000, '', '')
+    let failSafes = 0
+    cache.on('fail-safe', () => failSafes++)
+    let refreshed = false
+    // Served from L1 (fresh there), which starts the early refresh; its loader fails.
+    expect(await cache.getOrLoad('k', async () => {
+      refreshed = true
+      throw new Error('database down')
+    })).toBe('old')
+    await until(() => refreshed && cache.stats().load > 1, 'the early refresh to run its loader')
+    await until(async () => (await cache.getOrLoad('k', async () => 'new')) === 'new', 'the deleted copy to leave L1', 5_000)
     expect(failSafes).toBe(0)
   })
 })
