@@ -71,7 +71,8 @@ function rejectUnknown(where: string, options: object, known: Set<string>): void
   }
 }
 
-function positiveInteger(argument: string, value: unknown): number {
+/** `value` if a positive integer, else `InvalidArgumentError` naming `argument`. */
+export function positiveInteger(argument: string, value: unknown): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
     throw new InvalidArgumentError(argument, `must be a positive integer, got ${String(value)}`)
   }

@@ -83,7 +83,8 @@ export type Attempt<Held> = { held: Held } | { busyForMs: number }
  * *before* sleeping (so a release cannot fall between the check and the subscription,
  * Redisson #1763); then sleep until a release message, the holder's lease, the next poll or
  * the deadline, and try again. A failed subscription leaves the poll to bound the wait.
- * Resolves `undefined` when the wait is spent or the caller aborted.
+ * Resolves `undefined` when the wait is spent or the caller aborted. `subscribe` may give
+ * `undefined` (a subscription budget spent): the wait then polls only, as when it fails.
  *
  * With `poll` (a backend's poll scheduler), the safety net is its shared, budgeted poll of
  * the lock's remaining lease rather than an attempt per wait on a timer of its own: the
@@ -92,7 +93,7 @@ export type Attempt<Held> = { held: Held } | { busyForMs: number }
 export async function acquireWaiting<Held>(
   request: { readonly waitMs: number; readonly signal: AbortSignal },
   attempt: () => Promise<Attempt<Held>>,
-  subscribe: () => Promise<Wakeup>,
+  subscribe: () => Promise<Wakeup | undefined>,
   poll?: PollEnrolment,
 ): Promise<Held | undefined> {
   const budget = new WaitBudget(request.waitMs, request.signal)

@@ -17,6 +17,7 @@ import { boundedCall } from './bounded-call.js'
 import { retryThroughFailover } from './failover-retry.js'
 import type { RedisLockSettings } from './options.js'
 import { defineLockScripts, type LockClient } from './scripts.js'
+import { DEFAULT_MAX_SUBSCRIBED_WAITS, POLL_ONLY, SubscribedWaits } from './subscribed-waits.js'
 
 /** How long a key's token counter outlives its last acquisition (memory bound; fencing does not depend on it). */
 const COUNTER_KEEP_MS = 60_000
@@ -35,7 +36,9 @@ const COUNTER_KEEP_MS = 60_000
  * poll, whichever is first. The poll is the backend's one scheduler (poll-scheduler.ts):
  * every wait's remaining lease asked in shared calls, within `maxPollRate`. When the
  * subscriber connection drops, and again when it is back, every wait polls at once. Per-key channels are sharded (SPUBLISH in release.lua,
- * SSUBSCRIBE here) on a Redis ≥ 7 Cluster by default, as the cache's are.
+ * SSUBSCRIBE here) on a Redis ≥ 7 Cluster by default, as the cache's are. At most
+ * `maxSubscribedWaits` waits subscribe; the rest wait on the poll alone, on a shorter backoff
+ * (subscribed-waits.ts): overload makes waking slower, never a lock refused.
  *
  * With `waitForReplicas`, the acquire script and `WAIT` go in one round trip, and a lock
  * fewer replicas acknowledged is released (waking the waiters) and counts as busy: the
@@ -53,13 +56,14 @@ export class RedisLockBackend implements LockBackend {
   private readonly probe: ServerProbe
   private readonly renewals: RenewalBatch
   private readonly polls: PollScheduler
+  private readonly subscribed: SubscribedWaits
   /** Cluster or Sentinel: an acquisition retries a failover's errors (see failover-retry.ts). */
   private readonly failsOver: boolean
 
   constructor(
     client: Redis | Cluster,
     private readonly settings: StoreSettings,
-    private readonly redis: RedisLockSettings = { shardedPubSub: 'auto', replicaWait: undefined, maxPollRate: DEFAULT_MAX_POLL_RATE },
+    private readonly redis: RedisLockSettings = { shardedPubSub: 'auto', replicaWait: undefined, maxPollRate: DEFAULT_MAX_POLL_RATE, maxSubscribedWaits: DEFAULT_MAX_SUBSCRIBED_WAITS },
   ) {
     this.client = defineLockScripts(client)
     this.failsOver = canFailOver(client)
@@ -68,6 +72,7 @@ export class RedisLockBackend implements LockBackend {
     const bounded = (operation: string, command: () => Promise<unknown>) => boundedCall(this.client, settings.commandTimeoutMs, operation, command)
     const keyOf = clusterKeyOf(client)
     this.renewals = new RenewalBatch((locks, args) => bounded('lock extend', () => this.client.stampedeGuardExtendMany(locks.length, ...locks, ...args)), keyOf)
+    this.subscribed = new SubscribedWaits(redis.maxSubscribedWaits)
     this.polls = new PollScheduler((locks) => bounded('lock poll', () => this.client.stampedeGuardPollLocks(locks.length, ...locks)), redis.maxPollRate, keyOf)
     // A release published while the subscriber was down is gone: without this, its waiter
     // slept on to its next safety-net poll (up to 5 s; measured 5.0 s after CLIENT KILL TYPE pubsub).
@@ -84,6 +89,8 @@ export class RedisLockBackend implements LockBackend {
       // The failed attempt may still run, and its release is queued behind it for its owner: take a new one.
       onRetry: () => (owner = randomBytes(16).toString('hex')),
     }
+    /** Past `maxSubscribedWaits`: no message will come, the poll is all (a failed subscribe keeps the usual backoff). */
+    let pollOnly = false
     return acquireWaiting(
       request,
       async () => {
@@ -102,8 +109,12 @@ export class RedisLockBackend implements LockBackend {
         }
         return { held: this.held(keys, owner, String(arg), sentAt) }
       },
-      () => this.notifier.subscribe(keys.channel),
-      (deadline, backoff) => this.polls.enrol(keys.lock, deadline, backoff),
+      async () => {
+        const wakeup = await this.subscribed.take(() => this.notifier.subscribe(keys.channel))
+        pollOnly = !wakeup
+        return wakeup
+      },
+      (deadline, backoff) => this.polls.enrol(keys.lock, deadline, pollOnly ? POLL_ONLY : backoff),
     )
   }
 

@@ -1,16 +1,12 @@
 import type { Cluster, Redis } from 'ioredis'
 import { InvalidArgumentError } from '../../errors.js'
+import { positiveInteger } from '../../settings.js'
 import { parseReplicaWait, type ReplicaWait, type ReplicaWaitOption } from '../../redis/replicas.js'
 import { parseShardedPubSub } from '../../redis/server-probe.js'
 import { DEFAULT_MAX_POLL_RATE } from '../../redis/poll-scheduler.js'
+import { DEFAULT_MAX_SUBSCRIBED_WAITS } from './subscribed-waits.js'
 
-function parseMaxPollRate(value: unknown): number {
-  if (value === undefined) return DEFAULT_MAX_POLL_RATE
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) throw new InvalidArgumentError('redis.maxPollRate', `must be a positive integer, got ${String(value)}`)
-  return value
-}
-
-/** `createLocks({ redis: { client, shardedPubSub, waitForReplicas, maxPollRate } })`; `createLocks({ redis: client })` takes every default. */
+/** `createLocks({ redis: { client, shardedPubSub, waitForReplicas, maxPollRate, maxSubscribedWaits } })`; `createLocks({ redis: client })` takes every default. */
 export interface RedisLockOptions {
   /** An ioredis client: standalone, Sentinel (`new Redis({ sentinels, name })`) or Cluster. */
   client: Redis | Cluster
@@ -40,15 +36,25 @@ export interface RedisLockOptions {
    * Default `1000`.
    */
   maxPollRate?: number
+  /**
+   * Budget of pub/sub subscriptions, in waits, for all of this backend's waits together (each
+   * waiting key holds one channel subscription on the subscriber connection). A wait past it
+   * does not subscribe and is not refused: it is woken by the shared poll alone (within
+   * `maxPollRate`), backed off 50 ms → 250 ms, so it sees a release up to about a quarter
+   * second late, and still gives up at its deadline. A slot freed meanwhile goes to the next
+   * wait to start. Default `1000`.
+   */
+  maxSubscribedWaits?: number
 }
 
 export interface RedisLockSettings {
   shardedPubSub: boolean | 'auto'
   replicaWait: ReplicaWait | undefined
   maxPollRate: number
+  maxSubscribedWaits: number
 }
 
-const KEYS = new Set(['client', 'shardedPubSub', 'waitForReplicas', 'maxPollRate'])
+const KEYS = new Set(['client', 'shardedPubSub', 'waitForReplicas', 'maxPollRate', 'maxSubscribedWaits'])
 
 export function isRedisClient(value: unknown): value is Redis {
   return typeof value === 'object' && value !== null && typeof (value as { defineCommand?: unknown }).defineCommand === 'function' && typeof (value as { status?: unknown }).status === 'string'
@@ -57,10 +63,10 @@ export function isRedisClient(value: unknown): value is Redis {
 /** The `redis` option, as a client or as `{ client, … }`, validated with the option named. */
 export function parseRedisLockOption(value: unknown): { client: Redis | Cluster; settings: RedisLockSettings } {
   if (isRedisClient(value)) {
-    return { client: value, settings: { shardedPubSub: parseShardedPubSub('redis.shardedPubSub', undefined, value), replicaWait: undefined, maxPollRate: DEFAULT_MAX_POLL_RATE } }
+    return { client: value, settings: { shardedPubSub: parseShardedPubSub('redis.shardedPubSub', undefined, value), replicaWait: undefined, maxPollRate: DEFAULT_MAX_POLL_RATE, maxSubscribedWaits: DEFAULT_MAX_SUBSCRIBED_WAITS } }
   }
   if (typeof value !== 'object' || value === null || !isRedisClient((value as RedisLockOptions).client)) {
-    throw new InvalidArgumentError('redis', 'expected an ioredis client (Redis or Cluster), or { client, shardedPubSub, waitForReplicas, maxPollRate }')
+    throw new InvalidArgumentError('redis', 'expected an ioredis client (Redis or Cluster), or { client, shardedPubSub, waitForReplicas, maxPollRate, maxSubscribedWaits }')
   }
   for (const name of Object.keys(value)) {
     if (!KEYS.has(name)) throw new InvalidArgumentError(`redis.${name}`, `unknown option (known: ${[...KEYS].join(', ')})`)
@@ -71,7 +77,8 @@ export function parseRedisLockOption(value: unknown): { client: Redis | Cluster;
     settings: {
       shardedPubSub: parseShardedPubSub('redis.shardedPubSub', options.shardedPubSub, options.client),
       replicaWait: parseReplicaWait('redis.waitForReplicas', options.waitForReplicas),
-      maxPollRate: parseMaxPollRate(options.maxPollRate),
+      maxPollRate: positiveInteger('redis.maxPollRate', options.maxPollRate ?? DEFAULT_MAX_POLL_RATE),
+      maxSubscribedWaits: positiveInteger('redis.maxSubscribedWaits', options.maxSubscribedWaits ?? DEFAULT_MAX_SUBSCRIBED_WAITS),
     },
   }
 }
