@@ -290,7 +290,6 @@ export abstract class CacheState {
     return undefined
   }
 
-
   /** `at`: the local time `life` counts from (now, unless the lifetimes were measured earlier). */
   protected decodeData(key: string, data: Buffer, life: Lifetimes, version: string, at = performance.now()): Entry | undefined {
     try {
@@ -342,11 +341,12 @@ export abstract class CacheState {
 
   /** What a read of the fresh copy found, decoded; undefined when nothing (or nothing usable) was there. */
   protected freshEntry(key: string, read: FreshRead, store: RedisStore): Entry | undefined {
-    const record = this.freshRecord(key, read, store.clock.now()!)
+    const serverNow = store.clock.now()!
+    const record = this.freshRecord(key, read, serverNow)
     if (!record) return undefined
     // Redis returned it, so it is fresh by the server clock, whatever our estimate of that says.
     // Nor fresher than its own ttl.
-    const life = lifetimesOf(record, store.clock.now()!)
+    const life = lifetimesOf(record, serverNow)
     life.freshMs = Math.max(0, life.ttlMs > 0 ? Math.min(life.freshMs, life.ttlMs) : life.freshMs)
     return this.decodeData(key, record.data, life, record.version)
   }
