@@ -45,7 +45,7 @@ export abstract class Answers extends Refresher {
 
   protected hit(call: Call, entry: Entry): Resolution {
     if (this.memory) this.remember(call, entry)
-    this.events.emit('hit', { key: call.key, tier: 'redis' })
+    if (this.events.count('hit')) this.events.deliver('hit', { key: call.key, tier: 'redis' })
     if (call.policy.earlyRefresh.kind !== 'off' && this.dueForEarlyRefresh(call, entry, performance.now())) {
       // After this flight has ended, or refreshInBackground would see it and stand down.
       setImmediate(() => {

@@ -50,7 +50,7 @@ export abstract class RequestMachine extends CallerTimeouts {
     const now = performance.now()
     if (now < entry.freshUntil) {
       if (this.dueForEarlyRefresh(call, entry, now)) this.refreshInBackground(call, 'refresh', entry)
-      this.events.emit('hit', { key: call.key, tier: 'l1' })
+      if (this.events.count('hit')) this.events.deliver('hit', { key: call.key, tier: 'l1' }) // no payload made for nobody: every L1 hit
       return { value: entry.value, outcome: 'hit', shareable: true }
     }
     if (now < entry.backoffUntil && now < entry.fallbackUntil) return this.stale(call.key, entry, 'backoff')
