@@ -265,3 +265,23 @@ describe.skipIf(!redisAvailable)('attacks on tags: concurrent invalidations', ()
     }
   })
 })
+
+describe.skipIf(!redisAvailable)('attacks on tags: planted data', () => {
+  const suite = useCacheSuite()
+
+  for (const planted of ['garbage', '1e400', '-5']) {
+    it(`an invalidation time \`at\` that is not a decimal integer (${planted}) refuses one commit, is removed, and the next load is stored`, async () => {
+      const admin = suite.admin()
+      await admin.set('sg:tag:{t:t}:at', planted)
+      const a = suite.cache()
+      let loads = 0
+      expect(await a.getOrLoad('k', async () => ++loads, { tags: ['t'], ttl: '20s' })).toBe(1)
+      expect(await admin.exists('sg:tag:{t:t}:at')).toBe(0)
+      expect(await admin.exists('sg:{k:k}:v')).toBe(0)
+      expect(await a.getOrLoad('k2', async () => ++loads, { tags: ['t'], ttl: '20s' })).toBe(2)
+      expect(await admin.exists('sg:{k:k2}:v')).toBe(1)
+      expect(await admin.sismember('sg:tag:{t:t}:keys', 'k2')).toBe(1)
+      await a.close()
+    })
+  }
+})

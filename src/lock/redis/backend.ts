@@ -35,8 +35,8 @@ const COUNTER_KEEP_MS = 60_000
  * between (Redisson #1763), and sleep until a message, the holder's PTTL, or a backed-off
  * poll, whichever is first. The poll is the backend's one scheduler (poll-scheduler.ts):
  * every wait's remaining lease asked in shared calls, within `maxPollRate`. When the
- * subscriber connection drops, and again when it is back, every wait polls at once. Per-key channels are sharded (SPUBLISH in release.lua,
- * SSUBSCRIBE here) on a Redis ≥ 7 Cluster by default, as the cache's are. At most
+ * subscriber connection drops, and again when it is back, every wait polls at once.
+ * Per-key channels are sharded (SPUBLISH in release-owner.lua, SSUBSCRIBE here) on a Redis ≥ 7 Cluster by default, as the cache's are. At most
  * `maxSubscribedWaits` waits subscribe; the rest wait on the poll alone, on a shorter backoff
  * (subscribed-waits.ts): overload makes waking slower, never a lock refused.
  *

@@ -15,14 +15,14 @@
 --
 -- Returns the invalidation time (server ms).
 
-local members, at, drain = KEYS[1], KEYS[2], KEYS[3]
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+--# include fields.lua
 
-if redis.call('TYPE', at)['ok'] ~= 'string' then redis.call('DEL', at) end
--- Never backwards (a failover to a node whose clock is behind).
-local invalidated = math.max(now, tonumber(redis.call('GET', at) or '0') or 0)
-redis.call('SET', at, string.format('%.0f', invalidated), 'PX', ARGV[1])
+local members, at, drain = KEYS[1], KEYS[2], KEYS[3]
+local now = serverClock()
+
+-- Never backwards (a failover to a node whose clock is behind); an unreadable `at` counts as none.
+local invalidated = integer(math.max(now, counted(stringAt(at), math.huge) or 0))
+redis.call('SET', at, invalidated, 'PX', ARGV[1])
 
 if redis.call('TYPE', drain)['ok'] ~= 'set' then redis.call('DEL', drain) end
 if redis.call('TYPE', members)['ok'] == 'set' then
@@ -41,4 +41,4 @@ else
 end
 
 if ARGV[2] ~= '' then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
-return string.format('%.0f', invalidated)
+return invalidated

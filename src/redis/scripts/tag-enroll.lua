@@ -11,19 +11,23 @@
 --                      is kept at least this long, so it outlives every member's value
 -- ARGV[4]  maxMembers  budget of members per tag (maxKeysPerTag)
 --
--- Returns 1 (enrolled), 0 (invalidated at or after startedAt: do not commit),
+-- Returns 1 (enrolled), 0 (invalidated at or after startedAt, or `at` unreadable: do not commit),
 -- -1 (the set already holds maxMembers other keys: do not commit).
+
+--# include fields.lua
 
 local members, at = KEYS[1], KEYS[2]
 local key, startedAt, lifeMs, maxMembers = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 
-local atKind = redis.call('TYPE', at)['ok']
-if atKind ~= 'string' and atKind ~= 'none' then
-  -- Foreign data where the invalidation time belongs: whatever it meant, refuse this once.
+local text = stringAt(at)
+local invalidated = counted(text, math.huge)
+if text ~= false and not invalidated then
+  -- Foreign data where the invalidation time belongs (a foreign type, or not a decimal
+  -- integer): whatever it meant, refuse this once.
   redis.call('DEL', at)
   return 0
 end
-if tonumber(redis.call('GET', at) or '0') >= startedAt then return 0 end
+if (invalidated or 0) >= startedAt then return 0 end
 
 local setKind = redis.call('TYPE', members)['ok']
 if setKind ~= 'set' and setKind ~= 'none' then redis.call('DEL', members) end
