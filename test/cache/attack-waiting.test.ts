@@ -42,8 +42,12 @@ describe.skipIf(!redisAvailable)('attack: maxWaits counts waits, not the loads a
       return 'y-from-holder'
     })
     await until(async () => (await suite.admin().exists(entryKeys('capped', 'y').lock)) === 1, 'the holder to lock y')
+    let yDecided = false // the waiter has waited on y, or been refused a wait (the bug)
+    const decided = ({ key }: { key: string }) => { if (key === 'y') yDecided = true }
+    waiter.cache.on('wait', decided)
+    waiter.cache.on('wait-capped', decided)
     const y2 = waiter.cache.getOrLoad('y', async () => 'y-from-waiter').catch((error: unknown) => error)
-    await new Promise((resolve) => setTimeout(resolve, 300))
+    await until(() => yDecided, 'the waiter to wait on y (or be refused)')
     holderLoad.open()
     expect(await y1).toBe('y-from-holder')
     // Before: LockWaitTimeoutError "1 cross-process waits (maxWaits) were running" (the load of x).

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { createCache, LoaderTimeoutError } from '../../src/index.js'
 import { Deadlines } from '../../src/deadlines.js'
-import { gate, sleep } from '../support/timing.js'
+import { gate, sleep, until } from '../support/timing.js'
 
 /** Counts the timers armed through the global setTimeout while `run` is going. */
 function countTimers(): { armed(): number; restore(): void } {
@@ -58,7 +58,7 @@ describe('Deadlines', () => {
     const fired: number[] = []
     const now = performance.now()
     for (const ms of [40, 10, 30, 20]) deadlines.add(now + ms, () => fired.push(ms))
-    await sleep(80)
+    await until(() => fired.length === 4, 'the four deadlines to fire')
     expect(fired).toEqual([10, 20, 30, 40])
     deadlines.add(performance.now() + 10, () => fired.push(99))
     deadlines.clear()
@@ -78,7 +78,7 @@ describe('Deadlines', () => {
     expect(deadlines.size).toBe(1)
     // Rebuilt once cancelled entries passed half of it, instead of holding 1,001 for a minute.
     expect((deadlines as unknown as { heap: unknown[] }).heap.length).toBeLessThan(200)
-    await sleep(60)
+    await until(() => fired.length > 0, 'the kept deadline to fire')
     expect(fired).toEqual([-1])
     kept() // after it fired: a no-op
     expect(deadlines.size).toBe(0)

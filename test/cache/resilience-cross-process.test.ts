@@ -57,7 +57,7 @@ describe.skipIf(!redisAvailable)('resilience across processes', () => {
     expect(await loads('grace')).toBe(2) // the warm-up load and exactly one refresh
   })
 
-  it('grace: once one process has refreshed, every process answers hit with the new value within 1 s, not a lease', async () => {
+  it('grace: once one process has refreshed, every process answers hit with the new value well within a lease (5 s)', async () => {
     // lock.lease is the default 5 s: a process that waited out the refresher's lock would show here.
     const group = await spawn(4, { ttl: 300, staleTtl: '30s' })
     await Promise.all(group.map((w) => w.request({ op: 'burst', keys: ['fresher'], calls: 1, loaderMs: 0, value: 'old' })))
@@ -68,9 +68,10 @@ describe.skipIf(!redisAvailable)('resilience across processes', () => {
     expect(await loads('fresher')).toBe(2) // exactly one refresh, in one process
     const hitAt = reports.map((r) => r.hitAt)
     expect(hitAt.every((at) => at !== undefined), JSON.stringify(reports)).toBe(true)
-    // The refreshing process has the new value first; every other one follows within 1 s.
+    // The refreshing process has the new value first; every other one follows at once (the commit
+    // message), not after waiting out the refresher's 5 s lock. The bound leaves a busy box room.
     const spread = Math.max(...(hitAt as number[])) - Math.min(...(hitAt as number[]))
-    expect(spread, JSON.stringify(reports)).toBeLessThan(1_000)
+    expect(spread, JSON.stringify(reports)).toBeLessThan(2_500)
   })
 
   it('fail-safe: a failing database yields zero errors while the stale window lasts, and about one attempt per backoff', async () => {

@@ -88,7 +88,7 @@ describe.skipIf(!redisAvailable)('attack: batched renewals and shared polls (Red
     suite.server().resume()
     expect(lostAt.size).toBe(COUNT)
     for (const at of lostAt.values()) expect(at).toBeLessThan(resumedAt)
-    expect(Math.max(...lostAt.values()) - stoppedAt).toBeLessThan(1_100)
+    expect(Math.max(...lostAt.values()) - stoppedAt).toBeLessThan(1_500) // the 1 s lease, plus a loaded box's timer lateness
     for (const handle of handles) expect((handle.signal.reason as LockLostError).reason).toMatch(/lease ran out/)
     // Another process takes them once Redis is back; the first holders' renewals go on, and must not touch them.
     const otherClient = suite.server().client()
@@ -151,7 +151,7 @@ describe.skipIf(!redisAvailable)('attack: batched renewals and shared polls (Red
     const startedAt = performance.now()
     await waiter.close()
     const results = await Promise.all(waits)
-    expect(performance.now() - startedAt).toBeLessThan(2_000)
+    expect(performance.now() - startedAt).toBeLessThan(5_000) // the waits' own wait is 30 s
     expect(results.every((result) => result instanceof LocksClosedError)).toBe(true)
     expect(mine.every((handle) => handle.signal.aborted)).toBe(true)
     expect(await suite.admin().keys('closing:{l:m*}:lock')).toEqual([])

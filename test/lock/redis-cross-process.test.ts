@@ -75,7 +75,8 @@ describe.skipIf(!redisAvailable)('Redis lock across processes', () => {
     const first = await Promise.race(pending.map((p, index) => p.then(() => index)))
     const handoffMs = performance.now() - releasedAt
     // A waiter asleep until the lease's end would have slept ~3 s more; the message woke it.
-    expect(handoffMs).toBeLessThan(1_500)
+    // (Bound: under that 3 s, with room for a busy box's IPC to the worker.)
+    expect(handoffMs).toBeLessThan(2_500)
     console.log(`[notify] ${during} script calls in 2 s of holding with 7 waiters; hand-off after release ${handoffMs.toFixed(1)} ms`)
     // Let the others through in turn.
     const remaining = new Map(pending.map((promise, index) => [index, promise]))

@@ -73,8 +73,9 @@ export async function expectWokenByNotification(o: {
   await o.holder.release()
   const first = await Promise.race(pending.map((p, index) => p.then(() => index)))
   const handoffMs = performance.now() - releasedAt
-  // A waiter asleep until the lease's end would have slept ≥ lease − 2 s more; the message woke it.
-  expect(handoffMs).toBeLessThan(1_500)
+  // A waiter asleep until the lease's end would have slept ≥ lease − 2 s more (3 s at the callers'
+  // 5 s lease); the message woke it. The bound stays under that, with room for a busy box's IPC.
+  expect(handoffMs).toBeLessThan(2_500)
   const remaining = new Map(pending.map((promise, index) => [index, promise]))
   for (let current = first; ; ) {
     remaining.delete(current)

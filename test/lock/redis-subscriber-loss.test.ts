@@ -55,7 +55,8 @@ describe.skipIf(!redisAvailable)('Redis lock: subscriber connection lost', () =>
     await until(() => waiter.subscriber()!.status !== 'ready', 'the waiter to see its subscriber drop')
     // A poll on the drop (sent within 20 ms, answered within a loopback round trip) finds the
     // lock still held: the release then falls where only the poll on the subscriber's return catches it.
-    await sleep(100)
+    const inFlight = () => (waiter.polls as unknown as { keysInFlight: number }).keysInFlight
+    await until(() => waiter.polls.counts.keys > polledBefore && inFlight() === 0, 'the poll on the drop to be answered')
     const releasedAt = performance.now()
     await held.release() // its message is published to nobody
     expect(waiter.subscriber()!.status).not.toBe('ready') // it really fell in the gap
