@@ -69,8 +69,9 @@ describe.skipIf(!redisAvailable)('Redis lock: subscriber connection lost', () =>
     const polls = waiter.polls.counts.keys - polledBefore
     expect(polls).toBeGreaterThanOrEqual(1)
     expect(polls).toBeLessThanOrEqual(4)
-    expect(tookMs).toBeLessThan(2_000) // the reconnect (600 ms) and a round trip; before: ~5,000
-    expect(2_000).toBeLessThan(SUBSCRIBED_MAX_SLEEP_MS / 2) // the bound tells the two apart
+    // The reconnect (600 ms) and a round trip; before: ~5,000 (the subscribed waiter's longest sleep).
+    // Half that sleep is generous on a busy machine and still tells the two apart.
+    expect(tookMs).toBeLessThan(SUBSCRIBED_MAX_SLEEP_MS / 2)
     await got.release()
   })
 
