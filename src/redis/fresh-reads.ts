@@ -25,7 +25,7 @@ export interface FreshReader {
 }
 
 /** Is this a GET's answer for a key of a foreign type (reported as FOREIGN_TYPE, not an outage)? */
-export const isWrongType = (error: unknown): boolean => String((error as Error)?.message).startsWith('WRONGTYPE')
+const isWrongType = (error: unknown): boolean => String((error as Error)?.message).startsWith('WRONGTYPE')
 
 /** One GET of a fresh copy; a key of a foreign type is reported, not an outage. */
 export function getOne(client: ScriptedClient, key: string): Promise<FreshRead> {

@@ -1,7 +1,7 @@
 import { batchesOf, repliesFor } from './batches.js'
 
 /** Most locks one extend-many.lua call renews: a larger call blocks Redis for longer. */
-export const MAX_RENEWALS_PER_CALL = 500
+const MAX_RENEWALS_PER_CALL = 500
 
 interface Renewal {
   readonly lock: string
