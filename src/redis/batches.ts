@@ -27,6 +27,23 @@ export function batchesOf<T>(items: readonly T[], max: number, keyOf?: (item: T)
   return batches
 }
 
+/**
+ * The reply of `send()`, one script call for a batch of `count` items, checked to hold one
+ * answer per item. A `send` that throws rejects, so the caller fails its batch in one place.
+ */
+export function repliesFor(count: number, script: string, send: () => Promise<unknown>): Promise<unknown[]> {
+  let sent: Promise<unknown>
+  try {
+    sent = send()
+  } catch (error) {
+    return Promise.reject(error)
+  }
+  return sent.then((reply) => {
+    if (!Array.isArray(reply) || reply.length !== count) throw new Error(`${script} answered ${JSON.stringify(reply)?.slice(0, 100)}`)
+    return reply
+  })
+}
+
 function groupBy<T>(items: readonly T[], slotOf: (item: T) => number): T[][] {
   const groups = new Map<number, T[]>()
   for (const item of items) {

@@ -6,6 +6,7 @@ import { delay } from '../timers.js'
 import { FailingClock } from './failing-clock.js'
 import { CommandBudget } from './command-budget.js'
 import { FreshReadBatch } from './fresh-reads.js'
+import { batchesOf } from './batches.js'
 import { Dispatch, InFlightList } from './in-flight.js'
 import { keyPrefixOf } from './keys.js'
 import type { ScriptedClient } from './scripts.js'
@@ -137,7 +138,7 @@ export class CommandChannel {
     const width = this.budget.maxInFlight
     if (items.length <= width) return Promise.all(items.map(send))
     const results: R[] = []
-    for (let i = 0; i < items.length; i += width) results.push(...await Promise.all(items.slice(i, i + width).map(send)))
+    for (const batch of batchesOf(items, width)) results.push(...await Promise.all(batch.map(send)))
     return results
   }
 

@@ -2,6 +2,7 @@ import type { CacheEmitter } from '../events.js'
 import { RedisUnavailableError } from '../errors.js'
 import type { CircuitBreaker } from './breaker.js'
 import type { CommandBudget } from './command-budget.js'
+import { batchesOf } from './batches.js'
 import { Dispatch, type Dispatcher } from './in-flight.js'
 import type { ScriptedClient } from './scripts.js'
 
@@ -24,7 +25,7 @@ export interface FreshReader {
 }
 
 /** Is this a GET's answer for a key of a foreign type (reported as FOREIGN_TYPE, not an outage)? */
-export const isWrongType = (error: unknown): boolean => String((error as Error)?.message).startsWith('WRONGTYPE')
+const isWrongType = (error: unknown): boolean => String((error as Error)?.message).startsWith('WRONGTYPE')
 
 /** One GET of a fresh copy; a key of a foreign type is reported, not an outage. */
 export function getOne(client: ScriptedClient, key: string): Promise<FreshRead> {
@@ -103,7 +104,7 @@ export class FreshReadBatch {
     if (!reads) return
     if (reads.length === 1) return this.send(reads)
     // Several MGETs rather than one big one: Redis answers the first while we decode it.
-    for (let at = 0; at < reads.length; at += MAX_READS_PER_MGET) this.send(reads.slice(at, at + MAX_READS_PER_MGET))
+    for (const batch of batchesOf(reads, MAX_READS_PER_MGET)) this.send(batch)
   }
 
   private send(reads: FreshReader[]): void {

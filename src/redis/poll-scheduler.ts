@@ -1,6 +1,6 @@
 import { Deadlines } from '../deadlines.js'
 import { nextBackoff } from '../timers.js'
-import { batchesOf } from './batches.js'
+import { batchesOf, repliesFor } from './batches.js'
 
 /**
  * Default budget of safety-net polls, in keys polled per second per scheduler (per cache,
@@ -156,17 +156,8 @@ export class PollScheduler {
     this.keysInFlight += batch.length
     this.counts.keys += batch.length
     this.counts.calls++
-    let reply: Promise<unknown>
-    try {
-      reply = this.check(batch.map((polled) => polled.wait.lock))
-    } catch (error) {
-      reply = Promise.reject(error)
-    }
-    reply
-      .then((ttls) => {
-        if (!Array.isArray(ttls) || ttls.length !== batch.length) throw new Error('poll-locks answered out of shape')
-        batch.forEach(({ wait, round }, i) => wait.polled(round, Number(ttls[i])))
-      })
+    repliesFor(batch.length, 'poll-locks', () => this.check(batch.map((polled) => polled.wait.lock)))
+      .then((ttls) => batch.forEach(({ wait, round }, i) => wait.polled(round, Number(ttls[i]))))
       .catch(() => batch.forEach(({ wait, round }) => wait.polled(round, undefined)))
       .finally(() => {
         this.keysInFlight -= batch.length

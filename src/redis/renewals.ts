@@ -1,7 +1,7 @@
-import { batchesOf } from './batches.js'
+import { batchesOf, repliesFor } from './batches.js'
 
 /** Most locks one extend-many.lua call renews: a larger call blocks Redis for longer. */
-export const MAX_RENEWALS_PER_CALL = 500
+const MAX_RENEWALS_PER_CALL = 500
 
 interface Renewal {
   readonly lock: string
@@ -48,18 +48,9 @@ export class RenewalBatch {
     const due = this.pending
     this.pending = []
     for (const batch of batchesOf(due, MAX_RENEWALS_PER_CALL, this.keyOf && ((renewal) => this.keyOf!(renewal.lock)))) {
-      let sent: Promise<unknown>
-      try {
-        sent = this.send(batch.map((renewal) => renewal.lock), batch.flatMap((renewal) => [renewal.value, renewal.leaseMs]))
-      } catch (error) {
-        sent = Promise.reject(error)
-      }
-      sent.then(
-        (reply) => {
-          if (!Array.isArray(reply) || reply.length !== batch.length) throw new Error(`extend-many answered ${JSON.stringify(reply)?.slice(0, 100)}`)
-          batch.forEach((renewal, i) => renewal.resolve(Number(reply[i]) === 1))
-        },
-      ).catch((error: unknown) => batch.forEach((renewal) => renewal.reject(error)))
+      repliesFor(batch.length, 'extend-many', () => this.send(batch.map((renewal) => renewal.lock), batch.flatMap((renewal) => [renewal.value, renewal.leaseMs])))
+        .then((reply) => batch.forEach((renewal, i) => renewal.resolve(Number(reply[i]) === 1)))
+        .catch((error: unknown) => batch.forEach((renewal) => renewal.reject(error)))
     }
   }
 }
