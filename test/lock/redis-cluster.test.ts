@@ -165,6 +165,8 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis 
       expect('value' in rode).toBe(true)
       const held = (rode as { value: Awaited<ReturnType<Locks['acquire']>> }).value
       expect(held.token).toBeGreaterThan(before.token)
+      // The client found the promoted replica; the node ownerOf asks may not have heard yet (failed: 'no live master serves slot').
+      await cluster().waitForMaster(replicas[0]!)
       expect((await cluster().ownerOf(lock)).master).toBe(replicas[0]) // taken on the promoted replica
       await held.release()
     } finally {
