@@ -2,34 +2,23 @@
  * Attacks on the lock front (locks.ts, handle.ts) that found defects, on the Redis
  * backend against a real redis-server. Each test here failed before its fix.
  */
-import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createLocks, InvalidArgumentError, LockLostError, type Locks } from '../../src/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { useRedisLocks } from '../support/lock-suite.js'
 import { gate } from '../support/timing.js'
 
 describe.skipIf(!redisAvailable)('lock front under attack (Redis)', () => {
-  let server: RedisServer
-  let locks: Locks
-  let redis: Redis
-  beforeAll(async () => {
-    server = await startRedis()
-    redis = server.client()
-    locks = createLocks({ redis, namespace: 'attack' })
-  })
-  afterAll(async () => {
-    await locks?.close()
-    await server?.stop()
-  })
+  const { locks } = useRedisLocks('attack')
 
   it('reentrant: a detached nested call that outlives the outer withLock has its signal aborted with LockLostError when the outer releases', async () => {
     const innerEntered = gate()
     const outerReleased = gate()
     let innerSignal: AbortSignal | undefined
     let detached: Promise<unknown> | undefined
-    await locks.withLock('detached', async () => {
+    await locks().withLock('detached', async () => {
       // Not awaited: inherits the AsyncLocalStorage chain, so it enters under the outer lock.
-      detached = locks.withLock(
+      detached = locks().withLock(
         'detached',
         async ({ signal }) => {
           innerSignal = signal
@@ -41,7 +30,7 @@ describe.skipIf(!redisAvailable)('lock front under attack (Redis)', () => {
       await innerEntered.promise
     })
     // The outer call released the lock: someone else can take it now...
-    const other = await locks.tryAcquire('detached')
+    const other = await locks().tryAcquire('detached')
     expect(other).toBeDefined()
     // ...so the nested call still running no longer holds anything and must be told.
     expect(innerSignal!.aborted).toBe(true)
@@ -53,8 +42,8 @@ describe.skipIf(!redisAvailable)('lock front under attack (Redis)', () => {
 
   it('reentrant: a nested acquire() handle kept past the outer release reports the loss on its signal', async () => {
     let nested: Awaited<ReturnType<Locks['acquire']>> | undefined
-    await locks.withLock('kept', async () => {
-      nested = await locks.acquire('kept', { reentrant: true })
+    await locks().withLock('kept', async () => {
+      nested = await locks().acquire('kept', { reentrant: true })
       expect(nested.signal.aborted).toBe(false)
     })
     expect(nested!.signal.aborted).toBe(true)

@@ -6,63 +6,34 @@
  * that rides a SIGKILL failover, and the lock async replication loses when the master dies
  * before replicating it.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { createLocks, LockBusyError, RedisUnavailableError, type Locks } from '../../src/index.js'
+import { describe, expect, it } from 'vitest'
+import { LockBusyError, RedisUnavailableError, type Locks } from '../../src/index.js'
 import { lockKeys } from '../../src/redis/keys.js'
-import { parseInfo, redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
-import { redisCliBinary, startCluster, type RedisClusterHandle } from '../support/redis-cluster.js'
+import { parseInfo, redisAvailable, type RedisServer } from '../support/redis.js'
+import { redisCliBinary, startCluster } from '../support/redis-cluster.js'
 import { until } from '../support/timing.js'
-import type { Worker } from '../support/workers.js'
-import { commandCalls, contendThroughFailover, expectOneHolderAtATime, expectWokenByNotification, forkLockWorkers } from './redis-ha-scenarios.js'
+import { commandCalls, contendThroughFailover, expectOneHolderAtATime, expectWokenByNotification, useHaLocks } from './redis-ha-scenarios.js'
 
 const ci = process.env.CI === 'true'
 const NAMESPACE = 'coupons'
 const LEASE_MS = 5_000 // outlasts a SIGKILL failover (cluster-node-timeout 1 s + election)
 
 describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis Cluster (3 masters + 3 replicas)', () => {
-  let cluster: RedisClusterHandle
-  let check: RedisServer
-  let workers: Worker[] = []
-  const locks: Locks[] = []
-  beforeAll(async () => {
-    ;[cluster, check] = await Promise.all([startCluster({ masters: 3, replicas: 1 }), startRedis()])
-  }, 60_000)
-  afterEach(async () => {
-    await Promise.all(workers.map((worker) => worker.stop()))
-    workers = []
-    await Promise.all(locks.splice(0).map((l) => l.close()))
-  })
-  afterAll(async () => {
-    await cluster?.stop()
-    await check?.stop()
-  })
-
-  const fork = async (count: number, waitForReplicas?: { timeout: number }) => {
-    const started = await forkLockWorkers(count, { cluster: cluster.startupNodes, waitForReplicas, namespace: NAMESPACE }, check.port)
-    workers.push(...started)
-    return started
-  }
-  const newLocks = (waitForReplicas?: { timeout: number }) => {
-    const client = cluster.client()
-    client.on('error', () => {})
-    const created = createLocks({ redis: { client, waitForReplicas }, namespace: NAMESPACE })
-    locks.push(created)
-    return created
-  }
+  const { topology: cluster, check, fork, newLocks } = useHaLocks(NAMESPACE, () => startCluster({ masters: 3, replicas: 1 }), (c) => ({ cluster: c.startupNodes }))
   const names = (key: string) => lockKeys(NAMESPACE, key)
-  const resetStats = () => Promise.all(cluster.nodes.filter((n) => n.running).map((node) => cluster.admin(node).config('RESETSTAT')))
-  const callsPerNode = (command: string) => Promise.all(cluster.nodes.filter((n) => n.running).map((node) => commandCalls(cluster.admin(node), command)))
+  const resetStats = () => Promise.all(cluster().nodes.filter((n) => n.running).map((node) => cluster().admin(node).config('RESETSTAT')))
+  const callsPerNode = (command: string) => Promise.all(cluster().nodes.filter((n) => n.running).map((node) => commandCalls(cluster().admin(node), command)))
   const sum = (list: number[]) => list.reduce((a, b) => a + b, 0)
 
   it("a lock's names (lock, token counter, channel) share one hash tag: one slot, so each script touches one node", async () => {
-    const admin = cluster.admin(cluster.nodes[0]!)
+    const admin = cluster().admin(cluster().nodes[0]!)
     for (const key of ['mutex', 'coupon:42', 'odd{brace}key']) {
       const { lock, entry, channel } = names(key)
       const slots = await Promise.all([lock, entry, channel].map((name) => admin.call('CLUSTER', 'KEYSLOT', name)))
       expect(new Set(slots).size).toBe(1)
     }
     // Keys with different tags spread over the masters.
-    const owners = await Promise.all(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].map(async (key) => (await cluster.ownerOf(names(key).lock)).master.port))
+    const owners = await Promise.all(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].map(async (key) => (await cluster().ownerOf(names(key).lock)).master.port))
     expect(new Set(owners).size).toBeGreaterThan(1)
   })
 
@@ -70,7 +41,7 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis 
     const holderLocks = newLocks()
     const keys = Array.from({ length: 30 }, (_, i) => `batch:${i}`)
     const held = await Promise.all(keys.map((key) => holderLocks.acquire(key, { lease: 600 })))
-    const owners = await Promise.all(keys.map(async (key) => (await cluster.ownerOf(names(key).lock)).master.port))
+    const owners = await Promise.all(keys.map(async (key) => (await cluster().ownerOf(names(key).lock)).master.port))
     expect(new Set(owners).size).toBe(3)
     await new Promise((resolve) => setTimeout(resolve, 1_500)) // several renewal rounds (one CROSSSLOT would lose a lock)
     expect(held.filter((handle) => handle.signal.aborted).length).toBe(0)
@@ -79,7 +50,7 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis 
     const waiterLocks = newLocks()
     const waits = keys.slice(0, 3).map((key) => waiterLocks.acquire(key, { wait: '20s' }))
     await new Promise((resolve) => setTimeout(resolve, 300))
-    await Promise.all(keys.slice(0, 3).map(async (key) => cluster.admin((await cluster.ownerOf(names(key).lock)).master).del(names(key).lock)))
+    await Promise.all(keys.slice(0, 3).map(async (key) => cluster().admin((await cluster().ownerOf(names(key).lock)).master).del(names(key).lock)))
     const acquired = await Promise.all(waits)
     expect(acquired.map((handle) => handle.key)).toEqual(keys.slice(0, 3))
     await Promise.all([...acquired, ...held].map((handle) => handle.release().catch(() => {})))
@@ -89,9 +60,9 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis 
     const contenders = await fork(8)
     await resetStats()
     const iterations = 20
-    await expectOneHolderAtATime(contenders, check.client(), 'mutex', iterations)
-    const { master } = await cluster.ownerOf(names('mutex').lock)
-    const running = cluster.nodes.filter((n) => n.running)
+    await expectOneHolderAtATime(contenders, check(), 'mutex', iterations)
+    const { master } = await cluster().ownerOf(names('mutex').lock)
+    const running = cluster().nodes.filter((n) => n.running)
     const spublish = await callsPerNode('spublish')
     const onOwner = spublish[running.indexOf(master)]!
     expect(onOwner).toBeGreaterThanOrEqual(8 * iterations) // each holder's release, inside release.lua
@@ -105,7 +76,7 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis 
     const holderLocks = newLocks()
     const key = 'notify'
     const holder = await holderLocks.acquire(key, { lease: LEASE_MS })
-    const { master } = await cluster.ownerOf(names(key).lock)
+    const { master } = await cluster().ownerOf(names(key).lock)
     await resetStats()
     const scriptCalls = async () => sum(await callsPerNode('evalsha')) + sum(await callsPerNode('eval'))
     const { during, handoffMs } = await expectWokenByNotification({
@@ -114,7 +85,7 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis 
       key,
       lease: LEASE_MS,
       // The channel is sharded: only SHARDNUMSUB on its own master counts its subscribers.
-      subscribers: async () => Number(((await cluster.admin(master).call('PUBSUB', 'SHARDNUMSUB', names(key).channel)) as [string, number])[1]),
+      subscribers: async () => Number(((await cluster().admin(master).call('PUBSUB', 'SHARDNUMSUB', names(key).channel)) as [string, number])[1]),
       scriptCalls,
     })
     expect(sum(await callsPerNode('ssubscribe'))).toBeGreaterThan(0)
@@ -127,17 +98,17 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis 
     const { lock } = names('graceful')
     const result = await contendThroughFailover({
       workers: contenders,
-      check: check.client(),
+      check: check(),
       key: 'graceful',
       lease: LEASE_MS,
       failover: async () => {
-        const { replicas } = await cluster.ownerOf(lock)
-        await cluster.failover(replicas[0]!)
+        const { replicas } = await cluster().ownerOf(lock)
+        await cluster().failover(replicas[0]!)
       },
     })
     console.log(`[cluster graceful failover] ${result.entries} entries, ${result.violations} violations, ${result.errors.length} failed calls, failover ${result.failoverMs.toFixed(0)} ms`, result.errors.slice(0, 3))
     expect(result.violations).toBe(0)
-    await cluster.waitHealthy()
+    await cluster().waitHealthy()
   }, 180_000)
 
   it('SIGKILL of the lock\'s master under contention, with waitForReplicas (4 processes): never two holders at once', async () => {
@@ -146,31 +117,31 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis 
     let killed: RedisServer | undefined
     const result = await contendThroughFailover({
       workers: contenders,
-      check: check.client(),
+      check: check(),
       key: 'killed',
       lease: LEASE_MS,
       // The promoted replica has no replica of its own until the old master is back: until
       // then strict waitForReplicas refuses every lock (no lock a second failover would lose).
       failover: async () => {
-        const { master, replicas } = await cluster.ownerOf(lock)
+        const { master, replicas } = await cluster().ownerOf(lock)
         killed = master
         await master.kill()
-        await cluster.waitForMaster(replicas[0]!)
+        await cluster().waitForMaster(replicas[0]!)
         await master.restart() // rejoins as a replica of the promoted node
-        await cluster.waitHealthy()
+        await cluster().waitHealthy()
       },
     }).finally(async () => {
       if (killed && !killed.running) await killed.restart()
     })
     console.log(`[cluster sigkill, waitForReplicas] ${result.entries} entries, ${result.violations} violations, ${result.errors.length} failed calls, failover + rejoin ${result.failoverMs.toFixed(0)} ms`, result.errors.slice(0, 3))
     expect(result.violations).toBe(0)
-    await cluster.waitHealthy()
+    await cluster().waitHealthy()
   }, 180_000)
 
   it("acquire() rides a SIGKILL of the lock's master within its wait; tryAcquire and a wait shorter than the outage get the typed RedisUnavailableError, within wait + commandTimeout", async () => {
     const key = 'ride'
     const { lock } = names(key)
-    const { master, replicas } = await cluster.ownerOf(lock)
+    const { master, replicas } = await cluster().ownerOf(lock)
     const [quick, short, patient] = [newLocks(), newLocks(), newLocks()] // one Locks each: a Locks queues its own acquisitions of a key
     for (const locks of [quick, short, patient]) await (await locks.acquire(key, { lease: LEASE_MS, wait: '5s' })).release() // connected, slots known
     const before = await patient.acquire(key, { lease: LEASE_MS, wait: 0 })
@@ -194,18 +165,20 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis 
       expect('value' in rode).toBe(true)
       const held = (rode as { value: Awaited<ReturnType<Locks['acquire']>> }).value
       expect(held.token).toBeGreaterThan(before.token)
-      expect((await cluster.ownerOf(lock)).master).toBe(replicas[0]) // taken on the promoted replica
+      // The client found the promoted replica; the node ownerOf asks may not have heard yet (failed: 'no live master serves slot').
+      await cluster().waitForMaster(replicas[0]!)
+      expect((await cluster().ownerOf(lock)).master).toBe(replicas[0]) // taken on the promoted replica
       await held.release()
     } finally {
       await master.restart()
     }
-    await cluster.waitHealthy()
+    await cluster().waitHealthy()
   }, 120_000)
 
   it('async replication can lose a lock: the master dies before replicating it and a second holder gets in (the token still rises); strict waitForReplicas refuses such a lock', async () => {
     const key = 'lost'
     const { lock } = names(key)
-    const { master, replicas } = await cluster.ownerOf(lock)
+    const { master, replicas } = await cluster().ownerOf(lock)
     const replica = replicas[0]!
     // Every client connected, slots known, before the replica stops: a new Cluster client asks a
     // random startup node for its slots, and a paused one never answers (the acquire timed out).
@@ -214,22 +187,22 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis 
     // Cut replication: the replica stops, and its link is dropped before the lock is written.
     replica.pause()
     try {
-      await cluster.admin(master).call('CLIENT', 'KILL', 'TYPE', 'replica')
+      await cluster().admin(master).call('CLIENT', 'KILL', 'TYPE', 'replica')
       // With waitForReplicas the lock is taken, not acknowledged, released at once: not acquired.
-      await cluster.admin(master).config('RESETSTAT')
+      await cluster().admin(master).config('RESETSTAT')
       await expect(strict.acquire(key, { wait: 400 })).rejects.toBeInstanceOf(LockBusyError)
-      expect(await cluster.admin(master).exists(lock)).toBe(0) // given back, not left to expire
-      expect(await commandCalls(cluster.admin(master), 'wait')).toBeGreaterThanOrEqual(1)
+      expect(await cluster().admin(master).exists(lock)).toBe(0) // given back, not left to expire
+      expect(await commandCalls(cluster().admin(master), 'wait')).toBeGreaterThanOrEqual(1)
 
       // Without it, the lock is taken on the master alone.
       // A long lease: its first renewal (lease/3 = 10 s) comes well after the failover (~3 s),
       // so the first holder still believes it holds the lock when the second gets in.
       const first = await firstLocks.acquire(key, { lease: '30s', wait: 0 })
-      expect(await cluster.admin(master).exists(lock)).toBe(1)
+      expect(await cluster().admin(master).exists(lock)).toBe(1)
       await master.kill()
       replica.resume()
-      await cluster.waitForMaster(replica)
-      expect(await cluster.admin(replica).exists(lock)).toBe(0) // lost with the old master
+      await cluster().waitForMaster(replica)
+      expect(await cluster().admin(replica).exists(lock)).toBe(0) // lost with the old master
 
       // A second holder gets in while the first still believes it holds the lock.
       const second = await secondLocks.acquire(key, { lease: LEASE_MS, wait: '10s' }) // acquire() retries what the failover left (MOVED, CLUSTERDOWN)
@@ -244,6 +217,6 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))('withLock on Redis 
       replica.resume()
       if (!master.running) await master.restart()
     }
-    await cluster.waitHealthy()
+    await cluster().waitHealthy()
   }, 120_000)
 })

@@ -7,9 +7,10 @@
  * The occupancy counter (INCR/DECR inside the critical section) lives on a standalone
  * redis-server of its own (`check`), so a failover of the lock's store cannot touch it.
  */
-import { expect } from 'vitest'
-import type { Redis } from 'ioredis'
-import type { HeldLockHandle } from '../../src/index.js'
+import { afterAll, afterEach, beforeAll, expect } from 'vitest'
+import type { Cluster, Redis } from 'ioredis'
+import { createLocks, type HeldLockHandle, type Locks } from '../../src/index.js'
+import { startRedis, type RedisServer } from '../support/redis.js'
 import { until } from '../support/timing.js'
 import { forkWorker, type Worker } from '../support/workers.js'
 import type { RedisFactoryConfig } from './coupons/factories/redis.js'
@@ -20,6 +21,68 @@ const FACTORY = new URL('./coupons/factories/redis.ts', import.meta.url)
 export interface ContendResult {
   violations: number
   errors: string[]
+}
+
+/** A Cluster or Sentinel set-up from test/support, as useHaLocks needs it. */
+export interface HaTopology {
+  client(): Redis | Cluster
+  stop(): Promise<void>
+}
+
+export interface HaLocks<T> {
+  /** The file's Cluster or Sentinel set-up (throws before it has started). */
+  topology(): T
+  /** A client on the standalone `check` server. */
+  check(): Redis
+  /** `count` lock workers on the topology, stopped after the test. */
+  fork(count: number, waitForReplicas?: { timeout: number }): Promise<Worker[]>
+  /** A Locks in this process on a client of its own, closed after the test. */
+  newLocks(waitForReplicas?: { timeout: number }): Locks
+}
+
+/**
+ * The set-up redis-cluster.test.ts and redis-sentinel.test.ts share: the topology (`start`)
+ * and the `check` server for the file, workers and Locks per test. `workerBackend` tells a
+ * worker how to reach the topology. Call useHaLocks() inside the file's describe.
+ */
+export function useHaLocks<T extends HaTopology>(namespace: string, start: () => Promise<T>, workerBackend: (topology: T) => RedisFactoryConfig): HaLocks<T> {
+  let topology: T | undefined
+  let check: RedisServer | undefined
+  let workers: Worker[] = []
+  const locks: Locks[] = []
+  beforeAll(async () => {
+    ;[topology, check] = await Promise.all([start(), startRedis()])
+  }, 60_000)
+  afterEach(async () => {
+    await Promise.all(workers.map((worker) => worker.stop()))
+    workers = []
+    await Promise.all(locks.splice(0).map((l) => l.close()))
+  })
+  afterAll(async () => {
+    await topology?.stop()
+    await check?.stop()
+  })
+  const started = () => {
+    if (!topology || !check) throw new Error('the topology has not started')
+    return { topology, check }
+  }
+  return {
+    topology: () => started().topology,
+    check: () => started().check.client(),
+    async fork(count, waitForReplicas) {
+      const { topology, check } = started()
+      const forked = await forkLockWorkers(count, { ...workerBackend(topology), waitForReplicas, namespace }, check.port)
+      workers.push(...forked)
+      return forked
+    },
+    newLocks(waitForReplicas) {
+      const client = started().topology.client()
+      client.on('error', () => {})
+      const created = createLocks({ redis: { client, waitForReplicas }, namespace })
+      locks.push(created)
+      return created
+    },
+  }
 }
 
 /** `count` lock workers on `backend`, two at a time (tsx start-up on a loaded machine is slow). */

@@ -3,57 +3,28 @@
  * 3 sentinels; one set-up for the file): one holder at a time across processes, wake-up
  * by (classic) pub/sub, strict waitForReplicas, and a Sentinel failover under contention.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { createLocks, type Locks } from '../../src/index.js'
+import { describe, expect, it } from 'vitest'
+import { createLocks } from '../../src/index.js'
 import { lockKeys } from '../../src/redis/keys.js'
-import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
-import { startSentinel, type SentinelHandle } from '../support/redis-sentinel.js'
-import type { Worker } from '../support/workers.js'
-import { commandCalls, contendThroughFailover, expectOneHolderAtATime, expectWokenByNotification, forkLockWorkers } from './redis-ha-scenarios.js'
+import { redisAvailable } from '../support/redis.js'
+import { startSentinel } from '../support/redis-sentinel.js'
+import { commandCalls, contendThroughFailover, expectOneHolderAtATime, expectWokenByNotification, useHaLocks } from './redis-ha-scenarios.js'
 
 const NAMESPACE = 'coupons'
 const LEASE_MS = 5_000
 
 describe.skipIf(!redisAvailable)('withLock through Redis Sentinel (primary + replica + 3 sentinels)', () => {
-  let sentinel: SentinelHandle
-  let check: RedisServer
-  let workers: Worker[] = []
-  const locks: Locks[] = []
-  beforeAll(async () => {
-    ;[sentinel, check] = await Promise.all([startSentinel(), startRedis()])
-  }, 60_000)
-  afterEach(async () => {
-    await Promise.all(workers.map((worker) => worker.stop()))
-    workers = []
-    await Promise.all(locks.splice(0).map((l) => l.close()))
-  })
-  afterAll(async () => {
-    await sentinel?.stop()
-    await check?.stop()
-  })
-
-  const fork = async (count: number, waitForReplicas?: { timeout: number }) => {
-    const started = await forkLockWorkers(count, { sentinels: sentinel.sentinelNodes, name: sentinel.masterName, waitForReplicas, namespace: NAMESPACE }, check.port)
-    workers.push(...started)
-    return started
-  }
-  const newLocks = (waitForReplicas?: { timeout: number }) => {
-    const client = sentinel.client()
-    client.on('error', () => {})
-    const created = createLocks({ redis: { client, waitForReplicas }, namespace: NAMESPACE })
-    locks.push(created)
-    return created
-  }
+  const { topology: sentinel, check, fork, newLocks } = useHaLocks(NAMESPACE, startSentinel, (s) => ({ sentinels: s.sentinelNodes, name: s.masterName }))
 
   it('6 processes contending for one key: never two holders at once', async () => {
-    await expectOneHolderAtATime(await fork(6), check.client(), 'mutex', 20)
+    await expectOneHolderAtATime(await fork(6), check(), 'mutex', 20)
   }, 240_000)
 
   it('waiters are woken by the release notification (classic pub/sub: not a Cluster) and do not poll while held', async () => {
     const waiters = await fork(3)
     const key = 'notify'
     const holder = await newLocks().acquire(key, { lease: LEASE_MS })
-    const primary = sentinel.admin(await sentinel.primary())
+    const primary = sentinel().admin(await sentinel().primary())
     await primary.config('RESETSTAT')
     const { during, handoffMs } = await expectWokenByNotification({
       workers: waiters,
@@ -70,12 +41,12 @@ describe.skipIf(!redisAvailable)('withLock through Redis Sentinel (primary + rep
 
   it('waitForReplicas: fn runs only once the replica has the lock (WAIT in the same round trip); a replica that does not answer means not acquired', async () => {
     const durable = newLocks({ timeout: 2_000 })
-    const primaryServer = await sentinel.primary()
-    const replicaServer = sentinel.servers.find((s) => s !== primaryServer)!
-    const primary = sentinel.admin(primaryServer)
+    const primaryServer = await sentinel().primary()
+    const replicaServer = sentinel().servers.find((s) => s !== primaryServer)!
+    const primary = sentinel().admin(primaryServer)
     await primary.config('RESETSTAT')
     const { lock } = lockKeys(NAMESPACE, 'durable')
-    const seen = await durable.withLock('durable', async () => sentinel.admin(replicaServer).get(lock))
+    const seen = await durable.withLock('durable', async () => sentinel().admin(replicaServer).get(lock))
     expect(seen).toMatch(/^[0-9a-f]{32}:\d+$/)
     expect(await commandCalls(primary, 'wait')).toBe(1)
 
@@ -92,11 +63,11 @@ describe.skipIf(!redisAvailable)('withLock through Redis Sentinel (primary + rep
   it('SENTINEL FAILOVER under contention (4 processes, waitForReplicas): never two holders at once', async () => {
     const result = await contendThroughFailover({
       workers: await fork(4, { timeout: 200 }),
-      check: check.client(),
+      check: check(),
       key: 'failover',
       lease: LEASE_MS,
       failover: async () => {
-        await sentinel.failover()
+        await sentinel().failover()
       },
     })
     console.log(`[sentinel failover, waitForReplicas] ${result.entries} entries, ${result.violations} violations, ${result.errors.length} failed calls, failover ${result.failoverMs.toFixed(0)} ms`, result.errors.slice(0, 3))
@@ -104,7 +75,7 @@ describe.skipIf(!redisAvailable)('withLock through Redis Sentinel (primary + rep
   }, 180_000)
 
   it('rejects bad Redis options with the option named', () => {
-    const client = sentinel.client()
+    const client = sentinel().client()
     expect(() => createLocks({ redis: { client, waitForReplicas: { replicas: 0 } } })).toThrow(expect.objectContaining({ argument: 'redis.waitForReplicas.replicas' }))
     expect(() => createLocks({ redis: { client, waitForReplicas: { timeout: 'soon' as never } } })).toThrow(expect.objectContaining({ argument: 'redis.waitForReplicas.timeout' }))
     expect(() => createLocks({ redis: { client, waitForReplicas: { replica: 1 } as never } })).toThrow(expect.objectContaining({ argument: 'redis.waitForReplicas.replica' }))

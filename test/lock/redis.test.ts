@@ -5,90 +5,79 @@
  * abandoned attempts).
  */
 import { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import {
   createLocks,
   InvalidArgumentError,
   LockBusyError,
   LocksClosedError,
   RedisUnavailableError,
-  type Locks,
 } from '../../src/index.js'
-import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
+import { useRedisLocks } from '../support/lock-suite.js'
+import { redisAvailable, startRedis } from '../support/redis.js'
 import { gate, until } from '../support/timing.js'
 
 describe.skipIf(!redisAvailable)('Redis lock: API', () => {
-  let server: RedisServer
-  let locks: Locks
-  let redis: Redis
-  beforeAll(async () => {
-    server = await startRedis()
-    redis = server.client()
-    locks = createLocks({ redis, namespace: 'api' })
-  })
-  afterAll(async () => {
-    await locks?.close()
-    await server?.stop()
-  })
+  const { locks, redis } = useRedisLocks('api')
 
   it('withLock runs fn with a token and releases after it settles', async () => {
     const seen: bigint[] = []
-    const value = await locks.withLock('a', async ({ key, token, signal }) => {
+    const value = await locks().withLock('a', async ({ key, token, signal }) => {
       expect(key).toBe('a')
       expect(signal.aborted).toBe(false)
-      expect(await redis.exists('api:{l:a}:lock')).toBe(1)
+      expect(await redis().exists('api:{l:a}:lock')).toBe(1)
       seen.push(token)
       return 42
     })
     expect(value).toBe(42)
-    expect(await redis.exists('api:{l:a}:lock')).toBe(0)
-    await locks.withLock('a', ({ token }) => void seen.push(token))
+    expect(await redis().exists('api:{l:a}:lock')).toBe(0)
+    await locks().withLock('a', ({ token }) => void seen.push(token))
     expect(seen[1]!).toBeGreaterThan(seen[0]!)
   })
 
   it('releases when fn throws, and rethrows its error', async () => {
-    await expect(locks.withLock('throws', async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom')
-    expect(await redis.exists('api:{l:throws}:lock')).toBe(0)
+    await expect(locks().withLock('throws', async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom')
+    expect(await redis().exists('api:{l:throws}:lock')).toBe(0)
   })
 
   it('await using releases at the end of the block', async () => {
     {
-      await using held = await locks.acquire('scoped')
+      await using held = await locks().acquire('scoped')
       expect(held.token).toBeTypeOf('bigint')
-      expect(await redis.exists('api:{l:scoped}:lock')).toBe(1)
+      expect(await redis().exists('api:{l:scoped}:lock')).toBe(1)
     }
-    expect(await redis.exists('api:{l:scoped}:lock')).toBe(0)
+    expect(await redis().exists('api:{l:scoped}:lock')).toBe(0)
   })
 
   it('tryAcquire: undefined when busy, at once; a wait that runs out is LockBusyError with how long it waited', async () => {
-    const held = await locks.acquire('busy')
+    const held = await locks().acquire('busy')
     const startedAt = performance.now()
-    expect(await locks.tryAcquire('busy')).toBeUndefined()
+    expect(await locks().tryAcquire('busy')).toBeUndefined()
     expect(performance.now() - startedAt).toBeLessThan(1_000)
-    const error = await locks.acquire('busy', { wait: 150 }).catch((e: unknown) => e)
+    const error = await locks().acquire('busy', { wait: 150 }).catch((e: unknown) => e)
     expect(error).toBeInstanceOf(LockBusyError)
     expect((error as LockBusyError).waitedMs).toBeGreaterThanOrEqual(140)
     expect((error as LockBusyError).code).toBe('ERR_SG_LOCK_BUSY')
     await held.release()
-    const again = await locks.tryAcquire('busy')
+    const again = await locks().tryAcquire('busy')
     expect(again).toBeDefined()
     await again!.release()
   })
 
   it('reentrant: a nested withLock on the same key in the same call chain runs at once under the outer lock', async () => {
     const tokens: bigint[] = []
-    await locks.withLock('re', async ({ token }) => {
+    await locks().withLock('re', async ({ token }) => {
       tokens.push(token)
-      await locks.withLock('re', async ({ token: inner }) => void tokens.push(inner), { reentrant: true, wait: 0 })
-      expect(await redis.exists('api:{l:re}:lock')).toBe(1) // the inner call did not release it
+      await locks().withLock('re', async ({ token: inner }) => void tokens.push(inner), { reentrant: true, wait: 0 })
+      expect(await redis().exists('api:{l:re}:lock')).toBe(1) // the inner call did not release it
     })
     expect(tokens[0]).toBe(tokens[1])
-    expect(await redis.exists('api:{l:re}:lock')).toBe(0)
+    expect(await redis().exists('api:{l:re}:lock')).toBe(0)
   })
 
   it('not reentrant by default: the nested call waits for itself and gives up with LockBusyError', async () => {
-    await locks.withLock('nre', async () => {
-      await expect(locks.withLock('nre', async () => 'never', { wait: 100 })).rejects.toBeInstanceOf(LockBusyError)
+    await locks().withLock('nre', async () => {
+      await expect(locks().withLock('nre', async () => 'never', { wait: 100 })).rejects.toBeInstanceOf(LockBusyError)
     })
   })
 
@@ -97,20 +86,20 @@ describe.skipIf(!redisAvailable)('Redis lock: API', () => {
     // Started before withLock, so its continuation runs outside withLock's call chain.
     const outside = (async () => {
       await open.promise
-      return locks.tryAcquire('chain', { reentrant: true })
+      return locks().tryAcquire('chain', { reentrant: true })
     })()
-    await locks.withLock('chain', async () => {
+    await locks().withLock('chain', async () => {
       open.open()
       expect(await outside).toBeUndefined()
     })
   })
 
   it('extend keeps the lock past its lease; a signal aborts the wait with its reason', async () => {
-    const held = await locks.acquire('ext', { lease: 200 })
+    const held = await locks().acquire('ext', { lease: 200 })
     await held.extend('5s')
-    expect(await redis.pttl('api:{l:ext}:lock')).toBeGreaterThan(1_000)
+    expect(await redis().pttl('api:{l:ext}:lock')).toBeGreaterThan(1_000)
     const controller = new AbortController()
-    const waiting = locks.acquire('ext', { wait: '30s', signal: controller.signal })
+    const waiting = locks().acquire('ext', { wait: '30s', signal: controller.signal })
     controller.abort(new Error('caller gave up'))
     await expect(waiting).rejects.toThrow('caller gave up')
     await held.release()

@@ -4,8 +4,8 @@ import os from 'node:os'
 import { LockBackendError } from '../../errors.js'
 import type { AcquireRequest, LockBackend } from '../backend.js'
 import { abortable, boundedCall } from '../connection-hold.js'
-import { delay } from '../../timers.js'
 import { linkedSignal } from '../linked-signal.js'
+import { readWhileWaiting, WATCH_POLL_CAP_MS, WATCH_POLL_START_MS } from '../queue-wait.js'
 import { LeaseWatchdog } from '../watchdog.js'
 import { EtcdHeldLock, type EtcdFencedWrites } from './held-lock.js'
 
@@ -16,12 +16,7 @@ export interface EtcdBackendSettings {
   readonly commandTimeoutMs: number
 }
 
-/** First safety-net re-check of a wait that saw no watch event, ms; doubles up to the cap. */
-const POLL_START_MS = 1_000
-const POLL_CAP_MS = 8_000
 const OWNER = `${os.hostname()}:${process.pid}`
-/** Pause before a failed read of the queue is tried again, ms. */
-const READ_RETRY_MS = 100
 
 /**
  * The etcd lock: the Go `concurrency.Mutex` recipe on etcd3's lease and KV calls (not
@@ -90,7 +85,7 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
       const revision = BigInt(put.header.revision)
       const oldest = put.responses[1]?.response_range?.kvs[0]
       stage = 'wait for the lock'
-      if (oldest?.create_revision !== revision.toString() && !(await this.waitForTurn(queue, ownKey, revision, deadline, waiting, call))) return undefined
+      if (oldest?.create_revision !== revision.toString() && !(await this.waitForTurn(queue, ownKey, revision, deadline, waiting))) return undefined
       acquired = true
       const held = new EtcdHeldLock(this.client, this.calls, lease, lifetime, ownKey, revision, () => this.held.delete(held))
       this.held.add(held)
@@ -121,12 +116,17 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
     revision: bigint,
     deadline: number,
     signal: AbortSignal,
-    call: <T>(what: string, promise: Promise<T>) => Promise<T>,
   ): Promise<boolean> {
     const predecessorOf = this.client.getAll().prefix(queue).maxCreateRevision((revision - 1n).toString()).sort('Create', 'Descend').limit(1)
-    let pollMs = POLL_START_MS
+    let pollMs = WATCH_POLL_START_MS
     for (;;) {
-      const res = await this.readThroughFailover(() => call('read the lock queue', this.client.if(ownKey, 'Create', '==', revision.toString()).then(predecessorOf).commit()), deadline, signal)
+      // Tried again through a leader election or a member going down (etcd3 moves to another member).
+      const res = await readWhileWaiting(
+        () => this.calls.call('read the lock queue', this.client.if(ownKey, 'Create', '==', revision.toString()).then(predecessorOf).commit()),
+        deadline,
+        (err) => !signal.aborted && err instanceof LockBackendError,
+        (promise) => abortable(promise, signal, () => {}),
+      )
       if (!res.succeeded) throw new LockBackendError('etcd', 'the own lock key is gone: its lease expired while it waited (etcd-io/etcd#11456)')
       const predecessor = res.responses[0]?.response_range?.kvs[0]
       if (!predecessor) return true
@@ -135,24 +135,7 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
       // Txn replies carry full key names; the watch adds the client's namespace itself.
       const key = predecessor.key.subarray(this.client.prefix.length)
       const outcome = await this.waitForDelete(key, BigInt(res.header.revision) + 1n, Math.min(remaining, pollMs), signal)
-      if (outcome === 'silent') pollMs = Math.min(pollMs * 2, POLL_CAP_MS)
-    }
-  }
-
-  /**
-   * A read while waiting, tried again after a failure (a leader election, a member going
-   * down: etcd3 moves to another member) until the wait's deadline; then the last error.
-   * Reads only: nothing is written twice.
-   */
-  private async readThroughFailover<T>(read: () => Promise<T>, deadline: number, signal: AbortSignal): Promise<T> {
-    for (;;) {
-      try {
-        return await read()
-      } catch (err) {
-        const left = deadline - performance.now()
-        if (signal.aborted || left <= 0 || !(err instanceof LockBackendError)) throw err
-        await abortable(delay(Math.min(READ_RETRY_MS, left)).promise, signal, () => {})
-      }
+      if (outcome === 'silent') pollMs = Math.min(pollMs * 2, WATCH_POLL_CAP_MS)
     }
   }
 

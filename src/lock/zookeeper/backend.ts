@@ -5,6 +5,7 @@ import { LockBackendError } from '../../errors.js'
 import type { AcquireRequest, LockBackend } from '../backend.js'
 import { abortable } from '../connection-hold.js'
 import { linkedSignal, type LinkedSignal } from '../linked-signal.js'
+import { readWhileWaiting, WATCH_POLL_CAP_MS, WATCH_POLL_START_MS } from '../queue-wait.js'
 import { LeaseWatchdog } from '../watchdog.js'
 import { CONNECTION_LOSS, EPHEMERAL_SEQUENTIAL, NO_NODE, zkCode, ZooKeeperCalls } from './calls.js'
 import { ZooKeeperHeldLock, type ZooKeeperFencedWrites } from './held-lock.js'
@@ -16,16 +17,11 @@ export interface ZooKeeperBackendSettings {
   readonly commandTimeoutMs: number
 }
 
-/** First safety-net re-check of a wait that saw no watch event, ms; doubles up to the cap. */
-const POLL_START_MS = 1_000
-const POLL_CAP_MS = 8_000
 /** Attempts at creating the node (a parent removed by a concurrent release, a lost reply). */
 const CREATE_ATTEMPTS = 4
 const SEQUENCE_DIGITS = 10
 /** When a create failed with its outcome unknown, look for our node this long after, ms. */
 const SWEEP_AFTER_MS = [1_000, 5_000]
-/** Pause before a read that failed with a lost connection is tried again, ms. */
-const RECONNECT_RETRY_MS = 100
 
 /**
  * The ZooKeeper lock, the recipe from ZooKeeper's own docs (node-zookeeper-client ships
@@ -182,13 +178,13 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
     signal: AbortSignal,
     step: <T>(promise: Promise<T>) => Promise<T>,
   ): Promise<boolean> {
-    let pollMs = POLL_START_MS
+    let pollMs = WATCH_POLL_START_MS
     // The watch set on the predecessor, kept across safety-net re-reads: ZooKeeper watches
     // are one-shot and cannot be removed, so setting another on the same node would pile up.
     let watching: { path: string; fired: Promise<void> } | undefined
     const ownPrefix = ownName.slice(0, -SEQUENCE_DIGITS)
     for (let children: string[] | undefined = firstRead; ; children = undefined) {
-      const names = children ?? (await this.readThroughReconnects(() => this.calls.children(parent), deadline, step))
+      const names = children ?? (await readWhileWaiting(() => this.calls.children(parent), deadline, lostConnection, step))
       // A duplicate of ours from a create retried after a lost reply: it must not queue.
       for (const name of names) if (name !== ownName && name.startsWith(ownPrefix)) void this.calls.removeEventually(`${parent}/${name}`).catch(() => {})
       const queue = names.filter((name) => isLockNode(name) && (name === ownName || !name.startsWith(ownPrefix))).sort(bySequence)
@@ -201,31 +197,14 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
       if (watching?.path !== predecessor) {
         let fire!: () => void
         const fired = new Promise<void>((resolve) => (fire = resolve))
-        const stat = await this.readThroughReconnects(() => this.calls.exists(predecessor, () => fire()), deadline, step)
+        const stat = await readWhileWaiting(() => this.calls.exists(predecessor, () => fire()), deadline, lostConnection, step)
         if (!stat) continue // already gone: read the queue again
         watching = { path: predecessor, fired }
       }
       if ((await this.fireOrTimeout(watching.fired, Math.min(remaining, pollMs), signal)) === 'silent') {
-        pollMs = Math.min(pollMs * 2, POLL_CAP_MS)
+        pollMs = Math.min(pollMs * 2, WATCH_POLL_CAP_MS)
       } else {
         watching = undefined
-      }
-    }
-  }
-
-  /**
-   * A read while waiting, tried again after a connection loss (the client reconnects, the
-   * session and our node live on) until the wait's deadline; other failures throw.
-   */
-  private async readThroughReconnects<T>(read: () => Promise<T>, deadline: number, step: <R>(promise: Promise<R>) => Promise<R>): Promise<T> {
-    for (;;) {
-      try {
-        return await step(read())
-      } catch (err) {
-        const lostConnection = zkCode((err as { cause?: unknown }).cause) === CONNECTION_LOSS
-        const left = deadline - performance.now()
-        if (!lostConnection || left <= 0) throw err
-        await step(new Promise((resolve) => setTimeout(resolve, Math.min(RECONNECT_RETRY_MS, left)).unref()))
       }
     }
   }
@@ -278,6 +257,11 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
 /** A key as one node name: no `/`, and never `.` or `..` (ZooKeeper rejects both). */
 function nodeName(key: string): string {
   return encodeURIComponent(key).replace(/\./g, '%2E')
+}
+
+/** A read that failed this way is tried again: the client reconnects, the session and our node live on. */
+function lostConnection(err: unknown): boolean {
+  return zkCode((err as { cause?: unknown }).cause) === CONNECTION_LOSS
 }
 
 function isLockNode(name: string): boolean {

@@ -7,10 +7,8 @@ import { boundedCall } from '../connection-hold.js'
  * values of ZooKeeper itself and do not change.
  */
 export const EPHEMERAL_SEQUENTIAL = 3
-export const PERSISTENT = 0
 export const ZK_OK = 0
 export const NO_NODE = -101
-export const NODE_EXISTS = -110
 export const NOT_EMPTY = -111
 export const CONNECTION_LOSS = -4
 export const SESSION_EXPIRED = -112
