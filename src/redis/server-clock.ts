@@ -10,6 +10,8 @@ export class ServerClock {
   /** Server ms minus local ms (performance.timeOrigin + performance.now()). */
   private offset: number | undefined
   private observedAt = -Infinity
+  /** The round trip of the sample in use: its error is at most half of it. */
+  private roundTripMs = Infinity
 
   /** How long an estimate is trusted before it is measured again (monotonic clocks drift slowly). */
   static readonly MAX_AGE_MS = 60_000
@@ -17,6 +19,12 @@ export class ServerClock {
   /** A server time `serverMs` read by a command sent at `sentAt` and answered at `receivedAt` (performance.now()). */
   observe(serverMs: number, sentAt: number, receivedAt: number): void {
     if (!Number.isFinite(serverMs)) return
+    // A reply read late (behind a busy event loop, or a stalled server) is off by half its wait:
+    // it must not replace a closer sample. Lagging by 500 ms, it let L1 serve a copy 500 ms
+    // after Redis's had expired (test/cache/attack-hit-path.test.ts). Until the sample is stale.
+    const roundTripMs = receivedAt - sentAt
+    if (roundTripMs > 2 * this.roundTripMs + 1 && !this.stale()) return
+    this.roundTripMs = roundTripMs
     this.offset = serverMs - (performance.timeOrigin + (sentAt + receivedAt) / 2)
     this.observedAt = receivedAt
   }
