@@ -227,6 +227,57 @@ describe.skipIf(!redisAvailable)('the Redis hit path under attack', () => {
     expect(unhandled).toEqual([])
   })
 
+  it('a busy event loop past redisTimeout delays the replies of reads in flight, it does not lose them', async () => {
+    const server = await redis.start()
+    const c = cache(server)
+    await fill(c, 40)
+    const errors: string[] = []
+    c.on('redis-error', ({ operation }) => errors.push(operation))
+    let loads = 0
+    const loader = async () => {
+      loads++
+      return 'other'
+    }
+    const alone = c.getOrLoad('k0', loader) // sent at once, as a GET
+    const batch = Array.from({ length: 39 }, (_, i) => c.getOrLoad(`k${i + 1}`, loader)) // MGETs, next tick
+    // Once they are sent, Redis answers at once and we read the replies only after the deadlines have passed.
+    setImmediate(() => {
+      const until = performance.now() + TIMEOUT_MS + 500
+      while (performance.now() < until) { /* busy */ }
+    })
+    expect(await Promise.all([alone, ...batch])).toEqual(Array.from({ length: 40 }, (_, i) => `v:k${i}`))
+    expect(loads).toBe(0)
+    expect(errors).toEqual([])
+  })
+
+  it('a lone GET of a fresh copy of a foreign type is a corrupt copy, not an outage; a hit listener that closes the cache mid-MGET strands no caller', async () => {
+    const server = await redis.start()
+    const c = cache(server)
+    await fill(c, 16)
+    const admin = server.client()
+    await admin.del(freshKeyOf(NS, 'k0'))
+    await admin.hset(freshKeyOf(NS, 'k0'), 'planted', '1')
+    const errors: string[] = []
+    const corrupt: string[] = []
+    c.on('redis-error', ({ operation }) => errors.push(operation))
+    c.on('corrupt', ({ key }) => corrupt.push(key))
+    expect(await c.getOrLoad('k0', async () => 'other')).toBe('v:k0') // alone: a GET, answered WRONGTYPE
+    expect(errors).toEqual([])
+    expect(corrupt).toContain('k0')
+    let closing: Promise<void> | undefined
+    c.on('hit', () => {
+      closing ??= c.close()
+    })
+    const outcomes = await Promise.all(Array.from({ length: 16 }, (_, i) => timed(c, `k${i}`, async () => `v:k${i}`)))
+    for (const outcome of outcomes) {
+      if (outcome.error === undefined) expect(outcome.value, outcome.key).toBe(`v:${outcome.key}`)
+      else expect(outcome.error, outcome.key).toBeInstanceOf(Error)
+      expect(outcome.ms, outcome.key).toBeLessThan(TIMEOUT_MS + SLACK_MS)
+    }
+    await closing
+    expect(unhandled).toEqual([])
+  })
+
   it('close() with reads in flight on a paused Redis: calls and close() settle, typed or served', async () => {
     const server = await redis.start()
     const c = cache(server, { circuitBreaker: { threshold: 1000 } })
