@@ -3,15 +3,19 @@
  * waits end at once (CacheClosedError, or a stale copy), instead of holding close() up to
  * their waitTimeout (measured before: close() took the whole 30 s waitTimeout, and the
  * waiter then ran its own loader, onWaitTimeout 'load', inside close()).
+ * Also attacked: close() racing the leader's commit, close() twice, close() before the wait's
+ * subscribe is confirmed (each call the value or CacheClosedError, no loader, nothing unhandled).
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { CacheClosedError, type Cache } from '../../src/index.js'
 import { useCacheSuite } from '../support/cache-suite.js'
 import { redisAvailable } from '../support/redis.js'
 import { gate, until } from '../support/timing.js'
+import { failOnUnhandledRejections } from '../support/unhandled.js'
 
 describe.skipIf(!redisAvailable)('close() with cross-process waits pending', () => {
   const suite = useCacheSuite()
+  failOnUnhandledRejections()
   let leaderLoad = gate()
   beforeEach(() => void (leaderLoad = gate()))
   afterEach(() => leaderLoad.open()) // before the suite closes the leader, which waits for its load
@@ -67,4 +71,54 @@ describe.skipIf(!redisAvailable)('close() with cross-process waits pending', () 
     expect(await call).toBe('old')
     expect(loads).toBe(0)
   }, 40_000)
+
+  // Attacks: close() racing the commit, close() twice, close() before the subscribe is confirmed.
+  const answered = (result: PromiseSettledResult<unknown>): boolean =>
+    (result.status === 'fulfilled' && result.value === 'leader value') || (result.status === 'rejected' && result.reason instanceof CacheClosedError)
+
+  for (let round = 0; round < 3; round++) {
+    it(`close() twice racing the leader's commit (round ${round}): each call the value or CacheClosedError, no loader`, async () => {
+      const { led } = await heldElsewhere('k')
+      const waiter = suite.cache({ ttl: '10m', l1: false, waitTimeout: '30s', onWaitTimeout: 'load' })
+      await waiter.ready()
+      let waits = 0
+      waiter.on('wait', () => waits++)
+      let loads = 0
+      const calls = Promise.allSettled(Array.from({ length: 5 }, () => waiter.getOrLoad('k', async () => (loads++, 'own'))))
+      await until(() => waits >= 1, 'the waiter to wait')
+      leaderLoad.open() // the commit is published as close() runs
+      if (round === 1) await led
+      const startedAt = performance.now()
+      await Promise.all([waiter.close(), waiter.close()])
+      await waiter.close()
+      const settled = await calls
+      expect(performance.now() - startedAt).toBeLessThan(5_000)
+      for (const result of settled) expect(answered(result), JSON.stringify(result)).toBe(true)
+      expect(loads).toBe(0)
+      expect(await led).toBe('leader value')
+    }, 30_000)
+  }
+
+  it('close() in the same tick as the wait starts (before its subscribe is confirmed): CacheClosedError, no loader, close() prompt', async () => {
+    await heldElsewhere('m')
+    const waiter = suite.cache({ ttl: '10m', l1: false, waitTimeout: '30s', onWaitTimeout: 'load' })
+    await waiter.ready()
+    let loads = 0
+    for (let i = 0; i < 5; i++) {
+      const call = waiter.getOrLoad('m', async () => (loads++, 'own')).then(
+        (value) => ({ value }),
+        (error: unknown) => ({ error }),
+      )
+      if (i === 4) {
+        const startedAt = performance.now()
+        await Promise.all([waiter.close(), waiter.close()])
+        const outcome = await call
+        expect(performance.now() - startedAt).toBeLessThan(5_000)
+        expect('error' in outcome && outcome.error instanceof CacheClosedError, JSON.stringify(outcome)).toBe(true)
+      } else {
+        void call
+      }
+    }
+    expect(loads).toBe(0)
+  }, 30_000)
 })
