@@ -232,7 +232,8 @@ export class ResponseCapture {
   private writeHead(args: unknown[]): ServerResponse {
     if (this.forwarding) return this.upstream.writeHead.apply(this.res, args)
     if (this.committed) throw Object.assign(new Error('Cannot write headers after they are sent to the client'), { code: 'ERR_HTTP_HEADERS_SENT' })
-    let [status, reason, fields] = args as [number, unknown, unknown]
+    const status = args[0] as number
+    let [, reason, fields] = args as [number, unknown, unknown]
     // As Node: writeHead(status, headers), and writeHead(status, undefined, headers) too.
     if (typeof reason !== 'string') {
       fields ??= reason

@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http'
 
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- "any function", whatever it returns
 export type AnyFunction = (...args: any[]) => any
 
 /** The response API we shadow. */

@@ -7,6 +7,7 @@ export interface LockedOptions<This> extends Omit<LockCallOptions, 'signal'> {
    * The `Locks` to lock with, or a function of the instance returning it. Default: the
    * instance's own `locks` property (constructor injection).
    */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any resource type: the decorator never touches it
   locks?: Locks<any> | ((self: This) => Locks<any>)
 }
 

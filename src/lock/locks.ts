@@ -32,6 +32,7 @@ export class Locks<Resource = void> implements LockEventSource {
   // `unknown`/`any` rather than `Resource` keep Locks<void> assignable to Locks<unknown>.
   private readonly live = new Set<LockHandle<unknown>>()
   /** The locks held by the current async call chain, by key (for `reentrant`). */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- one chain holds handles of every resource type
   private readonly chain = new AsyncLocalStorage<ReadonlyMap<string, LockHandle<any>>>()
   /** Per key, the newest acquisition of this process still waiting on the store (see `inTurn`). */
   private readonly waiting = new Map<string, Promise<unknown>>()

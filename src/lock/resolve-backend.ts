@@ -59,6 +59,7 @@ export interface StoreSettings {
 /** One shortcut: the option that selects it, and how it builds its backend from the option's value. */
 export interface BackendShortcut {
   readonly option: keyof BackendShortcuts
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the shortcut's resource type is erased here
   create(value: unknown, settings: StoreSettings): LockBackend<any>
 }
 

@@ -194,7 +194,10 @@ export class RedisStore {
       return replies[0]
     }, this.replicaWait?.timeoutMs).catch((error: unknown) => {
       // Sent and not answered: it may still take the lock later, for nobody. Undo that behind it.
-      if (sent) onAbandoned ? onAbandoned() : this.releaseAbandoned(keys, owner)
+      if (sent) {
+        if (onAbandoned) onAbandoned()
+        else this.releaseAbandoned(keys, owner)
+      }
       throw error
     })) as [Buffer, Buffer, Buffer, Buffer, number, number, number, number, number, number, Buffer, Buffer, Buffer]
     const serverNow = Number(String(reply[10]))

@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis'
 import { beforeAll, describe, expect, it } from 'vitest'
 import superjson from 'superjson'
-import { createCache, InvalidArgumentError, jsonCodec, RemoteLoaderError, SerializationError, superjsonCodec, ValueTooLargeError } from '../../src/index.js'
+import { InvalidArgumentError, jsonCodec, RemoteLoaderError, SerializationError, superjsonCodec, ValueTooLargeError } from '../../src/index.js'
 import { decodeFailure, describeFailure, encodeFailure, MAX_ERROR_MESSAGE_LENGTH } from '../../src/loader-error.js'
 import { useCacheSuite } from '../support/cache-suite.js'
 import { redisAvailable } from '../support/redis.js'

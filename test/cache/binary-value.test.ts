@@ -3,8 +3,7 @@
  * bytes, after a head the codec encodes, and every path back keeps them exact: a Redis
  * read, and the commit message that wakes a waiter in another cache.
  */
-import type { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { decodeValue, encodeValue } from '../../src/entry.js'
 import { BinaryValue, createCache, jsonCodec } from '../../src/index.js'
 import { redisAvailable } from '../support/redis.js'

@@ -6,7 +6,7 @@
  * poll budget of 1/s, and close() with many waits and renewals pending.
  */
 import { describe, expect, it } from 'vitest'
-import { createLocks, LockBusyError, LockLostError, LocksClosedError, type HeldLockHandle } from '../../src/index.js'
+import { createLocks, LockBusyError, LockLostError, LocksClosedError } from '../../src/index.js'
 import { redisAvailable } from '../support/redis.js'
 import { useRedisServer } from '../support/redis-suite.js'
 import { PollScheduler } from '../../src/redis/poll-scheduler.js'

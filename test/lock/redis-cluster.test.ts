@@ -9,7 +9,7 @@
 import { describe, expect, it } from 'vitest'
 import { LockBusyError, RedisUnavailableError, type Locks } from '../../src/index.js'
 import { lockKeys } from '../../src/redis/keys.js'
-import { parseInfo, redisAvailable, type RedisServer } from '../support/redis.js'
+import { redisAvailable, type RedisServer } from '../support/redis.js'
 import { redisCliBinary, startCluster } from '../support/redis-cluster.js'
 import { until } from '../support/timing.js'
 import { commandCalls, contendThroughFailover, expectOneHolderAtATime, expectWokenByNotification, useHaLocks } from './redis-ha-scenarios.js'

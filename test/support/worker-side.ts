@@ -23,7 +23,8 @@ export function serializeError(err: unknown): SerializedError {
   return { name: 'Error', message: String(err) };
 }
 
-export function serveRequests(handler: (message: any) => Promise<unknown>): void {
+export function serveRequests(// eslint-disable-next-line @typescript-eslint/no-explicit-any -- each worker declares its own message shape
+  handler: (message: any) => Promise<unknown>): void {
   const send = process.send?.bind(process);
   if (!send) throw new Error('serveRequests(): this process was not forked with an IPC channel');
   const reply = (r: WorkerReply) => {

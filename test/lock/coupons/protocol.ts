@@ -10,6 +10,7 @@ import type { Locks } from '../../../src/index.js'
 
 /** What a factory module's default export builds in each worker. */
 export interface LockFactory {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each backend's factory takes its own config
   (config: any): Promise<{ locks: Locks<any>; close(): Promise<void> }>
 }
 
