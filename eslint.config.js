@@ -15,7 +15,10 @@ export default tseslint.config(
       '@typescript-eslint/no-explicit-any': ['error', { ignoreRestArgs: true }],
       // A named alias of `this` for methods of an object literal that must call back into their owner.
       '@typescript-eslint/no-this-alias': ['error', { allowedNames: ['machine', 'outer'] }],
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' },
+      ],
     },
   },
 )

@@ -1,5 +1,5 @@
-import { transform } from 'esbuild';
-import { defineConfig, type Plugin } from 'vitest/config';
+import { transform } from 'esbuild'
+import { defineConfig, type Plugin } from 'vitest/config'
 
 /**
  * Vite's Oxc transform leaves standard (TC39) decorators as they are, and Node 20 cannot
@@ -10,11 +10,11 @@ const standardDecorators: Plugin = {
   name: 'standard-decorators',
   enforce: 'pre',
   async transform(code, id) {
-    if (!id.endsWith('.ts') || !/^\s*@[A-Za-z_$][\w$.]*\(/m.test(code)) return undefined;
-    const result = await transform(code, { loader: 'ts', target: 'es2022', sourcemap: true, sourcefile: id });
-    return { code: result.code, map: result.map };
+    if (!id.endsWith('.ts') || !/^\s*@[A-Za-z_$][\w$.]*\(/m.test(code)) return undefined
+    const result = await transform(code, { loader: 'ts', target: 'es2022', sourcemap: true, sourcefile: id })
+    return { code: result.code, map: result.map }
   },
-};
+}
 
 export default defineConfig({
   plugins: [standardDecorators],
@@ -30,4 +30,4 @@ export default defineConfig({
     teardownTimeout: 20_000,
     retry: 0, // flaky tests are bugs
   },
-});
+})

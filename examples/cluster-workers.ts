@@ -17,7 +17,8 @@ const WORKERS = 4
 const CALLS_PER_WORKER = 10
 const KEY = 'pricing-table'
 
-type Message = { type: 'ready' } | { type: 'loader-ran'; pid: number } | { type: 'done'; values: number } | { type: 'go' }
+type Message =
+  { type: 'ready' } | { type: 'loader-ran'; pid: number } | { type: 'done'; values: number } | { type: 'go' }
 
 function makeCache(redis: Redis | undefined) {
   return createCache({ redis, namespace: 'example-cluster', ttl: '30s' })
@@ -25,7 +26,8 @@ function makeCache(redis: Redis | undefined) {
 
 if (cluster.isPrimary) {
   const redis = process.env.REDIS_URL ? new Redis(process.env.REDIS_URL) : undefined
-  if (!redis) console.log(`REDIS_URL is not set: in-process mode, so each worker loads on its own (up to ${WORKERS} loads)`)
+  if (!redis)
+    console.log(`REDIS_URL is not set: in-process mode, so each worker loads on its own (up to ${WORKERS} loads)`)
   // Start cold: remove what a previous run left.
   const admin = makeCache(redis)
   await admin.delete(KEY)
@@ -49,7 +51,9 @@ if (cluster.isPrimary) {
     }
   })
   await finished
-  console.log(`${calls} getOrLoad calls in ${WORKERS} processes → the loader ran ${loaderRuns.length} time(s) (in pid ${loaderRuns.join(', ')})`)
+  console.log(
+    `${calls} getOrLoad calls in ${WORKERS} processes → the loader ran ${loaderRuns.length} time(s) (in pid ${loaderRuns.join(', ')})`,
+  )
   for (const w of workers) w.disconnect()
   await redis?.quit()
   if (redis && loaderRuns.length !== 1) process.exitCode = 1
@@ -67,7 +71,9 @@ if (cluster.isPrimary) {
 
   process.on('message', async (m: Message) => {
     if (m.type !== 'go') return
-    const values = await Promise.all(Array.from({ length: CALLS_PER_WORKER }, () => cache.getOrLoad(KEY, buildPricingTable)))
+    const values = await Promise.all(
+      Array.from({ length: CALLS_PER_WORKER }, () => cache.getOrLoad(KEY, buildPricingTable)),
+    )
     console.log(`worker ${process.pid}: got the table built by pid ${values[0]!.builtBy}`)
     send({ type: 'done', values: values.length })
     await cache.close()

@@ -42,14 +42,27 @@ export interface IssueOptions {
 export async function createCouponTables(store: CouponStore, couponId: number, stock: number): Promise<void> {
   const s = quote(store.schema)
   await store.pool.query(`CREATE SCHEMA IF NOT EXISTS ${s}`)
-  await store.pool.query(`CREATE TABLE IF NOT EXISTS ${s}.coupon_stock (id integer PRIMARY KEY, remaining integer NOT NULL, fence bigint NOT NULL DEFAULT 0)`)
-  await store.pool.query(`CREATE TABLE IF NOT EXISTS ${s}.issued_coupons (coupon_id integer NOT NULL, user_id integer NOT NULL, fence bigint NOT NULL, PRIMARY KEY (coupon_id, user_id))`)
-  await store.pool.query(`INSERT INTO ${s}.coupon_stock (id, remaining) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET remaining = EXCLUDED.remaining, fence = 0`, [couponId, stock])
+  await store.pool.query(
+    `CREATE TABLE IF NOT EXISTS ${s}.coupon_stock (id integer PRIMARY KEY, remaining integer NOT NULL, fence bigint NOT NULL DEFAULT 0)`,
+  )
+  await store.pool.query(
+    `CREATE TABLE IF NOT EXISTS ${s}.issued_coupons (coupon_id integer NOT NULL, user_id integer NOT NULL, fence bigint NOT NULL, PRIMARY KEY (coupon_id, user_id))`,
+  )
+  await store.pool.query(
+    `INSERT INTO ${s}.coupon_stock (id, remaining) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET remaining = EXCLUDED.remaining, fence = 0`,
+    [couponId, stock],
+  )
   await store.pool.query(`DELETE FROM ${s}.issued_coupons WHERE coupon_id = $1`, [couponId])
 }
 
 /** Issues one coupon to `userId`, or says why not. */
-export async function issueCoupon<Resource>(store: CouponStore, locks: Locks<Resource>, couponId: number, userId: number, options: IssueOptions = {}): Promise<IssueOutcome> {
+export async function issueCoupon<Resource>(
+  store: CouponStore,
+  locks: Locks<Resource>,
+  couponId: number,
+  userId: number,
+  options: IssueOptions = {},
+): Promise<IssueOutcome> {
   const { fence = true, releaseBeforeCommit = false, wait = '30s' } = options
   const s = quote(store.schema)
   await using lock = await locks.acquire(`coupon:${couponId}`, { wait })
@@ -57,7 +70,9 @@ export async function issueCoupon<Resource>(store: CouponStore, locks: Locks<Res
   const db = await store.pool.connect()
   try {
     await db.query('BEGIN')
-    const { rows } = await db.query<{ remaining: number }>(`SELECT remaining FROM ${s}.coupon_stock WHERE id = $1`, [couponId])
+    const { rows } = await db.query<{ remaining: number }>(`SELECT remaining FROM ${s}.coupon_stock WHERE id = $1`, [
+      couponId,
+    ])
     if ((rows[0]?.remaining ?? 0) <= 0) {
       await db.query('ROLLBACK')
       return 'sold-out'
@@ -71,7 +86,10 @@ export async function issueCoupon<Resource>(store: CouponStore, locks: Locks<Res
       await db.query('ROLLBACK')
       return 'fenced'
     }
-    await db.query(`INSERT INTO ${s}.issued_coupons (coupon_id, user_id, fence) VALUES ($1, $2, COALESCE($3::bigint, 0))`, [couponId, userId, token])
+    await db.query(
+      `INSERT INTO ${s}.issued_coupons (coupon_id, user_id, fence) VALUES ($1, $2, COALESCE($3::bigint, 0))`,
+      [couponId, userId, token],
+    )
     if (releaseBeforeCommit) await lock.release() // WRONG: the next holder reads the stock before our decrement is committed
     await db.query('COMMIT')
     return 'issued' // `await using` releases the lock here: after COMMIT
@@ -84,7 +102,10 @@ export async function issueCoupon<Resource>(store: CouponStore, locks: Locks<Res
 }
 
 /** Stock left and coupons issued, to check `issued === stock − remaining` and `remaining ≥ 0`. */
-export async function countCoupons(store: CouponStore, couponId: number): Promise<{ remaining: number; issued: number }> {
+export async function countCoupons(
+  store: CouponStore,
+  couponId: number,
+): Promise<{ remaining: number; issued: number }> {
   const s = quote(store.schema)
   const { rows } = await store.pool.query<{ remaining: number; issued: string }>(
     `SELECT (SELECT remaining FROM ${s}.coupon_stock WHERE id = $1) AS remaining, (SELECT count(*) FROM ${s}.issued_coupons WHERE coupon_id = $1) AS issued`,
@@ -103,7 +124,10 @@ async function main(): Promise<void> {
     return
   }
   const redis = new Redis(process.env.REDIS_URL)
-  const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test', max: 10 })
+  const pool = new pg.Pool({
+    connectionString: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
+    max: 10,
+  })
   const locks = createLocks({ redis, namespace: 'example-coupons' })
   const store: CouponStore = { pool, schema: 'example_coupons' }
   try {
@@ -111,8 +135,12 @@ async function main(): Promise<void> {
     const outcomes = await Promise.all(Array.from({ length: 50 }, (_, user) => issueCoupon(store, locks, 42, user + 1)))
     const count = (outcome: IssueOutcome) => outcomes.filter((o) => o === outcome).length
     const { remaining, issued } = await countCoupons(store, 42)
-    console.log(`50 users, 20 coupons → issued ${count('issued')}, sold out for ${count('sold-out')}, fenced ${count('fenced')}`)
-    console.log(`in PostgreSQL: ${issued} coupons issued, ${remaining} left (${issued + remaining === 20 && remaining >= 0 ? 'never oversold' : 'OVERSOLD'})`)
+    console.log(
+      `50 users, 20 coupons → issued ${count('issued')}, sold out for ${count('sold-out')}, fenced ${count('fenced')}`,
+    )
+    console.log(
+      `in PostgreSQL: ${issued} coupons issued, ${remaining} left (${issued + remaining === 20 && remaining >= 0 ? 'never oversold' : 'OVERSOLD'})`,
+    )
     await pool.query('DROP SCHEMA example_coupons CASCADE')
   } finally {
     await locks.close()

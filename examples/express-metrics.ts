@@ -73,5 +73,6 @@ if (args.serve) {
   await meterProvider.shutdown()
   // Each request is one lookup, counted once: a hit, a caller that joined the render in flight, or a miss.
   const counted = counts.l1Hits + counts.redisHits + counts.stale + counts.coalesced + counts.misses
-  if (renders !== 2 || counts.misses !== 2 || counted !== 35) throw new Error(`expected 2 renders, 2 misses and 35 lookups, got ${renders}, ${counts.misses} and ${counted}`)
+  if (renders !== 2 || counts.misses !== 2 || counted !== 35)
+    throw new Error(`expected 2 renders, 2 misses and 35 lookups, got ${renders}, ${counts.misses} and ${counted}`)
 }

@@ -26,8 +26,12 @@ interface Product {
   priceCents: number
 }
 
-await db.query(`CREATE TABLE IF NOT EXISTS example_products (id integer PRIMARY KEY, name text NOT NULL, price_cents integer NOT NULL)`)
-await db.query(`INSERT INTO example_products VALUES (1, 'Teapot', 2500), (2, 'Kettle', 4000) ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, price_cents = EXCLUDED.price_cents`)
+await db.query(
+  `CREATE TABLE IF NOT EXISTS example_products (id integer PRIMARY KEY, name text NOT NULL, price_cents integer NOT NULL)`,
+)
+await db.query(
+  `INSERT INTO example_products VALUES (1, 'Teapot', 2500), (2, 'Kettle', 4000) ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, price_cents = EXCLUDED.price_cents`,
+)
 await cache.delete('product:1') // start cold
 
 let queries = 0
@@ -59,7 +63,10 @@ app.get('/products/:id', async (req, res, next) => {
 app.put('/products/:id', async (req, res, next) => {
   try {
     const id = Number(req.params.id)
-    const { rows } = await db.query('UPDATE example_products SET price_cents = $2 WHERE id = $1 RETURNING id', [id, Number(req.body.priceCents)])
+    const { rows } = await db.query('UPDATE example_products SET price_cents = $2 WHERE id = $1 RETURNING id', [
+      id,
+      Number(req.body.priceCents),
+    ])
     if (rows.length === 0) {
       res.status(404).json({ error: 'not found' })
       return
@@ -81,7 +88,11 @@ const burst = await Promise.all(Array.from({ length: 25 }, getProduct))
 console.log(`25 simultaneous GET /products/1 → price ${burst[0]!.priceCents}; SQL queries so far: ${queries}`)
 const beforePut = queries
 
-const put = await fetch(`${base}/products/1`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ priceCents: 1999 }) })
+const put = await fetch(`${base}/products/1`, {
+  method: 'PUT',
+  headers: { 'content-type': 'application/json' },
+  body: JSON.stringify({ priceCents: 1999 }),
+})
 console.log(`PUT /products/1 {"priceCents":1999} → ${put.status}; the cache entry is deleted`)
 
 const after = await getProduct()
@@ -91,4 +102,5 @@ server.close()
 await cache.close()
 await redis?.quit()
 await db.end()
-if (beforePut !== 1 || after.priceCents !== 1999) throw new Error(`unexpected: ${beforePut} queries for the burst, price ${after.priceCents}`)
+if (beforePut !== 1 || after.priceCents !== 1999)
+  throw new Error(`unexpected: ${beforePut} queries for the burst, price ${after.priceCents}`)

@@ -39,7 +39,9 @@ const xCache = async () => (await fetch(url)).headers.get('x-cache')
 const burst = await Promise.all(Array.from({ length: 20 }, xCache))
 const tally = burst.reduce<Record<string, number>>((t, h) => ({ ...t, [String(h)]: (t[String(h)] ?? 0) + 1 }), {})
 console.log(`20 simultaneous requests → X-Cache ${JSON.stringify(tally)}; the handler ran ${renders} time(s)`)
-console.log(`3 more requests → X-Cache ${(await Promise.all([xCache(), xCache(), xCache()])).join(', ')}; the handler ran ${renders} time(s) in total`)
+console.log(
+  `3 more requests → X-Cache ${(await Promise.all([xCache(), xCache(), xCache()])).join(', ')}; the handler ran ${renders} time(s) in total`,
+)
 
 server.close()
 await cache.close()

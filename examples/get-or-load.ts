@@ -32,12 +32,18 @@ await cache.delete('rates:EUR')
 
 // 50 concurrent callers, as 50 simultaneous HTTP requests would be.
 const started = performance.now()
-const answers = await Promise.all(Array.from({ length: 50 }, () => cache.getOrLoad('rates:EUR', () => fetchExchangeRates('EUR'))))
-console.log(`50 concurrent callers got ${answers[0]!.usd} in ${Math.round(performance.now() - started)} ms; fetchExchangeRates ran ${calls} time(s)`)
+const answers = await Promise.all(
+  Array.from({ length: 50 }, () => cache.getOrLoad('rates:EUR', () => fetchExchangeRates('EUR'))),
+)
+console.log(
+  `50 concurrent callers got ${answers[0]!.usd} in ${Math.round(performance.now() - started)} ms; fetchExchangeRates ran ${calls} time(s)`,
+)
 
 // Later callers are served from the cache: still one call.
 const again = await cache.getOrLoad('rates:EUR', () => fetchExchangeRates('EUR'))
-console.log(`a later caller got the value fetched at ${again.fetchedAt}; fetchExchangeRates ran ${calls} time(s) in total`)
+console.log(
+  `a later caller got the value fetched at ${again.fetchedAt}; fetchExchangeRates ran ${calls} time(s) in total`,
+)
 const counters = Object.entries(cache.stats()).filter(([, n]) => n > 0)
 console.log(`cache counters: ${counters.map(([name, n]) => `${name}=${n}`).join(' ')}`)
 

@@ -14,7 +14,11 @@ export class BenchChild<ToParent extends Message, ToChild> {
   private readonly listeners = new Set<(m: ToParent) => void>()
 
   /** `timeoutMs`: how long next() waits by default, in ms. */
-  constructor(file: string, env: NodeJS.ProcessEnv, private readonly timeoutMs = 10_000) {
+  constructor(
+    file: string,
+    env: NodeJS.ProcessEnv,
+    private readonly timeoutMs = 10_000,
+  ) {
     this.proc = forkTs(file, env)
     this.proc.on('message', (m: ToParent) => {
       if (m.type === 'error') console.error(`child ${this.proc.pid}: ${(m as Message as ErrorMessage).message}`)
@@ -26,7 +30,11 @@ export class BenchChild<ToParent extends Message, ToChild> {
     this.proc.send(m as object)
   }
 
-  next<T extends ToParent['type']>(type: T, match: (m: Extract<ToParent, { type: T }>) => boolean = () => true, timeoutMs = this.timeoutMs): Promise<Extract<ToParent, { type: T }>> {
+  next<T extends ToParent['type']>(
+    type: T,
+    match: (m: Extract<ToParent, { type: T }>) => boolean = () => true,
+    timeoutMs = this.timeoutMs,
+  ): Promise<Extract<ToParent, { type: T }>> {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.listeners.delete(listener)

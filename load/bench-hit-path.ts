@@ -23,19 +23,29 @@ const KEYS = 1_000
 const CONCURRENCY = 64
 
 /** Calls per second of `call(i)`, spread over `concurrency` loops (each loop gets its own i's), and this process's CPU µs per call. */
-async function throughput(runs: number, call: (i: number) => Promise<unknown>, concurrency = 1): Promise<{ perSecond: number; cpuUs: number }> {
+async function throughput(
+  runs: number,
+  call: (i: number) => Promise<unknown>,
+  concurrency = 1,
+): Promise<{ perSecond: number; cpuUs: number }> {
   let next = 0
   const started = performance.now()
   const cpu = process.cpuUsage()
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    for (let i = next++; i < runs; i = next++) await call(i)
-  }))
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let i = next++; i < runs; i = next++) await call(i)
+    }),
+  )
   const used = process.cpuUsage(cpu)
   return { perSecond: runs / ((performance.now() - started) / 1000), cpuUs: (used.user + used.system) / runs }
 }
 
 /** Redis CPU (µs) per call of `call`, summed over the commands it sends (INFO commandstats). */
-async function redisCpuPerCall(admin: Redis, runs: number, call: (i: number) => Promise<unknown>): Promise<{ usec: number; commands: string }> {
+async function redisCpuPerCall(
+  admin: Redis,
+  runs: number,
+  call: (i: number) => Promise<unknown>,
+): Promise<{ usec: number; commands: string }> {
   await admin.config('RESETSTAT')
   for (let i = 0; i < runs; i++) await call(i)
   const info = await admin.info('commandstats')
@@ -59,12 +69,22 @@ async function redisCpuPerCall(admin: Redis, runs: number, call: (i: number) => 
     usec += spent
     commands.push(perHit)
   }
-  return { usec: usec / runs, commands: commands.join(' + ') + (called.length ? `, calling ${called.join(' + ')}` : '') }
+  return {
+    usec: usec / runs,
+    commands: commands.join(' + ') + (called.length ? `, calling ${called.join(' + ')}` : ''),
+  }
 }
 
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US').padStart(10)
 
-async function compare(label: string, runs: number, ours: (i: number) => Promise<unknown>, base: (i: number) => Promise<unknown>, concurrency: number, goal: number): Promise<void> {
+async function compare(
+  label: string,
+  runs: number,
+  ours: (i: number) => Promise<unknown>,
+  base: (i: number) => Promise<unknown>,
+  concurrency: number,
+  goal: number,
+): Promise<void> {
   const best = { ours: 0, base: 0, oursCpu: Infinity, baseCpu: Infinity }
   for (let round = 0; round < ROUNDS; round++) {
     const b = await throughput(runs, base, concurrency)
@@ -75,8 +95,12 @@ async function compare(label: string, runs: number, ours: (i: number) => Promise
     best.oursCpu = Math.min(best.oursCpu, o.cpuUs)
   }
   const ratio = best.ours / best.base
-  console.log(`${label.padEnd(46)} ${fmt(best.ours)} ops/s  vs GET+decode ${fmt(best.base)} ops/s  = ${ratio.toFixed(2)}×  (goal ≥ ${goal}×: ${ratio >= goal ? 'met' : 'NOT met'})`)
-  console.log(`${''.padEnd(46)} client CPU per call ${best.oursCpu.toFixed(1)} µs  vs GET+decode ${best.baseCpu.toFixed(1)} µs`)
+  console.log(
+    `${label.padEnd(46)} ${fmt(best.ours)} ops/s  vs GET+decode ${fmt(best.base)} ops/s  = ${ratio.toFixed(2)}×  (goal ≥ ${goal}×: ${ratio >= goal ? 'met' : 'NOT met'})`,
+  )
+  console.log(
+    `${''.padEnd(46)} client CPU per call ${best.oursCpu.toFixed(1)} µs  vs GET+decode ${best.baseCpu.toFixed(1)} µs`,
+  )
 }
 
 /**
@@ -84,7 +108,11 @@ async function compare(label: string, runs: number, ours: (i: number) => Promise
  * rates drift between rows run one after another, and CPU time ignores time spent
  * descheduled. Prints the median over the rounds and the difference to the first row.
  */
-async function compareInterleaved(rows: [label: string, call: () => Promise<unknown>][], rounds = 9, runs = 200_000): Promise<void> {
+async function compareInterleaved(
+  rows: [label: string, call: () => Promise<unknown>][],
+  rounds = 9,
+  runs = 200_000,
+): Promise<void> {
   const rates = rows.map((): number[] => [])
   for (let round = 0; round < rounds; round++) {
     for (const [index, [, call]] of rows.entries()) {
@@ -96,8 +124,11 @@ async function compareInterleaved(rows: [label: string, call: () => Promise<unkn
   }
   const medians = rates.map((list) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)]!)
   for (const [index, [label]] of rows.entries()) {
-    const change = index === 0 ? '' : `   ${((medians[index]! / medians[0]! - 1) * 100).toFixed(1).padStart(6)} % vs ${rows[0]![0]}`
-    console.log(`${label.padEnd(44)} ${Math.round(medians[index]!).toLocaleString('en-US').padStart(12)} ops/CPU-s${change}`)
+    const change =
+      index === 0 ? '' : `   ${((medians[index]! / medians[0]! - 1) * 100).toFixed(1).padStart(6)} % vs ${rows[0]![0]}`
+    console.log(
+      `${label.padEnd(44)} ${Math.round(medians[index]!).toLocaleString('en-US').padStart(12)} ops/CPU-s${change}`,
+    )
   }
 }
 
@@ -117,8 +148,14 @@ const admin = new Redis(url)
 
 // A typical API payload, ~600 bytes of JSON.
 const product = (id: number) => ({
-  id, name: `widget ${id}`, price: 9.99, currency: 'EUR', stock: 42, tags: ['blue', 'small', 'metal', 'sale'],
-  description: 'A small blue metal widget. '.repeat(12), updatedAt: '2026-01-01T00:00:00.000Z',
+  id,
+  name: `widget ${id}`,
+  price: 9.99,
+  currency: 'EUR',
+  stock: 42,
+  tags: ['blue', 'small', 'metal', 'sale'],
+  description: 'A small blue metal widget. '.repeat(12),
+  updatedAt: '2026-01-01T00:00:00.000Z',
 })
 const loader = async () => product(1)
 const keyOf = (i: number) => `p${i % KEYS}`
@@ -140,10 +177,14 @@ await throughput(20_000, hit, CONCURRENCY)
 await throughput(20_000, getDecode, CONCURRENCY)
 const { loadavg } = await import('node:os')
 
-console.log(`hit path on Node ${process.version}, redis at ${url}, value ${JSON.stringify(product(1)).length} bytes, best of ${ROUNDS} alternating rounds, load average ${loadavg()[0]!.toFixed(1)}`)
+console.log(
+  `hit path on Node ${process.version}, redis at ${url}, value ${JSON.stringify(product(1)).length} bytes, best of ${ROUNDS} alternating rounds, load average ${loadavg()[0]!.toFixed(1)}`,
+)
 let started = performance.now()
 for (let i = 0; i < 2_000_000; i++) await withL1.getOrLoad('p0', loader)
-console.log(`${'L1 hit (Redis configured)'.padEnd(46)} ${fmt(2_000_000 / ((performance.now() - started) / 1000))} ops/s`)
+console.log(
+  `${'L1 hit (Redis configured)'.padEnd(46)} ${fmt(2_000_000 / ((performance.now() - started) / 1000))} ops/s`,
+)
 started = performance.now()
 for (let i = 0; i < 2_000_000; i++) await inProcess.getOrLoad('p0', loader)
 console.log(`${'L1 hit (in-process mode)'.padEnd(46)} ${fmt(2_000_000 / ((performance.now() - started) / 1000))} ops/s`)
@@ -154,17 +195,26 @@ await compare(`Redis hit, L1 off, ${CONCURRENCY} callers, distinct keys`, 60_000
 const ours = await redisCpuPerCall(admin, 20_000, hit)
 const get = await redisCpuPerCall(admin, 20_000, (i) => redis.get(`bench-get:${keyOf(i)}`))
 const cpuRatio = ours.usec / get.usec
-console.log(`Redis CPU per fresh hit: ${ours.usec.toFixed(2)} µs (${ours.commands})  vs GET ${get.usec.toFixed(2)} µs (${get.commands})  = ${cpuRatio.toFixed(2)}×  (goal ≤ 2×: ${cpuRatio <= 2 ? 'met' : 'NOT met'})`)
+console.log(
+  `Redis CPU per fresh hit: ${ours.usec.toFixed(2)} µs (${ours.commands})  vs GET ${get.usec.toFixed(2)} µs (${get.commands})  = ${cpuRatio.toFixed(2)}×  (goal ≤ 2×: ${cpuRatio <= 2 ? 'met' : 'NOT met'})`,
+)
 
 // Instrumented twins, created only now so the rows above run exactly as they would without
 // them. The Prometheus exporter is the metric reader (it collects only when scraped); spans
 // are kept in memory (a hit opens none).
 const meterProvider = new MeterProvider({ readers: [new PrometheusExporter({ preventServerStart: true })] })
-const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(new InMemorySpanExporter())] })
+const tracerProvider = new BasicTracerProvider({
+  spanProcessors: [new SimpleSpanProcessor(new InMemorySpanExporter())],
+})
 let twins = 0
 const instrumented = async (options: Partial<CacheOptions>, otel: InstrumentOptions = {}) => {
   const cache = createCache({ redis, ttl: '1h', namespace: 'bench-hit', ...options })
-  instrument(cache, { meter: meterProvider.getMeter('bench'), tracer: tracerProvider.getTracer('bench'), name: `twin-${twins++}`, ...otel })
+  instrument(cache, {
+    meter: meterProvider.getMeter('bench'),
+    tracer: tracerProvider.getTracer('bench'),
+    name: `twin-${twins++}`,
+    ...otel,
+  })
   await cache.getOrLoad('k', loader)
   return cache
 }
@@ -186,7 +236,15 @@ await compareInterleaved([
   ['L1 hit, instrumented + keyLabel', () => withL1OtelLabel.getOrLoad('k', loader)],
 ])
 
-await Promise.all([withL1.close(), withoutL1.close(), inProcess.close(), withL1Otel.close(), withL1OtelLabel.close(), inProcessOtel.close(), withoutL1Otel.close()])
+await Promise.all([
+  withL1.close(),
+  withoutL1.close(),
+  inProcess.close(),
+  withL1Otel.close(),
+  withL1OtelLabel.close(),
+  inProcessOtel.close(),
+  withoutL1Otel.close(),
+])
 await Promise.all([meterProvider.shutdown(), tracerProvider.shutdown()])
 redis.disconnect()
 admin.disconnect()

@@ -29,10 +29,14 @@ const COHORT = arg('cohort', 2_000)
 const liveTimers = new Set<unknown>()
 const { setTimeout: realSetTimeout, clearTimeout: realClearTimeout } = globalThis
 globalThis.setTimeout = ((callback: (...args: unknown[]) => void, ms?: number, ...args: unknown[]) => {
-  const timer = realSetTimeout((...a: unknown[]) => {
-    liveTimers.delete(timer)
-    callback(...a)
-  }, ms, ...args)
+  const timer = realSetTimeout(
+    (...a: unknown[]) => {
+      liveTimers.delete(timer)
+      callback(...a)
+    },
+    ms,
+    ...args,
+  )
   liveTimers.add(timer)
   return timer
 }) as typeof setTimeout
@@ -54,14 +58,24 @@ async function hitBurst(): Promise<void> {
   const seeding = new Redis(url)
   const seeder = createCache({ redis: seeding, ttl: '1h', namespace, l1: false })
   for (let from = 0; from < KEYS; from += 500) {
-    await Promise.all(Array.from({ length: Math.min(500, KEYS - from) }, (_, i) => seeder.set(`item:${from + i}`, { id: from + i, name: 'widget', price: 9.99 })))
+    await Promise.all(
+      Array.from({ length: Math.min(500, KEYS - from) }, (_, i) =>
+        seeder.set(`item:${from + i}`, { id: from + i, name: 'widget', price: 9.99 }),
+      ),
+    )
   }
   await seeder.close()
   seeding.disconnect()
 
   const redis = new Redis(url)
   const inFlight = arg('in-flight', 0) // 0: the default budget (and what code without one does)
-  const cache = createCache({ redis, ttl: '1h', namespace, l1: false, ...(inFlight ? { redisCommands: { maxInFlight: inFlight } } : {}) })
+  const cache = createCache({
+    redis,
+    ttl: '1h',
+    namespace,
+    l1: false,
+    ...(inFlight ? { redisCommands: { maxInFlight: inFlight } } : {}),
+  })
   let loads = 0
   const loader = async () => (loads++, { id: -1 })
   await cache.getOrLoad('item:0', loader) // connected and scripts loaded
@@ -74,10 +88,12 @@ async function hitBurst(): Promise<void> {
   const elapsed = performance.now() - started
   const after = cache.stats()
   console.log(`hit burst: ${round(CALLS)} concurrent calls over ${round(KEYS)} stored keys, L1 off`)
-  console.log(`  loader runs ${loads}, redis-error ${after['redis-error'] - before['redis-error']}, circuit-open ${after['circuit-open'] - before['circuit-open']}, ` +
-    `waitTimeouts of joined callers ${after.timeout - before.timeout}, ` +
-    `redis hits ${round(after.hit - before.hit)}, timers right after dispatch ${round(timersAfterDispatch)}, ` +
-    `dispatch ${round(dispatched)} ms, all answered ${round(elapsed)} ms`)
+  console.log(
+    `  loader runs ${loads}, redis-error ${after['redis-error'] - before['redis-error']}, circuit-open ${after['circuit-open'] - before['circuit-open']}, ` +
+      `waitTimeouts of joined callers ${after.timeout - before.timeout}, ` +
+      `redis hits ${round(after.hit - before.hit)}, timers right after dispatch ${round(timersAfterDispatch)}, ` +
+      `dispatch ${round(dispatched)} ms, all answered ${round(elapsed)} ms`,
+  )
   await cache.close()
   redis.disconnect()
 }
@@ -98,7 +114,9 @@ async function joinedCallers(): Promise<void> {
   release()
   await Promise.all(calls)
   console.log(`joined callers: ${round(JOINED)} callers on 1 flight with softTimeout, hardTimeout, waitTimeout`)
-  console.log(`  timers in flight ${round(timers)}, heap ${round(heapPerCall)} B per caller${globalThis.gc ? '' : ' (no --expose-gc: rough)'}`)
+  console.log(
+    `  timers in flight ${round(timers)}, heap ${round(heapPerCall)} B per caller${globalThis.gc ? '' : ' (no --expose-gc: rough)'}`,
+  )
   await cache.close()
 }
 
@@ -134,9 +152,13 @@ async function refreshCohort(): Promise<void> {
   await cache.close()
   const refreshed = keys.filter((key) => (refreshesOf.get(key) ?? 0) > 0).length
   const twice = keys.filter((key) => (refreshesOf.get(key) ?? 0) > 1).length
-  console.log(`refresh cohort: ${round(COHORT)} keys loaded together, ttl 3 s + 10 s grace, XFetch, 50 ms loads, read every 20 ms for 3.5 s`)
-  console.log(`  background refreshes ${round(refreshes)} (keys refreshed ${round(refreshed)}, twice or more ${round(twice)}), most at once ${round(peak)}, ` +
-    `foreground loads ${round(foreground)}`)
+  console.log(
+    `refresh cohort: ${round(COHORT)} keys loaded together, ttl 3 s + 10 s grace, XFetch, 50 ms loads, read every 20 ms for 3.5 s`,
+  )
+  console.log(
+    `  background refreshes ${round(refreshes)} (keys refreshed ${round(refreshed)}, twice or more ${round(twice)}), most at once ${round(peak)}, ` +
+      `foreground loads ${round(foreground)}`,
+  )
   redis.disconnect()
 }
 

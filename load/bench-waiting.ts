@@ -37,7 +37,10 @@ const { values: args } = parseArgs({
 })
 const SIZES = args.sizes.split(',').map(Number)
 const WINDOW_MS = Number(args.window)
-const cacheOptions = { ...JSON.parse(args.options), ...(args['max-waits'] ? { maxWaits: Number(args['max-waits']) } : {}) }
+const cacheOptions = {
+  ...JSON.parse(args.options),
+  ...(args['max-waits'] ? { maxWaits: Number(args['max-waits']) } : {}),
+}
 
 class Child extends BenchChild<ChildToParent, ParentToChild> {
   constructor(file: string, env: NodeJS.ProcessEnv) {
@@ -62,8 +65,11 @@ async function serverCounts(admin: Redis): Promise<{ calls: number; channels: nu
 
 const perSecond = (n: number, sample: Sample) => (n * 1000) / sample.windowMs
 const sum = (sample: Sample, match: (name: string) => boolean) =>
-  Object.entries(sample.commands).filter(([name]) => match(name)).reduce((total, [, n]) => total + n, 0)
-const scriptCalls = (sample: Sample, file: RegExp) => sum(sample, (name) => name.startsWith('script ') && !name.endsWith(' keys') && file.test(name))
+  Object.entries(sample.commands)
+    .filter(([name]) => match(name))
+    .reduce((total, [, n]) => total + n, 0)
+const scriptCalls = (sample: Sample, file: RegExp) =>
+  sum(sample, (name) => name.startsWith('script ') && !name.endsWith(' keys') && file.test(name))
 const scriptKeys = (sample: Sample, file: RegExp) => sum(sample, (name) => name.endsWith(' keys') && file.test(name))
 const allCommands = (sample: Sample) => sum(sample, (name) => !name.endsWith(' keys'))
 
@@ -118,7 +124,10 @@ async function measure(url: string, keys: number): Promise<Row> {
     const [led, waited] = await Promise.all([holderDone, waiterDone])
     if (waited.errors > 0) console.error(`  ${waited.errors} waiter calls failed`)
     if (led.stats['lock-lost']) console.error(`  the holder lost locks: ${JSON.stringify(led.lostReasons)}`)
-    if (waited.loads > keys - waiting) console.error(`  the waiter loaded keys it waited on: waiter ${JSON.stringify(waited.stats)}, holder ${JSON.stringify(led.stats)}`)
+    if (waited.loads > keys - waiting)
+      console.error(
+        `  the waiter loaded keys it waited on: waiter ${JSON.stringify(waited.stats)}, holder ${JSON.stringify(led.stats)}`,
+      )
     const windowMs = (h.windowMs + w.windowMs) / 2
     return {
       keys,
@@ -145,17 +154,48 @@ async function measure(url: string, keys: number): Promise<Row> {
 }
 
 const { url, privateServer } = await benchRedis('bench:waiting')
-console.log(`bench:waiting on Node ${process.version}, redis at ${url}, window ${int(WINDOW_MS)} ms, options ${JSON.stringify(cacheOptions)}`)
-const header = ['keys', 'waiting', 'answered at once', 'Redis cmds/s (server)', 'waiter cmds/s', 'poll calls/s', 'keys polled/s',
-  'holder cmds/s', 'renew calls/s', 'locks renewed/s', 'subscriptions', 'waiter loop p99 ms', 'holder loop p99 ms', 'waiter loads', 'waiter redis-errors', 'holder locks lost']
+console.log(
+  `bench:waiting on Node ${process.version}, redis at ${url}, window ${int(WINDOW_MS)} ms, options ${JSON.stringify(cacheOptions)}`,
+)
+const header = [
+  'keys',
+  'waiting',
+  'answered at once',
+  'Redis cmds/s (server)',
+  'waiter cmds/s',
+  'poll calls/s',
+  'keys polled/s',
+  'holder cmds/s',
+  'renew calls/s',
+  'locks renewed/s',
+  'subscriptions',
+  'waiter loop p99 ms',
+  'holder loop p99 ms',
+  'waiter loads',
+  'waiter redis-errors',
+  'holder locks lost',
+]
 console.log(`| ${header.join(' | ')} |`)
 console.log(`|${header.map(() => ' ---: ').join('|')}|`)
 try {
   for (const keys of SIZES) {
     const r = await measure(url, keys)
-    const cells = [r.keys, r.waiting, r.answeredAtOnce, r.serverPerS, r.waiterPerS, r.pollCallsPerS, r.polledKeysPerS, r.holderPerS, r.renewCallsPerS,
-      r.renewedPerS, r.channels].map(int)
-    console.log(`| ${[...cells, ms(r.waiterP99), ms(r.holderP99), ...[r.waiterLoads, r.waiterErrors, r.holderLost].map(int)].join(' | ')} |`)
+    const cells = [
+      r.keys,
+      r.waiting,
+      r.answeredAtOnce,
+      r.serverPerS,
+      r.waiterPerS,
+      r.pollCallsPerS,
+      r.polledKeysPerS,
+      r.holderPerS,
+      r.renewCallsPerS,
+      r.renewedPerS,
+      r.channels,
+    ].map(int)
+    console.log(
+      `| ${[...cells, ms(r.waiterP99), ms(r.holderP99), ...[r.waiterLoads, r.waiterErrors, r.holderLost].map(int)].join(' | ')} |`,
+    )
   }
 } finally {
   await privateServer?.stop()

@@ -50,15 +50,20 @@ Environment:
 
 function list<T extends string>(raw: string, valid: readonly T[], is: (v: string) => v is T, what: string): T[] {
   if (raw === 'all') return [...valid]
-  const items = raw.split(',').map((s) => s.trim()).filter(Boolean)
-  for (const item of items) if (!is(item)) throw new Error(`unknown ${what} '${item}' (expected one of: ${valid.join(', ')})`)
+  const items = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+  for (const item of items)
+    if (!is(item)) throw new Error(`unknown ${what} '${item}' (expected one of: ${valid.join(', ')})`)
   if (items.length === 0) throw new Error(`no ${what} given`)
   return items as T[]
 }
 
 function positive(raw: string, name: string, allowZero = false): number {
   const n = Number(raw)
-  if (!Number.isFinite(n) || n < 0 || (!allowZero && n === 0)) throw new Error(`--${name} must be a ${allowZero ? 'non-negative' : 'positive'} number, got '${raw}'`)
+  if (!Number.isFinite(n) || n < 0 || (!allowZero && n === 0))
+    throw new Error(`--${name} must be a ${allowZero ? 'non-negative' : 'positive'} number, got '${raw}'`)
   return n
 }
 
@@ -90,9 +95,16 @@ export function parseCliArgs(argv: string[]): CliOptions {
   // Keep the modes in the canonical order whatever order they were given in: the table reads none → full.
   const modes = modeArg ? list(modeArg, MODE_NAMES, isModeName, 'mode') : [...MODE_NAMES]
   return {
-    scenarios: scenarioArg ? list(scenarioArg, SCENARIO_NAMES, isScenarioName, 'scenario') : coupons ? [] : DEFAULT_SCENARIOS,
+    scenarios: scenarioArg
+      ? list(scenarioArg, SCENARIO_NAMES, isScenarioName, 'scenario')
+      : coupons
+        ? []
+        : DEFAULT_SCENARIOS,
     coupons,
-    contenders: values.contenders?.split(',').map((name) => name.trim()).filter(Boolean),
+    contenders: values.contenders
+      ?.split(',')
+      .map((name) => name.trim())
+      .filter(Boolean),
     modes: MODE_NAMES.filter((m) => modes.includes(m)),
     workers: values.workers ? Math.round(positive(values.workers, 'workers')) : 4,
     dbLatencyMs: values['db-latency'] ? positive(values['db-latency'], 'db-latency', true) : 50,

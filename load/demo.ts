@@ -41,12 +41,19 @@ console.log(
 console.log('')
 console.log(bold('The setup'))
 console.log(`  ${WORKERS} Express server processes (node:cluster), all on one port, serving GET /item/:id`)
-console.log(`  a "database" where every query takes ${DB_LATENCY_MS} ms (${sourceKindFromEnv().kind === 'postgres' ? 'PostgreSQL from DATABASE_URL' : 'built in, so the demo runs anywhere'})`)
+console.log(
+  `  a "database" where every query takes ${DB_LATENCY_MS} ms (${sourceKindFromEnv().kind === 'postgres' ? 'PostgreSQL from DATABASE_URL' : 'built in, so the demo runs anywhere'})`,
+)
 if (redisUrl) console.log(`  Redis from REDIS_URL`)
-else if (sharedRedis) console.log(`  a private redis-server on a free 127.0.0.1 port, started now and stopped at the end`)
+else if (sharedRedis)
+  console.log(`  a private redis-server on a free 127.0.0.1 port, started now and stopped at the end`)
 else {
-  console.log(`  ${bold('no Redis')}: REDIS_URL is not set and ${noPrivateRedis ? '--no-private-redis was given' : 'redis-server is not installed'}, so this runs in IN-PROCESS mode:`)
-  console.log(`  each process has its own cache, and "one loader per miss" holds per process, not across all ${WORKERS}.`)
+  console.log(
+    `  ${bold('no Redis')}: REDIS_URL is not set and ${noPrivateRedis ? '--no-private-redis was given' : 'redis-server is not installed'}, so this runs in IN-PROCESS mode:`,
+  )
+  console.log(
+    `  each process has its own cache, and "one loader per miss" holds per process, not across all ${WORKERS}.`,
+  )
   console.log(`  Install redis-server (apt-get install redis-server) to see the real thing.`)
 }
 console.log(`  autocannon as the clients, on 127.0.0.1 only`)
@@ -112,8 +119,14 @@ const results = await runLoad({
 
 const files = await writeResults(results)
 console.log(bold('Next'))
-console.log(`  the numbers as JSON: ${path.relative(process.cwd(), files.json)}; the charts as SVG: ${files.svgs.map((f) => path.relative(process.cwd(), f)).join(', ')}`)
+console.log(
+  `  the numbers as JSON: ${path.relative(process.cwd(), files.json)}; the charts as SVG: ${files.svgs.map((f) => path.relative(process.cwd(), f)).join(', ')}`,
+)
 console.log(`  the full comparison (also a Zipf key mix and a failing database): npm run load`)
 console.log(`  how waiters in other processes are woken, measured: npm run bench:wakeup`)
 console.log(`  more in docs/load-testing.md; runnable examples in examples/`)
-console.log(dim(`  (demo took ${(results.elapsedMs / 1000).toFixed(0)} s on ${results.machine.cpus} × ${results.machine.cpuModel})`))
+console.log(
+  dim(
+    `  (demo took ${(results.elapsedMs / 1000).toFixed(0)} s on ${results.machine.cpus} × ${results.machine.cpuModel})`,
+  ),
+)

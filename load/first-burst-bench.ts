@@ -30,9 +30,16 @@ const PROCESSES = Number(args.processes)
 const CALLS = Number(args.calls)
 const LOADER_MS = Number(args['loader-ms'])
 
-function nextMessage<T extends BurstChildToParent['type']>(child: ChildProcess, type: T, timeoutMs: number): Promise<Extract<BurstChildToParent, { type: T }>> {
+function nextMessage<T extends BurstChildToParent['type']>(
+  child: ChildProcess,
+  type: T,
+  timeoutMs: number,
+): Promise<Extract<BurstChildToParent, { type: T }>> {
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`child ${child.pid}: no '${type}' within ${timeoutMs} ms`)), timeoutMs)
+    const timer = setTimeout(
+      () => reject(new Error(`child ${child.pid}: no '${type}' within ${timeoutMs} ms`)),
+      timeoutMs,
+    )
     const onMessage = (m: BurstChildToParent) => {
       if (m.type !== type) return
       clearTimeout(timer)
@@ -49,24 +56,44 @@ function percentile(sorted: number[], p: number): number {
 
 async function round(url: string, awaitReady: boolean, key: string): Promise<{ waiters: number[]; loads: number }> {
   const file = fileURLToPath(new URL('./first-burst/process.ts', import.meta.url))
-  const env = { BENCH_REDIS_URL: url, BENCH_NAMESPACE: `sg-burst-${randomBytes(4).toString('hex')}`, BENCH_AWAIT_READY: awaitReady ? '1' : '0' }
+  const env = {
+    BENCH_REDIS_URL: url,
+    BENCH_NAMESPACE: `sg-burst-${randomBytes(4).toString('hex')}`,
+    BENCH_AWAIT_READY: awaitReady ? '1' : '0',
+  }
   const children = Array.from({ length: PROCESSES }, () => forkTs(file, env))
   try {
     await Promise.all(children.map((c) => nextMessage(c, 'ready', 60_000)))
     const bursts = children.map((c) => nextMessage(c, 'burst', 30_000))
-    for (const c of children) c.send({ type: 'go', key, calls: CALLS, loaderMs: LOADER_MS } satisfies BurstParentToChild)
+    for (const c of children)
+      c.send({ type: 'go', key, calls: CALLS, loaderMs: LOADER_MS } satisfies BurstParentToChild)
     const all = await Promise.all(bursts)
     if (process.env.BENCH_DEBUG) {
       const leaderGo = all.find((b) => b.led)?.goAt ?? 0
-      console.log(all.map((b) => `${b.led ? 'L' : 'w'} go${(b.goAt - leaderGo).toFixed(1)} p50 ${percentile(b.samples.map((s) => s.ms).sort((x, y) => x - y), 50).toFixed(1)} max ${Math.max(...b.samples.map((s) => s.ms)).toFixed(1)}`).join(' | '))
+      console.log(
+        all
+          .map(
+            (b) =>
+              `${b.led ? 'L' : 'w'} go${(b.goAt - leaderGo).toFixed(1)} p50 ${percentile(
+                b.samples.map((s) => s.ms).sort((x, y) => x - y),
+                50,
+              ).toFixed(1)} max ${Math.max(...b.samples.map((s) => s.ms)).toFixed(1)}`,
+          )
+          .join(' | '),
+      )
     }
     const samples = all.flatMap((b) => b.samples)
-    return { waiters: samples.filter((s) => !s.ranLoader).map((s) => s.ms), loads: samples.filter((s) => s.ranLoader).length }
+    return {
+      waiters: samples.filter((s) => !s.ranLoader).map((s) => s.ms),
+      loads: samples.filter((s) => s.ranLoader).length,
+    }
   } finally {
     for (const c of children) {
       if (c.connected) c.send({ type: 'exit' } satisfies BurstParentToChild)
       const timer = setTimeout(() => c.kill('SIGKILL'), 5_000)
-      await new Promise((resolve) => (c.exitCode !== null || c.signalCode !== null ? resolve(null) : c.once('exit', resolve)))
+      await new Promise((resolve) =>
+        c.exitCode !== null || c.signalCode !== null ? resolve(null) : c.once('exit', resolve),
+      )
       clearTimeout(timer)
     }
   }
@@ -74,7 +101,9 @@ async function round(url: string, awaitReady: boolean, key: string): Promise<{ w
 
 const { url, privateServer: privateRedis } = await benchRedis('bench:first-burst')
 try {
-  console.log(`first burst on freshly started processes: ${PROCESSES} processes × ${CALLS} calls on one cold key, ${LOADER_MS} ms loader, ${ROUNDS} rounds per variant`)
+  console.log(
+    `first burst on freshly started processes: ${PROCESSES} processes × ${CALLS} calls on one cold key, ${LOADER_MS} ms loader, ${ROUNDS} rounds per variant`,
+  )
   for (const awaitReady of [true, false]) {
     const waiters: number[] = []
     let loads = 0
@@ -86,7 +115,9 @@ try {
     waiters.sort((a, b) => a - b)
     const p99 = percentile(waiters, 99)
     const label = awaitReady ? 'after await cache.ready()' : 'right after createCache'
-    console.log(`${label.padEnd(28)} waiters ${String(waiters.length).padStart(5)}  p50 ${percentile(waiters, 50).toFixed(1).padStart(6)} ms  p99 ${p99.toFixed(1).padStart(6)} ms  max ${waiters.at(-1)!.toFixed(1).padStart(6)} ms  loads ${loads}/${ROUNDS}  (goal p99 ≤ ${LOADER_MS + 15} ms: ${p99 <= LOADER_MS + 15 ? 'met' : 'NOT met'})`)
+    console.log(
+      `${label.padEnd(28)} waiters ${String(waiters.length).padStart(5)}  p50 ${percentile(waiters, 50).toFixed(1).padStart(6)} ms  p99 ${p99.toFixed(1).padStart(6)} ms  max ${waiters.at(-1)!.toFixed(1).padStart(6)} ms  loads ${loads}/${ROUNDS}  (goal p99 ≤ ${LOADER_MS + 15} ms: ${p99 <= LOADER_MS + 15 ? 'met' : 'NOT met'})`,
+    )
   }
 } finally {
   await privateRedis?.stop()

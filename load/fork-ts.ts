@@ -13,5 +13,9 @@ export function tsxExecArgv(): string[] {
 }
 
 export function forkTs(file: string, env: NodeJS.ProcessEnv): ChildProcess {
-  return fork(file, [], { execArgv: tsxExecArgv(), env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  return fork(file, [], {
+    execArgv: tsxExecArgv(),
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  })
 }

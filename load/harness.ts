@@ -18,7 +18,15 @@ import { seedPostgres } from './db/postgres-source.js'
 import { describeSource, type SourceKind } from './db/source.js'
 import { cacheOptionsFor, MODE_DESCRIPTIONS, NEEDS_REDIS, type ModeName } from './modes.js'
 import { findRedisServer, startPrivateRedis, type PrivateRedis } from './redis-server.js'
-import { binsFromStart, machineInfo, peakPerSecond, staleServedFrom, type LoadResults, type ModeResult, type ScenarioResult } from './results.js'
+import {
+  binsFromStart,
+  machineInfo,
+  peakPerSecond,
+  staleServedFrom,
+  type LoadResults,
+  type ModeResult,
+  type ScenarioResult,
+} from './results.js'
 import { getScenario, type Scenario, type ScenarioName } from './scenarios.js'
 import { runTraffic } from './traffic.js'
 import { zipfSampler } from './zipf.js'
@@ -58,11 +66,21 @@ interface RedisSetup {
 }
 
 async function setUpRedis(options: LoadOptions): Promise<RedisSetup> {
-  if (options.redisUrl) return { url: options.redisUrl, label: `REDIS_URL (${redactUrl(options.redisUrl)})`, privateServer: undefined }
+  if (options.redisUrl)
+    return { url: options.redisUrl, label: `REDIS_URL (${redactUrl(options.redisUrl)})`, privateServer: undefined }
   const binary = options.noPrivateRedis ? undefined : findRedisServer()
-  if (!binary) return { url: undefined, label: 'none: in-process mode (no REDIS_URL and no redis-server found)', privateServer: undefined }
+  if (!binary)
+    return {
+      url: undefined,
+      label: 'none: in-process mode (no REDIS_URL and no redis-server found)',
+      privateServer: undefined,
+    }
   const server = await startPrivateRedis()
-  return { url: server.url, label: `private redis-server on ${server.url} (started by the harness)`, privateServer: server }
+  return {
+    url: server.url,
+    label: `private redis-server on ${server.url} (started by the harness)`,
+    privateServer: server,
+  }
 }
 
 function redactUrl(url: string): string {
@@ -83,7 +101,10 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
     if (!redis.url) {
       const dropped = modes.filter((m) => NEEDS_REDIS.has(m))
       modes = modes.filter((m) => !NEEDS_REDIS.has(m))
-      if (dropped.length) notes.push(`No Redis: skipped mode(s) ${dropped.join(', ')}; lock/full run in-process (one loader per miss per worker, not across workers).`)
+      if (dropped.length)
+        notes.push(
+          `No Redis: skipped mode(s) ${dropped.join(', ')}; lock/full run in-process (one loader per miss per worker, not across workers).`,
+        )
     }
     if (options.source.kind === 'postgres') await seedPostgres(options.source.url)
     app = await startAppCluster({ workers: options.workers, redisUrl: redis.url, source: options.source })
@@ -91,7 +112,9 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
     const scenarios = options.scenarios.map((name) => getScenario(name, options.timeScale, options.connections))
     const runnable = (s: Scenario) => !s.needsPrivateRedis || redis.privateServer !== undefined
     for (const s of scenarios.filter((s) => !runnable(s))) {
-      notes.push(`Skipped scenario ${s.name}: it stops and restarts Redis, which the harness only does to a redis-server it started itself (unset REDIS_URL).`)
+      notes.push(
+        `Skipped scenario ${s.name}: it stops and restarts Redis, which the harness only does to a redis-server it started itself (unset REDIS_URL).`,
+      )
     }
     events.onPlan?.({
       totalMs: scenarios.filter(runnable).reduce((sum, s) => sum + s.durationMs * modes.length, 0),
@@ -110,9 +133,19 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
 
     const results: ScenarioResult[] = []
     for (const scenario of scenarios) {
-      const base = { name: scenario.name, title: scenario.title, explain: scenario.explain, durationMs: scenario.durationMs, connections: scenario.connections }
+      const base = {
+        name: scenario.name,
+        title: scenario.title,
+        explain: scenario.explain,
+        durationMs: scenario.durationMs,
+        connections: scenario.connections,
+      }
       if (!runnable(scenario)) {
-        results.push({ ...base, modes: [], skipped: notes.find((n) => n.includes(`scenario ${scenario.name}`)) ?? 'skipped' })
+        results.push({
+          ...base,
+          modes: [],
+          skipped: notes.find((n) => n.includes(`scenario ${scenario.name}`)) ?? 'skipped',
+        })
         continue
       }
       const modeResults: ModeResult[] = []
@@ -120,7 +153,13 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
         const runId = `${scenario.name}-${mode}-${randomBytes(4).toString('hex')}`
         const namespace = `sg-load:${runId}`
         namespaces.push(namespace)
-        await app.configure({ runId, mode, namespace, cache: cacheOptionsFor(mode, scenario.cache, redis.url !== undefined), dbLatencyMs: options.dbLatencyMs })
+        await app.configure({
+          runId,
+          mode,
+          namespace,
+          cache: cacheOptionsFor(mode, scenario.cache, redis.url !== undefined),
+          dbLatencyMs: options.dbLatencyMs,
+        })
         events.onRunStart?.(scenario, mode)
         liveRunId = runId
         liveQueries = 0
@@ -129,11 +168,21 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
         const trafficStart = absoluteNow()
         const timeline = scheduleTimeline(scenario, app, redis.privateServer)
         const ticker = setInterval(() => {
-          events.onTick?.({ scenario: scenario.name, mode, elapsedMs: absoluteNow() - trafficStart, dbQueries: liveQueries })
+          events.onTick?.({
+            scenario: scenario.name,
+            mode,
+            elapsedMs: absoluteNow() - trafficStart,
+            dbQueries: liveQueries,
+          })
         }, 250)
         let traffic
         try {
-          traffic = await runTraffic({ url: app.url, connections: base.connections, durationMs: scenario.durationMs, pathFor })
+          traffic = await runTraffic({
+            url: app.url,
+            connections: base.connections,
+            durationMs: scenario.durationMs,
+            pathFor,
+          })
         } finally {
           clearInterval(ticker)
           await timeline.done
@@ -201,7 +250,11 @@ function pathSampler(scenario: Scenario): () => string {
 }
 
 /** Starts the scenario's timed events; `done` settles when the last one has finished. */
-function scheduleTimeline(scenario: Scenario, app: AppCluster, privateRedis: PrivateRedis | undefined): { done: Promise<void> } {
+function scheduleTimeline(
+  scenario: Scenario,
+  app: AppCluster,
+  privateRedis: PrivateRedis | undefined,
+): { done: Promise<void> } {
   const pending = scenario.timeline.map(async (event) => {
     await sleep(event.atMs)
     if (event.action === 'db-failure-rate') app.setDbFailureRate(event.rate)

@@ -40,7 +40,11 @@ function quantile(values: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN
 }
 
-function nextMessage<T extends FromWaiter['type']>(child: ChildProcess, type: T, timeoutMs = 40_000): Promise<Extract<FromWaiter, { type: T }>> {
+function nextMessage<T extends FromWaiter['type']>(
+  child: ChildProcess,
+  type: T,
+  timeoutMs = 40_000,
+): Promise<Extract<FromWaiter, { type: T }>> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.off('message', listener)
@@ -69,13 +73,20 @@ async function main(): Promise<void> {
   const env: BenchEnv = { redisUrls: servers.map((server) => server.url), ...consensus.env }
   const requested = args.contenders?.split(',').map((name) => name.trim())
   const contenders = BENCH_CONTENDERS.filter((c) => !requested || requested.includes(c.name))
-  const waiter = forkTs(fileURLToPath(new URL('./lock-bench/waiter.ts', import.meta.url)), { BENCH_REDIS_URLS: env.redisUrls.join(','), ...consensus.waiterEnv })
+  const waiter = forkTs(fileURLToPath(new URL('./lock-bench/waiter.ts', import.meta.url)), {
+    BENCH_REDIS_URLS: env.redisUrls.join(','),
+    ...consensus.waiterEnv,
+  })
   const send = (message: ToWaiter) => waiter.send(message)
   const rows: string[][] = []
   try {
     await nextMessage(waiter, 'ready')
     console.log(bold('stampede-guard lock benchmark'))
-    console.log(dim(`  ${ITERATIONS} uncontended acquire/release pairs and ${ROUNDS} cross-process hand-offs per lock; 5 private redis-servers`))
+    console.log(
+      dim(
+        `  ${ITERATIONS} uncontended acquire/release pairs and ${ROUNDS} cross-process hand-offs per lock; 5 private redis-servers`,
+      ),
+    )
     for (const contender of contenders) {
       const skip = contender.unavailable?.(env)
       if (skip) {
@@ -114,10 +125,33 @@ async function main(): Promise<void> {
       }
       await lock.close()
       const f = (n: number) => n.toFixed(2)
-      rows.push([contender.name, f(quantile(acquireMs, 0.5)), f(quantile(acquireMs, 0.99)), f(quantile(releaseMs, 0.5)), f(quantile(releaseMs, 0.99)), f(quantile(handoffMs, 0.5)), f(quantile(handoffMs, 0.99)), f(Math.max(...handoffMs))])
+      rows.push([
+        contender.name,
+        f(quantile(acquireMs, 0.5)),
+        f(quantile(acquireMs, 0.99)),
+        f(quantile(releaseMs, 0.5)),
+        f(quantile(releaseMs, 0.99)),
+        f(quantile(handoffMs, 0.5)),
+        f(quantile(handoffMs, 0.99)),
+        f(Math.max(...handoffMs)),
+      ])
     }
     console.log('')
-    console.log(renderGrid(['lock', 'acquire p50 ms', 'acquire p99', 'release p50', 'release p99', 'hand-off p50', 'hand-off p99', 'hand-off max'], rows))
+    console.log(
+      renderGrid(
+        [
+          'lock',
+          'acquire p50 ms',
+          'acquire p99',
+          'release p50',
+          'release p99',
+          'hand-off p50',
+          'hand-off p99',
+          'hand-off max',
+        ],
+        rows,
+      ),
+    )
   } finally {
     const exited = new Promise((resolve) => waiter.once('exit', resolve))
     waiter.disconnect()

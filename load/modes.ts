@@ -37,5 +37,11 @@ export interface ScenarioCachePolicy {
 export function cacheOptionsFor(mode: ModeName, policy: ScenarioCachePolicy, withRedis = true): ModeCacheOptions {
   const off: ModeCacheOptions = { ttl: policy.ttlMs, staleTtl: 0, staleIfError: 0, earlyRefresh: false, l1: !withRedis }
   if (mode !== 'full') return off
-  return { ttl: policy.ttlMs, staleTtl: policy.staleTtlMs, staleIfError: policy.staleIfErrorMs, earlyRefresh: 'xfetch', l1: true }
+  return {
+    ttl: policy.ttlMs,
+    staleTtl: policy.staleTtlMs,
+    staleIfError: policy.staleIfErrorMs,
+    earlyRefresh: 'xfetch',
+    l1: true,
+  }
 }

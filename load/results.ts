@@ -54,7 +54,14 @@ export interface LoadResults {
   startedAt: string
   elapsedMs: number
   machine: MachineInfo
-  settings: { workers: number; dbLatencyMs: number; timeScale: number; redis: string; database: string; modes: ModeName[] }
+  settings: {
+    workers: number
+    dbLatencyMs: number
+    timeScale: number
+    redis: string
+    database: string
+    modes: ModeName[]
+  }
   notes: string[]
   scenarios: ScenarioResult[]
 }

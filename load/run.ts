@@ -59,7 +59,9 @@ async function main(): Promise<void> {
       onScenarioEnd(scenario) {
         progress.printAbove(() => {
           console.log(bold(`■ ${scenario.title}`))
-          console.log(dim(`  ${scenario.connections} connections, ${(scenario.durationMs / 1000).toFixed(1)} s per mode`))
+          console.log(
+            dim(`  ${scenario.connections} connections, ${(scenario.durationMs / 1000).toFixed(1)} s per mode`),
+          )
           console.log(renderTable(scenario))
           console.log('')
           console.log(renderTerminalChart(scenario))
@@ -72,7 +74,9 @@ async function main(): Promise<void> {
   for (const note of results.notes) console.log(`note: ${note}`)
   if (options.markdown) {
     for (const scenario of results.scenarios.filter((s) => s.modes.length > 0)) {
-      console.log(`\n**${scenario.title}** (${scenario.connections} connections, ${(scenario.durationMs / 1000).toFixed(1)} s per mode)\n`)
+      console.log(
+        `\n**${scenario.title}** (${scenario.connections} connections, ${(scenario.durationMs / 1000).toFixed(1)} s per mode)\n`,
+      )
       console.log(renderMarkdownTable(scenario))
     }
     console.log('')
@@ -82,26 +86,37 @@ async function main(): Promise<void> {
     console.log(`results: ${path.relative(process.cwd(), files.json)}`)
     for (const svg of files.svgs) console.log(`chart:   ${path.relative(process.cwd(), svg)}`)
   }
-  console.log(dim(`done in ${(results.elapsedMs / 1000).toFixed(1)} s on ${results.machine.cpus} × ${results.machine.cpuModel}, Node ${results.machine.node}`))
+  console.log(
+    dim(
+      `done in ${(results.elapsedMs / 1000).toFixed(1)} s on ${results.machine.cpus} × ${results.machine.cpuModel}, Node ${results.machine.node}`,
+    ),
+  )
 }
 
 /** `--scenario coupons`: Redis from REDIS_URL or a private redis-server; PostgreSQL from DATABASE_URL. */
 async function runCoupons(requested: string[] | undefined): Promise<void> {
   const contenders = requested ?? COUPON_CONTENDERS
   const unknown = contenders.filter((name) => !COUPON_CONTENDERS.includes(name))
-  if (unknown.length > 0) throw new Error(`unknown contender ${unknown.join(', ')} (expected one of: ${COUPON_CONTENDERS.join(', ')})`)
+  if (unknown.length > 0)
+    throw new Error(`unknown contender ${unknown.join(', ')} (expected one of: ${COUPON_CONTENDERS.join(', ')})`)
   const binary = findRedisServer()
-  if (!process.env.REDIS_URL && !binary) throw new Error('the coupons scenario needs a Redis: set REDIS_URL or install redis-server')
+  if (!process.env.REDIS_URL && !binary)
+    throw new Error('the coupons scenario needs a Redis: set REDIS_URL or install redis-server')
   const privateRedis = process.env.REDIS_URL ? undefined : await startPrivateRedis()
   const redisUrl = process.env.REDIS_URL || privateRedis!.url
   const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
   console.log(bold('■ coupons: 1,000 coupons, 1,200 users, 4 app processes × 4 issues in flight, one PostgreSQL row'))
-  console.log(dim(`  redis ${privateRedis ? 'private redis-server' : 'REDIS_URL'}, database ${describeSource({ kind: 'postgres', url: databaseUrl })}`))
+  console.log(
+    dim(
+      `  redis ${privateRedis ? 'private redis-server' : 'REDIS_URL'}, database ${describeSource({ kind: 'postgres', url: databaseUrl })}`,
+    ),
+  )
   for (const name of contenders) console.log(dim(`  ${name}: ${CONTENDERS[name]!.describe}`))
   try {
     const results = await runCouponScenario({ redisUrl, databaseUrl, contenders })
     console.log(renderCouponTable(results, 1_000, 1_200))
-    for (const r of results.filter((r) => r.errors.length > 0)) console.log(dim(`  ${r.contender}: first error: ${r.errors[0]}`))
+    for (const r of results.filter((r) => r.errors.length > 0))
+      console.log(dim(`  ${r.contender}: first error: ${r.errors[0]}`))
     console.log('')
   } finally {
     await privateRedis?.stop()

@@ -14,7 +14,8 @@ export function isScenarioName(value: string): value is ScenarioName {
 export type KeyPattern = { kind: 'single'; id: number } | { kind: 'zipf'; count: number; exponent: number }
 
 /** Something the harness does at a point of a run (ms after the traffic starts). */
-export type TimelineEvent = { atMs: number; action: 'db-failure-rate'; rate: number } | { atMs: number; action: 'redis-outage'; forMs: number }
+export type TimelineEvent =
+  { atMs: number; action: 'db-failure-rate'; rate: number } | { atMs: number; action: 'redis-outage'; forMs: number }
 
 export interface Scenario {
   name: ScenarioName
@@ -119,7 +120,11 @@ export function getScenario(name: ScenarioName, timeScale = 1, connections?: num
   const s = scenarios[name]
   const durationMs = timeScale === 1 ? s.durationMs : Math.max(1_000, Math.round(s.durationMs * timeScale))
   const seconds = durationMs / 1000
-  const params: TextParams = { duration: `${Number(seconds.toFixed(1))} s`, seconds, connections: connections ?? s.connections }
+  const params: TextParams = {
+    duration: `${Number(seconds.toFixed(1))} s`,
+    seconds,
+    connections: connections ?? s.connections,
+  }
   return {
     ...s,
     durationMs,

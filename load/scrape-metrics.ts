@@ -17,17 +17,25 @@ const USAGE = `Usage: npm run metrics -- URL [--every DURATION] [--times N]
 `
 
 async function main(): Promise<void> {
-  const { values, positionals } = parseArgs({ options: { every: { type: 'string' }, times: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, allowPositionals: true })
+  const { values, positionals } = parseArgs({
+    options: { every: { type: 'string' }, times: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    allowPositionals: true,
+  })
   if (values.help || positionals.length !== 1) {
     console.log(USAGE)
     if (!values.help) process.exitCode = 2
     return
   }
   const url = new URL(positionals[0]!)
-  if (url.hostname !== '127.0.0.1' && url.hostname !== 'localhost') throw new Error(`only loopback endpoints are scraped, got ${url.hostname}`)
-  const everyMs = values.every === undefined ? undefined : parseDuration('--every', /^\d+$/.test(values.every) ? Number(values.every) : values.every)
+  if (url.hostname !== '127.0.0.1' && url.hostname !== 'localhost')
+    throw new Error(`only loopback endpoints are scraped, got ${url.hostname}`)
+  const everyMs =
+    values.every === undefined
+      ? undefined
+      : parseDuration('--every', /^\d+$/.test(values.every) ? Number(values.every) : values.every)
   const times = values.times === undefined ? (everyMs ? Infinity : 1) : Number(values.times)
-  if (!Number.isInteger(times) && times !== Infinity) throw new Error(`--times must be a whole number, got ${values.times}`)
+  if (!Number.isInteger(times) && times !== Infinity)
+    throw new Error(`--times must be a whole number, got ${values.times}`)
 
   let previous: Map<string, CacheCounts> | undefined
   for (let scrape = 1; scrape <= times; scrape++) {
@@ -35,7 +43,9 @@ async function main(): Promise<void> {
     if (counts.size === 0) console.log(`${new Date().toISOString()} no stampede-guard metrics at ${url.href}`)
     for (const [name, total] of counts) {
       const label = name === '' ? 'cache' : `cache ${name}`
-      const interval = previous ? `   last ${everyMs} ms: ${describeCounts(countsBetween(previous.get(name), total))}` : ''
+      const interval = previous
+        ? `   last ${everyMs} ms: ${describeCounts(countsBetween(previous.get(name), total))}`
+        : ''
       console.log(`${new Date().toISOString()} ${label}: ${describeCounts(total)}${interval}`)
     }
     previous = counts

@@ -25,7 +25,8 @@ export interface TrafficResult {
 
 export async function runTraffic(options: TrafficOptions): Promise<TrafficResult> {
   const target = new URL(options.url)
-  if (target.hostname !== '127.0.0.1' && target.hostname !== 'localhost') throw new Error(`refusing to load-test ${target.hostname}: loopback only`)
+  if (target.hostname !== '127.0.0.1' && target.hostname !== 'localhost')
+    throw new Error(`refusing to load-test ${target.hostname}: loopback only`)
   const durationSec = options.durationMs / 1000
   let stop = () => {}
   // autocannon stops itself at `duration`; this timer is the belt to its braces.

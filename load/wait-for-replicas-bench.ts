@@ -20,14 +20,23 @@ const rounds = Number(values.rounds)
 
 const primary = await startRedis()
 const replica = await startRedis({ args: ['--replicaof', '127.0.0.1', String(primary.port)] })
-for (const deadline = Date.now() + 10_000; parseInfo(await replica.client().info('replication')).master_link_status !== 'up'; ) {
+for (
+  const deadline = Date.now() + 10_000;
+  parseInfo(await replica.client().info('replication')).master_link_status !== 'up';
+) {
   if (Date.now() > deadline) throw new Error('replica did not sync')
   await new Promise((r) => setTimeout(r, 50))
 }
 
 const caches = {
   off: createCache({ redis: primary.client(), ttl: '30s', l1: false, namespace: 'off' }),
-  on: createCache({ redis: primary.client(), ttl: '30s', l1: false, namespace: 'on', lock: { waitForReplicas: { replicas: 1, timeout: '1s' } } }),
+  on: createCache({
+    redis: primary.client(),
+    ttl: '30s',
+    l1: false,
+    namespace: 'on',
+    lock: { waitForReplicas: { replicas: 1, timeout: '1s' } },
+  }),
 }
 let unreplicated = 0
 caches.on.on('lock-unreplicated', () => unreplicated++)
@@ -43,7 +52,10 @@ for (let done = 0; done < rounds; done += 100) {
 }
 const lockSets = {
   off: createLocks({ redis: primary.client(), namespace: 'lock-off' }),
-  on: createLocks({ redis: { client: primary.client(), waitForReplicas: { replicas: 1, timeout: '1s' } }, namespace: 'lock-on' }),
+  on: createLocks({
+    redis: { client: primary.client(), waitForReplicas: { replicas: 1, timeout: '1s' } },
+    namespace: 'lock-on',
+  }),
 }
 const lockSamples: Record<keyof typeof lockSets, number[]> = { off: [], on: [] }
 for (let done = 0; done < rounds; done += 100) {
@@ -57,7 +69,8 @@ for (let done = 0; done < rounds; done += 100) {
 }
 const quantile = (list: number[], q: number) => [...list].sort((a, b) => a - b)[Math.floor(q * (list.length - 1))]!
 const report = (title: string, data: Record<'off' | 'on', number[]>, tail: string) => {
-  const row = (mode: 'off' | 'on') => `${mode.padEnd(4)} p50 ${quantile(data[mode], 0.5).toFixed(3)} ms  p90 ${quantile(data[mode], 0.9).toFixed(3)} ms  p99 ${quantile(data[mode], 0.99).toFixed(3)} ms`
+  const row = (mode: 'off' | 'on') =>
+    `${mode.padEnd(4)} p50 ${quantile(data[mode], 0.5).toFixed(3)} ms  p90 ${quantile(data[mode], 0.9).toFixed(3)} ms  p99 ${quantile(data[mode], 0.99).toFixed(3)} ms`
   console.log(title)
   console.log(row('off'))
   console.log(row('on'))
@@ -67,8 +80,16 @@ const report = (title: string, data: Record<'off' | 'on', number[]>, tail: strin
   }
   console.log(`WAIT cost per acquire: p50 ${delta(0.5)}, p99 ${delta(0.99)}${tail}`)
 }
-report(`lock.waitForReplicas, ${rounds} acquisitions each (lookup that wins + commit), primary + 1 replica on loopback`, samples, `; unreplicated locks: ${unreplicated}`)
-report(`withLock redis.waitForReplicas (strict), ${rounds} uncontended withLock calls each (acquire + WAIT, release)`, lockSamples, '')
+report(
+  `lock.waitForReplicas, ${rounds} acquisitions each (lookup that wins + commit), primary + 1 replica on loopback`,
+  samples,
+  `; unreplicated locks: ${unreplicated}`,
+)
+report(
+  `withLock redis.waitForReplicas (strict), ${rounds} uncontended withLock calls each (acquire + WAIT, release)`,
+  lockSamples,
+  '',
+)
 await Promise.all([...Object.values(caches), ...Object.values(lockSets)].map((c) => c.close()))
 await stopAllRedis()
 process.exit(0)

@@ -88,16 +88,34 @@ async function main(): Promise<void> {
     const maxBound = Math.max(...clocks.map((c) => c.boundMs))
 
     console.log(bold('stampede-guard wake-up benchmark'))
-    console.log(`  1 leader process + ${WAITER_PROCESSES} waiter processes × ${CALLERS} caller(s), ${ROUNDS} rounds per strategy, Redis ${privateRedis ? `(private) ${url}` : 'from REDIS_URL'}`)
-    console.log(`  clocks: largest offset between processes ${maxOffset.toFixed(3)} ms, measured to ±${maxBound.toFixed(3)} ms (corrected for)`)
+    console.log(
+      `  1 leader process + ${WAITER_PROCESSES} waiter processes × ${CALLERS} caller(s), ${ROUNDS} rounds per strategy, Redis ${privateRedis ? `(private) ${url}` : 'from REDIS_URL'}`,
+    )
+    console.log(
+      `  clocks: largest offset between processes ${maxOffset.toFixed(3)} ms, measured to ±${maxBound.toFixed(3)} ms (corrected for)`,
+    )
     console.log('')
 
     const bar = process.stderr.isTTY
-      ? new cliProgress.SingleBar({ stream: process.stderr, format: ' {bar} {value}/{total} rounds | {strategy}', clearOnComplete: true, hideCursor: true }, cliProgress.Presets.shades_classic)
+      ? new cliProgress.SingleBar(
+          {
+            stream: process.stderr,
+            format: ' {bar} {value}/{total} rounds | {strategy}',
+            clearOnComplete: true,
+            hideCursor: true,
+          },
+          cliProgress.Presets.shades_classic,
+        )
       : undefined
     bar?.start(ROUNDS * STRATEGIES.length, 0, { strategy: '' })
 
-    const results: { strategy: Strategy; latencies: number[]; ranLoader: number; lateStarts: number; commitMs: number[] }[] = []
+    const results: {
+      strategy: Strategy
+      latencies: number[]
+      ranLoader: number
+      lateStarts: number
+      commitMs: number[]
+    }[] = []
     for (const strategy of STRATEGIES) {
       const latencies: number[] = []
       const commitMs: number[] = []
@@ -126,7 +144,13 @@ async function main(): Promise<void> {
         })
         bar?.increment(1, { strategy })
       }
-      results.push({ strategy, latencies: latencies.sort((a, b) => a - b), ranLoader, lateStarts, commitMs: commitMs.sort((a, b) => a - b) })
+      results.push({
+        strategy,
+        latencies: latencies.sort((a, b) => a - b),
+        ranLoader,
+        lateStarts,
+        commitMs: commitMs.sort((a, b) => a - b),
+      })
     }
     bar?.stop()
 
@@ -139,8 +163,9 @@ async function main(): Promise<void> {
       String(r.ranLoader),
     ])
     const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
-    const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ')
-    console.log(bold('Wake-up latency: waiter returns − leader\'s value ready (includes the commit round trip)'))
+    const line = (cells: string[]) =>
+      cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ')
+    console.log(bold("Wake-up latency: waiter returns − leader's value ready (includes the commit round trip)"))
     console.log(line(header))
     console.log(widths.map((w) => '─'.repeat(w)).join('  '))
     for (const row of rows) console.log(line(row))
@@ -152,12 +177,23 @@ async function main(): Promise<void> {
         `(${percentile(sg.latencies, 50).toFixed(2)} ms vs ${percentile(spinR.latencies, 50).toFixed(2)} ms) and ` +
         `${(percentile(spinR.latencies, 99) / Math.max(0.001, percentile(sg.latencies, 99))).toFixed(0)}× at p99.`,
     )
-    console.log(dim(`leader's commit round trip (loader return → getOrLoad resolves): stampede-guard p50 ${percentile(sg.commitMs, 50).toFixed(2)} ms, spin lock p50 ${percentile(spinR.commitMs, 50).toFixed(2)} ms`))
+    console.log(
+      dim(
+        `leader's commit round trip (loader return → getOrLoad resolves): stampede-guard p50 ${percentile(sg.commitMs, 50).toFixed(2)} ms, spin lock p50 ${percentile(spinR.commitMs, 50).toFixed(2)} ms`,
+      ),
+    )
     const late = results.reduce((a, r) => a + r.lateStarts, 0)
-    if (late) console.log(dim(`${late} waiter call(s) started after the value was ready and were left out (a plain hit is not a wake-up).`))
+    if (late)
+      console.log(
+        dim(
+          `${late} waiter call(s) started after the value was ready and were left out (a plain hit is not a wake-up).`,
+        ),
+      )
   } finally {
     for (const c of children) if (c.proc.connected) c.send({ type: 'exit' })
-    await Promise.all(children.map((c) => new Promise((r) => (c.proc.exitCode !== null ? r(null) : c.proc.once('exit', r)))))
+    await Promise.all(
+      children.map((c) => new Promise((r) => (c.proc.exitCode !== null ? r(null) : c.proc.once('exit', r)))),
+    )
     if (privateRedis) await privateRedis.stop()
     else if (url) {
       // Leave nothing behind on someone else's Redis.

@@ -31,7 +31,8 @@ function lossOf(raw: unknown, inArray: boolean): string | undefined {
         const name = (prototype.constructor as { name?: string } | undefined)?.name || 'object'
         return `a ${name} would become ${typeof (raw as { toJSON?: unknown }).toJSON === 'function' ? 'what its toJSON() returns' : 'a plain object'}`
       }
-      if (typeof (raw as { toJSON?: unknown }).toJSON === 'function') return 'an object with toJSON() would become what it returns'
+      if (typeof (raw as { toJSON?: unknown }).toJSON === 'function')
+        return 'an object with toJSON() would become what it returns'
       return undefined
     }
     default:
@@ -50,7 +51,10 @@ export const jsonCodec: Codec = {
     const text = JSON.stringify(value, function (this: Record<string, unknown>, key, converted: unknown) {
       // `this[key]` is the value before toJSON(); `converted` is what JSON will write.
       const loss = lossOf(this[key], Array.isArray(this))
-      if (loss !== undefined) throw new TypeError(`JSON would change this value: ${loss}${key === '' ? '' : ` (at ${JSON.stringify(key)})`}; use superjsonCodec or your own codec to store it`)
+      if (loss !== undefined)
+        throw new TypeError(
+          `JSON would change this value: ${loss}${key === '' ? '' : ` (at ${JSON.stringify(key)})`}; use superjsonCodec or your own codec to store it`,
+        )
       return converted
     })
     if (text === undefined) throw new TypeError(`cannot encode ${typeof value} as JSON`)

@@ -73,7 +73,8 @@ export class LoadContext<V> implements LoaderContext<V> {
   cacheFor(lifetimes: { ttl?: Duration; staleTtl?: Duration; staleIfError?: Duration }): void {
     if (lifetimes.ttl !== undefined) this.ttl = parseDuration('ttl', lifetimes.ttl)
     if (lifetimes.staleTtl !== undefined) this.staleTtl = parseDuration('staleTtl', lifetimes.staleTtl, true)
-    if (lifetimes.staleIfError !== undefined) this.staleIfError = parseDuration('staleIfError', lifetimes.staleIfError, true)
+    if (lifetimes.staleIfError !== undefined)
+      this.staleIfError = parseDuration('staleIfError', lifetimes.staleIfError, true)
   }
 
   doNotCache(options: { share?: boolean; passFor?: Duration } = {}): void {

@@ -44,23 +44,36 @@ export function parseDuration(argument: string, value: Duration, allowZero = fal
     ms = value
   } else if (typeof value === 'string') {
     const match = DURATION_PATTERN.exec(value)
-    if (!match) throw new InvalidArgumentError(argument, `cannot parse duration ${JSON.stringify(value)}; use milliseconds or a string like '500ms', '30s', '5m'`)
+    if (!match)
+      throw new InvalidArgumentError(
+        argument,
+        `cannot parse duration ${JSON.stringify(value)}; use milliseconds or a string like '500ms', '30s', '5m'`,
+      )
     ms = Number(match[1]) * UNIT_MS[match[2] ?? 'ms']!
   } else {
     throw new InvalidArgumentError(argument, `expected milliseconds or a duration string, got ${typeof value}`)
   }
   if (!Number.isFinite(ms)) throw new InvalidArgumentError(argument, `must be a finite duration, got ${String(value)}`)
   if (ms < 0 || (!allowZero && ms === 0)) {
-    throw new InvalidArgumentError(argument, `must be ${allowZero ? 'zero or positive' : 'positive'}, got ${String(value)}`)
+    throw new InvalidArgumentError(
+      argument,
+      `must be ${allowZero ? 'zero or positive' : 'positive'}, got ${String(value)}`,
+    )
   }
   const rounded = Math.round(ms)
   if (rounded === 0 && ms > 0) {
-    throw new InvalidArgumentError(argument, `${String(value)} rounds to 0 ms; use at least 1 ms${allowZero ? ', or 0 for off' : ''}`)
+    throw new InvalidArgumentError(
+      argument,
+      `${String(value)} rounds to 0 ms; use at least 1 ms${allowZero ? ', or 0 for off' : ''}`,
+    )
   }
   const max = maxDurationOf(argument)
   if (rounded > max) {
     const why = max === MAX_TIMER_MS ? 'the longest a Node timer can wait' : 'the longest lifetime stored'
-    throw new InvalidArgumentError(argument, `${String(value)} is above ${max} ms (${Math.floor(max / UNIT_MS.d!)} days), ${why}`)
+    throw new InvalidArgumentError(
+      argument,
+      `${String(value)} is above ${max} ms (${Math.floor(max / UNIT_MS.d!)} days), ${why}`,
+    )
   }
   return rounded
 }

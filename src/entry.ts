@@ -20,7 +20,10 @@ export { jsonCodec } from './codecs.js'
  * the codec encodes, instead of base64 inside the codec's text. L1 keeps the object as is.
  */
 export class BinaryValue<H = unknown> {
-  constructor(readonly head: H, readonly bytes: Buffer) {}
+  constructor(
+    readonly head: H,
+    readonly bytes: Buffer,
+  ) {}
 }
 
 /** Starts the Redis form of a BinaryValue: NUL, then "sgb1", then the head's length (uint32 BE). */

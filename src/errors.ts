@@ -46,7 +46,8 @@ export class LoaderTimeoutError extends StampedeGuardError {
   readonly timeoutMs: number
   readonly option: 'hardTimeout' | 'lock.maxHold'
   constructor(key: string, timeoutMs: number, option: 'hardTimeout' | 'lock.maxHold' = 'hardTimeout') {
-    const after = option === 'hardTimeout' ? 'it keeps running and may still fill the cache' : 'its result will be ignored'
+    const after =
+      option === 'hardTimeout' ? 'it keeps running and may still fill the cache' : 'its result will be ignored'
     super('ERR_SG_LOADER_TIMEOUT', `loader for "${key}" did not finish within ${option} (${timeoutMs} ms); ${after}`)
     this.key = key
     this.timeoutMs = timeoutMs
@@ -63,9 +64,12 @@ export class LockWaitTimeoutError extends StampedeGuardError {
   readonly timeoutMs: number
   /** `maxWaits`: did not wait at all, since that many cross-process waits were running. */
   constructor(key: string, timeoutMs: number, maxWaits?: number) {
-    super('ERR_SG_LOCK_WAIT_TIMEOUT', maxWaits === undefined
-      ? `gave up waiting ${timeoutMs} ms for another process to load "${key}"`
-      : `did not wait for another process to load "${key}": ${maxWaits} cross-process waits (maxWaits) were running`)
+    super(
+      'ERR_SG_LOCK_WAIT_TIMEOUT',
+      maxWaits === undefined
+        ? `gave up waiting ${timeoutMs} ms for another process to load "${key}"`
+        : `did not wait for another process to load "${key}": ${maxWaits} cross-process waits (maxWaits) were running`,
+    )
     this.key = key
     this.timeoutMs = timeoutMs
   }
@@ -91,7 +95,10 @@ export class ValueTooLargeError extends StampedeGuardError {
   readonly maxBytes: number
   constructor(key: string, bytes: number | undefined, maxBytes: number) {
     const size = bytes === undefined ? `more than ${maxBytes}` : String(bytes)
-    super('ERR_SG_VALUE_TOO_LARGE', `"${key}": the value encodes to ${size} bytes, above maxValueBytes (${maxBytes}); not stored`)
+    super(
+      'ERR_SG_VALUE_TOO_LARGE',
+      `"${key}": the value encodes to ${size} bytes, above maxValueBytes (${maxBytes}); not stored`,
+    )
     this.key = key
     this.bytes = bytes
     this.maxBytes = maxBytes
@@ -129,7 +136,12 @@ export class LockBusyError extends StampedeGuardError {
   readonly key: string
   readonly waitedMs: number
   constructor(key: string, waitedMs: number) {
-    super('ERR_SG_LOCK_BUSY', waitedMs > 0 ? `lock "${key}" still held by another owner after waiting ${waitedMs} ms` : `lock "${key}" is held by another owner`)
+    super(
+      'ERR_SG_LOCK_BUSY',
+      waitedMs > 0
+        ? `lock "${key}" still held by another owner after waiting ${waitedMs} ms`
+        : `lock "${key}" is held by another owner`,
+    )
     this.key = key
     this.waitedMs = waitedMs
   }

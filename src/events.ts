@@ -77,8 +77,27 @@ export type CacheEventName = keyof CacheEvents
 export type CacheStats = Record<CacheEventName, number>
 
 const EVENT_NAMES: CacheEventName[] = [
-  'hit', 'stale', 'miss', 'leader', 'wait', 'waited', 'wait-capped', 'coalesced', 'load', 'fail-safe', 'timeout', 'uncacheable',
-  'corrupt', 'fenced', 'tag-invalidated', 'lock-unreplicated', 'lock-lost', 'redis-error', 'circuit-open', 'circuit-close', 'config-warning',
+  'hit',
+  'stale',
+  'miss',
+  'leader',
+  'wait',
+  'waited',
+  'wait-capped',
+  'coalesced',
+  'load',
+  'fail-safe',
+  'timeout',
+  'uncacheable',
+  'corrupt',
+  'fenced',
+  'tag-invalidated',
+  'lock-unreplicated',
+  'lock-lost',
+  'redis-error',
+  'circuit-open',
+  'circuit-close',
+  'config-warning',
 ]
 
 /** A typed emitter that also counts. Emitting with no listener costs one increment. */

@@ -20,6 +20,35 @@ export {
   StampedeGuardError,
 } from './errors.js'
 export type { CacheEventName, CacheEvents, CacheStats, StaleReason, WaitOutcome } from './events.js'
-export { POLICY_OPTION_NAMES, type CacheOptions, type CallOptions, type CircuitBreakerOptions, type EarlyRefresh, type L1Options, type LockOptions, type PolicyOptions, type RedisCommandOptions } from './options.js'
-export { createLocks, locked, Locks, type CreateLocksOptions, type LockedOptions, type HeldLockHandle, type LockCallOptions, type LockContext, type LockDefaults } from './lock/index.js'
-export { schedule, type RunOnceContext, type RunOnceOptions, type RunOnceResult, type Schedule, type ScheduleOptions, type ScheduleStats, type Tick } from './lock/index.js'
+export {
+  POLICY_OPTION_NAMES,
+  type CacheOptions,
+  type CallOptions,
+  type CircuitBreakerOptions,
+  type EarlyRefresh,
+  type L1Options,
+  type LockOptions,
+  type PolicyOptions,
+  type RedisCommandOptions,
+} from './options.js'
+export {
+  createLocks,
+  locked,
+  Locks,
+  type CreateLocksOptions,
+  type LockedOptions,
+  type HeldLockHandle,
+  type LockCallOptions,
+  type LockContext,
+  type LockDefaults,
+} from './lock/index.js'
+export {
+  schedule,
+  type RunOnceContext,
+  type RunOnceOptions,
+  type RunOnceResult,
+  type Schedule,
+  type ScheduleOptions,
+  type ScheduleStats,
+  type Tick,
+} from './lock/index.js'

@@ -9,10 +9,21 @@ import { InvalidArgumentError } from './errors.js'
  * real key needs a lone surrogate, and one usually means a string was cut mid-character.
  */
 export function checkKey(key: unknown, maxKeyLength: number): asserts key is string {
-  if (typeof key !== 'string' || key.length === 0) throw new InvalidArgumentError('key', `must be a non-empty string, got ${key === '' ? 'an empty string' : typeof key}`)
-  if (key.length > maxKeyLength) throw new InvalidArgumentError('key', `is ${key.length} characters long; the maximum is ${maxKeyLength} (maxKeyLength)`)
+  if (typeof key !== 'string' || key.length === 0)
+    throw new InvalidArgumentError(
+      'key',
+      `must be a non-empty string, got ${key === '' ? 'an empty string' : typeof key}`,
+    )
+  if (key.length > maxKeyLength)
+    throw new InvalidArgumentError(
+      'key',
+      `is ${key.length} characters long; the maximum is ${maxKeyLength} (maxKeyLength)`,
+    )
   if (!(key as WellFormed).isWellFormed()) {
-    throw new InvalidArgumentError('key', `is not well-formed UTF-16 (a lone surrogate at index ${loneSurrogateAt(key)}): it would collide with other keys in Redis`)
+    throw new InvalidArgumentError(
+      'key',
+      `is not well-formed UTF-16 (a lone surrogate at index ${loneSurrogateAt(key)}): it would collide with other keys in Redis`,
+    )
   }
 }
 

@@ -38,8 +38,18 @@ export function describeFailure(thrown: unknown): LoaderFailure {
     const message = attempt(() => (thrown as Error).message)
     const constructorName = attempt(() => (thrown as object).constructor?.name)
     return {
-      name: cut(typeof name === 'string' && name ? name : typeof constructorName === 'string' && constructorName ? constructorName : 'Error', MAX_ERROR_NAME_LENGTH),
-      message: cut(typeof message === 'string' ? message : attempt(() => String(thrown)) ?? '(its message could not be read)', MAX_ERROR_MESSAGE_LENGTH),
+      name: cut(
+        typeof name === 'string' && name
+          ? name
+          : typeof constructorName === 'string' && constructorName
+            ? constructorName
+            : 'Error',
+        MAX_ERROR_NAME_LENGTH,
+      ),
+      message: cut(
+        typeof message === 'string' ? message : (attempt(() => String(thrown)) ?? '(its message could not be read)'),
+        MAX_ERROR_MESSAGE_LENGTH,
+      ),
     }
   }
   return { name: 'NonError', message: cut(attempt(() => String(thrown)) ?? typeof thrown, MAX_ERROR_MESSAGE_LENGTH) }
@@ -60,8 +70,11 @@ export function decodeFailure(framed: string): LoaderFailure {
   const body = framed.slice(2)
   if (body.startsWith('[')) {
     const parsed = attempt(() => JSON.parse(body) as unknown)
-    if (Array.isArray(parsed) && typeof parsed[0] === 'string' && typeof parsed[1] === 'string') return { name: parsed[0], message: parsed[1] }
+    if (Array.isArray(parsed) && typeof parsed[0] === 'string' && typeof parsed[1] === 'string')
+      return { name: parsed[0], message: parsed[1] }
   }
   const bar = body.indexOf('|')
-  return bar < 0 ? { name: 'Error', message: body } : { name: body.slice(0, bar) || 'Error', message: body.slice(bar + 1) }
+  return bar < 0
+    ? { name: 'Error', message: body }
+    : { name: body.slice(0, bar) || 'Error', message: body.slice(bar + 1) }
 }

@@ -11,8 +11,8 @@ import { parseReplicaWait, type ReplicaWait } from './redis/replicas.js'
  * applied, every name and value checked, failing fast with a typed error naming the option.
  */
 
-
-export type ResolvedEarlyRefresh = { kind: 'off' } | { kind: 'threshold'; fraction: number } | { kind: 'xfetch'; beta: number }
+export type ResolvedEarlyRefresh =
+  { kind: 'off' } | { kind: 'threshold'; fraction: number } | { kind: 'xfetch'; beta: number }
 
 /** A policy with every duration parsed to milliseconds. */
 export interface Policy {
@@ -32,7 +32,14 @@ export interface Settings {
   namespace: string
   policy: Policy
   l1: { max: number; maxBytes: number; maxTtl: number } | false
-  lock: { lease: number; maxHold: number; pollInterval: number; maxPollInterval: number; maxPollRate: number; waitForReplicas: ReplicaWait | undefined }
+  lock: {
+    lease: number
+    maxHold: number
+    pollInterval: number
+    maxPollInterval: number
+    maxPollRate: number
+    waitForReplicas: ReplicaWait | undefined
+  }
   redisTimeout: number
   redisFailoverWait: number
   redisCommands: { maxInFlight: number; maxQueued: number }
@@ -49,9 +56,38 @@ export interface Settings {
 }
 
 /** Names of the options `getOrLoad` takes per call (for wrappers that pass them through). */
-export const POLICY_OPTION_NAMES = ['ttl', 'staleTtl', 'staleIfError', 'failSafeBackoff', 'softTimeout', 'hardTimeout', 'waitTimeout', 'onWaitTimeout', 'earlyRefresh', 'negativeTtl'] as const
-const CACHE_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'redis', 'namespace', 'l1', 'lock', 'redisTimeout', 'redisFailoverWait', 'circuitBreaker', 'codec', 'maxKeyLength', 'shardedPubSub',
-  'redisCommands', 'maxValueBytes', 'maxBackgroundRefreshes', 'maxWaits', 'ttlJitter', 'maxKeysPerTag', 'tagClockSkew'])
+export const POLICY_OPTION_NAMES = [
+  'ttl',
+  'staleTtl',
+  'staleIfError',
+  'failSafeBackoff',
+  'softTimeout',
+  'hardTimeout',
+  'waitTimeout',
+  'onWaitTimeout',
+  'earlyRefresh',
+  'negativeTtl',
+] as const
+const CACHE_KEYS = new Set<string>([
+  ...POLICY_OPTION_NAMES,
+  'redis',
+  'namespace',
+  'l1',
+  'lock',
+  'redisTimeout',
+  'redisFailoverWait',
+  'circuitBreaker',
+  'codec',
+  'maxKeyLength',
+  'shardedPubSub',
+  'redisCommands',
+  'maxValueBytes',
+  'maxBackgroundRefreshes',
+  'maxWaits',
+  'ttlJitter',
+  'maxKeysPerTag',
+  'tagClockSkew',
+])
 const CALL_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'tags'])
 const L1_KEYS = new Set(['max', 'maxBytes', 'maxTtl'])
 /** l1.maxTtl's default: see L1Options.maxTtl. */
@@ -83,13 +119,23 @@ function resolveEarlyRefresh(value: EarlyRefresh): ResolvedEarlyRefresh {
   if (value === false) return { kind: 'off' }
   if (value === 'xfetch') return { kind: 'xfetch', beta: 1 }
   if (typeof value === 'number') {
-    if (!(value > 0 && value < 1)) throw new InvalidArgumentError('earlyRefresh', `a threshold must be between 0 and 1 (exclusive), got ${value}`)
+    if (!(value > 0 && value < 1))
+      throw new InvalidArgumentError('earlyRefresh', `a threshold must be between 0 and 1 (exclusive), got ${value}`)
     return { kind: 'threshold', fraction: value }
   }
-  if (typeof value === 'object' && value !== null && typeof value.beta === 'number' && value.beta > 0 && Number.isFinite(value.beta)) {
+  if (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof value.beta === 'number' &&
+    value.beta > 0 &&
+    Number.isFinite(value.beta)
+  ) {
     return { kind: 'xfetch', beta: value.beta }
   }
-  throw new InvalidArgumentError('earlyRefresh', `expected false, a fraction, 'xfetch' or { beta > 0 }, got ${JSON.stringify(value)}`)
+  throw new InvalidArgumentError(
+    'earlyRefresh',
+    `expected false, a fraction, 'xfetch' or { beta > 0 }, got ${JSON.stringify(value)}`,
+  )
 }
 
 /** Merges `overrides` onto `base`, parsing and validating each given field. */
@@ -113,7 +159,10 @@ export function resolvePolicy(base: Policy | undefined, overrides: PolicyOptions
     hardTimeout: duration('hardTimeout', base?.hardTimeout ?? 0, true),
     waitTimeout: duration('waitTimeout', base?.waitTimeout ?? 10_000, false),
     onWaitTimeout,
-    earlyRefresh: overrides.earlyRefresh === undefined ? (base?.earlyRefresh ?? { kind: 'off' }) : resolveEarlyRefresh(overrides.earlyRefresh),
+    earlyRefresh:
+      overrides.earlyRefresh === undefined
+        ? (base?.earlyRefresh ?? { kind: 'off' })
+        : resolveEarlyRefresh(overrides.earlyRefresh),
     negativeTtl: duration('negativeTtl', base?.negativeTtl ?? 0, true),
   }
 }
@@ -127,7 +176,8 @@ export function resolveCallPolicy(base: Policy, options: CallOptions): Policy {
 
 /** Validates everything given to `createCache`, failing fast with the option's name. */
 export function resolveSettings(options: CacheOptions): Settings {
-  if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('options', 'createCache needs an options object with at least { ttl }')
+  if (typeof options !== 'object' || options === null)
+    throw new InvalidArgumentError('options', 'createCache needs an options object with at least { ttl }')
   rejectUnknown('options', options, CACHE_KEYS)
   const namespace = options.namespace ?? 'sg'
   if (typeof namespace !== 'string' || namespace === '' || /[{}\s]/.test(namespace)) {
@@ -142,7 +192,8 @@ export function resolveSettings(options: CacheOptions): Settings {
   const commands = options.redisCommands ?? {}
   rejectUnknown('redisCommands', commands, REDIS_COMMAND_KEYS)
   const ttlJitter = options.ttlJitter ?? 0.05
-  if (typeof ttlJitter !== 'number' || !(ttlJitter >= 0 && ttlJitter < 1)) throw new InvalidArgumentError('ttlJitter', `must be a fraction in [0, 1), got ${String(ttlJitter)}`)
+  if (typeof ttlJitter !== 'number' || !(ttlJitter >= 0 && ttlJitter < 1))
+    throw new InvalidArgumentError('ttlJitter', `must be a fraction in [0, 1), got ${String(ttlJitter)}`)
   const codec = options.codec ?? jsonCodec
   if (typeof codec?.encode !== 'function' || typeof codec?.decode !== 'function') {
     throw new InvalidArgumentError('codec', 'must have encode(value) and decode(text) functions')
@@ -150,20 +201,36 @@ export function resolveSettings(options: CacheOptions): Settings {
   const lease = parseDuration('lock.lease', lock.lease ?? 5_000)
   if (lease < 30) throw new InvalidArgumentError('lock.lease', `must be at least 30 ms, got ${lease}`)
   const maxHold = parseDuration('lock.maxHold', lock.maxHold ?? 60_000)
-  if (maxHold < lease) throw new InvalidArgumentError('lock.maxHold', `must be at least lock.lease (${lease} ms), got ${maxHold}`)
+  if (maxHold < lease)
+    throw new InvalidArgumentError('lock.maxHold', `must be at least lock.lease (${lease} ms), got ${maxHold}`)
   const pollInterval = parseDuration('lock.pollInterval', lock.pollInterval ?? 50)
   const maxPollInterval = parseDuration('lock.maxPollInterval', lock.maxPollInterval ?? 1_000)
-  if (maxPollInterval < pollInterval) throw new InvalidArgumentError('lock.maxPollInterval', `must be at least lock.pollInterval (${pollInterval} ms), got ${maxPollInterval}`)
+  if (maxPollInterval < pollInterval)
+    throw new InvalidArgumentError(
+      'lock.maxPollInterval',
+      `must be at least lock.pollInterval (${pollInterval} ms), got ${maxPollInterval}`,
+    )
   return {
     namespace,
     policy: resolvePolicy(undefined, options),
-    l1: l1 === false ? false : {
-      max: positiveInteger('l1.max', l1.max ?? 10_000),
-      maxBytes: positiveInteger('l1.maxBytes', l1.maxBytes ?? DEFAULT_L1_MAX_BYTES),
-      maxTtl: l1.maxTtl === undefined ? DEFAULT_L1_MAX_TTL_MS : l1.maxTtl === Infinity ? Infinity : parseDuration('l1.maxTtl', l1.maxTtl),
-    },
+    l1:
+      l1 === false
+        ? false
+        : {
+            max: positiveInteger('l1.max', l1.max ?? 10_000),
+            maxBytes: positiveInteger('l1.maxBytes', l1.maxBytes ?? DEFAULT_L1_MAX_BYTES),
+            maxTtl:
+              l1.maxTtl === undefined
+                ? DEFAULT_L1_MAX_TTL_MS
+                : l1.maxTtl === Infinity
+                  ? Infinity
+                  : parseDuration('l1.maxTtl', l1.maxTtl),
+          },
     lock: {
-      lease, maxHold, pollInterval, maxPollInterval,
+      lease,
+      maxHold,
+      pollInterval,
+      maxPollInterval,
       maxPollRate: positiveInteger('lock.maxPollRate', lock.maxPollRate ?? DEFAULT_MAX_POLL_RATE),
       waitForReplicas: parseReplicaWait('lock.waitForReplicas', lock.waitForReplicas),
     },
@@ -185,6 +252,10 @@ export function resolveSettings(options: CacheOptions): Settings {
     maxKeyLength: positiveInteger('maxKeyLength', options.maxKeyLength ?? 1024),
     shardedPubSub: parseShardedPubSub('shardedPubSub', options.shardedPubSub, options.redis),
     maxKeysPerTag: positiveInteger('maxKeysPerTag', options.maxKeysPerTag ?? 10_000),
-    tagClockSkew: parseDuration('tagClockSkew', options.tagClockSkew ?? (options.redis?.isCluster === true ? 20 : 0), true),
+    tagClockSkew: parseDuration(
+      'tagClockSkew',
+      options.tagClockSkew ?? (options.redis?.isCluster === true ? 20 : 0),
+      true,
+    ),
   }
 }

@@ -12,7 +12,8 @@ export const MAX_TAGS_PER_ENTRY = 64
  * MAX_TAGS_PER_ENTRY of them, counting those already given (`before`).
  */
 export function checkTags(tags: unknown, argument: string, before: readonly string[] = []): string[] {
-  if (!Array.isArray(tags)) throw new InvalidArgumentError(argument, `must be an array of strings, got ${tags === null ? 'null' : typeof tags}`)
+  if (!Array.isArray(tags))
+    throw new InvalidArgumentError(argument, `must be an array of strings, got ${tags === null ? 'null' : typeof tags}`)
   const unique = new Set(before)
   for (const tag of tags as unknown[]) {
     try {
@@ -22,6 +23,7 @@ export function checkTags(tags: unknown, argument: string, before: readonly stri
     }
     unique.add(tag)
   }
-  if (unique.size > MAX_TAGS_PER_ENTRY) throw new InvalidArgumentError(argument, `an entry carries at most ${MAX_TAGS_PER_ENTRY} tags, got ${unique.size}`)
+  if (unique.size > MAX_TAGS_PER_ENTRY)
+    throw new InvalidArgumentError(argument, `an entry carries at most ${MAX_TAGS_PER_ENTRY} tags, got ${unique.size}`)
   return [...unique].slice(before.length)
 }

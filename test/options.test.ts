@@ -49,18 +49,21 @@ describe('duration limits', () => {
     return undefined
   }
 
-  it.each(TIMER_OPTIONS)('%s above 2^31-1 ms (e.g. \'30d\') is rejected, naming the option', (name, options) => {
+  it.each(TIMER_OPTIONS)("%s above 2^31-1 ms (e.g. '30d') is rejected, naming the option", (name, options) => {
     expect(argumentOf(create(options('30d')))).toBe(name)
     expect(argumentOf(create(options(MAX_TIMER_MS + 1)))).toBe(name)
     expect(argumentOf(create(options(MAX_TIMER_MS)))).toBeUndefined() // the limit itself is fine
   })
 
-  it.each(['hardTimeout', 'softTimeout', 'waitTimeout'])('per call, %s above the timer limit is rejected too', async (name) => {
-    const cache = createCache({ ttl: '1h' })
-    const error = await cache.getOrLoad('k', async () => 1, { [name]: '30d' }).catch((e: unknown) => e)
-    expect((error as InvalidArgumentError).argument).toBe(name)
-    await cache.close()
-  })
+  it.each(['hardTimeout', 'softTimeout', 'waitTimeout'])(
+    'per call, %s above the timer limit is rejected too',
+    async (name) => {
+      const cache = createCache({ ttl: '1h' })
+      const error = await cache.getOrLoad('k', async () => 1, { [name]: '30d' }).catch((e: unknown) => e)
+      expect((error as InvalidArgumentError).argument).toBe(name)
+      await cache.close()
+    },
+  )
 
   it.each([
     ['ttl', { ttl: 1e20 }],
@@ -76,7 +79,7 @@ describe('duration limits', () => {
     expect(argumentOf(create({ ttl: MAX_LIFETIME_MS, staleTtl: '365d', staleIfError: '365d' }))).toBeUndefined()
   })
 
-  it('a loader\'s cacheFor({ ttl: 1e20 }) fails the load with the option named, before anything is written', async () => {
+  it("a loader's cacheFor({ ttl: 1e20 }) fails the load with the option named, before anything is written", async () => {
     const cache = createCache({ ttl: '1h' })
     const error = await cache.getOrLoad('k', (context) => (context.cacheFor({ ttl: 1e20 }), 1)).catch((e: unknown) => e)
     expect((error as InvalidArgumentError).argument).toBe('ttl')

@@ -45,7 +45,11 @@ export async function startAppCluster(options: AppClusterOptions): Promise<AppCl
   })
 
   let fatal: Error | undefined
-  const waiters = new Set<{ match: (m: PrimaryToHarness) => boolean; resolve: (m: PrimaryToHarness) => void; reject: (e: Error) => void }>()
+  const waiters = new Set<{
+    match: (m: PrimaryToHarness) => boolean
+    resolve: (m: PrimaryToHarness) => void
+    reject: (e: Error) => void
+  }>()
   const queryListeners: ((runId: string, bins: QueryBins) => void)[] = []
 
   const failAll = (err: Error) => {
@@ -64,9 +68,15 @@ export async function startAppCluster(options: AppClusterOptions): Promise<AppCl
     }
   })
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-  child.once('exit', (code, signal) => failAll(new Error(`load-test app primary exited (code ${code}, signal ${signal})`)))
+  child.once('exit', (code, signal) =>
+    failAll(new Error(`load-test app primary exited (code ${code}, signal ${signal})`)),
+  )
 
-  function next<T extends PrimaryToHarness['type']>(type: T, runId: string | undefined, timeoutMs: number): Promise<Extract<PrimaryToHarness, { type: T }>> {
+  function next<T extends PrimaryToHarness['type']>(
+    type: T,
+    runId: string | undefined,
+    timeoutMs: number,
+  ): Promise<Extract<PrimaryToHarness, { type: T }>> {
     if (fatal) return Promise.reject(fatal)
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {

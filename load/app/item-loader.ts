@@ -32,7 +32,11 @@ export async function createItemLoader(run: RunConfig, deps: ItemLoaderDeps): Pr
 
     case 'naive': {
       const naive = new NaiveCache(deps.naiveRedis(), run.namespace, run.cache.ttl)
-      return { get: (id) => naive.getOrLoad(String(id), () => queryDatabase(id)), stats: () => ({}), close: async () => {} }
+      return {
+        get: (id) => naive.getOrLoad(String(id), () => queryDatabase(id)),
+        stats: () => ({}),
+        close: async () => {},
+      }
     }
 
     case 'lock':

@@ -8,7 +8,14 @@
  */
 import cluster, { type Worker } from 'node:cluster'
 import { fileURLToPath } from 'node:url'
-import { mergeBins, mergeStats, type HarnessToPrimary, type PrimaryToHarness, type QueryBins, type WorkerToPrimary } from './protocol.js'
+import {
+  mergeBins,
+  mergeStats,
+  type HarnessToPrimary,
+  type PrimaryToHarness,
+  type QueryBins,
+  type WorkerToPrimary,
+} from './protocol.js'
 
 const workerCount = Number(process.env.LOAD_WORKERS ?? 4)
 let shuttingDown = false
@@ -29,7 +36,10 @@ cluster.on('exit', (worker, code, signal) => {
 })
 
 /** Resolves with one message of `type` (matching `runId` if given) from every worker. */
-function fromEveryWorker<T extends WorkerToPrimary['type']>(type: T, runId?: string): Promise<Extract<WorkerToPrimary, { type: T }>[]> {
+function fromEveryWorker<T extends WorkerToPrimary['type']>(
+  type: T,
+  runId?: string,
+): Promise<Extract<WorkerToPrimary, { type: T }>[]> {
   return Promise.all(
     workers.map(
       (worker) =>
@@ -103,7 +113,9 @@ function shutdown(code: number): void {
   for (const w of workers) w.process.kill('SIGTERM')
   // Give workers a moment to go; then leave regardless (they also exit on disconnect).
   setTimeout(() => process.exit(code), 500).unref()
-  Promise.all(workers.map((w) => new Promise((r) => (w.isDead() ? r(null) : w.once('exit', r))))).then(() => process.exit(code))
+  Promise.all(workers.map((w) => new Promise((r) => (w.isDead() ? r(null) : w.once('exit', r))))).then(() =>
+    process.exit(code),
+  )
 }
 
 // The harness died or closed the channel: never leave workers behind.

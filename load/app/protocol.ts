@@ -48,16 +48,31 @@ export type PrimaryToHarness =
   | { type: 'configured'; runId: string }
   /** Live, partial counts (for the progress bar); the final numbers come with 'collected'. */
   | { type: 'queries'; runId: string; bins: QueryBins }
-  | { type: 'collected'; runId: string; bins: QueryBins; failedQueries: number; stats: Record<string, number>; oldestServedMs: number }
+  | {
+      type: 'collected'
+      runId: string
+      bins: QueryBins
+      failedQueries: number
+      stats: Record<string, number>
+      oldestServedMs: number
+    }
   | { type: 'fatal'; message: string }
 
-export type PrimaryToWorker = { type: 'configure'; run: RunConfig } | { type: 'db-failure-rate'; rate: number } | { type: 'collect'; runId: string }
+export type PrimaryToWorker =
+  { type: 'configure'; run: RunConfig } | { type: 'db-failure-rate'; rate: number } | { type: 'collect'; runId: string }
 
 export type WorkerToPrimary =
   | { type: 'listening'; port: number }
   | { type: 'configured'; runId: string }
   | { type: 'queries'; runId: string; bins: QueryBins }
-  | { type: 'collected'; runId: string; bins: QueryBins; failedQueries: number; stats: Record<string, number>; oldestServedMs: number }
+  | {
+      type: 'collected'
+      runId: string
+      bins: QueryBins
+      failedQueries: number
+      stats: Record<string, number>
+      oldestServedMs: number
+    }
   | { type: 'fatal'; message: string }
 
 /** Adds b's counts into a (in place). */

@@ -29,7 +29,8 @@ let loader: ItemLoader | undefined
 let oldestServedMs = 0
 
 const latency = () => run?.dbLatencyMs ?? 0
-const baseSource: ItemSource = sourceKind.kind === 'postgres' ? new PostgresSource(sourceKind.url, latency) : new SlowSource(latency)
+const baseSource: ItemSource =
+  sourceKind.kind === 'postgres' ? new PostgresSource(sourceKind.url, latency) : new SlowSource(latency)
 const database = new FaultInjectingSource(baseSource)
 
 // stampede-guard gets a default client: its own command timeouts and circuit breaker decide.
@@ -73,14 +74,23 @@ async function configure(next: RunConfig): Promise<void> {
 process.on('message', (message: PrimaryToWorker) => {
   switch (message.type) {
     case 'configure':
-      configure(message.run).catch((err: unknown) => send({ type: 'fatal', message: `configure failed: ${String(err)}` }))
+      configure(message.run).catch((err: unknown) =>
+        send({ type: 'fatal', message: `configure failed: ${String(err)}` }),
+      )
       break
     case 'db-failure-rate':
       database.failureRate = message.rate
       break
     case 'collect': {
       const { bins, failedQueries } = counter.totals()
-      send({ type: 'collected', runId: message.runId, bins, failedQueries, stats: loader?.stats() ?? {}, oldestServedMs })
+      send({
+        type: 'collected',
+        runId: message.runId,
+        bins,
+        failedQueries,
+        stats: loader?.stats() ?? {},
+        oldestServedMs,
+      })
       break
     }
   }

@@ -73,7 +73,7 @@ process.on('message', async (message: { kind: string }) => {
     peakExternal: peaks.external,
     rssAfterGc: process.memoryUsage().rss,
     loopP99Ms: loop.percentile(99) / 1e6,
-    budgetBytes: mode === 'none' ? 0 : budget ?? null,
+    budgetBytes: mode === 'none' ? 0 : (budget ?? null),
   })
   server.close()
   redis?.disconnect()

@@ -60,13 +60,22 @@ type Mode = 'none' | 'cacheRoute' | 'cacheRoute, L1 64'
 
 async function measure(mode: Mode, redisUrl: string) {
   const app = fileURLToPath(new URL('./app.ts', import.meta.url))
-  const child = forkTs(app, { MODE: mode, REDIS_URL: redisUrl, BODY_KIB: String(bodyKib), CHUNKS: String(chunks), WRITE_MS: String(writeMs), NODE_OPTIONS: '--expose-gc' })
+  const child = forkTs(app, {
+    MODE: mode,
+    REDIS_URL: redisUrl,
+    BODY_KIB: String(bodyKib),
+    CHUNKS: String(chunks),
+    WRITE_MS: String(writeMs),
+    NODE_OPTIONS: '--expose-gc',
+  })
   try {
     const { port, baselineRss } = await once<{ port: number; baselineRss: number }>(child, 'ready')
     const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity })
     child.send({ kind: 'start' })
     const started = performance.now()
-    const responses = await Promise.all(Array.from({ length: requests }, (_, i) => get(agent, port, `/item/${encodeURIComponent(mode)}-${i}`)))
+    const responses = await Promise.all(
+      Array.from({ length: requests }, (_, i) => get(agent, port, `/item/${encodeURIComponent(mode)}-${i}`)),
+    )
     const elapsedMs = performance.now() - started
     agent.destroy()
     const reportPromise = once<Report>(child, 'report')
@@ -86,26 +95,52 @@ if (!process.env.REDIS_URL && !binary) throw new Error('set REDIS_URL or install
 const privateRedis = process.env.REDIS_URL ? undefined : await startPrivateRedis()
 const redisUrl = process.env.REDIS_URL ?? privateRedis!.url
 try {
-  console.log(`capture memory: ${requests} concurrent requests on ${requests} cold URLs, ${bodyKib} KiB each written in ${chunks} chunks over ${writeMs} ms; Node ${process.version}`)
+  console.log(
+    `capture memory: ${requests} concurrent requests on ${requests} cold URLs, ${bodyKib} KiB each written in ${chunks} chunks over ${writeMs} ms; Node ${process.version}`,
+  )
   const rows = []
   for (const mode of ['none', 'cacheRoute', 'cacheRoute, L1 64'] as const) rows.push(await measure(mode, redisUrl))
   const mib = (bytes: number) => `${(bytes / MiB).toFixed(0)} MiB`
-  console.log(['mode'.padEnd(17), 'peak RSS'.padStart(9), 'peak heap'.padStart(10), 'peak buffers'.padStart(13), 'RSS after GC'.padStart(13), 'time'.padStart(8), 'loop p99'.padStart(9), '  complete  X-Cache'].join(' '))
+  console.log(
+    [
+      'mode'.padEnd(17),
+      'peak RSS'.padStart(9),
+      'peak heap'.padStart(10),
+      'peak buffers'.padStart(13),
+      'RSS after GC'.padStart(13),
+      'time'.padStart(8),
+      'loop p99'.padStart(9),
+      '  complete  X-Cache',
+    ].join(' '),
+  )
   for (const row of rows) {
-    console.log([
-      row.mode.padEnd(17), mib(row.peakRss).padStart(9), mib(row.peakHeapUsed).padStart(10), mib(row.peakExternal).padStart(13), mib(row.rssAfterGc).padStart(13),
-      `${(row.elapsedMs / 1000).toFixed(2)} s`.padStart(8), `${row.loopP99Ms.toFixed(0)} ms`.padStart(9), `  ${row.complete}/${requests}`.padEnd(10), JSON.stringify(row.outcomes),
-    ].join(' '))
+    console.log(
+      [
+        row.mode.padEnd(17),
+        mib(row.peakRss).padStart(9),
+        mib(row.peakHeapUsed).padStart(10),
+        mib(row.peakExternal).padStart(13),
+        mib(row.rssAfterGc).padStart(13),
+        `${(row.elapsedMs / 1000).toFixed(2)} s`.padStart(8),
+        `${row.loopP99Ms.toFixed(0)} ms`.padStart(9),
+        `  ${row.complete}/${requests}`.padEnd(10),
+        JSON.stringify(row.outcomes),
+      ].join(' '),
+    )
   }
-  const [none, ...cached] = rows as [(typeof rows)[0], ...(typeof rows)]
+  const [none, ...cached] = rows as [(typeof rows)[0], ...typeof rows]
   for (const row of cached) {
     const stored = (row.outcomes.MISS ?? 0) * bodyKib * 1024
     if (row.budgetBytes === null) {
-      console.log(`${row.mode}: this build has no capture budget (DEFAULT_CAPTURE_BUDGET_BYTES is not exported); ${mib(stored)} of bodies stored`)
+      console.log(
+        `${row.mode}: this build has no capture budget (DEFAULT_CAPTURE_BUDGET_BYTES is not exported); ${mib(stored)} of bodies stored`,
+      )
       continue
     }
     const bound = 2 * none.peakRss + row.budgetBytes
-    console.log(`${row.mode}: peak RSS ${mib(row.peakRss)} ≤ 2 × ${mib(none.peakRss)} + budget ${mib(row.budgetBytes)} = ${mib(bound)}: ${row.peakRss <= bound ? 'met' : 'NOT met'} (${mib(stored)} of bodies stored, all kept in L1 unless it is bounded)`)
+    console.log(
+      `${row.mode}: peak RSS ${mib(row.peakRss)} ≤ 2 × ${mib(none.peakRss)} + budget ${mib(row.budgetBytes)} = ${mib(bound)}: ${row.peakRss <= bound ? 'met' : 'NOT met'} (${mib(stored)} of bodies stored, all kept in L1 unless it is bounded)`,
+    )
   }
 } finally {
   await privateRedis?.stop()

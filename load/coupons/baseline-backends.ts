@@ -13,7 +13,8 @@ import type { Redis } from 'ioredis'
 import type { AcquireRequest, HeldLock, LockBackend } from '../../src/lock/backend.js'
 
 const NEVER = new AbortController().signal
-const COMPARE_AND_DELETE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+const COMPARE_AND_DELETE =
+  "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
 export class SpinLockBackend implements LockBackend {
   readonly name = 'spin-lock'
@@ -53,7 +54,14 @@ export class NoLockBackend implements LockBackend {
   readonly name = 'no-lock'
 
   async acquire(): Promise<HeldLock> {
-    return { token: undefined, liveness: 'session', signal: NEVER, resource: undefined, renew: async () => true, release: async () => {} }
+    return {
+      token: undefined,
+      liveness: 'session',
+      signal: NEVER,
+      resource: undefined,
+      renew: async () => true,
+      release: async () => {},
+    }
   }
 
   async close(): Promise<void> {}

@@ -61,10 +61,15 @@ export const CONTENDERS: Record<string, ContenderEntry> = {
     },
   },
   'spin-lock': {
-    describe: 'the seeds\' lock: SET NX PX 5 s, else sleep 100 ms, up to 50 retries; no fencing',
+    describe: "the seeds' lock: SET NX PX 5 s, else sleep 100 ms, up to 50 retries; no fencing",
     async create(context) {
       const redis = new Redis(context.redisUrl)
-      return underLock(context, createLocks({ backend: new SpinLockBackend(redis, `spin-${context.schema}`) }), redis, false)
+      return underLock(
+        context,
+        createLocks({ backend: new SpinLockBackend(redis, `spin-${context.schema}`) }),
+        redis,
+        false,
+      )
     },
   },
   'with-lock': {

@@ -25,7 +25,8 @@ const MAX_RETRIES = 1_000
 /** The entries `CONTENDERS` spreads in. */
 export const DB_CONTENDERS: Record<DbContenderName, ContenderEntry> = {
   'pg-advisory': {
-    describe: "stampede-guard withLock on PostgreSQL (pg_advisory_xact_lock); the SQL runs on the lock's own transaction, fenced",
+    describe:
+      "stampede-guard withLock on PostgreSQL (pg_advisory_xact_lock); the SQL runs on the lock's own transaction, fenced",
     create: async (context) => dbContender('pg-advisory', context),
   },
   'select-for-update': {
@@ -35,7 +36,9 @@ export const DB_CONTENDERS: Record<DbContenderName, ContenderEntry> = {
   'optimistic-version': {
     describe: `no lock: read the version, then decrement + insert in one statement only if it is unchanged; retry (≤ ${MAX_RETRIES})`,
     async create(context) {
-      await context.pool.query(`ALTER TABLE "${context.schema}".coupon_stock ADD COLUMN IF NOT EXISTS version bigint NOT NULL DEFAULT 0`)
+      await context.pool.query(
+        `ALTER TABLE "${context.schema}".coupon_stock ADD COLUMN IF NOT EXISTS version bigint NOT NULL DEFAULT 0`,
+      )
       return dbContender('optimistic-version', context)
     },
   },
@@ -46,16 +49,29 @@ function dbContender(name: DbContenderName, context: ContenderContext): CouponCo
   const { pool, couponId } = context
   switch (name) {
     case 'pg-advisory': {
-      const locks = createLocks<pg.PoolClient>({ postgres: { pool, schema: context.schema }, namespace: `coupons-${context.schema}` }) as unknown as Locks<pg.PoolClient>
+      const locks = createLocks<pg.PoolClient>({
+        postgres: { pool, schema: context.schema },
+        namespace: `coupons-${context.schema}`,
+      }) as unknown as Locks<pg.PoolClient>
       return {
         issue: (userId) =>
           locks.withLock(
             `coupon:${couponId}`,
             async ({ resource: tx, token }): Promise<CouponIssue> => {
-              const { rows } = await tx.query<{ remaining: number }>(`SELECT remaining FROM ${s}.coupon_stock WHERE id = $1`, [couponId])
+              const { rows } = await tx.query<{ remaining: number }>(
+                `SELECT remaining FROM ${s}.coupon_stock WHERE id = $1`,
+                [couponId],
+              )
               if ((rows[0]?.remaining ?? 0) <= 0) return { outcome: 'sold-out', retries: 0 }
-              await tx.query(`UPDATE ${s}.coupon_stock SET remaining = remaining - 1, fence = $2 WHERE id = $1 AND fence < $2`, [couponId, token.toString()])
-              await tx.query(`INSERT INTO ${s}.issued_coupons (coupon_id, user_id, fence) VALUES ($1, $2, $3)`, [couponId, userId, token.toString()])
+              await tx.query(
+                `UPDATE ${s}.coupon_stock SET remaining = remaining - 1, fence = $2 WHERE id = $1 AND fence < $2`,
+                [couponId, token.toString()],
+              )
+              await tx.query(`INSERT INTO ${s}.issued_coupons (coupon_id, user_id, fence) VALUES ($1, $2, $3)`, [
+                couponId,
+                userId,
+                token.toString(),
+              ])
               return { outcome: 'issued', retries: 0 }
             },
             { wait: '60s' },
@@ -69,13 +85,19 @@ function dbContender(name: DbContenderName, context: ContenderContext): CouponCo
           const db = await pool.connect()
           try {
             await db.query('BEGIN')
-            const { rows } = await db.query<{ remaining: number }>(`SELECT remaining FROM ${s}.coupon_stock WHERE id = $1 FOR UPDATE`, [couponId])
+            const { rows } = await db.query<{ remaining: number }>(
+              `SELECT remaining FROM ${s}.coupon_stock WHERE id = $1 FOR UPDATE`,
+              [couponId],
+            )
             if ((rows[0]?.remaining ?? 0) <= 0) {
               await db.query('ROLLBACK')
               return { outcome: 'sold-out', retries: 0 }
             }
             await db.query(`UPDATE ${s}.coupon_stock SET remaining = remaining - 1 WHERE id = $1`, [couponId])
-            await db.query(`INSERT INTO ${s}.issued_coupons (coupon_id, user_id, fence) VALUES ($1, $2, 0)`, [couponId, userId])
+            await db.query(`INSERT INTO ${s}.issued_coupons (coupon_id, user_id, fence) VALUES ($1, $2, 0)`, [
+              couponId,
+              userId,
+            ])
             await db.query('COMMIT')
             return { outcome: 'issued', retries: 0 }
           } catch (error) {
@@ -96,7 +118,10 @@ function dbContender(name: DbContenderName, context: ContenderContext): CouponCo
       return {
         async issue(userId) {
           for (let retries = 0; ; retries++) {
-            const { rows } = await pool.query<{ remaining: number; version: string }>(`SELECT remaining, version FROM ${s}.coupon_stock WHERE id = $1`, [couponId])
+            const { rows } = await pool.query<{ remaining: number; version: string }>(
+              `SELECT remaining, version FROM ${s}.coupon_stock WHERE id = $1`,
+              [couponId],
+            )
             if ((rows[0]?.remaining ?? 0) <= 0) return { outcome: 'sold-out', retries }
             const won = await pool.query(casSql, [couponId, rows[0]!.version, userId])
             if (won.rowCount === 1) return { outcome: 'issued', retries }

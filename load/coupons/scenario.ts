@@ -57,7 +57,12 @@ export async function runCouponScenario(options: CouponScenarioOptions): Promise
       const startedAt = performance.now()
       const replies = await Promise.all(
         workers.map((worker, index) => {
-          const message: ToWorker = { type: 'run', contender, users: Array.from({ length: users }, (_, u) => u + 1).filter((u) => u % processes === index), concurrency }
+          const message: ToWorker = {
+            type: 'run',
+            contender,
+            users: Array.from({ length: users }, (_, u) => u + 1).filter((u) => u % processes === index),
+            concurrency,
+          }
           worker.send(message)
           return next(worker, 600_000)
         }),
@@ -65,7 +70,8 @@ export async function runCouponScenario(options: CouponScenarioOptions): Promise
       const durationMs = performance.now() - startedAt
       const { issued, remaining } = await countCoupons({ pool, schema }, 1)
       const latencies = replies.flatMap((r) => (r.type === 'done' ? r.latenciesMs : [])).sort((a, b) => a - b)
-      const sum = (outcome: string) => replies.reduce((total, r) => total + (r.type === 'done' ? (r.outcomes[outcome] ?? 0) : 0), 0)
+      const sum = (outcome: string) =>
+        replies.reduce((total, r) => total + (r.type === 'done' ? (r.outcomes[outcome] ?? 0) : 0), 0)
       results.push({
         contender,
         issued,
@@ -91,7 +97,10 @@ export async function runCouponScenario(options: CouponScenarioOptions): Promise
 
 function next(worker: ChildProcess, timeoutMs: number): Promise<FromWorker> {
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`coupon worker ${worker.pid}: no answer within ${timeoutMs} ms`)), timeoutMs)
+    const timer = setTimeout(
+      () => reject(new Error(`coupon worker ${worker.pid}: no answer within ${timeoutMs} ms`)),
+      timeoutMs,
+    )
     worker.once('message', (message: FromWorker) => {
       clearTimeout(timer)
       resolve(message)
@@ -109,14 +118,31 @@ export function renderCouponTable(results: ContenderResult[], coupons: number, u
     r.contender,
     String(r.issued),
     String(r.remaining),
-    r.oversold > 0 || r.remaining < 0 ? `OVERSOLD by ${Math.max(r.oversold, -r.remaining)}` : r.issued + r.remaining === coupons ? 'correct' : `MISMATCH (${r.issued} + ${r.remaining} ≠ ${coupons})`,
+    r.oversold > 0 || r.remaining < 0
+      ? `OVERSOLD by ${Math.max(r.oversold, -r.remaining)}`
+      : r.issued + r.remaining === coupons
+        ? 'correct'
+        : `MISMATCH (${r.issued} + ${r.remaining} ≠ ${coupons})`,
     r.issuedPerSecond.toFixed(0),
     r.p50Ms.toFixed(1),
     r.p99Ms.toFixed(1),
     String(r.retries),
     String(r.gaveUp + r.errors.length),
   ])
-  return renderGrid(['contender', 'issued', 'stock left', `correctness (${coupons} coupons, ${users} users)`, 'issued/s', 'p50 ms', 'p99 ms', 'retries', 'gave up/errors'], rows)
+  return renderGrid(
+    [
+      'contender',
+      'issued',
+      'stock left',
+      `correctness (${coupons} coupons, ${users} users)`,
+      'issued/s',
+      'p50 ms',
+      'p99 ms',
+      'retries',
+      'gave up/errors',
+    ],
+    rows,
+  )
 }
 
 export const COUPON_CONTENDERS = Object.keys(CONTENDERS)

@@ -14,7 +14,9 @@ export async function seedPostgres(url: string): Promise<void> {
   const client = new pg.Client({ connectionString: url })
   await client.connect()
   try {
-    await client.query(`CREATE TABLE IF NOT EXISTS ${LOAD_TABLE} (id integer PRIMARY KEY, name text NOT NULL, price_cents integer NOT NULL)`)
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${LOAD_TABLE} (id integer PRIMARY KEY, name text NOT NULL, price_cents integer NOT NULL)`,
+    )
     await client.query(`TRUNCATE ${LOAD_TABLE}`)
     await client.query(
       `INSERT INTO ${LOAD_TABLE} (id, name, price_cents) SELECT i, 'Item ' || i, 100 + (i * 7919) % 10000 FROM generate_series(1, $1::int) AS i`,

@@ -23,16 +23,18 @@ process.on('message', async (m: BurstParentToChild) => {
     process.exit(0)
   }
   const goAt = performance.timeOrigin + performance.now()
-  const samples = await Promise.all(Array.from({ length: m.calls }, async () => {
-    let ranLoader = false
-    const startedAt = performance.now()
-    await cache.getOrLoad(m.key, async () => {
-      ranLoader = true
-      await sleep(m.loaderMs)
-      return { key: m.key, by: process.pid }
-    })
-    return { ms: performance.now() - startedAt, ranLoader }
-  }))
+  const samples = await Promise.all(
+    Array.from({ length: m.calls }, async () => {
+      let ranLoader = false
+      const startedAt = performance.now()
+      await cache.getOrLoad(m.key, async () => {
+        ranLoader = true
+        await sleep(m.loaderMs)
+        return { key: m.key, by: process.pid }
+      })
+      return { ms: performance.now() - startedAt, ranLoader }
+    }),
+  )
   send({ type: 'burst', samples, goAt, led: samples.some((s) => s.ranLoader) })
 })
 process.on('disconnect', () => process.exit(0))

@@ -8,16 +8,23 @@ import { Etcd3 } from 'etcd3'
 import type { Client } from 'node-zookeeper-client'
 import { createLocks } from '../../src/index.js'
 import { etcdAvailable, startEtcd, type EtcdCluster } from '../../test/support/etcd.js'
-import { connectZooKeeper, startZooKeeper, zookeeperAvailable, type ZooKeeperEnsemble } from '../../test/support/zookeeper.js'
+import {
+  connectZooKeeper,
+  startZooKeeper,
+  zookeeperAvailable,
+  type ZooKeeperEnsemble,
+} from '../../test/support/zookeeper.js'
 import type { BenchContender, BenchEnv } from './contenders.js'
 
 /** contenders.ts lists these entries, so its `fromLocks` is loaded when used, not at import (no cycle). */
-const fromLocks = async (...args: Parameters<typeof import('./contenders.js').fromLocks>) => (await import('./contenders.js')).fromLocks(...args)
+const fromLocks = async (...args: Parameters<typeof import('./contenders.js').fromLocks>) =>
+  (await import('./contenders.js')).fromLocks(...args)
 
 export const CONSENSUS_BENCH_CONTENDERS: BenchContender[] = [
   {
     name: 'stampede-guard etcd',
-    describe: 'createLocks({ etcd }): lease + txn put, lowest create_revision holds, predecessor watch, revoke on release (1 member)',
+    describe:
+      'createLocks({ etcd }): lease + txn put, lowest create_revision holds, predecessor watch, revoke on release (1 member)',
     unavailable: (env) => (env.etcdHosts ? undefined : 'etcd is not installed'),
     async create(env) {
       const client = new Etcd3({ hosts: env.etcdHosts! })
@@ -26,7 +33,8 @@ export const CONSENSUS_BENCH_CONTENDERS: BenchContender[] = [
   },
   {
     name: 'stampede-guard zookeeper',
-    describe: 'createLocks({ zookeeper }): ephemeral sequential node, predecessor watch, delete on release (standalone)',
+    describe:
+      'createLocks({ zookeeper }): ephemeral sequential node, predecessor watch, delete on release (standalone)',
     unavailable: (env) => (env.zookeeper ? undefined : 'ZooKeeper is not installed'),
     async create(env) {
       const client: Client = await connectZooKeeper(env.zookeeper!, { sessionTimeout: 10_000 })
@@ -36,7 +44,11 @@ export const CONSENSUS_BENCH_CONTENDERS: BenchContender[] = [
 ]
 
 /** Starts the servers the contenders above need (those installed); `env` goes to the bench and, as `waiterEnv`, to its waiter process. */
-export async function startConsensusServers(): Promise<{ env: Partial<BenchEnv>; waiterEnv: Record<string, string>; stop(): Promise<void> }> {
+export async function startConsensusServers(): Promise<{
+  env: Partial<BenchEnv>
+  waiterEnv: Record<string, string>
+  stop(): Promise<void>
+}> {
   const [etcd, zookeeper]: [EtcdCluster | undefined, ZooKeeperEnsemble | undefined] = await Promise.all([
     etcdAvailable ? startEtcd() : undefined,
     zookeeperAvailable ? startZooKeeper() : undefined,
@@ -44,7 +56,10 @@ export async function startConsensusServers(): Promise<{ env: Partial<BenchEnv>;
   const env: Partial<BenchEnv> = { etcdHosts: etcd?.hosts, zookeeper: zookeeper?.connectionString }
   return {
     env,
-    waiterEnv: { ...(etcd ? { BENCH_ETCD_HOSTS: etcd.hosts.join(',') } : {}), ...(zookeeper ? { BENCH_ZK_CONNECT: zookeeper.connectionString } : {}) },
+    waiterEnv: {
+      ...(etcd ? { BENCH_ETCD_HOSTS: etcd.hosts.join(',') } : {}),
+      ...(zookeeper ? { BENCH_ZK_CONNECT: zookeeper.connectionString } : {}),
+    },
     async stop() {
       await Promise.all([etcd?.stop(), zookeeper?.stop()])
     },

@@ -29,8 +29,14 @@ function postgresContender(mode: 'transaction' | 'session', describe: string): B
 }
 
 export const DB_BENCH_CONTENDERS: BenchContender[] = [
-  postgresContender('transaction', 'createLocks({ postgres }): BEGIN + SET LOCAL lock_timeout + pg_advisory_xact_lock in one round trip, token row, COMMIT'),
-  postgresContender('session', "mode: 'session': a dedicated connection per hold, pg_advisory_lock, token row, unlock, close"),
+  postgresContender(
+    'transaction',
+    'createLocks({ postgres }): BEGIN + SET LOCAL lock_timeout + pg_advisory_xact_lock in one round trip, token row, COMMIT',
+  ),
+  postgresContender(
+    'session',
+    "mode: 'session': a dedicated connection per hold, pg_advisory_lock, token row, unlock, close",
+  ),
   {
     name: 'stampede-guard mariadb',
     describe: 'createLocks({ mysql }): GET_LOCK on a borrowed connection, token row, RELEASE_LOCK',

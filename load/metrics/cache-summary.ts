@@ -33,7 +33,10 @@ const FAMILY = {
 export function cacheCountsFromScrape(text: string): Map<string, CacheCounts> {
   const families = parsePrometheusText(text)
   const byCache = new Map<string, CacheCounts>()
-  const add = (family: MetricFamily | undefined, field: (labels: Record<string, string>) => keyof CacheCounts | undefined) => {
+  const add = (
+    family: MetricFamily | undefined,
+    field: (labels: Record<string, string>) => keyof CacheCounts | undefined,
+  ) => {
     for (const sample of family?.samples ?? []) {
       const target = field(sample.labels)
       if (!target) continue
@@ -48,7 +51,9 @@ export function cacheCountsFromScrape(text: string): Map<string, CacheCounts> {
   add(families.get(FAMILY.coalesced), () => 'coalesced')
   add(families.get(FAMILY.misses), () => 'misses')
   add(families.get(FAMILY.loads), () => 'loads')
-  add(families.get(FAMILY.loads), (labels) => (labels.stampede_guard_load_result === 'error' ? 'failedLoads' : undefined))
+  add(families.get(FAMILY.loads), (labels) =>
+    labels.stampede_guard_load_result === 'error' ? 'failedLoads' : undefined,
+  )
   return byCache
 }
 

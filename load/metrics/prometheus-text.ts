@@ -59,7 +59,8 @@ export function parsePrometheusText(text: string): Map<string, MetricFamily> {
       families.set(name, family)
       if (keyword === 'TYPE') {
         if (!TYPES.has(rest)) throw new ExpositionError(number, `unknown type '${rest}'`)
-        if (family.samples.length > 0 || typedFamilies.has(name)) throw new ExpositionError(number, `# TYPE for ${name} repeated or after its samples`)
+        if (family.samples.length > 0 || typedFamilies.has(name))
+          throw new ExpositionError(number, `# TYPE for ${name} repeated or after its samples`)
         typedFamilies.add(name)
         family.type = rest as MetricType
       } else if (keyword === 'HELP') {
@@ -72,13 +73,18 @@ export function parsePrometheusText(text: string): Map<string, MetricFamily> {
     const sample = parseSample(line, number)
     const family = familyOf(sample.name, families, typedFamilies)
     if (!family) throw new ExpositionError(number, `sample ${sample.name} has no # TYPE before it`)
-    if (family.type === 'histogram' && sample.name.endsWith('_bucket') && sample.labels.le === undefined) throw new ExpositionError(number, `histogram bucket ${sample.name} without an le label`)
+    if (family.type === 'histogram' && sample.name.endsWith('_bucket') && sample.labels.le === undefined)
+      throw new ExpositionError(number, `histogram bucket ${sample.name} without an le label`)
     family.samples.push(sample)
   })
   return families
 }
 
-function familyOf(sampleName: string, families: Map<string, MetricFamily>, typedFamilies: Set<string>): MetricFamily | undefined {
+function familyOf(
+  sampleName: string,
+  families: Map<string, MetricFamily>,
+  typedFamilies: Set<string>,
+): MetricFamily | undefined {
   for (const [name, family] of families) {
     if (!typedFamilies.has(name)) continue
     if (SUFFIXES[family.type].some((suffix) => sampleName === name + suffix)) return family
@@ -113,9 +119,11 @@ function parseSample(line: string, number: number): Sample {
     at++
   }
   const fields = line.slice(at).trim().split(/\s+/)
-  if (fields.length < 1 || fields.length > 2 || fields[0] === '') throw new ExpositionError(number, `expected a value and an optional timestamp: '${line}'`)
+  if (fields.length < 1 || fields.length > 2 || fields[0] === '')
+    throw new ExpositionError(number, `expected a value and an optional timestamp: '${line}'`)
   const value = parseValue(fields[0]!, number)
-  if (fields[1] !== undefined && !/^-?\d+$/.test(fields[1])) throw new ExpositionError(number, `invalid timestamp '${fields[1]}'`)
+  if (fields[1] !== undefined && !/^-?\d+$/.test(fields[1]))
+    throw new ExpositionError(number, `invalid timestamp '${fields[1]}'`)
   return { name, labels, value }
 }
 
@@ -123,7 +131,8 @@ function parseValue(text: string, number: number): number {
   if (text === '+Inf' || text === 'Inf') return Infinity
   if (text === '-Inf') return -Infinity
   if (text === 'NaN') return NaN
-  if (!/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(text)) throw new ExpositionError(number, `invalid value '${text}'`)
+  if (!/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(text))
+    throw new ExpositionError(number, `invalid value '${text}'`)
   return Number(text)
 }
 

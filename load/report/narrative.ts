@@ -14,7 +14,8 @@ function byMode(scenario: ScenarioResult): Partial<Record<ModeName, ModeResult>>
 /** Queries in the first 300 ms: the size of the initial burst. */
 const firstBurst = (r: ModeResult) => r.queriesPer100ms.slice(0, 3).reduce((a, b) => a + b, 0)
 
-const plural = (n: number, word: 'query' | 'request') => `${int(n)} ${Math.round(n) === 1 ? word : word === 'query' ? 'queries' : 'requests'}`
+const plural = (n: number, word: 'query' | 'request') =>
+  `${int(n)} ${Math.round(n) === 1 ? word : word === 'query' ? 'queries' : 'requests'}`
 
 export function explainResults(scenario: ScenarioResult, context: { workers: number; sharedRedis: boolean }): string[] {
   const { none, naive, lock, full } = byMode(scenario)
@@ -46,7 +47,9 @@ export function explainResults(scenario: ScenarioResult, context: { workers: num
     }
     if (full) {
       const same = lock?.dbQueries === full.dbQueries ? ' as well' : ''
-      const why = context.sharedRedis ? '; on top of the lock it serves repeat hits from process memory (L1), hence the higher req/s' : ''
+      const why = context.sharedRedis
+        ? '; on top of the lock it serves repeat hits from process memory (L1), hence the higher req/s'
+        : ''
       lines.push(`full:  ${plural(full.dbQueries, 'query')}${same}${why}.`)
     }
   }
@@ -60,7 +63,9 @@ export function explainResults(scenario: ScenarioResult, context: { workers: num
       )
     }
     if (lock) {
-      const perExpiry = context.sharedRedis ? 'one reload per expiry, whatever the traffic' : `one reload per expiry in each of the ${context.workers} processes (without Redis they share nothing)`
+      const perExpiry = context.sharedRedis
+        ? 'one reload per expiry, whatever the traffic'
+        : `one reload per expiry in each of the ${context.workers} processes (without Redis they share nothing)`
       lines.push(
         `lock:  ${plural(lock.dbQueries, 'query')} in ${windows} TTL windows: ${perExpiry}. ` +
           `But requests that arrive during a reload wait for it (p99 ${ms(lock.traffic.latencyMs.p99)} ms).`,
@@ -76,8 +81,13 @@ export function explainResults(scenario: ScenarioResult, context: { workers: num
   }
 
   if (lock && none) {
-    const best = [lock, full].filter((r): r is ModeResult => r !== undefined).sort((a, b) => a.dbQueries - b.dbQueries)[0]!
-    lines.push(`In short: ${best.mode} sent the database ${factor(best.reductionVsNone)} fewer queries than no cache` + (naive ? ` and ${factor(naive.dbQueries / Math.max(1, best.dbQueries))} fewer than the naive cache.` : '.'))
+    const best = [lock, full]
+      .filter((r): r is ModeResult => r !== undefined)
+      .sort((a, b) => a.dbQueries - b.dbQueries)[0]!
+    lines.push(
+      `In short: ${best.mode} sent the database ${factor(best.reductionVsNone)} fewer queries than no cache` +
+        (naive ? ` and ${factor(naive.dbQueries / Math.max(1, best.dbQueries))} fewer than the naive cache.` : '.'),
+    )
   }
   return lines
 }

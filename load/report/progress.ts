@@ -54,7 +54,8 @@ export function progressBar(stream: NodeJS.WriteStream = process.stderr): Progre
     },
     onRunStart(scenario, mode) {
       currentDurationMs = scenario.durationMs
-      if (!tty) stream.write(`  running ${scenario.name} · ${mode} (${(scenario.durationMs / 1000).toFixed(1)} s of traffic)\n`)
+      if (!tty)
+        stream.write(`  running ${scenario.name} · ${mode} (${(scenario.durationMs / 1000).toFixed(1)} s of traffic)\n`)
       update({ scenario: scenario.name, mode, db: '0' }, Math.round(doneMs / 100))
     },
     onTick(tick) {

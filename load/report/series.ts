@@ -25,6 +25,9 @@ export function chartData(scenario: ScenarioResult, maxPoints = 60): ChartData {
   return {
     bucketMs,
     durationMs: scenario.durationMs,
-    series: scenario.modes.map((r) => ({ mode: r.mode, values: ratePerSecond(r.queriesPer100ms, bucketMs).slice(0, points) })),
+    series: scenario.modes.map((r) => ({
+      mode: r.mode,
+      values: ratePerSecond(r.queriesPer100ms, bucketMs).slice(0, points),
+    })),
   }
 }

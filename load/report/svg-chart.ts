@@ -32,7 +32,12 @@ export async function renderSvgChart(scenario: ScenarioResult, subtitle: string)
     data: { values },
     mark: { type: 'line', interpolate: 'step-after', strokeWidth: 2 },
     encoding: {
-      x: { field: 'seconds', type: 'quantitative', title: `seconds since the traffic started (${data.bucketMs} ms buckets)`, scale: { domain: [0, data.durationMs / 1000] } },
+      x: {
+        field: 'seconds',
+        type: 'quantitative',
+        title: `seconds since the traffic started (${data.bucketMs} ms buckets)`,
+        scale: { domain: [0, data.durationMs / 1000] },
+      },
       y: {
         field: 'queriesPerSecond',
         type: 'quantitative',
@@ -42,7 +47,20 @@ export async function renderSvgChart(scenario: ScenarioResult, subtitle: string)
       },
       color: { field: 'mode', type: 'nominal', title: 'mode', scale: { domain: MODE_DOMAIN, range: MODE_RANGE } },
       // lock and full often draw the same line (1 query): full is dashed, drawn on top, so lock shows through.
-      strokeDash: { field: 'mode', type: 'nominal', title: 'mode', scale: { domain: MODE_DOMAIN, range: [[1, 0], [1, 0], [1, 0], [6, 3]] } },
+      strokeDash: {
+        field: 'mode',
+        type: 'nominal',
+        title: 'mode',
+        scale: {
+          domain: MODE_DOMAIN,
+          range: [
+            [1, 0],
+            [1, 0],
+            [1, 0],
+            [6, 3],
+          ],
+        },
+      },
     },
   }
   const view = new vega.View(vega.parse(vegaLite.compile(spec).spec), { renderer: 'none' })

@@ -13,27 +13,42 @@ interface Column {
 
 const columns: Column[] = [
   { header: 'mode', cell: (r) => r.mode, left: true },
-  { header: 'DB queries', cell: (r) => int(r.dbQueries) + (r.failedQueries ? ` (${int(r.failedQueries)} failed)` : '') },
+  {
+    header: 'DB queries',
+    cell: (r) => int(r.dbQueries) + (r.failedQueries ? ` (${int(r.failedQueries)} failed)` : ''),
+  },
   { header: 'peak/s', cell: (r) => int(r.peakQueriesPerSec) },
   { header: 'vs none', cell: (r) => factor(r.reductionVsNone) },
   { header: 'req/s', cell: (r) => int(r.traffic.reqPerSec) },
   { header: 'p50 ms', cell: (r) => ms(r.traffic.latencyMs.p50) },
   { header: 'p99 ms', cell: (r) => ms(r.traffic.latencyMs.p99) },
   { header: 'max ms', cell: (r) => ms(r.traffic.latencyMs.max) },
-  { header: 'non-2xx', cell: (r) => int(r.traffic.non2xx) + (r.traffic.errors ? ` +${int(r.traffic.errors)} err` : '') },
+  {
+    header: 'non-2xx',
+    cell: (r) => int(r.traffic.non2xx) + (r.traffic.errors ? ` +${int(r.traffic.errors)} err` : ''),
+  },
   { header: 'stale served', cell: (r) => int(r.staleServed) },
   { header: 'stale %', cell: (r) => `${(100 * r.staleShare).toFixed(1)} %` },
   { header: 'oldest served', cell: (r) => `${(r.oldestServedMs / 1000).toFixed(2)} s` },
 ]
 
 export function renderTable(scenario: ScenarioResult): string {
-  return renderGrid(columns.map((c) => c.header), scenario.modes.map((r) => columns.map((c) => c.cell(r))), (i) => columns[i]!.left === true)
+  return renderGrid(
+    columns.map((c) => c.header),
+    scenario.modes.map((r) => columns.map((c) => c.cell(r))),
+    (i) => columns[i]!.left === true,
+  )
 }
 
 /** Any table of strings: the first column left-aligned (or as `left` says), the others right-aligned. */
-export function renderGrid(headers: string[], rows: string[][], left: (column: number) => boolean = (column) => column === 0): string {
+export function renderGrid(
+  headers: string[],
+  rows: string[][],
+  left: (column: number) => boolean = (column) => column === 0,
+): string {
   const widths = headers.map((header, i) => Math.max(header.length, ...rows.map((row) => row[i]!.length)))
-  const line = (cells: string[]) => cells.map((cell, i) => (left(i) ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  ')
+  const line = (cells: string[]) =>
+    cells.map((cell, i) => (left(i) ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  ')
   const rule = widths.map((w) => '─'.repeat(w)).join('  ')
   return [line(headers), rule, ...rows.map(line)].join('\n')
 }

@@ -21,7 +21,10 @@ export const MODE_COLORS: Record<ModeName, string> = {
 const toLog = (q: number) => Math.log10(1 + q)
 const fromLog = (y: number) => 10 ** y - 1
 
-export function renderTerminalChart(scenario: ScenarioResult, options: { height?: number; color?: boolean } = {}): string {
+export function renderTerminalChart(
+  scenario: ScenarioResult,
+  options: { height?: number; color?: boolean } = {},
+): string {
   const color = options.color ?? useColor()
   const data = chartData(scenario)
   if (data.series.length === 0) return ''
@@ -43,14 +46,19 @@ export function renderTerminalChart(scenario: ScenarioResult, options: { height?
     // One chart, one colored line per mode.
     const plot = asciichart.plot(
       data.series.map((s) => s.values.map(toLog)),
-      config(options.height ?? 10, data.series.map((s) => MODE_COLORS[s.mode])),
+      config(
+        options.height ?? 10,
+        data.series.map((s) => MODE_COLORS[s.mode]),
+      ),
     )
     const legend = data.series.map((s) => `${MODE_COLORS[s.mode]}━━${asciichart.reset} ${s.mode}`).join('   ')
     return [title, plot, axis, `${axisPad}${legend}`].join('\n')
   }
   // No colors (pipe, CI log, NO_COLOR): overlapping lines would be indistinguishable, so
   // one small chart per mode, stacked, on the same scale.
-  const blocks = data.series.map((s) => [`${axisPad}${s.mode}`, asciichart.plot(s.values.map(toLog), config(4))].join('\n'))
+  const blocks = data.series.map((s) =>
+    [`${axisPad}${s.mode}`, asciichart.plot(s.values.map(toLog), config(4))].join('\n'),
+  )
   return [title, ...blocks, axis].join('\n')
 }
 

@@ -39,7 +39,15 @@ Redis.prototype.sendCommand = function (this: Redis, command: Sendable, ...rest:
 const redis = new Redis(process.env.BENCH_REDIS_URL!)
 redis.on('error', () => {})
 // maxHold well past the run: a slow set-up on a busy machine must not end the holds it measures.
-const cache = createCache({ redis, namespace: process.env.BENCH_NAMESPACE!, ttl: '10m', l1: false, waitTimeout: '5m', ...options, lock: { maxHold: '10m', ...options.lock } })
+const cache = createCache({
+  redis,
+  namespace: process.env.BENCH_NAMESPACE!,
+  ttl: '10m',
+  l1: false,
+  waitTimeout: '5m',
+  ...options,
+  lock: { maxHold: '10m', ...options.lock },
+})
 const loop = monitorEventLoopDelay({ resolution: 10 })
 let windowStart = 0
 
@@ -62,12 +70,16 @@ async function start(keys: number, prefix: string): Promise<void> {
   if (role === 'holder') {
     let running = 0
     const calls = Array.from({ length: keys }, (_, i) =>
-      cache.getOrLoad(key(i), async () => {
-        loads++
-        if (++running === keys) send({ type: 'started', waiting: running, settled })
-        await released
-        return { i }
-      }).catch(() => errors++).finally(() => settled++))
+      cache
+        .getOrLoad(key(i), async () => {
+          loads++
+          if (++running === keys) send({ type: 'started', waiting: running, settled })
+          await released
+          return { i }
+        })
+        .catch(() => errors++)
+        .finally(() => settled++),
+    )
     await Promise.all(calls)
   } else {
     let waiting = 0
@@ -79,19 +91,26 @@ async function start(keys: number, prefix: string): Promise<void> {
       // those lookups stopped (none for 500 ms, or after 30 s: code that polls with lookups never
       // stops), so the window sees waiting only.
       const giveUpAt = performance.now() + 30_000
-      const settle = (seen: number) => setTimeout(() => {
-        if (lookups === seen || performance.now() > giveUpAt) send({ type: 'started', waiting, settled })
-        else settle(lookups)
-      }, 500)
+      const settle = (seen: number) =>
+        setTimeout(() => {
+          if (lookups === seen || performance.now() > giveUpAt) send({ type: 'started', waiting, settled })
+          else settle(lookups)
+        }, 500)
       settle(lookups)
     }
     cache.on('wait', () => (waiting++, tell()))
     const calls = Array.from({ length: keys }, (_, i) =>
-      cache.getOrLoad(key(i), async () => (loads++, { i, by: 'waiter' })).catch(() => errors++).finally(() => (settled++, tell())))
+      cache
+        .getOrLoad(key(i), async () => (loads++, { i, by: 'waiter' }))
+        .catch(() => errors++)
+        .finally(() => (settled++, tell())),
+    )
     await Promise.all(calls)
   }
   if (phaseAt.firstLoss !== undefined) {
-    lostReasons[`ms after start: first ${since(phaseAt.firstLoss)}, last ${since(phaseAt.lastLoss!)}, window ${since(phaseAt.sample ?? 0)}–${since(phaseAt.report ?? 0)}, release ${since(phaseAt.release ?? 0)}`] = 0
+    lostReasons[
+      `ms after start: first ${since(phaseAt.firstLoss)}, last ${since(phaseAt.lastLoss!)}, window ${since(phaseAt.sample ?? 0)}–${since(phaseAt.report ?? 0)}, release ${since(phaseAt.release ?? 0)}`
+    ] = 0
   }
   send({ type: 'done', loads, errors, stats: cache.stats(), lostReasons })
 }
@@ -107,7 +126,15 @@ process.on('message', (m: ParentToChild) => {
     windowStart = performance.now()
   } else if (m.type === 'report') {
     loop.disable()
-    send({ type: 'sample', sample: { commands, windowMs: performance.now() - windowStart, loopP99Ms: loop.percentile(99) / 1e6, stats: cache.stats() } })
+    send({
+      type: 'sample',
+      sample: {
+        commands,
+        windowMs: performance.now() - windowStart,
+        loopP99Ms: loop.percentile(99) / 1e6,
+        stats: cache.stats(),
+      },
+    })
   } else if (m.type === 'release') release()
   else if (m.type === 'exit') void cache.close().finally(() => (redis.disconnect(), process.exit(0)))
 })

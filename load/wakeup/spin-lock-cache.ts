@@ -35,7 +35,12 @@ export class SpinLockCache {
           return value
         } finally {
           // Release only our own lock (compare-and-delete).
-          await this.redis.eval("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0", 1, lockKey, token)
+          await this.redis.eval(
+            "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+            1,
+            lockKey,
+            token,
+          )
         }
       }
       await sleep(this.pollMs)

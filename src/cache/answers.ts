@@ -56,7 +56,12 @@ export abstract class Answers extends Refresher {
   }
 
   /** A message on the key's channel, from the leader in another process; undefined = re-check. */
-  protected async onLeaderMessage(call: Call, keys: EntryKeys, message: Buffer, fallback: Entry | undefined): Promise<Resolution | undefined> {
+  protected async onLeaderMessage(
+    call: Call,
+    keys: EntryKeys,
+    message: Buffer,
+    fallback: Entry | undefined,
+  ): Promise<Resolution | undefined> {
     switch (messageKind(message)) {
       case 'c':
       case 'n': {
@@ -92,7 +97,9 @@ export abstract class Answers extends Refresher {
     if (!capped) this.events.emit('timeout', { key: call.key, kind: 'wait' })
     if (fallbackValid(fallback, performance.now())) return this.stale(call.key, fallback, 'wait-timeout')
     if (call.policy.onWaitTimeout === 'throw') {
-      throw capped ? new LockWaitTimeoutError(call.key, 0, this.settings.maxWaits) : new LockWaitTimeoutError(call.key, call.policy.waitTimeout)
+      throw capped
+        ? new LockWaitTimeoutError(call.key, 0, this.settings.maxWaits)
+        : new LockWaitTimeoutError(call.key, call.policy.waitTimeout)
     }
     return undefined
   }

@@ -52,7 +52,8 @@ export class Cache extends RequestMachine {
     const call = this.call(key, () => value, options)
     // A tagged value set now predates an invalidation after this (undefined: the clock is not measured yet).
     const [startedAt, startedLocal] = [this.store?.clock.now(), performance.now()]
-    if (value === undefined) throw new InvalidArgumentError('value', 'undefined cannot be stored; use null for "nothing"')
+    if (value === undefined)
+      throw new InvalidArgumentError('value', 'undefined cannot be stored; use null for "nothing"')
     const data = this.encode(key, value)
     this.forget(key)
     const epoch = this.deletions // a delete() while we write must win over this value in L1
@@ -63,7 +64,16 @@ export class Cache extends RequestMachine {
       const keys = entryKeys(this.settings.namespace, key)
       const request = { lockValue: '', token: '', data, ...life }
       if (call.tags) {
-        const outcome = await commitTagged(this.store, this.tagStore!, keys, key, request, this.tagged(call.tags, startedAt, startedLocal), this.forgetMessage(key), this.retentionMs)
+        const outcome = await commitTagged(
+          this.store,
+          this.tagStore!,
+          keys,
+          key,
+          request,
+          this.tagged(call.tags, startedAt, startedLocal),
+          this.forgetMessage(key),
+          this.retentionMs,
+        )
         if (outcome.version === undefined) return void this.notStored(key, undefined, outcome.refused)
         version = outcome.version
       } else {
@@ -71,7 +81,8 @@ export class Cache extends RequestMachine {
       }
       if (version === undefined) return
     }
-    if (this.deletions === epoch) this.rememberTagged({ ...call, epoch }, entryFrom(value, life, writtenFrom, version, data.length), call.tags)
+    if (this.deletions === epoch)
+      this.rememberTagged({ ...call, epoch }, entryFrom(value, life, writtenFrom, version, data.length), call.tags)
   }
 
   /**
@@ -92,7 +103,13 @@ export class Cache extends RequestMachine {
     for (const tag of checked) this.forgetTag(tag, 'process')
     const store = this.store
     if (!store) return
-    const how = { namespace: this.settings.namespace, id: this.id, retentionMs: this.retentionMs, forget: (key: string) => this.forget(key), keyMessage: (key: string) => this.forgetMessage(key) }
+    const how = {
+      namespace: this.settings.namespace,
+      id: this.id,
+      retentionMs: this.retentionMs,
+      forget: (key: string) => this.forget(key),
+      keyMessage: (key: string) => this.forgetMessage(key),
+    }
     await invalidateTags(store, this.tagStore!, checked, how)
   }
 

@@ -24,16 +24,25 @@ export abstract class LoadLeader extends CacheState {
     const { key } = call
     if (claim) this.events.emit('leader', { key })
     const { lease: leaseMs, maxHold } = this.settings.lock
-    const lease = claim?.lockValue && this.store
-      ? new Lease(this.store, claim.keys, claim.lockValue, leaseMs, maxHold, key, claim.lockedAt, (reason) => this.events.emit('lock-lost', { key, reason }))
-      : undefined
-    const context = new LoadContext(key, lease?.signal ?? NEVER_ABORTED, notes.fallback?.value, call.policy, { background: call.background })
+    const lease =
+      claim?.lockValue && this.store
+        ? new Lease(this.store, claim.keys, claim.lockValue, leaseMs, maxHold, key, claim.lockedAt, (reason) =>
+            this.events.emit('lock-lost', { key, reason }),
+          )
+        : undefined
+    const context = new LoadContext(key, lease?.signal ?? NEVER_ABORTED, notes.fallback?.value, call.policy, {
+      background: call.background,
+    })
     // A background loader starts after the caller that triggered it has its stale answer.
     if (call.background) await new Promise((resolve) => setImmediate(resolve))
     const startedAt = performance.now()
     let value: unknown
     try {
-      value = await withTimeout(this.runLoader(call.loader, context), maxHold, () => new LoaderTimeoutError(key, maxHold, 'lock.maxHold'))
+      value = await withTimeout(
+        this.runLoader(call.loader, context),
+        maxHold,
+        () => new LoaderTimeoutError(key, maxHold, 'lock.maxHold'),
+      )
     } catch (error) {
       lease?.storingResult()
       this.events.emit('load', { key, durationMs: performance.now() - startedAt, error })
@@ -46,9 +55,16 @@ export abstract class LoadLeader extends CacheState {
   }
 
   /** Encodes and stores a loaded value; the callers get it whatever happens to the write. */
-  protected async storeLoaded(call: Call, claim: Claim | undefined, value: unknown, context: LoadContext<unknown>, loadMs: number): Promise<Resolution> {
+  protected async storeLoaded(
+    call: Call,
+    claim: Claim | undefined,
+    value: unknown,
+    context: LoadContext<unknown>,
+    loadMs: number,
+  ): Promise<Resolution> {
     const { key } = call
-    const tags = call.tags || context.tags.length > 0 ? [...new Set([...(call.tags ?? []), ...context.tags])] : undefined
+    const tags =
+      call.tags || context.tags.length > 0 ? [...new Set([...(call.tags ?? []), ...context.tags])] : undefined
     const loaded: Resolution = { value, outcome: 'loaded', shareable: context.skip?.share ?? true }
     if (tags) loaded.loadedUnder = { tags, epoch: call.epoch }
     let data: string | Buffer | undefined
@@ -65,7 +81,8 @@ export abstract class LoadLeader extends CacheState {
     }
     if (data === undefined) {
       // Waiters elsewhere cannot receive this value: they run their own loaders.
-      if (claim?.lockValue) await this.store?.release(claim.keys, claim.lockValue, 'u|', { passMs: context.skip?.passMs }).catch(() => {})
+      if (claim?.lockValue)
+        await this.store?.release(claim.keys, claim.lockValue, 'u|', { passMs: context.skip?.passMs }).catch(() => {})
       return loaded
     }
 
@@ -80,14 +97,16 @@ export abstract class LoadLeader extends CacheState {
       const request = { lockValue: claim?.lockValue ?? '', token: claim?.token ?? '', data, ...life }
       // Without a claim's lookup, the server clock's estimate less the load time (commitTagged checks it).
       const now = store.clock.now()
-      const tagged = tags && this.tagged(tags, claim?.serverAt ?? (now === undefined ? undefined : now - loadMs), performance.now() - loadMs)
+      const tagged =
+        tags &&
+        this.tagged(tags, claim?.serverAt ?? (now === undefined ? undefined : now - loadMs), performance.now() - loadMs)
       let refused: TagRefusal | undefined
       const commit = tagged
         ? async () => {
-          const outcome = await commitTagged(store, this.tagStore!, keys, key, request, tagged)
-          refused = outcome.refused
-          return outcome.version
-        }
+            const outcome = await commitTagged(store, this.tagStore!, keys, key, request, tagged)
+            refused = outcome.refused
+            return outcome.version
+          }
         : () => store.commit(keys, request)
       committedAt = performance.now()
       try {
@@ -102,7 +121,12 @@ export abstract class LoadLeader extends CacheState {
         if (claim?.lockValue) {
           const { lease, pollInterval } = this.settings.lock
           this.committing.add(key) // the next flight of the key waits the failover out for it (see request.ts)
-          this.track(store.throughFailover(commit, performance.now() + lease, pollInterval, { key: keys.entry }).then((late) => (late === undefined ? this.notStored(key, claim, refused) : undefined)), () => this.committing.delete(key))
+          this.track(
+            store
+              .throughFailover(commit, performance.now() + lease, pollInterval, { key: keys.entry })
+              .then((late) => (late === undefined ? this.notStored(key, claim, refused) : undefined)),
+            () => this.committing.delete(key),
+          )
         }
       }
     }
@@ -115,8 +139,22 @@ export abstract class LoadLeader extends CacheState {
 
   /** What a tagged commit needs besides its tags and the load's start (server ms). */
   protected tagged(tags: readonly string[], startedAt: number | undefined, startedLocal: number): TaggedCommit {
-    const { maxKeysPerTag, tagClockSkew: clockSkew, lock: { lease }, redisTimeout } = this.settings
-    return { tags, startedAt, startedLocal, maxKeysPerTag, clockSkew, lease, retentionMs: this.retentionMs, redisTimeout }
+    const {
+      maxKeysPerTag,
+      tagClockSkew: clockSkew,
+      lock: { lease },
+      redisTimeout,
+    } = this.settings
+    return {
+      tags,
+      startedAt,
+      startedLocal,
+      maxKeysPerTag,
+      clockSkew,
+      lease,
+      retentionMs: this.retentionMs,
+      redisTimeout,
+    }
   }
 
   /**
@@ -126,12 +164,22 @@ export abstract class LoadLeader extends CacheState {
    * run their own loaders ('u|': nothing could be stored for them).
    */
   protected async notStored(key: string, claim: Claim | undefined, refused: TagRefusal | undefined): Promise<void> {
-    if (refused === 'full') this.events.emit('uncacheable', { key, reason: `a tag of it already lists maxKeysPerTag (${this.settings.maxKeysPerTag}) keys` })
+    if (refused === 'full')
+      this.events.emit('uncacheable', {
+        key,
+        reason: `a tag of it already lists maxKeysPerTag (${this.settings.maxKeysPerTag}) keys`,
+      })
     else this.events.emit('fenced', { key })
-    if (refused && claim?.lockValue) await this.store?.release(claim.keys, claim.lockValue, refused === 'full' ? 'u|' : 'r|').catch(() => {})
+    if (refused && claim?.lockValue)
+      await this.store?.release(claim.keys, claim.lockValue, refused === 'full' ? 'u|' : 'r|').catch(() => {})
   }
 
-  protected async loadFailed(call: Call, claim: Claim | undefined, error: unknown, fallback: Entry | undefined): Promise<Resolution> {
+  protected async loadFailed(
+    call: Call,
+    claim: Claim | undefined,
+    error: unknown,
+    fallback: Entry | undefined,
+  ): Promise<Resolution> {
     const { key, policy } = call
     const covered = fallbackValid(fallback, performance.now())
     if (claim?.lockValue) {
@@ -193,10 +241,13 @@ export abstract class LoadLeader extends CacheState {
   protected leadInBackground(call: Call, claim: Claim, notes: FlightNotes): void {
     const { key } = call
     this.backgroundLeads.set(key, (this.backgroundLeads.get(key) ?? 0) + 1)
-    this.trackFlight(key, this.countRefresh(this.lead(call, claim, notes)).finally(() => {
-      const left = (this.backgroundLeads.get(key) ?? 1) - 1
-      if (left > 0) this.backgroundLeads.set(key, left)
-      else this.backgroundLeads.delete(key)
-    }))
+    this.trackFlight(
+      key,
+      this.countRefresh(this.lead(call, claim, notes)).finally(() => {
+        const left = (this.backgroundLeads.get(key) ?? 1) - 1
+        if (left > 0) this.backgroundLeads.set(key, left)
+        else this.backgroundLeads.delete(key)
+      }),
+    )
   }
 }

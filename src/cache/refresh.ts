@@ -21,7 +21,9 @@ export abstract class Refresher extends LoadLeader {
     if (this.refreshing >= this.settings.maxBackgroundRefreshes) return // the value in hand is served; a later read retries
     this.holdRefresh(call.key, now + this.settings.lock.lease)
     const refresh = { ...call, background: true }
-    this.countRefresh(this.flights.start(call.key, { fallback: current }, () => this.refresh(refresh, mode, current)).promise)
+    this.countRefresh(
+      this.flights.start(call.key, { fallback: current }, () => this.refresh(refresh, mode, current)).promise,
+    )
   }
 
   /** A background refresh: take the lock without waiting; someone else refreshing is fine. */
@@ -52,7 +54,8 @@ export abstract class Refresher extends LoadLeader {
     if (!kept) notes.fallback = undefined
     if (stored && found.state === 'fresh' && found.lock !== 'won') {
       this.remember(call, stored)
-      if (found.lock === 'held') this.watchReload(call, keys, stored, Number(found.lockArg)) // an early refresh elsewhere
+      if (found.lock === 'held')
+        this.watchReload(call, keys, stored, Number(found.lockArg)) // an early refresh elsewhere
       else this.refreshHolds.delete(call.key)
       return { value: stored.value, outcome: 'hit', shareable: true }
     }
@@ -64,7 +67,17 @@ export abstract class Refresher extends LoadLeader {
     }
     if (found.lock === 'won') {
       this.checkReplicated(call.key, found)
-      return this.lead(call, { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: found.sentAt, serverAt: found.serverNow }, notes)
+      return this.lead(
+        call,
+        {
+          keys,
+          token: found.lockArg,
+          lockValue: `${owner}:${found.lockArg}`,
+          lockedAt: found.sentAt,
+          serverAt: found.serverNow,
+        },
+        notes,
+      )
     }
     const now = performance.now()
     if (found.lock === 'held' && kept) this.watchReload(call, keys, current, Number(found.lockArg))
@@ -94,25 +107,30 @@ export abstract class Refresher extends LoadLeader {
     const watch = { forgotten: false } // set by a delete() or set() meanwhile: then adopt nothing
     this.watching.set(call.key, watch)
     this.waitsOpen++
-    this.track((async () => {
-      let subscription: Subscription | undefined
-      try {
-        subscription = await this.notifier!.subscribe(keys.channel)
-        // A commit that landed before the subscription: its fresh copy is there (one GET).
-        let entry = this.store && this.store.clock.now() !== undefined ? await this.readFresh(call.key, keys, this.store) : undefined
-        if (!entry || !newerVersion(entry.version, current.version)) {
-          const message = await subscription.next(until - performance.now())
-          entry = message ? await this.committedEntry(call.key, keys, message) : undefined
+    this.track(
+      (async () => {
+        let subscription: Subscription | undefined
+        try {
+          subscription = await this.notifier!.subscribe(keys.channel)
+          // A commit that landed before the subscription: its fresh copy is there (one GET).
+          let entry =
+            this.store && this.store.clock.now() !== undefined
+              ? await this.readFresh(call.key, keys, this.store)
+              : undefined
+          if (!entry || !newerVersion(entry.version, current.version)) {
+            const message = await subscription.next(until - performance.now())
+            entry = message ? await this.committedEntry(call.key, keys, message) : undefined
+          }
+          if (entry && !watch.forgotten && newerVersion(entry.version, current.version)) this.remember(call, entry)
+        } catch {
+          // Redis unavailable: the hold runs out and the next call re-checks.
+        } finally {
+          subscription?.release()
+          this.waitsOpen--
+          this.watching.delete(call.key)
+          if (this.refreshHolds.get(call.key) === until) this.refreshHolds.delete(call.key)
         }
-        if (entry && !watch.forgotten && newerVersion(entry.version, current.version)) this.remember(call, entry)
-      } catch {
-        // Redis unavailable: the hold runs out and the next call re-checks.
-      } finally {
-        subscription?.release()
-        this.waitsOpen--
-        this.watching.delete(call.key)
-        if (this.refreshHolds.get(call.key) === until) this.refreshHolds.delete(call.key)
-      }
-    })())
+      })(),
+    )
   }
 }

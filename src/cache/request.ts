@@ -20,7 +20,12 @@ function lookedUp(notes: FlightNotes): void {
 
 /** How a cross-process wait ended, by what the re-check found once the lock was no longer held. */
 const WAIT_ENDED_BY_LOOKUP: Record<Exclude<Lookup['lock'], 'held'>, WaitOutcome> = {
-  none: 'value', error: 'error', backoff: 'error', won: 'released', pass: 'released', token: 'released',
+  none: 'value',
+  error: 'error',
+  backoff: 'error',
+  won: 'released',
+  pass: 'released',
+  token: 'released',
 }
 /** How a cross-process wait ended, by the leader's message that answered it (commit, error, not cacheable). */
 const WAIT_ENDED_BY_MESSAGE: Record<string, WaitOutcome> = { c: 'value', n: 'value', e: 'error', u: 'released' }
@@ -72,13 +77,19 @@ export abstract class RequestMachine extends CallerTimeouts {
 
   protected fly(call: Call): Promise<Resolution> {
     const running = this.flights.get(call.key)
-    if (!running) return this.withTimeouts(call, this.flights.start(call.key, { fallback: undefined }, (notes) => this.resolve(call, notes)), false)
+    if (!running)
+      return this.withTimeouts(
+        call,
+        this.flights.start(call.key, { fallback: undefined }, (notes) => this.resolve(call, notes)),
+        false,
+      )
     const startedAt = performance.now()
     this.events.emit('coalesced', { key: call.key, from: 'process' })
     return this.withTimeouts(call, running, true).then((resolution) => {
       // Loaded before an invalidation of one of its tags: a caller may have joined after it (deleteByTag resolved). Ask again, as a call begun now.
       const under = resolution.loadedUnder
-      if (under && this.tagIndex.invalidatedSince(under.tags, under.epoch)) return this.fly({ ...call, epoch: this.deletions })
+      if (under && this.tagIndex.invalidatedSince(under.tags, under.epoch))
+        return this.fly({ ...call, epoch: this.deletions })
       if (!resolution.shareable) return this.loadUncached(call, startedAt)
       return resolution.outcome === 'loaded' ? { ...resolution, outcome: 'coalesced' } : resolution
     })
@@ -109,26 +120,32 @@ export abstract class RequestMachine extends CallerTimeouts {
     notes.lookingUp ??= true
     if (!store.clock.known()) return this.lookUp(call, notes, undefined)
     const machine = this // methods, not arrow properties: tsx names each arrow property it creates, per call
-    return new Promise<Resolution>((resolve, reject) => store.readFresh({
-      freshKey: freshKeyOf(this.settings.namespace, call.key),
-      found(found) {
-        try {
-          resolve(machine.freshHit(call, found, store) ?? machine.lookUp(call, notes, undefined))
-        } catch (error) {
-          reject(error)
-        }
-      },
-      failed(error) {
-        resolve(machine.lookUp(call, notes, Promise.reject(error)))
-      },
-    }))
+    return new Promise<Resolution>((resolve, reject) =>
+      store.readFresh({
+        freshKey: freshKeyOf(this.settings.namespace, call.key),
+        found(found) {
+          try {
+            resolve(machine.freshHit(call, found, store) ?? machine.lookUp(call, notes, undefined))
+          } catch (error) {
+            reject(error)
+          }
+        },
+        failed(error) {
+          resolve(machine.lookUp(call, notes, Promise.reject(error)))
+        },
+      }),
+    )
   }
 
   /**
    * The flight after its fresh read: the get-or-lock script and what it answers. `failedRead`:
    * the fresh read, which failed (through a failover it is tried again first).
    */
-  protected async lookUp(call: Call, notes: FlightNotes, failedRead: Promise<FreshRead> | undefined): Promise<Resolution> {
+  protected async lookUp(
+    call: Call,
+    notes: FlightNotes,
+    failedRead: Promise<FreshRead> | undefined,
+  ): Promise<Resolution> {
     const { key } = call
     const store = this.store!
     const keys = entryKeys(this.settings.namespace, key)
@@ -170,10 +187,12 @@ export abstract class RequestMachine extends CallerTimeouts {
           first = undefined
           return sent ? sent.then((found) => this.freshEntry(key, found, store)) : this.readFresh(key, keys, store)
         }
-        const fresh = await store.throughFailover(read, failoverDeadline, pollInterval, { key: keys.entry, patient: committing }).catch((error: unknown) => {
-          lookedUp(notes)
-          throw error
-        })
+        const fresh = await store
+          .throughFailover(read, failoverDeadline, pollInterval, { key: keys.entry, patient: committing })
+          .catch((error: unknown) => {
+            lookedUp(notes)
+            throw error
+          })
         if (fresh) return this.hit(call, fresh)
       }
       owner = randomBytes(16).toString('hex')
@@ -185,7 +204,11 @@ export abstract class RequestMachine extends CallerTimeouts {
         const timedOut = this.waitTimedOut(call, notes.fallback, capped)
         if (timedOut) return timedOut
         // Load without the lock; a fresh token still fences the result against newer ones.
-        const { lockArg: token, serverNow, fence } = await store.getOrLock(keys, owner, lease, 'token', this.retentionMs)
+        const {
+          lockArg: token,
+          serverNow,
+          fence,
+        } = await store.getOrLock(keys, owner, lease, 'token', this.retentionMs)
         notes.fallback = this.unlessDeleted(key, notes.fallback, fence)
         handedOff = true
         return await this.lead(call, { keys, token, lockValue: '', lockedAt: 0, serverAt: serverNow }, notes)
@@ -205,7 +228,14 @@ export abstract class RequestMachine extends CallerTimeouts {
         notes.lookingUp ??= true
         // A waiter's re-check (waitDeadline set) retries until its wait ends, not just redisFailoverWait.
         // The lease runs from the attempt that took the lock (found.sentAt), not from the first of a failover's retries.
-        const found = await store.throughFailover(() => store.getOrLock(keys, owner, lease, mode, this.retentionMs, -1, () => (abandoned = true)), waitDeadline || failoverDeadline, pollInterval, { key: keys.entry, patient: committing || waitDeadline > 0 }).finally(() => lookedUp(notes))
+        const found = await store
+          .throughFailover(
+            () => store.getOrLock(keys, owner, lease, mode, this.retentionMs, -1, () => (abandoned = true)),
+            waitDeadline || failoverDeadline,
+            pollInterval,
+            { key: keys.entry, patient: committing || waitDeadline > 0 },
+          )
+          .finally(() => lookedUp(notes))
         const entry = this.decode(key, found)
         notes.fallback = entry ?? this.unlessDeleted(key, notes.fallback, found.fence)
         if (found.lock !== 'held') waited(WAIT_ENDED_BY_LOOKUP[found.lock])
@@ -230,7 +260,13 @@ export abstract class RequestMachine extends CallerTimeouts {
           case 'won': {
             won = true // the lock is the lead's to commit or release
             this.checkReplicated(key, found)
-            const claim: Claim = { keys, token: found.lockArg, lockValue: `${owner}:${found.lockArg}`, lockedAt: found.sentAt, serverAt: found.serverNow }
+            const claim: Claim = {
+              keys,
+              token: found.lockArg,
+              lockValue: `${owner}:${found.lockArg}`,
+              lockedAt: found.sentAt,
+              serverAt: found.serverNow,
+            }
             const stale = this.graceCopy(entry, found, notes)
             if (stale) {
               this.remember(call, stale)
@@ -269,7 +305,12 @@ export abstract class RequestMachine extends CallerTimeouts {
               counted = true
               this.events.emit('wait', { key })
               waitingSince = performance.now()
-              subscription = await store.throughFailover(() => this.notifier!.subscribe(keys.channel), failoverDeadline, pollInterval, { key: keys.entry, patient: true })
+              subscription = await store.throughFailover(
+                () => this.notifier!.subscribe(keys.channel),
+                failoverDeadline,
+                pollInterval,
+                { key: keys.entry, patient: true },
+              )
               waitDeadline = performance.now() + call.policy.waitTimeout
               wait = this.polls!.enrol(keys.lock, waitDeadline, { firstMs: pollInterval, maxMs: maxPollInterval })
               continue
@@ -282,7 +323,8 @@ export abstract class RequestMachine extends CallerTimeouts {
             const message = await wait!.pause(subscription!, pttl)
             if (message === undefined && this.closed) return closedWait() // close() woke it (see PollScheduler.interruptAll)
             if (message !== undefined && messageKind(message) === 'u') endWait() // loads uncached: no longer a wait
-            const answer = message === undefined ? undefined : await this.onLeaderMessage(call, keys, message, notes.fallback)
+            const answer =
+              message === undefined ? undefined : await this.onLeaderMessage(call, keys, message, notes.fallback)
             if (answer) {
               waited(WAIT_ENDED_BY_MESSAGE[messageKind(message!)] ?? 'released')
               return answer

@@ -4,7 +4,13 @@ import type { Loader } from '../context.js'
 import { decodeValue, encodeValue, entryFrom, type Entry, type Lifetimes } from '../entry.js'
 import { checkKey } from '../key.js'
 import { describeFailure } from '../loader-error.js'
-import { CacheClosedError, InvalidArgumentError, RedisUnavailableError, SerializationError, ValueTooLargeError } from '../errors.js'
+import {
+  CacheClosedError,
+  InvalidArgumentError,
+  RedisUnavailableError,
+  SerializationError,
+  ValueTooLargeError,
+} from '../errors.js'
 import { CacheEmitter, type StaleReason } from '../events.js'
 import { MemoryTier } from '../memory/l1.js'
 import { TagIndex } from '../memory/tag-index.js'
@@ -86,7 +92,16 @@ export abstract class CacheState {
       }
       this.probe = new ServerProbe(client, this.settings.shardedPubSub, redisTimeout, this.events)
       const circuit = new CircuitBreaker(breaker.threshold, breaker.openFor, this.events)
-      this.store = new RedisStore(client, redisTimeout, circuit, this.events, this.probe, redisFailoverWait, lock.waitForReplicas, this.settings.redisCommands)
+      this.store = new RedisStore(
+        client,
+        redisTimeout,
+        circuit,
+        this.events,
+        this.probe,
+        redisFailoverWait,
+        lock.waitForReplicas,
+        this.settings.redisCommands,
+      )
       this.notifier = new Notifier(client, redisTimeout, this.probe)
       const store = this.store
       this.polls = new PollScheduler((locks) => store.pollLocks(locks), lock.maxPollRate, store.clusterKeyOf)
@@ -96,7 +111,11 @@ export abstract class CacheState {
         this.memory?.suspectAll(performance.now())
         // And a commit message for a waiter: every wait polls now, not at its next planned poll.
         this.polls?.pollAllNow()
-        if (phase === 'lost') this.events.emit('redis-error', { operation: 'subscriber', error: new RedisUnavailableError('subscriber connection lost: waiters poll until it is back') })
+        if (phase === 'lost')
+          this.events.emit('redis-error', {
+            operation: 'subscriber',
+            error: new RedisUnavailableError('subscriber connection lost: waiters poll until it is back'),
+          })
       })
       if (this.memory) {
         this.notifier.listen(invalidationChannel(namespace), (message) => {
@@ -122,7 +141,8 @@ export abstract class CacheState {
   protected call(key: string, loader: unknown, options: CallOptions | undefined): Call {
     if (this.closed) throw new CacheClosedError()
     checkKey(key, this.settings.maxKeyLength)
-    if (typeof loader !== 'function') throw new InvalidArgumentError('loader', `must be a function, got ${typeof loader}`)
+    if (typeof loader !== 'function')
+      throw new InvalidArgumentError('loader', `must be a function, got ${typeof loader}`)
     const policy = options === undefined ? this.settings.policy : resolveCallPolicy(this.settings.policy, options)
     const call: Call = { key, loader: loader as Loader<unknown>, policy, epoch: this.deletions }
     if (options?.tags !== undefined) {
@@ -205,7 +225,10 @@ export abstract class CacheState {
   /** Counts a background refresh while it runs, for the `maxBackgroundRefreshes` cap. */
   protected countRefresh<T>(refresh: Promise<T>): Promise<T> {
     this.refreshing++
-    refresh.then(() => this.refreshing--, () => this.refreshing--)
+    refresh.then(
+      () => this.refreshing--,
+      () => this.refreshing--,
+    )
     return refresh
   }
 
@@ -291,7 +314,13 @@ export abstract class CacheState {
   }
 
   /** `at`: the local time `life` counts from (now, unless the lifetimes were measured earlier). */
-  protected decodeData(key: string, data: Buffer, life: Lifetimes, version: string, at = performance.now()): Entry | undefined {
+  protected decodeData(
+    key: string,
+    data: Buffer,
+    life: Lifetimes,
+    version: string,
+    at = performance.now(),
+  ): Entry | undefined {
     try {
       return entryFrom(decodeValue(this.settings.codec, data), life, at, version, data.length)
     } catch (error) {

@@ -36,11 +36,26 @@ export interface TaggedCommit {
  * lookup's server time, less the local time since the start, is no later than the real
  * start (the clock's estimate may be ahead by half a round trip, or missing): the earlier wins.
  */
-export async function commitTagged(store: RedisStore, tags: TagStore, keys: EntryKeys, key: string, request: CommitRequest, tagged: TaggedCommit, broadcast?: Broadcast, undoLate?: number): Promise<{ version: string | undefined; refused?: TagRefusal }> {
+export async function commitTagged(
+  store: RedisStore,
+  tags: TagStore,
+  keys: EntryKeys,
+  key: string,
+  request: CommitRequest,
+  tagged: TaggedCommit,
+  broadcast?: Broadcast,
+  undoLate?: number,
+): Promise<{ version: string | undefined; refused?: TagRefusal }> {
   let { token } = request
   let startedAt = tagged.startedAt ?? Infinity
   if (token === '') {
-    const lookup = await store.getOrLock(keys, randomBytes(16).toString('hex'), tagged.lease, 'token', tagged.retentionMs)
+    const lookup = await store.getOrLock(
+      keys,
+      randomBytes(16).toString('hex'),
+      tagged.lease,
+      'token',
+      tagged.retentionMs,
+    )
     token = lookup.lockArg
     startedAt = Math.min(startedAt, lookup.serverNow - (performance.now() - tagged.startedLocal))
   }
@@ -77,15 +92,24 @@ export interface TagInvalidation {
  * with `RedisUnavailableError` when any step fails: the members not yet done stay in the
  * drain, and the next deleteByTag of the tag does them.
  */
-export async function invalidateTags(store: RedisStore, tags: TagStore, tagList: readonly string[], how: TagInvalidation): Promise<void> {
-  await store.fanOut(tagList, (tag) => tags.drain(tag, how.retentionMs, { channel: tagChannel(how.namespace), message: `${how.id}|${tag}` }))
+export async function invalidateTags(
+  store: RedisStore,
+  tags: TagStore,
+  tagList: readonly string[],
+  how: TagInvalidation,
+): Promise<void> {
+  await store.fanOut(tagList, (tag) =>
+    tags.drain(tag, how.retentionMs, { channel: tagChannel(how.namespace), message: `${how.id}|${tag}` }),
+  )
   for (const tag of tagList) {
     let cursor = '0'
     do {
       const [next, members] = await tags.scan(tag, cursor, TAG_SCAN_BATCH)
       if (members.length > 0) {
         for (const key of members) how.forget(key)
-        await store.fanOut(members, (key) => store.invalidate(entryKeys(how.namespace, key), how.retentionMs, how.keyMessage(key)))
+        await store.fanOut(members, (key) =>
+          store.invalidate(entryKeys(how.namespace, key), how.retentionMs, how.keyMessage(key)),
+        )
         await tags.drained(tag, members)
       }
       cursor = next

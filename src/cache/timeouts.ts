@@ -22,35 +22,44 @@ export abstract class CallerTimeouts extends Answers {
     // Each deadline answers, throws, or returns undefined to keep waiting (`again(ms)`: come back later).
     const deadlines: [number, (again: (ms: number) => void) => Resolution | Promise<Resolution> | undefined][] = []
     if (policy.softTimeout) {
-      deadlines.push([policy.softTimeout, () => {
-        const stale = fallback()
-        if (!stale) return undefined // nothing to answer with yet
-        this.events.emit('timeout', { key, kind: 'soft' })
-        return this.stale(key, stale, 'soft-timeout')
-      }])
+      deadlines.push([
+        policy.softTimeout,
+        () => {
+          const stale = fallback()
+          if (!stale) return undefined // nothing to answer with yet
+          this.events.emit('timeout', { key, kind: 'soft' })
+          return this.stale(key, stale, 'soft-timeout')
+        },
+      ])
     }
     if (joined) {
-      deadlines.push([policy.waitTimeout, (again) => {
-        // A flight still on its first Redis lookup (queued behind a burst, or sent) is not yet
-        // waiting for anyone's load: count the wait again from when the lookup answers.
-        const lookup = flight.notes.lookingUp
-        if (lookup) {
-          const resume = () => again(policy.waitTimeout)
-          if (lookup === true) flight.notes.lookingUp = [resume]
-          else lookup.push(resume)
-          return undefined
-        }
-        // Run our own loader (fly() does, on this unshared marker); the flight still stores its result.
-        return this.waitTimedOut(call, fallback()) ?? OWN_LOAD
-      }])
+      deadlines.push([
+        policy.waitTimeout,
+        (again) => {
+          // A flight still on its first Redis lookup (queued behind a burst, or sent) is not yet
+          // waiting for anyone's load: count the wait again from when the lookup answers.
+          const lookup = flight.notes.lookingUp
+          if (lookup) {
+            const resume = () => again(policy.waitTimeout)
+            if (lookup === true) flight.notes.lookingUp = [resume]
+            else lookup.push(resume)
+            return undefined
+          }
+          // Run our own loader (fly() does, on this unshared marker); the flight still stores its result.
+          return this.waitTimedOut(call, fallback()) ?? OWN_LOAD
+        },
+      ])
     }
     if (policy.hardTimeout) {
-      deadlines.push([policy.hardTimeout, () => {
-        this.events.emit('timeout', { key, kind: 'hard' })
-        const stale = fallback()
-        if (stale) return this.stale(key, stale, 'hard-timeout')
-        throw new LoaderTimeoutError(key, policy.hardTimeout)
-      }])
+      deadlines.push([
+        policy.hardTimeout,
+        () => {
+          this.events.emit('timeout', { key, kind: 'hard' })
+          const stale = fallback()
+          if (stale) return this.stale(key, stale, 'hard-timeout')
+          throw new LoaderTimeoutError(key, policy.hardTimeout)
+        },
+      ])
     }
     if (deadlines.length === 0) return flight.promise
     const schedule = this.deadlinesOf(flight)
@@ -74,7 +83,10 @@ export abstract class CallerTimeouts extends Answers {
         }
         schedule.add(now + ms, fire)
       }
-      flight.promise.then((resolution) => settle(() => resolve(resolution)), (error: unknown) => settle(() => reject(error)))
+      flight.promise.then(
+        (resolution) => settle(() => resolve(resolution)),
+        (error: unknown) => settle(() => reject(error)),
+      )
     })
   }
 
@@ -82,7 +94,10 @@ export abstract class CallerTimeouts extends Answers {
   protected deadlinesOf(flight: Flight<Resolution, FlightNotes>): Deadlines {
     if (!flight.notes.deadlines) {
       const schedule = (flight.notes.deadlines = new Deadlines())
-      flight.promise.then(() => schedule.clear(), () => schedule.clear())
+      flight.promise.then(
+        () => schedule.clear(),
+        () => schedule.clear(),
+      )
     }
     return flight.notes.deadlines
   }

@@ -69,7 +69,12 @@ export function forbidsStale(directives: Directives): boolean {
  * `s-maxage` > `max-age` > `Expires − Date`. Undefined when it states none.
  * A malformed `Expires` means "already expired" (RFC 9111 §5.3).
  */
-export function responseLifetime(directives: Directives, expires: string | undefined, date: string | undefined, now: number): number | undefined {
+export function responseLifetime(
+  directives: Directives,
+  expires: string | undefined,
+  date: string | undefined,
+  now: number,
+): number | undefined {
   const shared = deltaSeconds(directives, 's-maxage')
   if (shared !== undefined) return shared
   const maxAge = deltaSeconds(directives, 'max-age')

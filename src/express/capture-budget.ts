@@ -12,7 +12,8 @@ export class CaptureBudget {
   private held = 0
 
   constructor(readonly maxBytes: number) {
-    if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new InvalidArgumentError('captureBudget', `must be a non-negative integer of bytes, got ${maxBytes}`)
+    if (!Number.isSafeInteger(maxBytes) || maxBytes < 0)
+      throw new InvalidArgumentError('captureBudget', `must be a non-negative integer of bytes, got ${maxBytes}`)
   }
 
   /** Bytes reserved by captures right now. */

@@ -37,8 +37,7 @@ import type { ResponseSnapshot } from './stored-response.js'
 export type ReleaseReason = 'too-large' | 'streamed' | 'timeout' | 'over-budget' | 'broken' | 'truncated'
 
 export type CaptureEnd =
-  | { kind: 'complete'; response: ResponseSnapshot }
-  | { kind: 'released'; reason: ReleaseReason; toClient: boolean }
+  { kind: 'complete'; response: ResponseSnapshot } | { kind: 'released'; reason: ReleaseReason; toClient: boolean }
 
 export interface CaptureOptions {
   /** Larger bodies are not buffered to the end. */
@@ -91,7 +90,10 @@ export class ResponseCapture {
   private readonly upstream: Record<MethodName, AnyFunction>
   private readonly live: { statusCode: number; statusMessage: string }
 
-  constructor(private readonly res: ServerResponse, private readonly options: CaptureOptions) {
+  constructor(
+    private readonly res: ServerResponse,
+    private readonly options: CaptureOptions,
+  ) {
     this.done = new Promise((resolve) => (this.settle = resolve))
     this.headers = HeaderMap.from(options.initialHeaders)
     this.interception = new Interception(res)
@@ -142,7 +144,10 @@ export class ResponseCapture {
     this.mode = 'flushing'
     const gate = this.options.beforeFlush?.(this.committed ? this.status : undefined)
     if (!gate) return this.flush()
-    gate.then(() => this.flush(), () => this.flush())
+    gate.then(
+      () => this.flush(),
+      () => this.flush(),
+    )
   }
 
   /**
@@ -178,15 +183,27 @@ export class ResponseCapture {
       write: (chunk, encoding, callback) => this.write(chunk, encoding, callback),
       end: (chunk, encoding, callback) => this.end(chunk, encoding, callback),
       flushHeaders: () => this.flushHeaders(),
-      addTrailers: (trailers) => (this.forwarding ? this.upstream.addTrailers.call(this.res, trailers) : this.release('streamed')),
-      setHeader: (name, value) => this.headerCall('setHeader', [name, value], () => (this.unsent('set'), this.headers.set(name, value), this.res)),
-      appendHeader: (name, value) => this.headerCall('appendHeader', [name, value], () => (this.unsent('set'), this.headers.append(name, value), this.res)),
+      addTrailers: (trailers) =>
+        this.forwarding ? this.upstream.addTrailers.call(this.res, trailers) : this.release('streamed'),
+      setHeader: (name, value) =>
+        this.headerCall(
+          'setHeader',
+          [name, value],
+          () => (this.unsent('set'), this.headers.set(name, value), this.res),
+        ),
+      appendHeader: (name, value) =>
+        this.headerCall(
+          'appendHeader',
+          [name, value],
+          () => (this.unsent('set'), this.headers.append(name, value), this.res),
+        ),
       setHeaders: (headers) => this.headerCall('setHeaders', [headers], () => this.setHeaders(headers)),
       getHeader: (name) => this.headerCall('getHeader', [name], () => this.headers.get(name)),
       getHeaders: () => this.headerCall('getHeaders', [], () => this.headers.toObject()),
       getHeaderNames: () => this.headerCall('getHeaderNames', [], () => this.headers.names()),
       hasHeader: (name) => this.headerCall('hasHeader', [name], () => this.headers.has(name)),
-      removeHeader: (name) => this.headerCall('removeHeader', [name], () => (this.unsent('remove'), this.headers.delete(name))),
+      removeHeader: (name) =>
+        this.headerCall('removeHeader', [name], () => (this.unsent('remove'), this.headers.delete(name))),
     }
     this.interception.install(shadows, {
       statusCode: {
@@ -199,7 +216,8 @@ export class ResponseCapture {
         configurable: true,
         enumerable: true,
         get: () => (this.forwarding ? this.live.statusMessage : this.statusMessage),
-        set: (message: string) => (this.forwarding ? (this.live.statusMessage = message) : (this.statusMessage = message)),
+        set: (message: string) =>
+          this.forwarding ? (this.live.statusMessage = message) : (this.statusMessage = message),
       },
       headersSent: {
         configurable: true,
@@ -215,7 +233,10 @@ export class ResponseCapture {
 
   /** Node throws ERR_HTTP_HEADERS_SENT for header changes after the head; so do we. */
   private unsent(action: string): void {
-    if (this.committed) throw Object.assign(new Error(`Cannot ${action} headers after they are sent to the client`), { code: 'ERR_HTTP_HEADERS_SENT' })
+    if (this.committed)
+      throw Object.assign(new Error(`Cannot ${action} headers after they are sent to the client`), {
+        code: 'ERR_HTTP_HEADERS_SENT',
+      })
   }
 
   private setHeaders(headers: Headers | Map<string, HeaderValue>): ServerResponse {
@@ -231,7 +252,10 @@ export class ResponseCapture {
 
   private writeHead(args: unknown[]): ServerResponse {
     if (this.forwarding) return this.upstream.writeHead.apply(this.res, args)
-    if (this.committed) throw Object.assign(new Error('Cannot write headers after they are sent to the client'), { code: 'ERR_HTTP_HEADERS_SENT' })
+    if (this.committed)
+      throw Object.assign(new Error('Cannot write headers after they are sent to the client'), {
+        code: 'ERR_HTTP_HEADERS_SENT',
+      })
     const status = args[0] as number
     let [, reason, fields] = args as [number, unknown, unknown]
     // As Node: writeHead(status, headers), and writeHead(status, undefined, headers) too.
@@ -240,7 +264,10 @@ export class ResponseCapture {
       reason = undefined
     }
     const code = Number(status) | 0
-    if (code < 100 || code > 999) throw Object.assign(new RangeError(`Invalid status code: ${String(status)}`), { code: 'ERR_HTTP_INVALID_STATUS_CODE' })
+    if (code < 100 || code > 999)
+      throw Object.assign(new RangeError(`Invalid status code: ${String(status)}`), {
+        code: 'ERR_HTTP_INVALID_STATUS_CODE',
+      })
     this.status = code
     if (reason !== undefined) this.statusMessage = reason as string
     // Node refuses a reason phrase that would split the status line, at this point too:
@@ -250,15 +277,25 @@ export class ResponseCapture {
     }
     if (Array.isArray(fields)) {
       // As Node: a flat [name, value, ...] list replaces what was set before, keeping its own duplicates.
-      if (fields.length % 2 !== 0) throw Object.assign(new TypeError('The argument \'headers\' is invalid: an odd number of entries'), { code: 'ERR_INVALID_ARG_VALUE' })
+      if (fields.length % 2 !== 0)
+        throw Object.assign(new TypeError("The argument 'headers' is invalid: an odd number of entries"), {
+          code: 'ERR_INVALID_ARG_VALUE',
+        })
       for (let i = 0; i < fields.length; i += 2) this.headers.delete(String(fields[i]))
-      for (let i = 0; i < fields.length; i += 2) if (fields[i]) this.headers.append(String(fields[i]), fields[i + 1] as HeaderValue)
+      for (let i = 0; i < fields.length; i += 2)
+        if (fields[i]) this.headers.append(String(fields[i]), fields[i + 1] as HeaderValue)
     } else if (fields && typeof fields === 'object') {
-      for (const [name, value] of Object.entries(fields as OutgoingHttpHeaders)) if (value !== undefined) this.headers.set(name, value)
+      for (const [name, value] of Object.entries(fields as OutgoingHttpHeaders))
+        if (value !== undefined) this.headers.set(name, value)
     }
     this.committed = true
     // Server-sent events never end: not a response to buffer.
-    if (String(this.headers.get('content-type') ?? '').toLowerCase().startsWith('text/event-stream')) this.release('streamed')
+    if (
+      String(this.headers.get('content-type') ?? '')
+        .toLowerCase()
+        .startsWith('text/event-stream')
+    )
+      this.release('streamed')
     return this.res
   }
 
@@ -271,7 +308,8 @@ export class ResponseCapture {
     if (this.forwarding) return this.upstream.write.call(this.res, chunk, encoding, callback)
     if (typeof encoding === 'function') [encoding, callback] = [undefined, encoding]
     if (this.ended) {
-      if (typeof callback === 'function') process.nextTick(callback, Object.assign(new Error('write after end'), { code: 'ERR_STREAM_WRITE_AFTER_END' }))
+      if (typeof callback === 'function')
+        process.nextTick(callback, Object.assign(new Error('write after end'), { code: 'ERR_STREAM_WRITE_AFTER_END' }))
       return false
     }
     this.commitHead()
@@ -311,9 +349,15 @@ export class ResponseCapture {
   private append(chunk: unknown, encoding: unknown): void {
     if (this.mode === 'discard') return
     let buffer: Buffer
-    if (typeof chunk === 'string') buffer = Buffer.from(chunk, (typeof encoding === 'string' ? encoding : 'utf8') as BufferEncoding)
-    else if (chunk instanceof Uint8Array) buffer = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
-    else throw Object.assign(new TypeError('The "chunk" argument must be of type string or an instance of Buffer or Uint8Array'), { code: 'ERR_INVALID_ARG_TYPE' })
+    if (typeof chunk === 'string')
+      buffer = Buffer.from(chunk, (typeof encoding === 'string' ? encoding : 'utf8') as BufferEncoding)
+    else if (chunk instanceof Uint8Array)
+      buffer = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+    else
+      throw Object.assign(
+        new TypeError('The "chunk" argument must be of type string or an instance of Buffer or Uint8Array'),
+        { code: 'ERR_INVALID_ARG_TYPE' },
+      )
     if (buffer.length === 0) return
     this.chunks.push(buffer)
     this.bytes += buffer.length
@@ -333,7 +377,11 @@ export class ResponseCapture {
   private complete(): void {
     this.stopBuffering()
     this.mode = 'complete'
-    const response: ResponseSnapshot = { status: this.status, headers: this.headers.toList(), body: Buffer.concat(this.chunks) }
+    const response: ResponseSnapshot = {
+      status: this.status,
+      headers: this.headers.toList(),
+      body: Buffer.concat(this.chunks),
+    }
     if (this.statusMessage !== undefined) response.statusMessage = this.statusMessage
     this.chunks = []
     this.options.ended?.()
@@ -347,7 +395,11 @@ export class ResponseCapture {
     const names = upstream.getHeaderNames.call(res) as string[]
     for (const name of names) if (!this.headers.has(name)) upstream.removeHeader.call(res, name)
     if (this.committed && this.options.notModified?.(this.status, this.headers.toList())) {
-      for (const [name, value] of [...notModifiedHeaders(this.headers.toList()), ...(this.options.releasedHeaders ?? [])]) upstream.setHeader.call(res, name, value)
+      for (const [name, value] of [
+        ...notModifiedHeaders(this.headers.toList()),
+        ...(this.options.releasedHeaders ?? []),
+      ])
+        upstream.setHeader.call(res, name, value)
       upstream.removeHeader.call(res, 'content-length')
       this.live.statusCode = 304
       upstream.writeHead.call(res, 304)
@@ -356,7 +408,8 @@ export class ResponseCapture {
       this.chunks = []
       return
     }
-    for (const [name, value] of [...this.headers.toList(), ...(this.options.releasedHeaders ?? [])]) upstream.setHeader.call(res, name, value)
+    for (const [name, value] of [...this.headers.toList(), ...(this.options.releasedHeaders ?? [])])
+      upstream.setHeader.call(res, name, value)
     this.live.statusCode = this.status
     if (this.statusMessage !== undefined) this.live.statusMessage = this.statusMessage
     if (this.committed) upstream.writeHead.call(res, this.status)

@@ -86,7 +86,10 @@ export class Exchange {
    * (so the body exists to store), the client's validators are hidden (so it answers a
    * full 200 worth storing; the cache answers them), and Accept-Encoding is reduced.
    */
-  runHandler(options: { asOrigin: boolean; beforeFlush?: (status: number | undefined) => Promise<void> }): Promise<CaptureEnd> {
+  runHandler(options: {
+    asOrigin: boolean
+    beforeFlush?: (status: number | undefined) => Promise<void>
+  }): Promise<CaptureEnd> {
     if (this.handlerRun) return this.handlerRun
     // next() already ran uncached (fail open): there is nothing to capture, and no client.
     if (this.nextCalled) return Promise.resolve({ kind: 'released', reason: 'timeout', toClient: false })
@@ -96,10 +99,14 @@ export class Exchange {
       timeoutMs: this.settings.handlerTimeout,
       initialHeaders: this.upstreamHeaders,
       claimClient: () => this.claimClient(),
-      ...(this.settings.xCacheHeader && options.asOrigin ? { releasedHeaders: [['X-Cache', 'BYPASS']] as HeaderList } : {}),
+      ...(this.settings.xCacheHeader && options.asOrigin
+        ? { releasedHeaders: [['X-Cache', 'BYPASS']] as HeaderList }
+        : {}),
       ...(options.beforeFlush ? { beforeFlush: options.beforeFlush } : {}),
       // The validators were hidden: a released response answers them as a replay would.
-      ...(options.asOrigin ? { notModified: (status: number, headers: HeaderList) => isNotModified(this.validators, status, headers) } : {}),
+      ...(options.asOrigin
+        ? { notModified: (status: number, headers: HeaderList) => isNotModified(this.validators, status, headers) }
+        : {}),
       // Completed or released, the request is the client's again: a released response
       // goes on to its client (a logger's 'finish' sees HEAD, not GET), and nothing more is stored.
       ended: () => {

@@ -23,7 +23,11 @@ export async function serveCached(exchange: Exchange): Promise<void> {
       let found = await cache.getOrLoadResult<unknown>(key, urlLoader(exchange), exchange.callOptions)
       const list = routeEntryOf(found.value)
       if (list?.kind === 'variants' && !ranOwnHandler(exchange, found)) {
-        found = await cache.getOrLoadResult<unknown>(variantKey(key, list.generation, list.headers, req), variantLoader(exchange, list), exchange.callOptions)
+        found = await cache.getOrLoadResult<unknown>(
+          variantKey(key, list.generation, list.headers, req),
+          variantLoader(exchange, list),
+          exchange.callOptions,
+        )
       }
       if (ranOwnHandler(exchange, found)) return await answerWithOwnResponse(exchange)
       const entry = routeEntryOf(found.value)
@@ -44,7 +48,10 @@ export async function serveCached(exchange: Exchange): Promise<void> {
 
 /** HandlerFailedError, here or (by name, over pub/sub) from another process's leader. */
 function isHandlerFailure(error: unknown): boolean {
-  return error instanceof HandlerFailedError || (error instanceof RemoteLoaderError && error.remoteName === HandlerFailedError.name)
+  return (
+    error instanceof HandlerFailedError ||
+    (error instanceof RemoteLoaderError && error.remoteName === HandlerFailedError.name)
+  )
 }
 
 /**
@@ -67,7 +74,9 @@ export async function serveAuthorized(exchange: Exchange): Promise<void> {
   } catch (error) {
     return exchange.reportError(error)
   }
-  await cache.set(key, cachedForm({ kind: 'response', response }), { ...options, ...verdict.life }).catch((error) => exchange.reportError(error))
+  await cache
+    .set(key, cachedForm({ kind: 'response', response }), { ...options, ...verdict.life })
+    .catch((error) => exchange.reportError(error))
 }
 
 /**
@@ -98,6 +107,7 @@ async function answerWithOwnResponse(exchange: Exchange): Promise<void> {
   const end = await exchange.runHandler({ asOrigin: true }) // already run: its result
   if (end.kind !== 'complete') return // streamed to the client (or, with no client left, dropped)
   const stored = exchange.storedOwn
-  if (stored) exchange.replayStored(stored, 'MISS') // the loader answered already (answerBeforeStoring): a no-op
+  if (stored)
+    exchange.replayStored(stored, 'MISS') // the loader answered already (answerBeforeStoring): a no-op
   else exchange.replayOwn(ownForm(end.response, exchange.upstreamHeaders), 'BYPASS')
 }

@@ -68,7 +68,10 @@ export class HeaderMap {
   }
 
   toList(): HeaderList {
-    return [...this.fields.values()].map(({ name, value }) => [name, typeof value === 'number' ? String(value) : copy(value) as string | string[]])
+    return [...this.fields.values()].map(({ name, value }) => [
+      name,
+      typeof value === 'number' ? String(value) : (copy(value) as string | string[]),
+    ])
   }
 }
 
@@ -91,7 +94,10 @@ export function headerOf(headers: HeaderList, name: string): string | undefined 
 /** Comma-separated tokens of a header, lower-cased and trimmed, e.g. Vary or Connection. */
 export function tokensOf(value: string | undefined): string[] {
   if (!value) return []
-  return value.split(',').map((token) => token.trim().toLowerCase()).filter(Boolean)
+  return value
+    .split(',')
+    .map((token) => token.trim().toLowerCase())
+    .filter(Boolean)
 }
 
 /** Fixed hop-by-hop fields (RFC 9110 §7.6.1); `Proxy-*` is matched by prefix. */

@@ -5,8 +5,19 @@ export type AnyFunction = (...args: any[]) => any
 
 /** The response API we shadow. */
 export const METHODS = [
-  'writeHead', 'write', 'end', 'flushHeaders', 'addTrailers',
-  'setHeader', 'appendHeader', 'setHeaders', 'getHeader', 'getHeaders', 'getHeaderNames', 'hasHeader', 'removeHeader',
+  'writeHead',
+  'write',
+  'end',
+  'flushHeaders',
+  'addTrailers',
+  'setHeader',
+  'appendHeader',
+  'setHeaders',
+  'getHeader',
+  'getHeaders',
+  'getHeaderNames',
+  'hasHeader',
+  'removeHeader',
 ] as const
 export type MethodName = (typeof METHODS)[number]
 const ACCESSORS = ['statusCode', 'statusMessage', 'headersSent'] as const
@@ -38,7 +49,8 @@ export class Interception {
     const res = this.res as unknown as Record<string, unknown>
     for (const key of this.managedKeys()) this.before.set(key, Object.getOwnPropertyDescriptor(res, key))
     for (const name of METHODS) this.upstream[name] = res[name] as AnyFunction
-    for (const name of METHODS) Object.defineProperty(res, name, { value: shadows[name], writable: true, configurable: true, enumerable: false })
+    for (const name of METHODS)
+      Object.defineProperty(res, name, { value: shadows[name], writable: true, configurable: true, enumerable: false })
     for (const name of ACCESSORS) Object.defineProperty(res, name, accessors[name])
     this.installed = true
   }

@@ -15,7 +15,8 @@ import { tokensOf } from './headers.js'
 type KeyedRequest = IncomingMessage & { originalUrl?: string }
 
 /** host or IPv4, or an [IPv6] literal, then an optional port. Anything else is not a Host we key on. */
-const HOST_PATTERN = /^(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*\.?|\[[0-9a-f:.]+\])(?::\d{1,5})?$/
+const HOST_PATTERN =
+  /^(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*\.?|\[[0-9a-f:.]+\])(?::\d{1,5})?$/
 
 /**
  * The request's `Host` header, lower-cased, if it is a syntactically valid host
@@ -108,7 +109,10 @@ export function parseTarget(raw: string): Target | undefined {
   if (!match) return undefined
   const rest = match[3]!
   if (rest !== '' && !rest.startsWith('/') && !rest.startsWith('?')) return undefined
-  return { pathAndQuery: rest.startsWith('/') ? rest : `/${rest}`, absolute: { scheme: match[1]!.toLowerCase(), authority: match[2]!.toLowerCase() } }
+  return {
+    pathAndQuery: rest.startsWith('/') ? rest : `/${rest}`,
+    absolute: { scheme: match[1]!.toLowerCase(), authority: match[2]!.toLowerCase() },
+  }
 }
 
 /**
@@ -157,7 +161,8 @@ export function sameRoutedUrl(a: readonly string[], b: readonly string[]): boole
 
 /** The key of a route's own `key(req)` function, kept apart from the default keys. */
 export function customUrlKey(userKey: string): string {
-  if (typeof userKey !== 'string' || userKey === '') throw new TypeError('cacheRoute: key(req) must return a non-empty string')
+  if (typeof userKey !== 'string' || userKey === '')
+    throw new TypeError('cacheRoute: key(req) must return a non-empty string')
   return `key:${keyPart(userKey)}`
 }
 
@@ -177,7 +182,10 @@ export function normalizedHeader(req: IncomingMessage, name: string): string | n
   }
   if (value === undefined) return null
   const joined = Array.isArray(value) ? value.join(', ') : value
-  return joined.trim().replace(/\s*,\s*/g, ', ').replace(/[ \t]+/g, ' ')
+  return joined
+    .trim()
+    .replace(/\s*,\s*/g, ', ')
+    .replace(/[ \t]+/g, ' ')
 }
 
 /**
@@ -185,7 +193,12 @@ export function normalizedHeader(req: IncomingMessage, name: string): string | n
  * and a digest of the request's values for every header in the list. Credentials
  * (when a route keys on them) enter only through the digest, never in clear.
  */
-export function variantKey(urlKey: string, generation: string, headers: readonly string[], req: IncomingMessage): string {
+export function variantKey(
+  urlKey: string,
+  generation: string,
+  headers: readonly string[],
+  req: IncomingMessage,
+): string {
   const values = headers.map((name) => normalizedHeader(req, name))
   return `${urlKey} v${generation}:${digest(JSON.stringify(values), 22)}`
 }

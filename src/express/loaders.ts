@@ -5,7 +5,14 @@ import type { Exchange } from './exchange.js'
 import { canonicalHeaderNames, variantKey } from './key.js'
 import { isFailure, judgeResponse, type Lifetimes } from './storability.js'
 import { storedForm } from './stored-form.js'
-import { cachedForm, routeEntryOf, UNCACHED, type RouteEntry, type StoredResponse, type VariantList } from './stored-response.js'
+import {
+  cachedForm,
+  routeEntryOf,
+  UNCACHED,
+  type RouteEntry,
+  type StoredResponse,
+  type VariantList,
+} from './stored-response.js'
 
 /**
  * The two loaders a cached GET uses: one for the URL key, one for a variant key.
@@ -25,7 +32,12 @@ import { cachedForm, routeEntryOf, UNCACHED, type RouteEntry, type StoredRespons
  */
 export class HandlerFailedError extends StampedeGuardError {
   constructor(readonly failure: number | 'broken' | 'truncated') {
-    super('ERR_SG_HANDLER_FAILED', typeof failure === 'number' ? `the route handler answered ${failure}` : `the route handler's response was ${failure}`)
+    super(
+      'ERR_SG_HANDLER_FAILED',
+      typeof failure === 'number'
+        ? `the route handler answered ${failure}`
+        : `the route handler's response was ${failure}`,
+    )
   }
 }
 
@@ -64,7 +76,9 @@ export function urlLoader(exchange: Exchange): Loader<unknown> {
       life: { ...life, ttl: life.ttl ?? exchange.settings.ttl },
     }
     const key = variantKey(exchange.key, list.generation, list.headers, exchange.req)
-    await exchange.cache.set(key, cachedForm({ kind: 'response', response }), { ...exchange.callOptions, ...life }).catch((error) => exchange.reportError(error))
+    await exchange.cache
+      .set(key, cachedForm({ kind: 'response', response }), { ...exchange.callOptions, ...life })
+      .catch((error) => exchange.reportError(error))
     context.cacheFor(list.life)
     return list
   })
@@ -88,7 +102,9 @@ export function variantLoader(exchange: Exchange, list: VariantList): Loader<unk
 }
 
 /** A loader of route entries as the core cache holds them (stored-response.ts), given the stale entry if any. */
-function asCacheLoader(load: (context: LoaderContext<unknown>, stale: RouteEntry | undefined) => Promise<RouteEntry>): Loader<unknown> {
+function asCacheLoader(
+  load: (context: LoaderContext<unknown>, stale: RouteEntry | undefined) => Promise<RouteEntry>,
+): Loader<unknown> {
   return async (context) => cachedForm(await load(context, routeEntryOf(context.staleValue)))
 }
 
@@ -98,7 +114,10 @@ async function produce(exchange: Exchange, context: LoaderContext<unknown>): Pro
     if (end.reason === 'broken' || end.reason === 'truncated') throw new HandlerFailedError(end.reason)
     // Too large or streamed: the client got it directly, and so will the next ones
     // (hit-for-miss). A timeout or a full capture budget is not a property of the URL.
-    return { storable: false, entry: uncacheable(exchange, context, end.reason === 'too-large' || end.reason === 'streamed') }
+    return {
+      storable: false,
+      entry: uncacheable(exchange, context, end.reason === 'too-large' || end.reason === 'streamed'),
+    }
   }
   const snapshot = end.response
   // The URL the router matched was rewritten while the handler ran (an SPA fallback after
@@ -128,7 +147,11 @@ async function produce(exchange: Exchange, context: LoaderContext<unknown>): Pro
  * already (a soft timeout served it stale), the hooks cannot be seen: stored unless
  * this route's hooks have been seen adding a Set-Cookie.
  */
-function refusedAsSent(exchange: Exchange, context: LoaderContext<unknown>, response: StoredResponse): RouteEntry | undefined {
+function refusedAsSent(
+  exchange: Exchange,
+  context: LoaderContext<unknown>,
+  response: StoredResponse,
+): RouteEntry | undefined {
   const storable = exchange.answerBeforeStoring(response)
   if (storable === false) return uncacheable(exchange, context)
   if (storable === undefined && exchange.route.upstreamForbidsStoring) return uncacheable(exchange, context, false)

@@ -146,11 +146,24 @@ export interface RouteSettings {
   fixedVariantHeaders: readonly string[]
 }
 
-
 const KNOWN = new Set([
   ...POLICY_OPTION_NAMES,
-  'key', 'statuses', 'varyOn', 'allowAuthenticated', 'honorCacheControl', 'maxTtl', 'etag', 'xCacheHeader', 'maxBodyBytes',
-  'captureBudget', 'hitForMiss', 'handlerTimeout', 'allowedHosts', 'bypass', 'onError', 'tags',
+  'key',
+  'statuses',
+  'varyOn',
+  'allowAuthenticated',
+  'honorCacheControl',
+  'maxTtl',
+  'etag',
+  'xCacheHeader',
+  'maxBodyBytes',
+  'captureBudget',
+  'hitForMiss',
+  'handlerTimeout',
+  'allowedHosts',
+  'bypass',
+  'onError',
+  'tags',
 ])
 
 /** `tags` as a function of the request, its result checked (InvalidArgumentError naming `cacheRoute.tags`). */
@@ -168,42 +181,73 @@ export function requestCallOptions(settings: RouteSettings, req: Request): CallO
 
 /** Validates route options at `cacheRoute()` time; errors name the option. */
 export function resolveRouteOptions(options: CacheRouteOptions): RouteSettings {
-  if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('cacheRoute', 'needs an options object with at least { ttl }')
+  if (typeof options !== 'object' || options === null)
+    throw new InvalidArgumentError('cacheRoute', 'needs an options object with at least { ttl }')
   for (const name of Object.keys(options)) {
     if (!KNOWN.has(name)) throw new InvalidArgumentError(`cacheRoute.${name}`, 'unknown option')
   }
   if (options.ttl === undefined) throw new InvalidArgumentError('cacheRoute.ttl', 'is required')
   const ttl = parseDuration('cacheRoute.ttl', options.ttl)
-  const staleTtl = options.staleTtl === undefined ? undefined : parseDuration('cacheRoute.staleTtl', options.staleTtl, true)
+  const staleTtl =
+    options.staleTtl === undefined ? undefined : parseDuration('cacheRoute.staleTtl', options.staleTtl, true)
 
   const statuses = options.statuses ?? DEFAULT_STATUSES
   for (const status of statuses) {
     // 501 is in RFC 9110's heuristically cacheable set (a method the resource will not
     // implement); every other 5xx is a failure of the moment and is never stored.
     if (!Number.isInteger(status) || status < 100 || status > 599 || (status >= 500 && status !== 501)) {
-      throw new InvalidArgumentError('cacheRoute.statuses', `${status} cannot be cached (1xx-4xx and 501 only; other 5xx are never stored)`)
+      throw new InvalidArgumentError(
+        'cacheRoute.statuses',
+        `${status} cannot be cached (1xx-4xx and 501 only; other 5xx are never stored)`,
+      )
     }
   }
   const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024
-  if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 0) throw new InvalidArgumentError('cacheRoute.maxBodyBytes', `must be a non-negative integer, got ${maxBodyBytes}`)
+  if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 0)
+    throw new InvalidArgumentError('cacheRoute.maxBodyBytes', `must be a non-negative integer, got ${maxBodyBytes}`)
   const etag = options.etag ?? 'keep'
-  if (etag !== 'keep' && etag !== 'strong' && etag !== false) throw new InvalidArgumentError('cacheRoute.etag', `must be 'keep', 'strong' or false, got ${JSON.stringify(etag)}`)
+  if (etag !== 'keep' && etag !== 'strong' && etag !== false)
+    throw new InvalidArgumentError('cacheRoute.etag', `must be 'keep', 'strong' or false, got ${JSON.stringify(etag)}`)
   if (options.captureBudget !== undefined && !(options.captureBudget instanceof CaptureBudget)) {
     throw new InvalidArgumentError('cacheRoute.captureBudget', 'must come from createCaptureBudget(bytes)')
   }
   // A failed handler is never stored (no waiter may get a stored error): the route's
   // calls never cache failures, whatever the cache's own negativeTtl says.
-  if ((options as { negativeTtl?: unknown }).negativeTtl !== undefined) throw new InvalidArgumentError('cacheRoute.negativeTtl', 'a route never stores a failed response; the handler runs again instead')
+  if ((options as { negativeTtl?: unknown }).negativeTtl !== undefined)
+    throw new InvalidArgumentError(
+      'cacheRoute.negativeTtl',
+      'a route never stores a failed response; the handler runs again instead',
+    )
   for (const name of ['key', 'bypass', 'onError'] as const) {
-    if (options[name] !== undefined && typeof options[name] !== 'function') throw new InvalidArgumentError(`cacheRoute.${name}`, 'must be a function')
+    if (options[name] !== undefined && typeof options[name] !== 'function')
+      throw new InvalidArgumentError(`cacheRoute.${name}`, 'must be a function')
   }
 
   const varyOn = canonicalHeaderNames(options.varyOn ?? [])
   const allowAuthenticated = options.allowAuthenticated ?? false
   const keysOnCredentials = allowAuthenticated && options.key === undefined
 
-  const { ttl: _ttl, staleTtl: _staleTtl, key, statuses: _s, varyOn: _v, allowAuthenticated: _a, honorCacheControl, maxTtl, etag: _e,
-    xCacheHeader, maxBodyBytes: _m, captureBudget, hitForMiss, handlerTimeout, allowedHosts, bypass, onError, tags, ...resilience } = options
+  const {
+    ttl: _ttl,
+    staleTtl: _staleTtl,
+    key,
+    statuses: _s,
+    varyOn: _v,
+    allowAuthenticated: _a,
+    honorCacheControl,
+    maxTtl,
+    etag: _e,
+    xCacheHeader,
+    maxBodyBytes: _m,
+    captureBudget,
+    hitForMiss,
+    handlerTimeout,
+    allowedHosts,
+    bypass,
+    onError,
+    tags,
+    ...resilience
+  } = options
   return {
     ttl,
     staleTtl,

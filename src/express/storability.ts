@@ -2,7 +2,16 @@ import type { Request } from 'express'
 import { deltaSeconds, forbidsStale, parseCacheControl, responseLifetime } from './cache-control.js'
 import { headerOf, tokensOf, type HeaderList } from './headers.js'
 import { reducedAcceptEncoding } from './accept-encoding.js'
-import { customUrlKey, defaultUrlKey, hasForeignForwardedHost, hasForeignForwardedProto, isRewritten, parseTarget, requestScheme, validatedHost } from './key.js'
+import {
+  customUrlKey,
+  defaultUrlKey,
+  hasForeignForwardedHost,
+  hasForeignForwardedProto,
+  isRewritten,
+  parseTarget,
+  requestScheme,
+  validatedHost,
+} from './key.js'
 import type { RouteSettings } from './options.js'
 import type { ResponseSnapshot } from './stored-response.js'
 
@@ -15,8 +24,18 @@ const UNSAFE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 
 /** Why a request does not use the cache (`X-Cache: BYPASS`). */
 export type BypassReason =
-  | 'host' | 'forwarded-host' | 'forwarded-proto' | 'absolute-form' | 'rewritten' | 'request-body' | 'range' | 'precondition'
-  | 'accept-encoding' | 'cookie' | 'bypass-option' | 'key-error'
+  | 'host'
+  | 'forwarded-host'
+  | 'forwarded-proto'
+  | 'absolute-form'
+  | 'rewritten'
+  | 'request-body'
+  | 'range'
+  | 'precondition'
+  | 'accept-encoding'
+  | 'cookie'
+  | 'bypass-option'
+  | 'key-error'
 
 export type RequestVerdict =
   /** GET/HEAD: look up `key`; on a miss, one request runs the handler. */
@@ -54,18 +73,21 @@ export function classifyRequest(req: Request, settings: RouteSettings): RequestV
     if (!lookup) return { action: 'invalidate', keys: [key] }
   } else {
     // A write invalidates the URL whichever scheme it came in by.
-    if (!lookup) return { action: 'invalidate', keys: [defaultUrlKey(req, host, 'http'), defaultUrlKey(req, host, 'https')] }
+    if (!lookup)
+      return { action: 'invalidate', keys: [defaultUrlKey(req, host, 'http'), defaultUrlKey(req, host, 'https')] }
     // The default key trusts Host alone, so a request that claims another host is not
     // allowed near the cache. A custom key function decides for itself.
     if (hasForeignForwardedHost(req, host)) return { action: 'bypass', reason: 'forwarded-host' }
     // The scheme is keyed; one that is neither http nor https (a forged
     // X-Forwarded-Proto, trust proxy on) could only be a poisoning attempt.
     const scheme = requestScheme(req)
-    if ((scheme !== 'http' && scheme !== 'https') || hasForeignForwardedProto(req, scheme)) return { action: 'bypass', reason: 'forwarded-proto' }
+    if ((scheme !== 'http' && scheme !== 'https') || hasForeignForwardedProto(req, scheme))
+      return { action: 'bypass', reason: 'forwarded-proto' }
     // An absolute-form target is keyed as its origin-form, so it must name this very
     // scheme and Host; anything else (`*`, another authority) is not a URL we key.
     const target = parseTarget(req.originalUrl)
-    if (!target || (target.absolute && (target.absolute.scheme !== scheme || target.absolute.authority !== host))) return { action: 'bypass', reason: 'absolute-form' }
+    if (!target || (target.absolute && (target.absolute.scheme !== scheme || target.absolute.authority !== host)))
+      return { action: 'bypass', reason: 'absolute-form' }
     // Middleware before us rewrote the URL the router matched (X-Original-URL, an SPA
     // fallback to /index.html): the response depends on what drove the rewrite.
     if (isRewritten(req)) return { action: 'bypass', reason: 'rewritten' }
@@ -77,9 +99,11 @@ export function classifyRequest(req: Request, settings: RouteSettings): RequestV
   if (req.headers.range !== undefined) return { action: 'bypass', reason: 'range' }
   // Preconditions on the selected representation: the handler evaluates them (412), not
   // the cache, which would otherwise have to hide them from the handler and ignore them.
-  if (req.headers['if-match'] !== undefined || req.headers['if-unmodified-since'] !== undefined) return { action: 'bypass', reason: 'precondition' }
+  if (req.headers['if-match'] !== undefined || req.headers['if-unmodified-since'] !== undefined)
+    return { action: 'bypass', reason: 'precondition' }
   // A client that refuses identity and every coding a variant is made with.
-  if (reducedAcceptEncoding(req.headers['accept-encoding']) === undefined) return { action: 'bypass', reason: 'accept-encoding' }
+  if (reducedAcceptEncoding(req.headers['accept-encoding']) === undefined)
+    return { action: 'bypass', reason: 'accept-encoding' }
   if (settings.bypass?.(req)) return { action: 'bypass', reason: 'bypass-option' }
   if (!settings.allowAuthenticated) {
     if (req.headers.cookie !== undefined) return { action: 'bypass', reason: 'cookie' }
@@ -97,7 +121,7 @@ function hasBody(req: Request): boolean {
 
 /** Why a response was not stored. */
 export type UncacheableReason =
-  | 'status' | 'no-store' | 'private' | 'no-cache' | 'vary-star' | 'set-cookie' | 'authorization' | 'expired'
+  'status' | 'no-store' | 'private' | 'no-cache' | 'vary-star' | 'set-cookie' | 'authorization' | 'expired'
 
 /** Lifetimes handed to `ctx.cacheFor`, in ms; undefined fields keep the route's settings. */
 export interface Lifetimes {
@@ -116,14 +140,21 @@ export type ResponseVerdict =
  * carried `Authorization` without the route opting in, so only an explicitly shared
  * response may be stored (RFC 9111 §3.5).
  */
-export function judgeResponse(response: ResponseSnapshot, settings: RouteSettings, toAuthorizedRequest = false): ResponseVerdict {
+export function judgeResponse(
+  response: ResponseSnapshot,
+  settings: RouteSettings,
+  toAuthorizedRequest = false,
+): ResponseVerdict {
   const { status, headers } = response
   if (!settings.statuses.has(status)) return { storable: false, reason: 'status' }
   const forbidden = forbiddenBy(headers)
   if (forbidden) return { storable: false, reason: forbidden }
   const directives = parseCacheControl(headerOf(headers, 'cache-control'))
   const vary = tokensOf(headerOf(headers, 'vary'))
-  if (toAuthorizedRequest && !(directives.has('public') || directives.has('s-maxage') || directives.has('must-revalidate'))) {
+  if (
+    toAuthorizedRequest &&
+    !(directives.has('public') || directives.has('s-maxage') || directives.has('must-revalidate'))
+  ) {
     return { storable: false, reason: 'authorization' }
   }
 

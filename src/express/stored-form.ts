@@ -14,8 +14,9 @@ import type { ResponseSnapshot, StoredResponse } from './stored-response.js'
 export function ownForm(snapshot: ResponseSnapshot, upstream: HeaderList): Replayable {
   const before = new Map(upstream.map(([name, value]) => [name.toLowerCase(), JSON.stringify(value)]))
   const after = new Set(snapshot.headers.map(([name]) => name.toLowerCase()))
-  const headers = withoutFields(withoutHopByHop(snapshot.headers), ['age'])
-    .filter(([name, value]) => before.get(name.toLowerCase()) !== JSON.stringify(value))
+  const headers = withoutFields(withoutHopByHop(snapshot.headers), ['age']).filter(
+    ([name, value]) => before.get(name.toLowerCase()) !== JSON.stringify(value),
+  )
   const removedHeaders = [...before.keys()].filter((name) => !after.has(name))
   const own: Replayable = { status: snapshot.status, headers, body: snapshot.body }
   if (snapshot.statusMessage !== undefined) own.statusMessage = snapshot.statusMessage
@@ -29,11 +30,17 @@ export function ownForm(snapshot: ResponseSnapshot, upstream: HeaderList): Repla
  * captured buffer itself, stored as raw bytes (stored-response.ts). Set-Cookie never
  * gets here: such responses are not stored.
  */
-export function storedForm(snapshot: ResponseSnapshot, upstream: HeaderList, etag: 'keep' | 'strong' | false, now = Date.now()): StoredResponse {
+export function storedForm(
+  snapshot: ResponseSnapshot,
+  upstream: HeaderList,
+  etag: 'keep' | 'strong' | false,
+  now = Date.now(),
+): StoredResponse {
   const own = ownForm(snapshot, upstream)
   let headers = own.headers
   if (etag === false) headers = withoutFields(headers, ['etag'])
-  if (etag === 'strong' && !isStrongEtag(headerOf(headers, 'etag'))) headers = [...withoutFields(headers, ['etag']), ['ETag', strongEtag(own.body)]]
+  if (etag === 'strong' && !isStrongEtag(headerOf(headers, 'etag')))
+    headers = [...withoutFields(headers, ['etag']), ['ETag', strongEtag(own.body)]]
   if (headerOf(headers, 'date') === undefined) headers = [...headers, ['Date', new Date(now).toUTCString()]]
   const stored: StoredResponse = { status: own.status, headers, body: own.body, storedAt: now }
   if (own.statusMessage !== undefined) stored.statusMessage = own.statusMessage

@@ -40,7 +40,12 @@ export interface StoredResponse {
  */
 export type RouteEntry =
   | { kind: 'response'; response: StoredResponse }
-  | { kind: 'variants'; generation: string; headers: string[]; life: { ttl: number; staleTtl?: number; staleIfError?: number } }
+  | {
+      kind: 'variants'
+      generation: string
+      headers: string[]
+      life: { ttl: number; staleTtl?: number; staleIfError?: number }
+    }
   /** Returned with `doNotCache`, to this request only: its own handler's result is in hand. */
   | { kind: 'uncached' }
 
@@ -82,7 +87,9 @@ export function routeEntryOf(value: unknown): RouteEntry | undefined {
   const kind = (value as { kind?: unknown }).kind
   if (kind === 'variants') {
     const list = value as Partial<VariantList>
-    return typeof list.generation === 'string' && Array.isArray(list.headers) && typeof list.life?.ttl === 'number' ? (value as VariantList) : undefined
+    return typeof list.generation === 'string' && Array.isArray(list.headers) && typeof list.life?.ttl === 'number'
+      ? (value as VariantList)
+      : undefined
   }
   return kind === 'uncached' ? UNCACHED : undefined
 }
@@ -96,9 +103,15 @@ export function routeEntryOf(value: unknown): RouteEntry | undefined {
 function replayableHead(response: unknown): response is Omit<StoredResponse, 'body'> {
   if (typeof response !== 'object' || response === null) return false
   const { status, statusMessage, headers, removedHeaders, storedAt } = response as Record<string, unknown>
-  if (!Number.isInteger(status) || (status as number) < 100 || (status as number) > 999 || typeof storedAt !== 'number') return false
-  if (statusMessage !== undefined && (typeof statusMessage !== 'string' || INVALID_REASON.test(statusMessage))) return false
-  if (removedHeaders !== undefined && !(Array.isArray(removedHeaders) && removedHeaders.every((name) => typeof name === 'string'))) return false
+  if (!Number.isInteger(status) || (status as number) < 100 || (status as number) > 999 || typeof storedAt !== 'number')
+    return false
+  if (statusMessage !== undefined && (typeof statusMessage !== 'string' || INVALID_REASON.test(statusMessage)))
+    return false
+  if (
+    removedHeaders !== undefined &&
+    !(Array.isArray(removedHeaders) && removedHeaders.every((name) => typeof name === 'string'))
+  )
+    return false
   if (!Array.isArray(headers)) return false
   try {
     for (const field of headers) {
@@ -106,7 +119,11 @@ function replayableHead(response: unknown): response is Omit<StoredResponse, 'bo
       // Never stored (storability.ts), so never replayed: one user's session must not reach another.
       if (field[0].toLowerCase() === 'set-cookie') return false
       const fieldValue: unknown = field[1]
-      if (!(typeof fieldValue === 'string' || (Array.isArray(fieldValue) && fieldValue.every((item) => typeof item === 'string')))) return false
+      if (!(
+        typeof fieldValue === 'string' ||
+        (Array.isArray(fieldValue) && fieldValue.every((item) => typeof item === 'string'))
+      ))
+        return false
       validateHeaderName(field[0])
       validateHeaderValue(field[0], fieldValue as string) // Node checks arrays too
     }

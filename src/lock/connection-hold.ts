@@ -57,8 +57,15 @@ export class ConnectionHold {
   }
 
   /** The contract's HeldLock for a lock just taken; throws if the connection failed while taking it. */
-  heldLock<Resource>(backend: string, parts: Pick<HeldLock<Resource>, 'token' | 'resource' | 'renew' | 'release'>): HeldLock<Resource> {
-    if (!this.held) throw new LockBackendError(backend, `the connection failed while taking the lock: ${this.failure?.message ?? 'unknown'}`)
+  heldLock<Resource>(
+    backend: string,
+    parts: Pick<HeldLock<Resource>, 'token' | 'resource' | 'renew' | 'release'>,
+  ): HeldLock<Resource> {
+    if (!this.held)
+      throw new LockBackendError(
+        backend,
+        `the connection failed while taking the lock: ${this.failure?.message ?? 'unknown'}`,
+      )
     return { ...parts, liveness: 'session', signal: this.signal }
   }
 
@@ -94,7 +101,13 @@ export class ConnectionHold {
  * driver's error wrapped the same way, so a caller never sees an untyped error or a hang.
  * `onTimeout` runs first (destroy the connection, so the server drops what it was doing).
  */
-export async function boundedCall<T>(backend: string, what: string, call: Promise<T>, ms: number, onTimeout?: () => void): Promise<T> {
+export async function boundedCall<T>(
+  backend: string,
+  what: string,
+  call: Promise<T>,
+  ms: number,
+  onTimeout?: () => void,
+): Promise<T> {
   // wait + timeout can pass Node's timer limit, where setTimeout would fire after 1 ms
   ms = Math.min(ms, MAX_TIMER_MS)
   try {
@@ -117,7 +130,12 @@ export function asBackendError(backend: string, what: string, err: unknown): Err
  * Borrows a connection (`pool.connect()`, `pool.getConnection()`) within `ms`; one that
  * arrives after the bound is handed to `giveBack` at once instead of leaking.
  */
-export async function borrowBounded<T>(backend: string, borrowing: Promise<T>, giveBack: (connection: T) => void, ms: number): Promise<T> {
+export async function borrowBounded<T>(
+  backend: string,
+  borrowing: Promise<T>,
+  giveBack: (connection: T) => void,
+  ms: number,
+): Promise<T> {
   let late = false
   borrowing.then(
     (connection) => {

@@ -27,15 +27,30 @@ export interface LockedOptions<This> extends Omit<LockCallOptions, 'signal'> {
  * The method must return a promise. Inside it, `locks.acquire(key, { reentrant: true })`
  * gives the held lock itself (its token and signal) without waiting for it.
  */
-export function locked<This, Args extends unknown[], Result>(keyOf: (this: This, ...args: Args) => string, options: LockedOptions<This> = {}) {
-  if (typeof keyOf !== 'function') throw new InvalidArgumentError('keyOf', `expected a function of the method's arguments, got ${typeof keyOf}`)
+export function locked<This, Args extends unknown[], Result>(
+  keyOf: (this: This, ...args: Args) => string,
+  options: LockedOptions<This> = {},
+) {
+  if (typeof keyOf !== 'function')
+    throw new InvalidArgumentError('keyOf', `expected a function of the method's arguments, got ${typeof keyOf}`)
   const { locks: source, ...callOptions } = options
-  return function decorate(method: (this: This, ...args: Args) => Promise<Result>, context: ClassMethodDecoratorContext<This, (this: This, ...args: Args) => Promise<Result>>) {
-    if (context.kind !== 'method') throw new InvalidArgumentError('@locked', `decorates methods, not a ${String((context as { kind: unknown }).kind)}`)
+  return function decorate(
+    method: (this: This, ...args: Args) => Promise<Result>,
+    context: ClassMethodDecoratorContext<This, (this: This, ...args: Args) => Promise<Result>>,
+  ) {
+    if (context.kind !== 'method')
+      throw new InvalidArgumentError(
+        '@locked',
+        `decorates methods, not a ${String((context as { kind: unknown }).kind)}`,
+      )
     const name = String(context.name)
     return async function lockedMethod(this: This, ...args: Args): Promise<Result> {
       const locks = typeof source === 'function' ? source(this) : (source ?? (this as { locks?: unknown }).locks)
-      if (!(locks instanceof Locks)) throw new InvalidArgumentError('locks', `@locked ${name}: give { locks } or set this.locks to a Locks from createLocks()`)
+      if (!(locks instanceof Locks))
+        throw new InvalidArgumentError(
+          'locks',
+          `@locked ${name}: give { locks } or set this.locks to a Locks from createLocks()`,
+        )
       return locks.withLock(keyOf.apply(this, args), () => method.apply(this, args), callOptions)
     }
   }

@@ -55,8 +55,13 @@ export class LockEmitter implements LockEventSource {
   private readonly listeners: Listeners = { acquired: [], busy: [], released: [], lost: [], 'backend-error': [] }
 
   on<E extends LockEventName>(event: E, listener: (payload: LockEvents[E]) => void): () => void {
-    if (!Object.hasOwn(this.listeners, event)) throw new InvalidArgumentError('event', `unknown lock event ${JSON.stringify(event)} (known: ${Object.keys(this.listeners).join(', ')})`)
-    if (typeof listener !== 'function') throw new InvalidArgumentError('listener', `expected a function, got ${typeof listener}`)
+    if (!Object.hasOwn(this.listeners, event))
+      throw new InvalidArgumentError(
+        'event',
+        `unknown lock event ${JSON.stringify(event)} (known: ${Object.keys(this.listeners).join(', ')})`,
+      )
+    if (typeof listener !== 'function')
+      throw new InvalidArgumentError('listener', `expected a function, got ${typeof listener}`)
     const listeners = this.listeners as unknown as Record<E, readonly ((payload: LockEvents[E]) => void)[]>
     // Its own wrapper, so unsubscribing twice, or one of two subscriptions of the same function, removes just this one.
     const subscription = (payload: LockEvents[E]) => listener(payload)
@@ -71,7 +76,9 @@ export class LockEmitter implements LockEventSource {
   }
 
   emit<E extends LockEventName>(event: E, payload: LockEvents[E]): void {
-    for (const listener of (this.listeners as unknown as Record<E, readonly ((payload: LockEvents[E]) => void)[]>)[event]) {
+    for (const listener of (this.listeners as unknown as Record<E, readonly ((payload: LockEvents[E]) => void)[]>)[
+      event
+    ]) {
       try {
         listener(payload)
       } catch {

@@ -64,7 +64,8 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
   ) {
     this.signal = this.controller.signal
     // Before anything below can report the lock lost.
-    if (events.listening('acquired')) events.emit('acquired', { key, backend: backendName, waitedMs: this.acquiredAt - waitStartedAt })
+    if (events.listening('acquired'))
+      events.emit('acquired', { key, backend: backendName, waitedMs: this.acquiredAt - waitStartedAt })
     if (held.liveness === 'lease') {
       this.watchdog = new LeaseWatchdog({
         key,
@@ -74,7 +75,12 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
         onLost: (error) => this.lose(error),
       })
     }
-    this.fromBackend = () => this.lose(held.signal.reason instanceof LockLostError ? held.signal.reason : new LockLostError(key, String(held.signal.reason ?? 'the backend lost it')))
+    this.fromBackend = () =>
+      this.lose(
+        held.signal.reason instanceof LockLostError
+          ? held.signal.reason
+          : new LockLostError(key, String(held.signal.reason ?? 'the backend lost it')),
+      )
     if (held.signal.aborted) this.fromBackend()
     else held.signal.addEventListener('abort', this.fromBackend, { once: true })
   }
@@ -82,7 +88,10 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
   get token(): bigint {
     const { token } = this.held
     if (token === undefined) {
-      throw new FencingUnsupportedError(this.backendName, 'its independent nodes cannot agree on a monotonic counter; guard the resource with its own check (see docs/locks.md)')
+      throw new FencingUnsupportedError(
+        this.backendName,
+        'its independent nodes cannot agree on a monotonic counter; guard the resource with its own check (see docs/locks.md)',
+      )
     }
     return token
   }
@@ -98,7 +107,8 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
 
   async extend(lease?: Duration): Promise<void> {
     const ms = lease === undefined ? this.leaseMs : parseDuration('lease', lease)
-    if (ms < MIN_LEASE_MS) throw new InvalidArgumentError('lease', `must be at least ${MIN_LEASE_MS} ms, got ${String(lease)}`)
+    if (ms < MIN_LEASE_MS)
+      throw new InvalidArgumentError('lease', `must be at least ${MIN_LEASE_MS} ms, got ${String(lease)}`)
     if (this.signal.aborted) throw this.signal.reason
     if (this.released) throw new LockLostError(this.key, 'it was released')
     const extended = this.watchdog ? await this.watchdog.extend(ms) : await this.renew(ms)
@@ -112,8 +122,15 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
   release(failure?: unknown): Promise<void> {
     this.released ??= (async () => {
       // Synchronously, in the releasing caller's context; a lost lock reported its end already.
-      if (!this.signal.aborted && this.events.listening('released')) this.events.emit('released', { key: this.key, backend: this.backendName, heldMs: performance.now() - this.acquiredAt })
-      this.ending.abort(new LockLostError(this.key, 'the outer holder released it while a nested (reentrant) call still used it'))
+      if (!this.signal.aborted && this.events.listening('released'))
+        this.events.emit('released', {
+          key: this.key,
+          backend: this.backendName,
+          heldMs: performance.now() - this.acquiredAt,
+        })
+      this.ending.abort(
+        new LockLostError(this.key, 'the outer holder released it while a nested (reentrant) call still used it'),
+      )
       this.held.signal.removeEventListener('abort', this.fromBackend)
       try {
         await this.watchdog?.stop()
@@ -142,7 +159,12 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
     this.controller.abort(error)
     // Once released, the hold has ended already (close() can still abort a releasing lock).
     if (this.released === undefined && this.events.listening('lost')) {
-      this.events.emit('lost', { key: this.key, backend: this.backendName, heldMs: performance.now() - this.acquiredAt, reason: error.reason })
+      this.events.emit('lost', {
+        key: this.key,
+        backend: this.backendName,
+        heldMs: performance.now() - this.acquiredAt,
+        reason: error.reason,
+      })
     }
   }
 
@@ -156,7 +178,8 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
   }
 
   private failed(operation: LockEvents['backend-error']['operation'], error: unknown): void {
-    if (this.events.listening('backend-error')) this.events.emit('backend-error', { key: this.key, backend: this.backendName, operation, error })
+    if (this.events.listening('backend-error'))
+      this.events.emit('backend-error', { key: this.key, backend: this.backendName, operation, error })
   }
 
   /**

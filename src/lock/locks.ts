@@ -5,12 +5,28 @@ import { delay } from '../timers.js'
 import type { HeldLock, LockBackend } from './backend.js'
 import { LockEmitter, type LockEventName, type LockEvents, type LockEventSource } from './events.js'
 import { LockHandle, type HeldLockHandle, type LockContext } from './handle.js'
-import { parseCallOptions, parseDefaults, validateKey, type LockCallOptions, type LockDefaults, type LockSettings } from './options.js'
+import {
+  parseCallOptions,
+  parseDefaults,
+  validateKey,
+  type LockCallOptions,
+  type LockDefaults,
+  type LockSettings,
+} from './options.js'
 import { linkedSignal } from './linked-signal.js'
 import { resolveBackend, SHORTCUT_OPTIONS, type BackendShortcuts, type StoreOptions } from './resolve-backend.js'
 import { runOnce, type RunOnceContext, type RunOnceOptions, type RunOnceResult } from './run-once.js'
 
-const CREATE_KEYS = new Set(['backend', 'lease', 'wait', 'reentrant', 'maxKeyLength', 'namespace', 'commandTimeout', ...SHORTCUT_OPTIONS])
+const CREATE_KEYS = new Set([
+  'backend',
+  'lease',
+  'wait',
+  'reentrant',
+  'maxKeyLength',
+  'namespace',
+  'commandTimeout',
+  ...SHORTCUT_OPTIONS,
+])
 
 export interface CreateLocksOptions<Resource = void> extends LockDefaults, BackendShortcuts, StoreOptions {
   /** Any `LockBackend`; the shortcuts (`redis`, `redlock`, …) build one for you. Give exactly one. */
@@ -73,7 +89,11 @@ export class Locks<Resource = void> implements LockEventSource {
    * still returned, since what it already did cannot be undone here: check the signal, and
    * fence your writes with `token`.
    */
-  async withLock<T>(key: string, fn: (lock: LockContext<Resource>) => T | Promise<T>, options?: LockCallOptions): Promise<T> {
+  async withLock<T>(
+    key: string,
+    fn: (lock: LockContext<Resource>) => T | Promise<T>,
+    options?: LockCallOptions,
+  ): Promise<T> {
     if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `expected a function, got ${typeof fn}`)
     const checkedKey = this.checkKey(key)
     const settings = parseCallOptions(options, this.settings, true)
@@ -111,7 +131,10 @@ export class Locks<Resource = void> implements LockEventSource {
   }
 
   /** One attempt, no waiting: the lock, or `undefined` when someone else holds it. */
-  async tryAcquire(key: string, options?: Omit<LockCallOptions, 'wait'>): Promise<HeldLockHandle<Resource> | undefined> {
+  async tryAcquire(
+    key: string,
+    options?: Omit<LockCallOptions, 'wait'>,
+  ): Promise<HeldLockHandle<Resource> | undefined> {
     const checkedKey = this.checkKey(key)
     const settings = parseCallOptions(options, this.settings, false)
     const outer = settings.reentrant ? this.heldInChain(checkedKey) : undefined
@@ -127,7 +150,11 @@ export class Locks<Resource = void> implements LockEventSource {
    * instance whose timer fires a little late skips the tick. `fn`'s error propagates here.
    * Pair it with `schedule()` (`stampede-guard/lock`) to fire it every N ms or on a cron.
    */
-  runOnce<T>(name: string, fn: (context: RunOnceContext) => T | Promise<T>, options: RunOnceOptions): Promise<RunOnceResult<T>> {
+  runOnce<T>(
+    name: string,
+    fn: (context: RunOnceContext) => T | Promise<T>,
+    options: RunOnceOptions,
+  ): Promise<RunOnceResult<T>> {
     if (this.closing.signal.aborted) return Promise.reject(new LocksClosedError())
     return runOnce(this.backend.claims, this.backend.name, name, fn, options, this.settings.maxKeyLength)
   }
@@ -169,7 +196,12 @@ export class Locks<Resource = void> implements LockEventSource {
    * process has one contender woken, as fair across processes as the backend is, instead
    * of every caller of every process racing for it. `tryAcquire` (no wait) skips the line.
    */
-  private async inTurn<T>(key: string, waitMs: number, signal: AbortSignal, attempt: (waitMs: number) => Promise<T | undefined>): Promise<T | undefined> {
+  private async inTurn<T>(
+    key: string,
+    waitMs: number,
+    signal: AbortSignal,
+    attempt: (waitMs: number) => Promise<T | undefined>,
+  ): Promise<T | undefined> {
     if (waitMs === 0) return attempt(0)
     const ahead = this.waiting.get(key)
     const startedAt = performance.now()
@@ -186,16 +218,22 @@ export class Locks<Resource = void> implements LockEventSource {
   }
 
   /** Resolves the handle, `undefined` when busy after no wait; rejects `LockBusyError` when a wait ran out. */
-  private async take(key: string, settings: LockSettings & { signal?: AbortSignal }): Promise<LockHandle<Resource> | undefined> {
+  private async take(
+    key: string,
+    settings: LockSettings & { signal?: AbortSignal },
+  ): Promise<LockHandle<Resource> | undefined> {
     const linked = settings.signal ? linkedSignal([settings.signal, this.closing.signal]) : undefined
     const signal = linked?.signal ?? this.closing.signal
     if (signal.aborted) throw signal.reason
     const startedAt = performance.now()
     let held: HeldLock<Resource> | undefined
     try {
-      held = await this.inTurn(key, settings.waitMs, signal, (waitMs) => this.backend.acquire({ key, leaseMs: settings.leaseMs, waitMs, signal }))
+      held = await this.inTurn(key, settings.waitMs, signal, (waitMs) =>
+        this.backend.acquire({ key, leaseMs: settings.leaseMs, waitMs, signal }),
+      )
     } catch (error) {
-      if (error !== signal.reason && this.events.listening('backend-error')) this.events.emit('backend-error', { key, backend: this.backend.name, operation: 'acquire', error })
+      if (error !== signal.reason && this.events.listening('backend-error'))
+        this.events.emit('backend-error', { key, backend: this.backend.name, operation: 'acquire', error })
       throw error
     } finally {
       linked?.dispose() // after its last use below, which only reads whether it aborted
@@ -211,7 +249,15 @@ export class Locks<Resource = void> implements LockEventSource {
       if (settings.waitMs === 0) return undefined
       throw new LockBusyError(key, Math.round(waitedMs))
     }
-    const handle: LockHandle<Resource> = new LockHandle(key, this.backend.name, held, settings.leaseMs, this.events, startedAt, () => this.live.delete(handle))
+    const handle: LockHandle<Resource> = new LockHandle(
+      key,
+      this.backend.name,
+      held,
+      settings.leaseMs,
+      this.events,
+      startedAt,
+      () => this.live.delete(handle),
+    )
     this.live.add(handle)
     return handle
   }
@@ -224,7 +270,8 @@ export class Locks<Resource = void> implements LockEventSource {
 export function createLocks<Resource = void>(options: CreateLocksOptions<Resource>): Locks<Resource> {
   if (options === null || typeof options !== 'object') throw new InvalidArgumentError('options', 'expected an object')
   for (const name of Object.keys(options)) {
-    if (!CREATE_KEYS.has(name)) throw new InvalidArgumentError(name, `unknown createLocks option (known: ${[...CREATE_KEYS].join(', ')})`)
+    if (!CREATE_KEYS.has(name))
+      throw new InvalidArgumentError(name, `unknown createLocks option (known: ${[...CREATE_KEYS].join(', ')})`)
   }
   const { lease, wait, reentrant, maxKeyLength } = options
   const defaults = { lease, wait, reentrant, maxKeyLength }
@@ -238,7 +285,13 @@ async function settlesWithin(promise: Promise<unknown>, ms: number, signal: Abor
   const onAbort = () => timeout.cancel()
   signal.addEventListener('abort', onAbort, { once: true })
   try {
-    return await Promise.race([promise.then(() => true, () => true), timeout.promise.then(() => false)])
+    return await Promise.race([
+      promise.then(
+        () => true,
+        () => true,
+      ),
+      timeout.promise.then(() => false),
+    ])
   } finally {
     timeout.cancel()
     signal.removeEventListener('abort', onAbort)

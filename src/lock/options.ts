@@ -57,7 +57,8 @@ export function orDefault<T>(value: T | undefined, fallback: T): T {
 
 export function parseDefaults(defaults: LockDefaults): LockSettings {
   const maxKeyLength = orDefault(defaults.maxKeyLength, 1024)
-  if (!Number.isSafeInteger(maxKeyLength) || maxKeyLength < 1) throw new InvalidArgumentError('maxKeyLength', `must be a positive integer, got ${String(maxKeyLength)}`)
+  if (!Number.isSafeInteger(maxKeyLength) || maxKeyLength < 1)
+    throw new InvalidArgumentError('maxKeyLength', `must be a positive integer, got ${String(maxKeyLength)}`)
   return {
     leaseMs: parseLease('lease', orDefault(defaults.lease, 5_000)),
     waitMs: parseDuration('wait', orDefault(defaults.wait, 10_000), true),
@@ -67,15 +68,23 @@ export function parseDefaults(defaults: LockDefaults): LockSettings {
 }
 
 /** One call's options over the defaults. `waits: false` for `tryAcquire`. */
-export function parseCallOptions(options: LockCallOptions | undefined, defaults: LockSettings, waits: boolean): LockSettings & { signal?: AbortSignal } {
+export function parseCallOptions(
+  options: LockCallOptions | undefined,
+  defaults: LockSettings,
+  waits: boolean,
+): LockSettings & { signal?: AbortSignal } {
   if (options === undefined) return { ...defaults, waitMs: waits ? defaults.waitMs : 0 }
-  if (options === null || typeof options !== 'object') throw new InvalidArgumentError('options', `expected an object, got ${options === null ? 'null' : typeof options}`)
+  if (options === null || typeof options !== 'object')
+    throw new InvalidArgumentError('options', `expected an object, got ${options === null ? 'null' : typeof options}`)
   for (const name of Object.keys(options)) {
-    if (!CALL_KEYS.has(name)) throw new InvalidArgumentError(name, `unknown lock option (known: ${[...CALL_KEYS].join(', ')})`)
+    if (!CALL_KEYS.has(name))
+      throw new InvalidArgumentError(name, `unknown lock option (known: ${[...CALL_KEYS].join(', ')})`)
   }
   const { signal } = options
-  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidArgumentError('signal', 'expected an AbortSignal')
-  if (!waits && options.wait !== undefined) throw new InvalidArgumentError('wait', 'tryAcquire never waits; use acquire(key, { wait })')
+  if (signal !== undefined && !(signal instanceof AbortSignal))
+    throw new InvalidArgumentError('signal', 'expected an AbortSignal')
+  if (!waits && options.wait !== undefined)
+    throw new InvalidArgumentError('wait', 'tryAcquire never waits; use acquire(key, { wait })')
   return {
     leaseMs: options.lease === undefined ? defaults.leaseMs : parseLease('lease', options.lease),
     waitMs: !waits ? 0 : options.wait === undefined ? defaults.waitMs : parseDuration('wait', options.wait, true),
@@ -87,7 +96,8 @@ export function parseCallOptions(options: LockCallOptions | undefined, defaults:
 
 export function parseLease(argument: string, value: Duration): number {
   const ms = parseDuration(argument, value)
-  if (ms < MIN_LEASE_MS) throw new InvalidArgumentError(argument, `must be at least ${MIN_LEASE_MS} ms, got ${String(value)}`)
+  if (ms < MIN_LEASE_MS)
+    throw new InvalidArgumentError(argument, `must be at least ${MIN_LEASE_MS} ms, got ${String(value)}`)
   return ms
 }
 
@@ -98,9 +108,11 @@ function parseFlag(argument: string, value: unknown): boolean {
 
 /** Keys must be non-empty, bounded, well-formed UTF-16 strings: a lone surrogate would be sent as U+FFFD and collide. */
 export function validateKey(key: unknown, maxKeyLength: number): string {
-  if (typeof key !== 'string') throw new InvalidArgumentError('key', `expected a string, got ${key === null ? 'null' : typeof key}`)
+  if (typeof key !== 'string')
+    throw new InvalidArgumentError('key', `expected a string, got ${key === null ? 'null' : typeof key}`)
   if (key.length === 0) throw new InvalidArgumentError('key', 'must not be empty')
-  if (key.length > maxKeyLength) throw new InvalidArgumentError('key', `is ${key.length} characters long; at most ${maxKeyLength} (maxKeyLength)`)
+  if (key.length > maxKeyLength)
+    throw new InvalidArgumentError('key', `is ${key.length} characters long; at most ${maxKeyLength} (maxKeyLength)`)
   if (!isWellFormed(key)) throw new InvalidArgumentError('key', 'contains a lone surrogate (not well-formed UTF-16)')
   return key
 }

@@ -64,21 +64,45 @@ export interface BackendShortcut {
 }
 
 /** Add a backend: one entry here, one field in `BackendShortcuts`. */
-const SHORTCUTS: readonly BackendShortcut[] = [redisShortcut, redlockShortcut, etcdShortcut, zookeeperShortcut, postgresShortcut, mysqlShortcut]
+const SHORTCUTS: readonly BackendShortcut[] = [
+  redisShortcut,
+  redlockShortcut,
+  etcdShortcut,
+  zookeeperShortcut,
+  postgresShortcut,
+  mysqlShortcut,
+]
 
 export const SHORTCUT_OPTIONS: readonly string[] = SHORTCUTS.map((shortcut) => shortcut.option)
 
-export function resolveBackend(options: BackendShortcuts & StoreOptions & { backend?: LockBackend<unknown> }): LockBackend<unknown> {
-  const given = [...(options.backend === undefined ? [] : ['backend']), ...SHORTCUTS.filter((s) => options[s.option] !== undefined).map((s) => s.option)]
+export function resolveBackend(
+  options: BackendShortcuts & StoreOptions & { backend?: LockBackend<unknown> },
+): LockBackend<unknown> {
+  const given = [
+    ...(options.backend === undefined ? [] : ['backend']),
+    ...SHORTCUTS.filter((s) => options[s.option] !== undefined).map((s) => s.option),
+  ]
   if (given.length !== 1) {
-    throw new InvalidArgumentError('backend', `give exactly one of ${['backend', ...SHORTCUT_OPTIONS].join(', ')}; got ${given.length === 0 ? 'none' : given.join(' and ')}`)
+    throw new InvalidArgumentError(
+      'backend',
+      `give exactly one of ${['backend', ...SHORTCUT_OPTIONS].join(', ')}; got ${given.length === 0 ? 'none' : given.join(' and ')}`,
+    )
   }
   const namespace = orDefault(options.namespace, 'sg-lock')
-  if (typeof namespace !== 'string' || namespace.length === 0) throw new InvalidArgumentError('namespace', 'must be a non-empty string')
-  const settings: StoreSettings = { namespace, commandTimeoutMs: parseDuration('commandTimeout', orDefault(options.commandTimeout, 1_000)) }
+  if (typeof namespace !== 'string' || namespace.length === 0)
+    throw new InvalidArgumentError('namespace', 'must be a non-empty string')
+  const settings: StoreSettings = {
+    namespace,
+    commandTimeoutMs: parseDuration('commandTimeout', orDefault(options.commandTimeout, 1_000)),
+  }
   if (options.backend !== undefined) {
     const { backend } = options
-    if (typeof backend !== 'object' || backend === null || typeof backend.acquire !== 'function' || typeof backend.close !== 'function') {
+    if (
+      typeof backend !== 'object' ||
+      backend === null ||
+      typeof backend.acquire !== 'function' ||
+      typeof backend.close !== 'function'
+    ) {
       throw new InvalidArgumentError('backend', 'expected a LockBackend (name, acquire, close)')
     }
     return backend

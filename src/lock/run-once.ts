@@ -43,14 +43,21 @@ export interface RunOnceSettings {
 }
 
 export function parseRunOnceOptions(options: RunOnceOptions): RunOnceSettings {
-  if (options === null || typeof options !== 'object') throw new InvalidArgumentError('options', 'expected { lockAtMostFor, lockAtLeastFor? }')
+  if (options === null || typeof options !== 'object')
+    throw new InvalidArgumentError('options', 'expected { lockAtMostFor, lockAtLeastFor? }')
   for (const name of Object.keys(options)) {
-    if (!OPTION_NAMES.has(name)) throw new InvalidArgumentError(name, `unknown runOnce option (known: ${[...OPTION_NAMES].join(', ')})`)
+    if (!OPTION_NAMES.has(name))
+      throw new InvalidArgumentError(name, `unknown runOnce option (known: ${[...OPTION_NAMES].join(', ')})`)
   }
-  if (options.lockAtMostFor === undefined) throw new InvalidArgumentError('lockAtMostFor', 'is required: how long a crashed run keeps the job from running again')
+  if (options.lockAtMostFor === undefined)
+    throw new InvalidArgumentError(
+      'lockAtMostFor',
+      'is required: how long a crashed run keeps the job from running again',
+    )
   const atMostMs = parseDuration('lockAtMostFor', options.lockAtMostFor)
   const atLeastMs = parseDuration('lockAtLeastFor', orDefault(options.lockAtLeastFor, 0), true)
-  if (atLeastMs > atMostMs) throw new InvalidArgumentError('lockAtLeastFor', `must not exceed lockAtMostFor (${atLeastMs} ms > ${atMostMs} ms)`)
+  if (atLeastMs > atMostMs)
+    throw new InvalidArgumentError('lockAtLeastFor', `must not exceed lockAtMostFor (${atLeastMs} ms > ${atMostMs} ms)`)
   return { atMostMs, atLeastMs }
 }
 
@@ -72,7 +79,11 @@ export async function runOnce<T>(
   renamed('name', () => validateKey(name, maxKeyLength))
   if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `expected a function, got ${typeof fn}`)
   const { atMostMs, atLeastMs } = parseRunOnceOptions(options)
-  if (!claims) throw new InvalidArgumentError('runOnce', `the ${backendName} backend has no run-once claims (redis, postgres and mysql have)`)
+  if (!claims)
+    throw new InvalidArgumentError(
+      'runOnce',
+      `the ${backendName} backend has no run-once claims (redis, postgres and mysql have)`,
+    )
 
   const sentAt = performance.now()
   const claim = await claims.claim(name, atMostMs)
@@ -81,7 +92,10 @@ export async function runOnce<T>(
   const controller = new AbortController()
   // The store started the claim at or after sentAt, so this local deadline is never late.
   const expiry = setTimeout(
-    () => controller.abort(new LockLostError(name, `lockAtMostFor (${atMostMs} ms) has passed: another instance may run the job now`)),
+    () =>
+      controller.abort(
+        new LockLostError(name, `lockAtMostFor (${atMostMs} ms) has passed: another instance may run the job now`),
+      ),
     Math.max(0, sentAt + atMostMs - leaseMarginMs(atMostMs) - performance.now()),
   )
   expiry.unref()
@@ -106,7 +120,8 @@ function renamed(argument: string, check: () => unknown): void {
   try {
     check()
   } catch (error) {
-    if (error instanceof InvalidArgumentError) throw new InvalidArgumentError(argument, error.message.replace(/^key: /, ''))
+    if (error instanceof InvalidArgumentError)
+      throw new InvalidArgumentError(argument, error.message.replace(/^key: /, ''))
     throw error
   }
 }

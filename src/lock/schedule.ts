@@ -67,18 +67,27 @@ type NextAfter = (afterMs: number) => number | undefined
  */
 export async function schedule(job: (tick: Tick) => unknown, options: ScheduleOptions): Promise<Schedule> {
   if (typeof job !== 'function') throw new InvalidArgumentError('job', `expected a function, got ${typeof job}`)
-  if (options === null || typeof options !== 'object') throw new InvalidArgumentError('options', 'expected { every } or { cron }')
+  if (options === null || typeof options !== 'object')
+    throw new InvalidArgumentError('options', 'expected { every } or { cron }')
   for (const name of Object.keys(options)) {
-    if (!OPTION_NAMES.has(name)) throw new InvalidArgumentError(name, `unknown schedule option (known: ${[...OPTION_NAMES].join(', ')})`)
+    if (!OPTION_NAMES.has(name))
+      throw new InvalidArgumentError(name, `unknown schedule option (known: ${[...OPTION_NAMES].join(', ')})`)
   }
-  if ((options.every === undefined) === (options.cron === undefined)) throw new InvalidArgumentError('every', 'give exactly one of every and cron')
+  if ((options.every === undefined) === (options.cron === undefined))
+    throw new InvalidArgumentError('every', 'give exactly one of every and cron')
   const maxTicks = options.maxTicks ?? Number.POSITIVE_INFINITY
-  if (maxTicks !== Number.POSITIVE_INFINITY && (!Number.isSafeInteger(maxTicks) || maxTicks < 1)) throw new InvalidArgumentError('maxTicks', `expected a positive integer, got ${String(maxTicks)}`)
+  if (maxTicks !== Number.POSITIVE_INFINITY && (!Number.isSafeInteger(maxTicks) || maxTicks < 1))
+    throw new InvalidArgumentError('maxTicks', `expected a positive integer, got ${String(maxTicks)}`)
   const startAt = options.startAt === undefined ? Date.now() : Number(options.startAt)
   if (!Number.isFinite(startAt)) throw new InvalidArgumentError('startAt', 'expected a Date or epoch milliseconds')
-  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new InvalidArgumentError('signal', 'expected an AbortSignal')
-  if (options.onError !== undefined && typeof options.onError !== 'function') throw new InvalidArgumentError('onError', 'expected a function')
-  const nextAfter = options.every !== undefined ? everyTicks(parseDuration('every', options.every)) : await cronTicks(options.cron!, options.tz)
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal))
+    throw new InvalidArgumentError('signal', 'expected an AbortSignal')
+  if (options.onError !== undefined && typeof options.onError !== 'function')
+    throw new InvalidArgumentError('onError', 'expected a function')
+  const nextAfter =
+    options.every !== undefined
+      ? everyTicks(parseDuration('every', options.every))
+      : await cronTicks(options.cron!, options.tz)
   return new RunningSchedule(job, nextAfter, startAt, maxTicks, options.signal, options.onError ?? warn)
 }
 
@@ -87,7 +96,8 @@ function everyTicks(everyMs: number): NextAfter {
 }
 
 async function cronTicks(expression: string, tz: string | undefined): Promise<NextAfter> {
-  if (typeof expression !== 'string' || expression.trim() === '') throw new InvalidArgumentError('cron', 'expected a cron expression such as "*/5 * * * *"')
+  if (typeof expression !== 'string' || expression.trim() === '')
+    throw new InvalidArgumentError('cron', 'expected a cron expression such as "*/5 * * * *"')
   if (tz !== undefined && typeof tz !== 'string') throw new InvalidArgumentError('tz', 'expected a time zone name')
   let parser: typeof import('cron-parser').CronExpressionParser
   try {
@@ -111,7 +121,10 @@ async function cronTicks(expression: string, tz: string | undefined): Promise<Ne
 }
 
 function warn(error: unknown, tick: Tick): void {
-  process.emitWarning(`stampede-guard schedule: the job of the tick at ${tick.at.toISOString()} failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`, { code: 'SG_SCHEDULE_JOB_FAILED' })
+  process.emitWarning(
+    `stampede-guard schedule: the job of the tick at ${tick.at.toISOString()} failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+    { code: 'SG_SCHEDULE_JOB_FAILED' },
+  )
 }
 
 class RunningSchedule implements Schedule {

@@ -124,7 +124,8 @@ export class LeaseWatchdog {
     } catch (error) {
       // Unreachable: the lock lives on until its lease runs out, so keep trying; the
       // deadline timer gives it up in time if no renewal gets through.
-      if (this.renewing && !this.stopped) this.scheduleRenewal(Math.max(performance.now() + 10, sentAt + this.leaseMs / 6))
+      if (this.renewing && !this.stopped)
+        this.scheduleRenewal(Math.max(performance.now() + 10, sentAt + this.leaseMs / 6))
       throw error
     }
     if (!renewed) {

@@ -13,9 +13,18 @@ export class MemoryTier {
   /** Entries to check with Redis before serving them again, with the deadlines they had. */
   private readonly suspects = new WeakMap<Entry, { freshUntil: number; graceUntil: number }>()
 
-  constructor(max: number, maxBytes: number, private readonly maxTtl: number) {
+  constructor(
+    max: number,
+    maxBytes: number,
+    private readonly maxTtl: number,
+  ) {
     this.lru = new LRUCache<string, Entry>({
-      max, maxSize: maxBytes, sizeCalculation: (entry) => Math.max(1, entry.size), ttl: 0, ttlAutopurge: false, allowStale: false,
+      max,
+      maxSize: maxBytes,
+      sizeCalculation: (entry) => Math.max(1, entry.size),
+      ttl: 0,
+      ttlAutopurge: false,
+      allowStale: false,
     })
   }
 
@@ -47,7 +56,8 @@ export class MemoryTier {
    */
   suspectAll(now: number): void {
     for (const entry of this.lru.values()) {
-      if (!this.suspects.has(entry)) this.suspects.set(entry, { freshUntil: entry.freshUntil, graceUntil: entry.graceUntil })
+      if (!this.suspects.has(entry))
+        this.suspects.set(entry, { freshUntil: entry.freshUntil, graceUntil: entry.graceUntil })
       entry.freshUntil = Math.min(entry.freshUntil, now)
       entry.graceUntil = Math.min(entry.graceUntil, now)
     }

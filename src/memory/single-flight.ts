@@ -36,7 +36,10 @@ export class SingleFlight<T, N> {
     this.inFlight.set(key, flight)
     this.running++
     // Two unnamed arrows rather than one named: tsx names each named closure it creates.
-    flight.promise.then(() => this.end(key, flight), () => this.end(key, flight))
+    flight.promise.then(
+      () => this.end(key, flight),
+      () => this.end(key, flight),
+    )
     return flight
   }
 

@@ -20,7 +20,10 @@ export class BoundedValues {
 }
 
 /** The opt-in key → label hook made safe: it never throws, and yields at most `limit` distinct labels (then `_OTHER`). */
-export function keyLabeler(hook: ((key: string) => string | undefined) | undefined, limit: number): ((key: string) => string) | undefined {
+export function keyLabeler(
+  hook: ((key: string) => string | undefined) | undefined,
+  limit: number,
+): ((key: string) => string) | undefined {
   if (!hook) return undefined
   const labels = new BoundedValues(limit)
   return (key) => {
@@ -40,5 +43,6 @@ export const MAX_ERROR_TYPES = 20
 /** `error.type` of a thrown value: its class name (`error.name`), or `_OTHER` for a non-Error, bounded like a key label. */
 export function errorTyper(): (error: unknown) => string {
   const types = new BoundedValues(MAX_ERROR_TYPES)
-  return (error) => (error instanceof Error && typeof error.name === 'string' && error.name !== '' ? types.admit(error.name) : OTHER)
+  return (error) =>
+    error instanceof Error && typeof error.name === 'string' && error.name !== '' ? types.admit(error.name) : OTHER
 }

@@ -15,7 +15,11 @@ export const LOCK_HOLD_DURATION = 'stampede_guard.lock.hold.duration'
 /** Distinct backend names reported; a lock front has one or two, but a custom backend names itself. */
 const MAX_BACKENDS = 20
 /** What a `backend-error` can be reported with; anything else from a custom source is `_OTHER`. */
-const OPERATIONS: ReadonlySet<string> = new Set<LockEvents['backend-error']['operation']>(['acquire', 'renew', 'release'])
+const OPERATIONS: ReadonlySet<string> = new Set<LockEvents['backend-error']['operation']>([
+  'acquire',
+  'renew',
+  'release',
+])
 
 /**
  * Reports a lock front's events (see {@link LockEvents}) as OpenTelemetry metrics and
@@ -24,17 +28,24 @@ const OPERATIONS: ReadonlySet<string> = new Set<LockEvents['backend-error']['ope
  */
 export function instrumentLocks(locks: LockEventSource, options: InstrumentOptions = {}): Instrumentation {
   if (locks === null || typeof locks !== 'object' || typeof locks.on !== 'function') {
-    throw new InvalidArgumentError('locks', 'must have on(event, listener) for the lock events (acquired, busy, released, lost)')
+    throw new InvalidArgumentError(
+      'locks',
+      'must have on(event, listener) for the lock events (acquired, busy, released, lost)',
+    )
   }
   const resolved = resolveInstrumentation(options, 'locks', ATTR.locksName)
   const { meter, tracer, labelOf, common } = resolved
   const backends = new BoundedValues(MAX_BACKENDS)
   // One variant per (outcome, backend) pair: `outcome\0backend`.
   const variant = (outcome: string, backend: unknown) => `${outcome}\u0000${backends.admit(String(backend))}`
-  const split = (outcomeAttribute: string | undefined) => (id: string): Attributes => {
-    const [outcome = '', backend = ''] = id.split('\u0000')
-    return outcomeAttribute ? { [outcomeAttribute]: outcome, [ATTR.lockBackend]: backend } : { [ATTR.lockBackend]: backend }
-  }
+  const split =
+    (outcomeAttribute: string | undefined) =>
+    (id: string): Attributes => {
+      const [outcome = '', backend = ''] = id.split('\u0000')
+      return outcomeAttribute
+        ? { [outcomeAttribute]: outcome, [ATTR.lockBackend]: backend }
+        : { [ATTR.lockBackend]: backend }
+    }
   const detach: (() => void)[] = []
   const on = <E extends LockEventName>(event: E, listener: (payload: LockEvents[E]) => void) => {
     const off = locks.on(event, listener)
@@ -57,39 +68,89 @@ function meterLocks(
   detach: (() => void)[],
 ): void {
   const instruments = new ObservedInstruments(meter, common)
-  const acquires = instruments.counter(LOCK_ACQUIRES, { unit: '{acquire}', description: 'Lock acquisitions, by result: acquired, or busy (still held elsewhere when the wait ran out)' }, split(ATTR.lockResult))
-  const lost = instruments.counter(LOCK_LOST, { unit: '{lock}', description: 'Held locks lost before their release' }, split(undefined))
-  const errors = instruments.counter(LOCK_BACKEND_ERRORS, { unit: '{error}', description: 'Lock backend failures, by operation: acquire, renew, release' }, split(ATTR.lockOperation))
+  const acquires = instruments.counter(
+    LOCK_ACQUIRES,
+    {
+      unit: '{acquire}',
+      description: 'Lock acquisitions, by result: acquired, or busy (still held elsewhere when the wait ran out)',
+    },
+    split(ATTR.lockResult),
+  )
+  const lost = instruments.counter(
+    LOCK_LOST,
+    { unit: '{lock}', description: 'Held locks lost before their release' },
+    split(undefined),
+  )
+  const errors = instruments.counter(
+    LOCK_BACKEND_ERRORS,
+    { unit: '{error}', description: 'Lock backend failures, by operation: acquire, renew, release' },
+    split(ATTR.lockOperation),
+  )
   const advice = { explicitBucketBoundaries: DURATION_BUCKETS }
-  const waitDuration = meter.createHistogram(LOCK_WAIT_DURATION, { unit: 's', description: 'How long an acquire waited, by result', advice })
-  const holdDuration = meter.createHistogram(LOCK_HOLD_DURATION, { unit: 's', description: 'How long a lock was held, by how it ended: released or lost', advice })
+  const waitDuration = meter.createHistogram(LOCK_WAIT_DURATION, {
+    unit: 's',
+    description: 'How long an acquire waited, by result',
+    advice,
+  })
+  const holdDuration = meter.createHistogram(LOCK_HOLD_DURATION, {
+    unit: 's',
+    description: 'How long a lock was held, by how it ended: released or lost',
+    advice,
+  })
   const holds = new SeriesSet(common, split(ATTR.lockEnd))
 
-  const acquireEnded = (result: 'acquired' | 'busy') => ({ key, backend, waitedMs }: LockEvents['acquired']) => {
-    const series = acquires.get(variant(result, backend), labelOf?.(key))
-    series.count++
-    waitDuration.record(waitedMs / 1000, series.attributes)
-  }
+  const acquireEnded =
+    (result: 'acquired' | 'busy') =>
+    ({ key, backend, waitedMs }: LockEvents['acquired']) => {
+      const series = acquires.get(variant(result, backend), labelOf?.(key))
+      series.count++
+      waitDuration.record(waitedMs / 1000, series.attributes)
+    }
   on('acquired', acquireEnded('acquired'))
   on('busy', acquireEnded('busy'))
-  on('released', ({ key, backend, heldMs }) => holdDuration.record(heldMs / 1000, holds.get(variant('released', backend), labelOf?.(key)).attributes))
+  on('released', ({ key, backend, heldMs }) =>
+    holdDuration.record(heldMs / 1000, holds.get(variant('released', backend), labelOf?.(key)).attributes),
+  )
   on('lost', ({ key, backend, heldMs }) => {
     const id = variant('lost', backend)
     lost.get(id, labelOf?.(key)).count++
     holdDuration.record(heldMs / 1000, holds.get(id, labelOf?.(key)).attributes)
   })
-  on('backend-error', ({ key, backend, operation }) => errors.get(variant(OPERATIONS.has(operation) ? operation : OTHER, backend), labelOf?.(key)).count++)
+  on(
+    'backend-error',
+    ({ key, backend, operation }) =>
+      errors.get(variant(OPERATIONS.has(operation) ? operation : OTHER, backend), labelOf?.(key)).count++,
+  )
   detach.push(instruments.start())
 }
 
-function traceLocks(tracer: Tracer, common: Attributes, on: Subscribe, labelOf: ((key: string) => string) | undefined): void {
+function traceLocks(
+  tracer: Tracer,
+  common: Attributes,
+  on: Subscribe,
+  labelOf: ((key: string) => string) | undefined,
+): void {
   const attributesOf = (key: string, backend: string, extra: Attributes): Attributes => {
     const attributes: Attributes = { ...common, [ATTR.lockBackend]: backend, ...extra }
     if (labelOf) attributes[ATTR.keyLabel] = labelOf(key)
     return attributes
   }
-  on('acquired', ({ key, backend, waitedMs }) => recordEndedSpan(tracer, SPAN.lockAcquire, waitedMs, attributesOf(key, backend, { [ATTR.lockResult]: 'acquired' })))
-  on('busy', ({ key, backend, waitedMs }) => recordEndedSpan(tracer, SPAN.lockAcquire, waitedMs, attributesOf(key, backend, { [ATTR.lockResult]: 'busy' }), 'busy'))
-  on('released', ({ key, backend, heldMs }) => recordEndedSpan(tracer, SPAN.lockHold, heldMs, attributesOf(key, backend, { [ATTR.lockEnd]: 'released' })))
-  on('lost', ({ key, backend, heldMs }) => recordEndedSpan(tracer, SPAN.lockHold, heldMs, attributesOf(key, backend, { [ATTR.lockEnd]: 'lost' }), 'lost'))
+  on('acquired', ({ key, backend, waitedMs }) =>
+    recordEndedSpan(tracer, SPAN.lockAcquire, waitedMs, attributesOf(key, backend, { [ATTR.lockResult]: 'acquired' })),
+  )
+  on('busy', ({ key, backend, waitedMs }) =>
+    recordEndedSpan(
+      tracer,
+      SPAN.lockAcquire,
+      waitedMs,
+      attributesOf(key, backend, { [ATTR.lockResult]: 'busy' }),
+      'busy',
+    ),
+  )
+  on('released', ({ key, backend, heldMs }) =>
+    recordEndedSpan(tracer, SPAN.lockHold, heldMs, attributesOf(key, backend, { [ATTR.lockEnd]: 'released' })),
+  )
+  on('lost', ({ key, backend, heldMs }) =>
+    recordEndedSpan(tracer, SPAN.lockHold, heldMs, attributesOf(key, backend, { [ATTR.lockEnd]: 'lost' }), 'lost'),
+  )
 }

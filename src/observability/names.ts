@@ -50,4 +50,6 @@ export const SPAN = {
 export const OTHER = '_OTHER'
 
 /** Boundaries in seconds (OTel's advice for durations): from 1 ms to 30 s. */
-export const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30]
+export const DURATION_BUCKETS = [
+  0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30,
+]

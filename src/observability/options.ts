@@ -54,29 +54,47 @@ export interface ResolvedInstrumentation {
 /** Which (kind, name) pairs report through each meter now: a duplicate would emit clashing observable series. */
 const namesInUse = new WeakMap<Meter, Set<string>>()
 
-export function resolveInstrumentation(options: InstrumentOptions, kind: 'cache' | 'locks', nameAttribute: string): ResolvedInstrumentation {
-  if (options === null || typeof options !== 'object') throw new InvalidArgumentError('options', `must be an object, got ${options === null ? 'null' : typeof options}`)
+export function resolveInstrumentation(
+  options: InstrumentOptions,
+  kind: 'cache' | 'locks',
+  nameAttribute: string,
+): ResolvedInstrumentation {
+  if (options === null || typeof options !== 'object')
+    throw new InvalidArgumentError('options', `must be an object, got ${options === null ? 'null' : typeof options}`)
   const { keyLabel, maxKeyLabels = DEFAULT_MAX_KEY_LABELS, name } = options
-  if (keyLabel !== undefined && typeof keyLabel !== 'function') throw new InvalidArgumentError('keyLabel', `must be a function of the key, got ${typeof keyLabel}`)
-  if (!Number.isInteger(maxKeyLabels) || maxKeyLabels < 1) throw new InvalidArgumentError('maxKeyLabels', `must be a positive integer, got ${String(maxKeyLabels)}`)
-  if (name !== undefined && (typeof name !== 'string' || name === '')) throw new InvalidArgumentError('name', 'must be a non-empty string')
+  if (keyLabel !== undefined && typeof keyLabel !== 'function')
+    throw new InvalidArgumentError('keyLabel', `must be a function of the key, got ${typeof keyLabel}`)
+  if (!Number.isInteger(maxKeyLabels) || maxKeyLabels < 1)
+    throw new InvalidArgumentError('maxKeyLabels', `must be a positive integer, got ${String(maxKeyLabels)}`)
+  if (name !== undefined && (typeof name !== 'string' || name === ''))
+    throw new InvalidArgumentError('name', 'must be a non-empty string')
   let meter = options.meter === false ? undefined : (options.meter ?? metrics.getMeter(SCOPE_NAME))
   // The global no-op meter (no SDK registered) reports nothing, and never will: the metrics API has no
   // proxy that would forward to a provider registered later. Attach nothing, and so cost nothing.
   if (meter === createNoopMeter()) meter = undefined
   const tracer = options.tracer === false ? undefined : (options.tracer ?? trace.getTracer(SCOPE_NAME))
-  if (meter && (typeof meter.createHistogram !== 'function' || typeof meter.addBatchObservableCallback !== 'function')) {
+  if (
+    meter &&
+    (typeof meter.createHistogram !== 'function' || typeof meter.addBatchObservableCallback !== 'function')
+  ) {
     throw new InvalidArgumentError('meter', 'must be an OpenTelemetry Meter (meterProvider.getMeter(...)), or false')
   }
-  if (tracer && typeof tracer.startSpan !== 'function') throw new InvalidArgumentError('tracer', 'must be an OpenTelemetry Tracer (tracerProvider.getTracer(...)), or false')
+  if (tracer && typeof tracer.startSpan !== 'function')
+    throw new InvalidArgumentError(
+      'tracer',
+      'must be an OpenTelemetry Tracer (tracerProvider.getTracer(...)), or false',
+    )
 
   const slot = `${kind}\u0000${name ?? ''}`
   if (meter) {
     const inUse = namesInUse.get(meter) ?? new Set<string>()
     if (inUse.has(slot)) {
-      throw new InvalidArgumentError('name', name === undefined
-        ? `another ${kind} already reports through this meter without a name: give each one a distinct name`
-        : `another ${kind} already reports through this meter as "${name}": give each one a distinct name`)
+      throw new InvalidArgumentError(
+        'name',
+        name === undefined
+          ? `another ${kind} already reports through this meter without a name: give each one a distinct name`
+          : `another ${kind} already reports through this meter as "${name}": give each one a distinct name`,
+      )
     }
     inUse.add(slot)
     namesInUse.set(meter, inUse)

@@ -1,4 +1,11 @@
-import type { Attributes, BatchObservableResult, Meter, MetricOptions, ObservableCounter, ObservableGauge } from '@opentelemetry/api'
+import type {
+  Attributes,
+  BatchObservableResult,
+  Meter,
+  MetricOptions,
+  ObservableCounter,
+  ObservableGauge,
+} from '@opentelemetry/api'
 import { ATTR } from './names.js'
 
 /** One attribute set of an instrument, built once, with its running count. */
@@ -65,7 +72,11 @@ export class ObservedInstruments {
   ) {}
 
   /** A counter; bump a series of the returned set to count. */
-  counter(name: string, options: MetricOptions, attributesOf: (variant: string) => Attributes = NO_ATTRIBUTES): SeriesSet {
+  counter(
+    name: string,
+    options: MetricOptions,
+    attributesOf: (variant: string) => Attributes = NO_ATTRIBUTES,
+  ): SeriesSet {
     const series = new SeriesSet(this.common, attributesOf)
     this.counters.push([this.meter.createObservableCounter(name, options), series])
     return series
@@ -78,7 +89,8 @@ export class ObservedInstruments {
   /** Starts reporting; returns the function that stops it. */
   start(): () => void {
     const observe = (result: BatchObservableResult) => {
-      for (const [counter, series] of this.counters) for (const { count, attributes } of series.values()) result.observe(counter, count, attributes)
+      for (const [counter, series] of this.counters)
+        for (const { count, attributes } of series.values()) result.observe(counter, count, attributes)
       for (const [gauge, read] of this.gauges) result.observe(gauge, read(), this.common)
     }
     const instruments = [...this.counters.map(([counter]) => counter), ...this.gauges.map(([gauge]) => gauge)]

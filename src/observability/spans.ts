@@ -1,4 +1,14 @@
-import { context, isSpanContextValid, SpanKind, SpanStatusCode, trace, type Attributes, type Span, type SpanOptions, type Tracer } from '@opentelemetry/api'
+import {
+  context,
+  isSpanContextValid,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Attributes,
+  type Span,
+  type SpanOptions,
+  type Tracer,
+} from '@opentelemetry/api'
 import type { LoaderContext } from '../context.js'
 import type { LoadScope } from './load-scope.js'
 import { ATTR, SPAN } from './names.js'
@@ -18,7 +28,13 @@ export function markFailed(span: Span, errorType: string, error?: unknown): void
  * child of the active span: that is the caller's, since the event that reports it is
  * emitted in the caller's async context.
  */
-export function recordEndedSpan(tracer: Tracer, name: string, durationMs: number, attributes: Attributes, errorType?: string): void {
+export function recordEndedSpan(
+  tracer: Tracer,
+  name: string,
+  durationMs: number,
+  attributes: Attributes,
+  errorType?: string,
+): void {
   const end = epochMs()
   const span = tracer.startSpan(name, { kind: SpanKind.INTERNAL, startTime: end - durationMs, attributes })
   if (errorType !== undefined) markFailed(span, errorType)
@@ -31,10 +47,19 @@ export function recordEndedSpan(tracer: Tracer, name: string, durationMs: number
  * early refresh) outlives the request that triggered it, so it starts a trace of its own,
  * linked to that request's span.
  */
-export function tracingLoadScope(tracer: Tracer, common: Attributes, labelOf: ((key: string) => string) | undefined, errorTypeOf: (error: unknown) => string): LoadScope {
+export function tracingLoadScope(
+  tracer: Tracer,
+  common: Attributes,
+  labelOf: ((key: string) => string) | undefined,
+  errorTypeOf: (error: unknown) => string,
+): LoadScope {
   return (loader: LoaderContext<unknown>, run: () => unknown) => {
     const active = context.active()
-    const attributes: Attributes = { ...common, [ATTR.loadBackground]: loader.background, [ATTR.loadUncached]: loader.uncached }
+    const attributes: Attributes = {
+      ...common,
+      [ATTR.loadBackground]: loader.background,
+      [ATTR.loadUncached]: loader.uncached,
+    }
     if (labelOf) attributes[ATTR.keyLabel] = labelOf(loader.key)
     const options: SpanOptions = { kind: SpanKind.INTERNAL, attributes }
     if (loader.background) {
@@ -59,13 +84,16 @@ export function tracingLoadScope(tracer: Tracer, common: Attributes, labelOf: ((
         span.end()
         return result
       }
-      return Promise.resolve(result).then((value) => {
-        span.end()
-        return value
-      }, (error: unknown) => {
-        failed(error)
-        throw error
-      })
+      return Promise.resolve(result).then(
+        (value) => {
+          span.end()
+          return value
+        },
+        (error: unknown) => {
+          failed(error)
+          throw error
+        },
+      )
     })
   }
 }

@@ -39,7 +39,8 @@ export function repliesFor(count: number, script: string, send: () => Promise<un
     return Promise.reject(error)
   }
   return sent.then((reply) => {
-    if (!Array.isArray(reply) || reply.length !== count) throw new Error(`${script} answered ${JSON.stringify(reply)?.slice(0, 100)}`)
+    if (!Array.isArray(reply) || reply.length !== count)
+      throw new Error(`${script} answered ${JSON.stringify(reply)?.slice(0, 100)}`)
     return reply
   })
 }

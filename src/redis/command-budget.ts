@@ -76,20 +76,28 @@ export class CommandBudget {
       return undefined
     }
     if (this.queued >= this.maxQueued) {
-      return Promise.reject(new RedisUnavailableError(`redis command refused: ${this.maxQueued} commands already queued (redisCommands.maxQueued)`))
+      return Promise.reject(
+        new RedisUnavailableError(
+          `redis command refused: ${this.maxQueued} commands already queued (redisCommands.maxQueued)`,
+        ),
+      )
     }
-    return new Promise<void>((resolve, reject) => (renewal ? this.renewals : urgent ? this.urgent : this.normal).push({ resolve, reject }))
+    return new Promise<void>((resolve, reject) =>
+      (renewal ? this.renewals : urgent ? this.urgent : this.normal).push({ resolve, reject }),
+    )
   }
 
   /** Gives a slot back, to the next queued command if there is one. */
   release(): void {
     const next = this.renewals.shift() ?? this.urgent.shift() ?? this.normal.shift()
-    if (next) next.resolve() // the slot passes on: inFlight unchanged
+    if (next)
+      next.resolve() // the slot passes on: inFlight unchanged
     else this.inFlight--
   }
 
   /** Rejects every queued command (the breaker opened, or the connection dropped). */
   failQueued(error: Error): void {
-    for (const queued of [...this.renewals.drain(), ...this.urgent.drain(), ...this.normal.drain()]) queued.reject(error)
+    for (const queued of [...this.renewals.drain(), ...this.urgent.drain(), ...this.normal.drain()])
+      queued.reject(error)
   }
 }

@@ -102,7 +102,12 @@ export class CommandChannel {
    * - `patient`: the caller waits for another process's load, as it would until `deadline`
    *   anyway, so the failover does not end that wait sooner (else each waiter loads on its own).
    */
-  async throughFailover<T>(operation: () => Promise<T>, deadline: number, retryMs: number, { key, patient = false }: { key?: string; patient?: boolean } = {}): Promise<T> {
+  async throughFailover<T>(
+    operation: () => Promise<T>,
+    deadline: number,
+    retryMs: number,
+    { key, patient = false }: { key?: string; patient?: boolean } = {},
+  ): Promise<T> {
     let firstFailure: number | undefined // of this operation: bounds one that fails outside call() (a subscription)
     for (let attempt = 0; ; attempt++) {
       try {
@@ -138,7 +143,7 @@ export class CommandChannel {
     const width = this.budget.maxInFlight
     if (items.length <= width) return Promise.all(items.map(send))
     const results: R[] = []
-    for (const batch of batchesOf(items, width)) results.push(...await Promise.all(batch.map(send)))
+    for (const batch of batchesOf(items, width)) results.push(...(await Promise.all(batch.map(send))))
     return results
   }
 
@@ -154,7 +159,8 @@ export class CommandChannel {
     const retry = this.retrying
     // Commands reach Redis in the order they were asked for: reads of this tick go first.
     if (this.reads.pending && operation !== 'get' && operation !== 'mget') this.reads.sendReads()
-    if (!retry && !this.breaker.allow()) throw new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`)
+    if (!retry && !this.breaker.allow())
+      throw new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`)
     const waiting = this.budget.acquire(LOCK_HOLDER_OPERATIONS.has(operation), operation === 'extend')
     if (waiting) {
       try {
@@ -177,7 +183,9 @@ export class CommandChannel {
    * failover, not counted by the breaker; `key`: one it touches (batched reads: none, standalone).
    */
   private send<T>(operation: string, command: () => Promise<T>, extraMs = 0, retry = false, key?: string): Promise<T> {
-    return new Promise<T>((resolve, reject) => this.dispatch(new Settles(operation, retry, command, resolve, reject, key), extraMs))
+    return new Promise<T>((resolve, reject) =>
+      this.dispatch(new Settles(operation, retry, command, resolve, reject, key), extraMs),
+    )
   }
 
   /**
@@ -191,29 +199,41 @@ export class CommandChannel {
     // commands may wait for it (a starting process should not skip Redis).
     if (this.connectionLost()) {
       dispatch.settled = true
-      dispatch.failed(this.failure(dispatch, new RedisUnavailableError(`redis ${dispatch.operation} skipped: connection is ${this.client.status}`)))
+      dispatch.failed(
+        this.failure(
+          dispatch,
+          new RedisUnavailableError(`redis ${dispatch.operation} skipped: connection is ${this.client.status}`),
+        ),
+      )
       return
     }
-    const list = (extraMs === 0 ? this.inFlight : (this.inFlightWaiting ??= this.inFlightList(this.timeoutMs + extraMs))) as InFlightList<Dispatch<T>>
+    const list = (
+      extraMs === 0 ? this.inFlight : (this.inFlightWaiting ??= this.inFlightList(this.timeoutMs + extraMs))
+    ) as InFlightList<Dispatch<T>>
     list.add(dispatch)
-    dispatch.send().then((value) => {
-      if (!list.settle(dispatch)) return
-      this.breaker.success()
-      this.failing.succeeded(dispatch.key)
-      dispatch.answered(value)
-    }, (error: unknown) => {
-      if (!list.settle(dispatch)) return
-      const answer = dispatch.recovers(error)
-      if (answer === undefined) return dispatch.failed(this.failure(dispatch, error))
-      this.breaker.success()
-      this.failing.succeeded(dispatch.key)
-      dispatch.answered(answer)
-    })
+    dispatch.send().then(
+      (value) => {
+        if (!list.settle(dispatch)) return
+        this.breaker.success()
+        this.failing.succeeded(dispatch.key)
+        dispatch.answered(value)
+      },
+      (error: unknown) => {
+        if (!list.settle(dispatch)) return
+        const answer = dispatch.recovers(error)
+        if (answer === undefined) return dispatch.failed(this.failure(dispatch, error))
+        this.breaker.success()
+        this.failing.succeeded(dispatch.key)
+        dispatch.answered(answer)
+      },
+    )
   }
 
   private inFlightList(timeoutMs: number): InFlightList<Dispatch<unknown>> {
     return new InFlightList(timeoutMs, (command) => {
-      command.failed(this.failure(command, new RedisUnavailableError(`redis ${command.operation} timed out after ${timeoutMs} ms`)))
+      command.failed(
+        this.failure(command, new RedisUnavailableError(`redis ${command.operation} timed out after ${timeoutMs} ms`)),
+      )
     })
   }
 
@@ -222,15 +242,25 @@ export class CommandChannel {
     const { operation } = command
     if (!command.retry) this.breaker.failure()
     this.failing.failed(command.key, performance.now())
-    if (this.breaker.isOpen()) this.budget.failQueued(new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`))
+    if (this.breaker.isOpen())
+      this.budget.failQueued(new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`))
     this.events.emit('redis-error', { operation, error })
-    return error instanceof RedisUnavailableError ? error : new RedisUnavailableError(`redis ${operation} failed: ${(error as Error)?.message}`, error)
+    return error instanceof RedisUnavailableError
+      ? error
+      : new RedisUnavailableError(`redis ${operation} failed: ${(error as Error)?.message}`, error)
   }
 }
 
 /** A command whose caller awaits a promise (send). */
 class Settles<T> extends Dispatch<T> {
-  constructor(operation: string, retry: boolean, readonly send: () => Promise<T>, readonly answered: (value: T) => void, readonly failed: (error: Error) => void, key?: string) {
+  constructor(
+    operation: string,
+    retry: boolean,
+    readonly send: () => Promise<T>,
+    readonly answered: (value: T) => void,
+    readonly failed: (error: Error) => void,
+    key?: string,
+  ) {
     super(operation, retry)
     this.key = key
   }

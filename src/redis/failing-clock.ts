@@ -33,7 +33,10 @@ export class FailingClock {
   private readonly since = new Map<string, number>()
 
   /** `keyPrefix`: ioredis prefixes keys before it hashes them. */
-  constructor(private readonly cluster: Cluster | undefined, private readonly keyPrefix: string) {}
+  constructor(
+    private readonly cluster: Cluster | undefined,
+    private readonly keyPrefix: string,
+  ) {}
 
   failed(key: string | undefined, now: number): void {
     const scope = this.scope(key)

@@ -75,10 +75,13 @@ export class FreshReadBatch {
     }
     const waiting = this.budget.acquire(false)
     if (!waiting) return this.queueRead(reader)
-    waiting.then(() => this.queueRead(reader), (error: Error) => {
-      this.events.emit('redis-error', { operation: 'get', error })
-      reader.failed(error)
-    })
+    waiting.then(
+      () => this.queueRead(reader),
+      (error: Error) => {
+        this.events.emit('redis-error', { operation: 'get', error })
+        reader.failed(error)
+      },
+    )
   }
 
   /** A read that holds its budget slot, sent with the others of this tick. */
@@ -130,7 +133,9 @@ class SentReads extends Dispatch<FreshRead | (Buffer | null)[]> {
 
   send(): Promise<FreshRead | (Buffer | null)[]> {
     const { reads, batch } = this
-    return reads.length === 1 ? batch.client.getBuffer(reads[0]!.freshKey) : batch.client.mgetBuffer(reads.map((read) => read.freshKey))
+    return reads.length === 1
+      ? batch.client.getBuffer(reads[0]!.freshKey)
+      : batch.client.mgetBuffer(reads.map((read) => read.freshKey))
   }
 
   answered(value: FreshRead | (Buffer | null)[]): void {

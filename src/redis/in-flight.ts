@@ -66,7 +66,8 @@ export class InFlightList<C extends InFlight> {
     // Node timers count whole milliseconds: allow 1 ms so a due deadline is not re-armed for nothing.
     const now = performance.now() + 1
     const due: C[] = []
-    for (let command = this.head; command && command.deadline <= now; command = command.next as C | undefined) due.push(command)
+    for (let command = this.head; command && command.deadline <= now; command = command.next as C | undefined)
+      due.push(command)
     if (due.length > 0) {
       // Declared timed out only after the event loop has read what already arrived (setImmediate
       // runs after the I/O phase): a busy loop delays replies, it does not lose them.

@@ -48,7 +48,9 @@ function keysUnder(entry: string, key: string): EntryKeys {
  * break the hash tag). Distinct prefixes keep the two spaces apart.
  */
 export function hashTag(plain: string, hashed: string, name: string): string {
-  return name.includes('{') || name.includes('}') ? `{${hashed}:${createHash('sha256').update(name).digest('hex')}}` : `{${plain}:${name}}`
+  return name.includes('{') || name.includes('}')
+    ? `{${hashed}:${createHash('sha256').update(name).digest('hex')}}`
+    : `{${plain}:${name}}`
 }
 
 /** `EntryKeys.fresh` alone: all a fresh hit needs. */

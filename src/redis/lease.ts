@@ -15,7 +15,16 @@ export class Lease {
   private storing = false
 
   /** `lockedAt`: `performance.now()` when the lookup that took the lock was sent. */
-  constructor(store: RedisStore, keys: EntryKeys, lockValue: string, leaseMs: number, maxHoldMs: number, key: string, lockedAt: number, onLost: (reason: string) => void) {
+  constructor(
+    store: RedisStore,
+    keys: EntryKeys,
+    lockValue: string,
+    leaseMs: number,
+    maxHoldMs: number,
+    key: string,
+    lockedAt: number,
+    onLost: (reason: string) => void,
+  ) {
     this.watchdog = new LeaseWatchdog({
       key,
       leaseMs,

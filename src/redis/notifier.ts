@@ -91,7 +91,9 @@ export class Notifier {
   private connection(sharded: boolean): Redis | Cluster {
     if (this.subscriber) return this.subscriber
     this.sharded = sharded
-    const subscriber = sharded ? (this.client as Cluster).duplicate([], { shardedSubscribers: true }) : (this.client as Redis).duplicate()
+    const subscriber = sharded
+      ? (this.client as Cluster).duplicate([], { shardedSubscribers: true })
+      : (this.client as Redis).duplicate()
     const events = subscriber as unknown as NodeJS.EventEmitter
     events.on('error', () => {
       // Reconnects are ioredis' job and waits are bounded; commands report outages.
@@ -177,7 +179,9 @@ export class Notifier {
     try {
       sharded = await this.probe.shardedPubSub()
     } catch (error) {
-      throw error instanceof RedisUnavailableError ? error : new RedisUnavailableError(`subscribe failed: ${(error as Error)?.message}`, error)
+      throw error instanceof RedisUnavailableError
+        ? error
+        : new RedisUnavailableError(`subscribe failed: ${(error as Error)?.message}`, error)
     }
     if (this.closed) throw new RedisUnavailableError('subscribe skipped: the cache is closed')
     const name = this.prefix + channel
@@ -188,14 +192,17 @@ export class Notifier {
       const ready = this.sharded ? (connection as Cluster).ssubscribe(name) : connection.subscribe(name)
       const created: ChannelState = { subscriptions: new Set(), ready }
       // Refused (no offline queue): the next waiter subscribes again rather than joining a dead subscription.
-      ready.catch(() => this.channels.get(name) === created && created.subscriptions.size === 0 && this.channels.delete(name))
+      ready.catch(
+        () => this.channels.get(name) === created && created.subscriptions.size === 0 && this.channels.delete(name),
+      )
       state = created
       this.channels.set(name, state)
     }
     const subscription = new ChannelSubscription((s) => this.unsubscribe(name, s))
     state.subscriptions.add(subscription)
     // Disconnected: the subscribe is queued for the reconnect (and resubscribed by ioredis); poll meanwhile.
-    if (listening) await withTimeout(state.ready, this.timeoutMs, () => new RedisUnavailableError('unconfirmed')).catch(() => {})
+    if (listening)
+      await withTimeout(state.ready, this.timeoutMs, () => new RedisUnavailableError('unconfirmed')).catch(() => {})
     return subscription
   }
 
@@ -206,24 +213,31 @@ export class Notifier {
   listen(channel: string, onMessage: (message: string) => void): void {
     const name = this.prefix + channel
     this.listeners.set(name, onMessage)
-    this.probe.settled.then((sharded) => {
-      if (this.closed) return
-      this.listened = this.connection(sharded).subscribe(name).then(
-        // What was cached before this subscription was confirmed may have missed a broadcast:
-        // the same check as after a reconnect.
-        () => this.lost('restored'),
-        () => {
-          // Retried by ioredis' auto-resubscribe once the connection is back.
-        },
-      )
-    }, () => {})
+    this.probe.settled.then(
+      (sharded) => {
+        if (this.closed) return
+        this.listened = this.connection(sharded)
+          .subscribe(name)
+          .then(
+            // What was cached before this subscription was confirmed may have missed a broadcast:
+            // the same check as after a reconnect.
+            () => this.lost('restored'),
+            () => {
+              // Retried by ioredis' auto-resubscribe once the connection is back.
+            },
+          )
+      },
+      () => {},
+    )
   }
 
   private unsubscribe(name: string, subscription: ChannelSubscription): void {
     const state = this.channels.get(name)
     if (!state || !state.subscriptions.delete(subscription) || state.subscriptions.size > 0) return
     this.channels.delete(name)
-    const unsubscribed = this.sharded ? (this.subscriber as Cluster | undefined)?.sunsubscribe(name) : this.subscriber?.unsubscribe(name)
+    const unsubscribed = this.sharded
+      ? (this.subscriber as Cluster | undefined)?.sunsubscribe(name)
+      : this.subscriber?.unsubscribe(name)
     unsubscribed?.catch(() => {})
   }
 

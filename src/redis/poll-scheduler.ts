@@ -123,7 +123,8 @@ export class PollScheduler {
   private pumpSoon(): void {
     if (this.pumpTimer || this.due.size === 0 || this.keysInFlight >= MAX_KEYS_IN_FLIGHT) return
     this.refill()
-    const ms = this.tokens >= 1 ? GATHER_MS : Math.max(GATHER_MS, Math.ceil(((1 - this.tokens) * 1000) / this.maxPerSecond))
+    const ms =
+      this.tokens >= 1 ? GATHER_MS : Math.max(GATHER_MS, Math.ceil(((1 - this.tokens) * 1000) / this.maxPerSecond))
     this.pumpTimer = setTimeout(() => this.pump(), ms)
     this.pumpTimer.unref()
   }
@@ -147,7 +148,8 @@ export class PollScheduler {
       }
       this.tokens -= taken.length
       const keyOf = this.keyOf
-      for (const batch of batchesOf(taken, MAX_KEYS_PER_CALL, keyOf && ((polled) => keyOf(polled.wait.lock)))) this.send(batch)
+      for (const batch of batchesOf(taken, MAX_KEYS_PER_CALL, keyOf && ((polled) => keyOf(polled.wait.lock))))
+        this.send(batch)
     }
     this.pumpSoon()
   }

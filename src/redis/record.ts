@@ -63,12 +63,23 @@ export function parseRecord(bytes: Buffer, at: number, serverNow: number): Store
     // digits cannot make an entry fresh for ever.
     if (at === start || bytes[at] !== 124 || !Number.isSafeInteger(n)) return undefined
     switch (field) {
-      case 0: x = n; break
-      case 1: s = n; break
-      case 2: e = n; break
-      case 3: loadMs = n; break
-      case 4: ttlMs = n; break
-      default: versionAt = start
+      case 0:
+        x = n
+        break
+      case 1:
+        s = n
+        break
+      case 2:
+        e = n
+        break
+      case 3:
+        loadMs = n
+        break
+      case 4:
+        ttlMs = n
+        break
+      default:
+        versionAt = start
     }
     at++
   }
@@ -83,7 +94,13 @@ export function parseRecord(bytes: Buffer, at: number, serverNow: number): Store
 
 /** A record's deadlines as lifetimes from `serverNow` (server ms). */
 export function lifetimesOf(record: StoredRecord, serverNow: number): Lifetimes {
-  return { freshMs: record.x - serverNow, graceMs: record.s - serverNow, fallbackMs: record.e - serverNow, loadMs: record.loadMs, ttlMs: record.ttlMs }
+  return {
+    freshMs: record.x - serverNow,
+    graceMs: record.s - serverNow,
+    fallbackMs: record.e - serverNow,
+    loadMs: record.loadMs,
+    ttlMs: record.ttlMs,
+  }
 }
 
 /** Is fencing token `a` newer than `b`? Tokens are decimal integers ('' is older than any). */

@@ -48,7 +48,12 @@ export class RenewalBatch {
     const due = this.pending
     this.pending = []
     for (const batch of batchesOf(due, MAX_RENEWALS_PER_CALL, this.keyOf && ((renewal) => this.keyOf!(renewal.lock)))) {
-      repliesFor(batch.length, 'extend-many', () => this.send(batch.map((renewal) => renewal.lock), batch.flatMap((renewal) => [renewal.value, renewal.leaseMs])))
+      repliesFor(batch.length, 'extend-many', () =>
+        this.send(
+          batch.map((renewal) => renewal.lock),
+          batch.flatMap((renewal) => [renewal.value, renewal.leaseMs]),
+        ),
+      )
         .then((reply) => batch.forEach((renewal, i) => renewal.resolve(Number(reply[i]) === 1)))
         .catch((error: unknown) => batch.forEach((renewal) => renewal.reject(error)))
     }

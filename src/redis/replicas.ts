@@ -16,7 +16,8 @@ const REPLICA_WAIT_KEYS = new Set(['replicas', 'timeout'])
 /** `where`: the option's name in errors (`lock.waitForReplicas`, `redis.waitForReplicas`). `replicas` defaults to 1, `timeout` to 50 ms. */
 export function parseReplicaWait(where: string, option: ReplicaWaitOption | undefined): ReplicaWait | undefined {
   if (option === undefined || option === false) return undefined
-  if (typeof option !== 'object' || option === null) throw new InvalidArgumentError(where, 'must be false or an object { replicas, timeout }')
+  if (typeof option !== 'object' || option === null)
+    throw new InvalidArgumentError(where, 'must be false or an object { replicas, timeout }')
   for (const name of Object.keys(option)) {
     if (!REPLICA_WAIT_KEYS.has(name)) throw new InvalidArgumentError(`${where}.${name}`, 'unknown option')
   }

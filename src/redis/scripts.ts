@@ -41,11 +41,17 @@ const sources = new Map<string, string>()
  * the script): the helpers several scripts share (fields.lua) are written once.
  */
 export function scriptSource(url: URL): string {
-  return readFileSync(url, 'utf8').replace(/^--# include (\S+)$/gm, (_, file: string) => readFileSync(new URL(file, url), 'utf8'))
+  return readFileSync(url, 'utf8').replace(/^--# include (\S+)$/gm, (_, file: string) =>
+    readFileSync(new URL(file, url), 'utf8'),
+  )
 }
 
 /** Defines each script of `scripts` (files relative to `directory`) on `client`, once per client. */
-export function registerScripts<Name extends string>(client: Redis | Cluster, scripts: Readonly<Record<Name, ScriptFile>>, directory: URL): ClientWith<Name> {
+export function registerScripts<Name extends string>(
+  client: Redis | Cluster,
+  scripts: Readonly<Record<Name, ScriptFile>>,
+  directory: URL,
+): ClientWith<Name> {
   for (const name of Object.keys(scripts) as Name[]) {
     if (typeof (client as unknown as Record<string, unknown>)[name] === 'function') continue
     const url = new URL(scripts[name].file, directory).href
@@ -69,6 +75,9 @@ export type SharedScriptName = 'stampedeGuardExtendMany' | 'stampedeGuardPollLoc
 
 export function defineSharedScripts(client: Redis | Cluster): ClientWith<SharedScriptName> {
   const { stampedeGuardExtendMany, stampedeGuardPollLocks, stampedeGuardLockRelease } = SCRIPTS
-  return registerScripts(client, { stampedeGuardExtendMany, stampedeGuardPollLocks, stampedeGuardLockRelease }, new URL('./scripts/', import.meta.url))
+  return registerScripts(
+    client,
+    { stampedeGuardExtendMany, stampedeGuardPollLocks, stampedeGuardLockRelease },
+    new URL('./scripts/', import.meta.url),
+  )
 }
-

@@ -9,10 +9,16 @@ const RETRY_MS = 1_000
 const SAFE_POLICIES = new Set(['noeviction'])
 
 /** `shardedPubSub`, validated: a boolean or 'auto' (the default); `true` needs a Cluster client. `argument` names it in errors. */
-export function parseShardedPubSub(argument: string, value: unknown, client: Redis | Cluster | undefined): boolean | 'auto' {
+export function parseShardedPubSub(
+  argument: string,
+  value: unknown,
+  client: Redis | Cluster | undefined,
+): boolean | 'auto' {
   const sharded = value ?? 'auto'
-  if (typeof sharded !== 'boolean' && sharded !== 'auto') throw new InvalidArgumentError(argument, `must be a boolean or 'auto', got ${JSON.stringify(sharded)}`)
-  if (sharded === true && client?.isCluster !== true) throw new InvalidArgumentError(argument, 'needs redis to be an ioredis Cluster')
+  if (typeof sharded !== 'boolean' && sharded !== 'auto')
+    throw new InvalidArgumentError(argument, `must be a boolean or 'auto', got ${JSON.stringify(sharded)}`)
+  if (sharded === true && client?.isCluster !== true)
+    throw new InvalidArgumentError(argument, 'needs redis to be an ioredis Cluster')
   return sharded
 }
 
@@ -47,8 +53,15 @@ export class ServerProbe {
     const fixed = setting === 'auto' ? (client.isCluster ? undefined : false) : setting
     this.sharded = fixed // known at once: commands are then sent in call order, with no await in between
     this.known = fixed === undefined ? this.readVersion() : Promise.resolve(fixed)
-    this.known.then((sharded) => (this.sharded = sharded), () => {})
-    if (events) void this.known.then(() => this.checkEviction(), () => {})
+    this.known.then(
+      (sharded) => (this.sharded = sharded),
+      () => {},
+    )
+    if (events)
+      void this.known.then(
+        () => this.checkEviction(),
+        () => {},
+      )
   }
 
   /** Resolves once the pub/sub mode is known, however long that takes (rejects only after close()). */
@@ -59,7 +72,11 @@ export class ServerProbe {
   /** Whether per-key channels are sharded: at once once known, else after the probe (bounded by timeoutMs). */
   shardedPubSub(): boolean | Promise<boolean> {
     if (this.sharded !== undefined) return this.sharded
-    return withTimeout(this.known, this.timeoutMs, () => new RedisUnavailableError(`redis version unknown after ${this.timeoutMs} ms (server unreachable?)`))
+    return withTimeout(
+      this.known,
+      this.timeoutMs,
+      () => new RedisUnavailableError(`redis version unknown after ${this.timeoutMs} ms (server unreachable?)`),
+    )
   }
 
   close(): void {
@@ -79,7 +96,11 @@ export class ServerProbe {
     while (!this.closed) {
       try {
         pending ??= ask()
-        const info = await withTimeout(pending, this.timeoutMs, () => new RedisUnavailableError('INFO server timed out'))
+        const info = await withTimeout(
+          pending,
+          this.timeoutMs,
+          () => new RedisUnavailableError('INFO server timed out'),
+        )
         return (majorVersion(info) ?? 0) >= 7
       } catch {
         await delay(RETRY_MS).promise
@@ -90,7 +111,11 @@ export class ServerProbe {
 
   private async checkEviction(): Promise<void> {
     try {
-      const reply = (await withTimeout(this.client.config('GET', 'maxmemory-policy') as Promise<unknown>, this.timeoutMs, () => new RedisUnavailableError('CONFIG GET timed out'))) as string[]
+      const reply = (await withTimeout(
+        this.client.config('GET', 'maxmemory-policy') as Promise<unknown>,
+        this.timeoutMs,
+        () => new RedisUnavailableError('CONFIG GET timed out'),
+      )) as string[]
       const policy = reply?.[1]
       if (this.closed || typeof policy !== 'string' || SAFE_POLICIES.has(policy)) return
       this.events?.emit('config-warning', {

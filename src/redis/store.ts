@@ -99,7 +99,11 @@ export class RedisStore {
     this.keyPrefix = keyPrefixOf(client)
     this.clusterKeyOf = clusterKeyOf(client)
     // A batch's keys share one slot on a Cluster: the first stands for them in the failing clock.
-    this.renewals = new RenewalBatch((locks, args) => this.call('extend', locks[0], () => this.client.stampedeGuardExtendMany(locks.length, ...locks, ...args)), this.clusterKeyOf)
+    this.renewals = new RenewalBatch(
+      (locks, args) =>
+        this.call('extend', locks[0], () => this.client.stampedeGuardExtendMany(locks.length, ...locks, ...args)),
+      this.clusterKeyOf,
+    )
   }
 
   /** Removes our listeners from the client, which outlives the cache. */
@@ -125,14 +129,22 @@ export class RedisStore {
     // On a Cluster the keys of one tick are in many slots, and MGET needs one.
     // A retry through a failover goes alone, by call(), which keeps it out of the breaker's count.
     if (this.cluster || this.channel.startingRetry) {
-      this.call('get', reader.freshKey, () => getOne(this.client, reader.freshKey)).then((read) => reader.found(read), (error: unknown) => reader.failed(error))
+      this.call('get', reader.freshKey, () => getOne(this.client, reader.freshKey)).then(
+        (read) => reader.found(read),
+        (error: unknown) => reader.failed(error),
+      )
       return
     }
     this.channel.reads.read(reader)
   }
 
   /** See CommandChannel.throughFailover. */
-  throughFailover<T>(operation: () => Promise<T>, deadline: number, retryMs: number, options: { key?: string; patient?: boolean } = {}): Promise<T> {
+  throughFailover<T>(
+    operation: () => Promise<T>,
+    deadline: number,
+    retryMs: number,
+    options: { key?: string; patient?: boolean } = {},
+  ): Promise<T> {
     return this.channel.throughFailover(operation, deadline, retryMs, options)
   }
 
@@ -156,11 +168,14 @@ export class RedisStore {
     if (this.clockSync) return this.clockSync
     if (this.channel.connectionLost()) return Promise.resolve()
     const sentAt = performance.now()
-    const measured = this.client.time().then(([seconds, micros]) => {
-      this.clock.observe(Number(seconds) * 1000 + Math.floor(Number(micros) / 1000), sentAt, performance.now())
-    }, () => {
-      // Redis is unavailable: lookups take the script path, which measures the clock too.
-    })
+    const measured = this.client.time().then(
+      ([seconds, micros]) => {
+        this.clock.observe(Number(seconds) * 1000 + Math.floor(Number(micros) / 1000), sentAt, performance.now())
+      },
+      () => {
+        // Redis is unavailable: lookups take the script path, which measures the clock too.
+      },
+    )
     let timer: NodeJS.Timeout | undefined
     const bounded = new Promise<void>((resolve) => {
       timer = setTimeout(resolve, this.timeoutMs)
@@ -179,20 +194,46 @@ export class RedisStore {
    * reply took is its own): told instead of queueing the release of an unanswered lookup,
    * which would also take the lock a later retry won; it calls `releaseAbandoned` once done.
    */
-  async getOrLock(keys: EntryKeys, owner: string, leaseMs: number, mode: LookupMode, retentionMs: number, refreshBelowMs = -1, onAbandoned?: () => void): Promise<Lookup> {
+  async getOrLock(
+    keys: EntryKeys,
+    owner: string,
+    leaseMs: number,
+    mode: LookupMode,
+    retentionMs: number,
+    refreshBelowMs = -1,
+    onAbandoned?: () => void,
+  ): Promise<Lookup> {
     // The Buffer variant: the value's bytes must not go through UTF-8 (a BinaryValue's payload).
-    const args = [keys.entry, keys.lock, keys.fresh, owner, leaseMs, mode, retentionMs, Math.round(refreshBelowMs)] as const
+    const args = [
+      keys.entry,
+      keys.lock,
+      keys.fresh,
+      owner,
+      leaseMs,
+      mode,
+      retentionMs,
+      Math.round(refreshBelowMs),
+    ] as const
     let acknowledged: number | undefined
     let sent = false
     let sentAt = performance.now()
-    const reply = (await this.call('getOrLock', keys.entry, async () => {
-      sent = true
-      sentAt = performance.now() // not while it waited for a slot: the lease and the clock count from here
-      if (!this.replicaWait) return this.client.stampedeGuardGetOrLockBuffer(...args)
-      const { replies, acknowledged: count } = await execWithReplicaWait(this.client, (pipeline) => (pipeline as unknown as ScriptedClient).stampedeGuardGetOrLockBuffer(...args), this.replicaWait)
-      acknowledged = count
-      return replies[0]
-    }, this.replicaWait?.timeoutMs).catch((error: unknown) => {
+    const reply = (await this.call(
+      'getOrLock',
+      keys.entry,
+      async () => {
+        sent = true
+        sentAt = performance.now() // not while it waited for a slot: the lease and the clock count from here
+        if (!this.replicaWait) return this.client.stampedeGuardGetOrLockBuffer(...args)
+        const { replies, acknowledged: count } = await execWithReplicaWait(
+          this.client,
+          (pipeline) => (pipeline as unknown as ScriptedClient).stampedeGuardGetOrLockBuffer(...args),
+          this.replicaWait,
+        )
+        acknowledged = count
+        return replies[0]
+      },
+      this.replicaWait?.timeoutMs,
+    ).catch((error: unknown) => {
       // Sent and not answered: it may still take the lock later, for nobody. Undo that behind it.
       if (sent) {
         if (onAbandoned) onAbandoned()
@@ -234,7 +275,12 @@ export class RedisStore {
    * connection, as an abandoned lookup's release is (abandoned.ts): whenever the late write
    * runs, the key is deleted after it, and the next call loads the current value.
    */
-  async commit(keys: EntryKeys, request: CommitRequest, broadcast?: Broadcast, undoLate?: number): Promise<string | undefined> {
+  async commit(
+    keys: EntryKeys,
+    request: CommitRequest,
+    broadcast?: Broadcast,
+    undoLate?: number,
+  ): Promise<string | undefined> {
     const { lockValue, token, data, freshMs, graceMs, fallbackMs, loadMs } = request // freshMs is the ttl
     const known = this.publishCommand()
     const publish = typeof known === 'string' ? known : await known
@@ -242,9 +288,26 @@ export class RedisStore {
     let sent = false
     const [written, , now, version, corrupt] = (await this.call('commit', keys.entry, () => {
       sent = true
-      return this.client.stampedeGuardCommit(keys.entry, keys.lock, keys.channel, keys.fresh, lockValue, token, data, freshMs, graceMs, fallbackMs, Math.round(loadMs), publish, ...this.broadcastArgs(broadcast))
+      return this.client.stampedeGuardCommit(
+        keys.entry,
+        keys.lock,
+        keys.channel,
+        keys.fresh,
+        lockValue,
+        token,
+        data,
+        freshMs,
+        graceMs,
+        fallbackMs,
+        Math.round(loadMs),
+        publish,
+        ...this.broadcastArgs(broadcast),
+      )
     }).catch((error: unknown) => {
-      if (sent && undoLate !== undefined) this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, undoLate, ...this.broadcastArgs(broadcast)).catch(() => {})
+      if (sent && undoLate !== undefined)
+        this.client
+          .stampedeGuardInvalidate(keys.entry, keys.fresh, undoLate, ...this.broadcastArgs(broadcast))
+          .catch(() => {})
       throw error
     })) as [number, number, string, string, number]
     this.clock.observe(Number(now), sentAt, performance.now())
@@ -252,12 +315,27 @@ export class RedisStore {
     return written === 1 ? version : undefined
   }
 
-  async release(keys: EntryKeys, lockValue: string, message: string, marks: { backoffMs?: number; passMs?: number; negativeMs?: number } = {}): Promise<boolean> {
+  async release(
+    keys: EntryKeys,
+    lockValue: string,
+    message: string,
+    marks: { backoffMs?: number; passMs?: number; negativeMs?: number } = {},
+  ): Promise<boolean> {
     const { backoffMs = 0, passMs = 0, negativeMs = 0 } = marks
     const known = this.publishCommand()
     const publish = typeof known === 'string' ? known : await known
     const [released, corrupt] = (await this.call('release', keys.entry, () =>
-      this.client.stampedeGuardRelease(keys.entry, keys.lock, keys.channel, lockValue, message, backoffMs, passMs, publish, negativeMs),
+      this.client.stampedeGuardRelease(
+        keys.entry,
+        keys.lock,
+        keys.channel,
+        lockValue,
+        message,
+        backoffMs,
+        passMs,
+        publish,
+        negativeMs,
+      ),
     )) as [number, number]
     this.reportCorrupt(keys, corrupt)
     return released === 1
@@ -275,7 +353,9 @@ export class RedisStore {
 
   /** Deletes the value, keeps the fence, and publishes `broadcast` in the same script. */
   async invalidate(keys: EntryKeys, retentionMs: number, broadcast?: Broadcast): Promise<void> {
-    const corrupt = await this.call('invalidate', keys.entry, () => this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, retentionMs, ...this.broadcastArgs(broadcast)))
+    const corrupt = await this.call('invalidate', keys.entry, () =>
+      this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, retentionMs, ...this.broadcastArgs(broadcast)),
+    )
     this.reportCorrupt(keys, corrupt)
   }
 

@@ -52,16 +52,26 @@ export class TagStore {
   private readonly client: ClientWith<keyof typeof TAG_SCRIPTS>
   private readonly keyPrefix: string
 
-  constructor(client: Redis | Cluster, private readonly store: RedisStore, private readonly namespace: string) {
+  constructor(
+    client: Redis | Cluster,
+    private readonly store: RedisStore,
+    private readonly namespace: string,
+  ) {
     this.client = registerScripts(client, TAG_SCRIPTS, new URL('./scripts/', import.meta.url))
     this.keyPrefix = keyPrefixOf(client)
   }
 
   /** Enrolls `key` under each tag (one script per tag, sent together); the first refusal, if any. */
-  async enroll(tags: readonly string[], key: string, { startedAt, lifeMs, maxMembers }: Enrollment): Promise<TagRefusal | undefined> {
+  async enroll(
+    tags: readonly string[],
+    key: string,
+    { startedAt, lifeMs, maxMembers }: Enrollment,
+  ): Promise<TagRefusal | undefined> {
     const replies = await this.store.fanOut(tags, (tag) => {
       const { members, at } = tagKeys(this.namespace, tag)
-      return this.store.run('tag-enroll', () => this.client.stampedeGuardTagEnroll(members, at, key, Math.floor(startedAt), Math.ceil(lifeMs), maxMembers))
+      return this.store.run('tag-enroll', () =>
+        this.client.stampedeGuardTagEnroll(members, at, key, Math.floor(startedAt), Math.ceil(lifeMs), maxMembers),
+      )
     })
     if (replies.includes(0)) return 'invalidated'
     return replies.includes(-1) ? 'full' : undefined
@@ -70,7 +80,16 @@ export class TagStore {
   /** Step 1 of an invalidation: `at` = now, members moved to the drain, `broadcast` published. */
   async drain(tag: string, retentionMs: number, broadcast: Broadcast): Promise<void> {
     const { members, at, drain } = tagKeys(this.namespace, tag)
-    await this.store.run('tag-drain', () => this.client.stampedeGuardTagDrain(members, at, drain, retentionMs, this.keyPrefix + broadcast.channel, broadcast.message))
+    await this.store.run('tag-drain', () =>
+      this.client.stampedeGuardTagDrain(
+        members,
+        at,
+        drain,
+        retentionMs,
+        this.keyPrefix + broadcast.channel,
+        broadcast.message,
+      ),
+    )
   }
 
   /** One SSCAN step over the drain: the next cursor ('0' at the end) and up to about `count` members. */

@@ -30,7 +30,14 @@ describe.skipIf(!redisAvailable)('the Redis hit path under attack', () => {
   })
 
   function cache(server: RedisServer, options: Partial<CacheOptions> = {}): Cache {
-    const created = createCache({ redis: server.client({ maxRetriesPerRequest: null }), namespace: NS, ttl: '60s', redisTimeout: TIMEOUT_MS, l1: false, ...options })
+    const created = createCache({
+      redis: server.client({ maxRetriesPerRequest: null }),
+      namespace: NS,
+      ttl: '60s',
+      redisTimeout: TIMEOUT_MS,
+      l1: false,
+      ...options,
+    })
     caches.push(created)
     return created
   }
@@ -41,7 +48,11 @@ describe.skipIf(!redisAvailable)('the Redis hit path under attack', () => {
   }
 
   /** A call, timed from its start; never rejects (the outcome says how it ended). */
-  function timed(c: Cache, key: string, loader: () => Promise<string>): Promise<{ key: string; ms: number; value?: unknown; error?: unknown }> {
+  function timed(
+    c: Cache,
+    key: string,
+    loader: () => Promise<string>,
+  ): Promise<{ key: string; ms: number; value?: unknown; error?: unknown }> {
     const start = performance.now()
     return c.getOrLoad(key, loader).then(
       (value) => ({ key, ms: performance.now() - start, value }),
@@ -141,18 +152,25 @@ describe.skipIf(!redisAvailable)('the Redis hit path under attack', () => {
     await admin.config('RESETSTAT')
     const loaded: string[] = []
     // Twice in one tick per key: the second joins the flight.
-    const values = await Promise.all(Array.from({ length: 128 }, (_, j) => {
-      const key = `k${j % 64}`
-      return c.getOrLoad(key, async () => {
-        loaded.push(key)
-        return `new:${key}`
-      })
-    }))
+    const values = await Promise.all(
+      Array.from({ length: 128 }, (_, j) => {
+        const key = `k${j % 64}`
+        return c.getOrLoad(key, async () => {
+          loaded.push(key)
+          return `new:${key}`
+        })
+      }),
+    )
     values.forEach((value, j) => {
       const i = j % 64
       expect(value, `k${i}`).toBe(kind(i) === 'miss' ? `new:k${i}` : `v:k${i}`)
     })
-    expect(loaded.sort()).toEqual(Array.from({ length: 64 }, (_, i) => i).filter((i) => kind(i) === 'miss').map((i) => `k${i}`).sort())
+    expect(loaded.sort()).toEqual(
+      Array.from({ length: 64 }, (_, i) => i)
+        .filter((i) => kind(i) === 'miss')
+        .map((i) => `k${i}`)
+        .sort(),
+    )
     const stats = await admin.info('commandstats')
     expect(stats).toMatch(/cmdstat_mget:calls=\d+/) // they did batch
   })
@@ -179,7 +197,10 @@ describe.skipIf(!redisAvailable)('the Redis hit path under attack', () => {
     await killed.catch(() => {})
     await sleep(200)
     // The kill did land mid-batch: reads were failed as a lost connection, not answered.
-    expect(errors.some((e) => /^m?get: .*connection lost/.test(e)), errors.join('\n')).toBe(true)
+    expect(
+      errors.some((e) => /^m?get: .*connection lost/.test(e)),
+      errors.join('\n'),
+    ).toBe(true)
     expect(unhandled).toEqual([])
   })
 
@@ -212,10 +233,14 @@ describe.skipIf(!redisAvailable)('the Redis hit path under attack', () => {
     const admin = server.client()
     await admin.config('RESETSTAT')
     let loads = 0
-    const values = await Promise.all(Array.from({ length: 10_000 }, (_, j) => c.getOrLoad(`k${j % 1000}`, async () => {
-      loads++
-      return 'other'
-    })))
+    const values = await Promise.all(
+      Array.from({ length: 10_000 }, (_, j) =>
+        c.getOrLoad(`k${j % 1000}`, async () => {
+          loads++
+          return 'other'
+        }),
+      ),
+    )
     values.forEach((value, j) => expect(value).toBe(`v:k${j % 1000}`))
     expect(loads).toBe(0)
     const stats = await admin.info('commandstats')
@@ -243,7 +268,9 @@ describe.skipIf(!redisAvailable)('the Redis hit path under attack', () => {
     // Once they are sent, Redis answers at once and we read the replies only after the deadlines have passed.
     setImmediate(() => {
       const until = performance.now() + TIMEOUT_MS + 500
-      while (performance.now() < until) { /* busy */ }
+      while (performance.now() < until) {
+        /* busy */
+      }
     })
     expect(await Promise.all([alone, ...batch])).toEqual(Array.from({ length: 40 }, (_, i) => `v:k${i}`))
     expect(loads).toBe(0)
@@ -302,14 +329,21 @@ describe.skipIf(!redisAvailable)('the Redis hit path under attack', () => {
   })
 })
 
-describe.skipIf(!redisAvailable)('L1 never outlives Redis\'s copy', () => {
+describe.skipIf(!redisAvailable)("L1 never outlives Redis's copy", () => {
   const caches: Cache[] = []
   const redis = useRedisPerTest(() => Promise.all(caches.splice(0).map((cache) => cache.close())))
 
   it('not even after a clock sample whose reply sat behind a busy event loop', async () => {
     const server = await redis.start()
     const make = (options: Partial<CacheOptions> = {}) => {
-      const created = createCache({ redis: server.client(), namespace: NS, ttl: '2s', ttlJitter: 0, redisTimeout: 5000, ...options })
+      const created = createCache({
+        redis: server.client(),
+        namespace: NS,
+        ttl: '2s',
+        ttlJitter: 0,
+        redisTimeout: 5000,
+        ...options,
+      })
       caches.push(created)
       return created
     }
@@ -328,7 +362,9 @@ describe.skipIf(!redisAvailable)('L1 never outlives Redis\'s copy', () => {
       // and the reply is read 1 s later, as behind any busy moment of a real process.
       queueMicrotask(() => {
         const until = performance.now() + 1000
-        while (performance.now() < until) { /* busy */ }
+        while (performance.now() < until) {
+          /* busy */
+        }
       })
     })
     expect(await reader.getOrLoad('bait', async () => 'other')).toBe('b')

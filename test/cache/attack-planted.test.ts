@@ -28,9 +28,19 @@ describe.skipIf(!redisAvailable)('attack: data planted in Redis', () => {
 
   describe('the fresh copy :v (no expiry)', () => {
     it.each([
-      ['a ttl t of 0 and x a year ahead', (now: number) => `${now + YEAR_MS}|${now + YEAR_MS}|${now + YEAR_MS}|5|0|1|"planted"`],
-      ['t and x both 10^15 ms ahead', (now: number) => `${now + 1e15}|${now + 1e15}|${now + 1e15}|5|${1e15}|1|"planted"`],
-      ['t above the longest lifetime (366 days), x at its end', (now: number) => `${now + YEAR_MS + 86_400_000}|${now + YEAR_MS + 86_400_000}|${now + YEAR_MS + 86_400_000}|5|${YEAR_MS + 86_400_000}|1|"planted"`],
+      [
+        'a ttl t of 0 and x a year ahead',
+        (now: number) => `${now + YEAR_MS}|${now + YEAR_MS}|${now + YEAR_MS}|5|0|1|"planted"`,
+      ],
+      [
+        't and x both 10^15 ms ahead',
+        (now: number) => `${now + 1e15}|${now + 1e15}|${now + 1e15}|5|${1e15}|1|"planted"`,
+      ],
+      [
+        't above the longest lifetime (366 days), x at its end',
+        (now: number) =>
+          `${now + YEAR_MS + 86_400_000}|${now + YEAR_MS + 86_400_000}|${now + YEAR_MS + 86_400_000}|5|${YEAR_MS + 86_400_000}|1|"planted"`,
+      ],
     ])('%s: not served as fresh', async (_, record) => {
       const c = await cache()
       await suite.admin().set(`${entry('v')}:v`, record(await serverMs()))
@@ -38,23 +48,30 @@ describe.skipIf(!redisAvailable)('attack: data planted in Redis', () => {
     })
   })
 
-  describe('messages planted on the key\'s channel', () => {
+  describe("messages planted on the key's channel", () => {
     it.each([
       ['a server time that is not a number', 'c|abc|1|1|1|1|1|1|"planted"'],
       ['an empty server time', 'c||1|1|1|1|1|1|"planted"'],
-    ])('a commit message with %s: corrupt, the waiter re-checks and loads once the planted lock ends', async (_, message) => {
-      const c = await cache({ l1: { maxTtl: Infinity }, lock: { lease: 1_000 }, waitTimeout: '8s' })
-      await suite.admin().set(`${entry('m')}:lock`, 'nobody:1', 'PX', 1_000)
-      let loads = 0
-      const waiting = c.getOrLoad('m', async () => (loads++, 'v'))
-      await until(async () => ((await suite.admin().pubsub('NUMSUB', `${entry('m')}:ch`)) as [string, number])[1] > 0, 'the waiter to subscribe', 5_000)
-      await suite.admin().publish(`${entry('m')}:ch`, message)
-      expect(await waiting).toBe('v') // the planted lock ran out: loaded, not the planted value
-      expect(loads).toBe(1)
-      expect(await c.getOrLoad('m', async () => (loads++, 'again'))).toBe('v')
-      expect(corrupt).toContain('m')
-      expect(redisErrors).toEqual([])
-    })
+    ])(
+      'a commit message with %s: corrupt, the waiter re-checks and loads once the planted lock ends',
+      async (_, message) => {
+        const c = await cache({ l1: { maxTtl: Infinity }, lock: { lease: 1_000 }, waitTimeout: '8s' })
+        await suite.admin().set(`${entry('m')}:lock`, 'nobody:1', 'PX', 1_000)
+        let loads = 0
+        const waiting = c.getOrLoad('m', async () => (loads++, 'v'))
+        await until(
+          async () => ((await suite.admin().pubsub('NUMSUB', `${entry('m')}:ch`)) as [string, number])[1] > 0,
+          'the waiter to subscribe',
+          5_000,
+        )
+        await suite.admin().publish(`${entry('m')}:ch`, message)
+        expect(await waiting).toBe('v') // the planted lock ran out: loaded, not the planted value
+        expect(loads).toBe(1)
+        expect(await c.getOrLoad('m', async () => (loads++, 'again'))).toBe('v')
+        expect(corrupt).toContain('m')
+        expect(redisErrors).toEqual([])
+      },
+    )
   })
 
   describe('the entry hash: deadlines consistent with its own ttl', () => {

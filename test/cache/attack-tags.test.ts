@@ -28,7 +28,7 @@ async function pastInvalidation(suite: ReturnType<typeof useCacheSuite>, tag: st
 describe.skipIf(!redisAvailable)('attacks on tags', () => {
   const suite = useCacheSuite()
 
-  for (const how of ['the call\'s tags', 'ctx.tag'] as const) {
+  for (const how of ["the call's tags", 'ctx.tag'] as const) {
     it(`a call that begins after deleteByTag does not join a load that began before it (${how})`, async () => {
       const a = suite.cache()
       await a.ready()
@@ -85,12 +85,16 @@ describe.skipIf(!redisAvailable)('attacks on tags', () => {
     let version = 'old'
     const started = gate()
     const finish = gate()
-    const inFlight = cache.getOrLoad('k', async () => {
-      const read = version
-      started.open()
-      await finish.promise
-      return read
-    }, { tags: ['t'] })
+    const inFlight = cache.getOrLoad(
+      'k',
+      async () => {
+        const read = version
+        started.open()
+        await finish.promise
+        return read
+      },
+      { tags: ['t'] },
+    )
     await started.promise
     version = 'new'
     await cache.deleteByTag('t')
@@ -119,7 +123,12 @@ describe.skipIf(!redisAvailable)('attacks on tags: Redis names', () => {
     const a = suite.cache({ lock: { lease: 1_000, maxHold: 5_000 }, ttlJitter: 0 })
     const odd = ['a:b', 'ü-ñ-日本', 'pipe|bar', '{brace', 'close}', 'x'.repeat(1024), ' space ', 'tag:{t:y}:keys']
     for (const [i, tag] of odd.entries()) {
-      await a.getOrLoad(`k${i}`, async () => i, { tags: [tag, 'all'], ttl: '20s', staleTtl: '40s', staleIfError: '60s' })
+      await a.getOrLoad(`k${i}`, async () => i, {
+        tags: [tag, 'all'],
+        ttl: '20s',
+        staleTtl: '40s',
+        staleIfError: '60s',
+      })
     }
     await a.set('s', 1, { tags: odd, ttl: '20s' })
     await a.deleteByTag(odd[0]!)
@@ -139,7 +148,8 @@ describe.skipIf(!redisAvailable)('attacks on tags: Redis names', () => {
     for (const tag of odd.slice(1)) {
       await a.deleteByTag(tag)
     }
-    for (const [i] of odd.entries()) expect(await a.getOrLoad(`k${i}`, async () => 'new')).toBe(i === 0 ? 'again' : 'new') // k0 was reloaded with odd[0] only
+    for (const [i] of odd.entries())
+      expect(await a.getOrLoad(`k${i}`, async () => 'new')).toBe(i === 0 ? 'again' : 'new') // k0 was reloaded with odd[0] only
     expect(await a.getOrLoad('s', async () => 'new')).toBe('new')
   })
 })
@@ -195,9 +205,18 @@ describe.skipIf(!redisAvailable)('attacks on tags: grace, and a lost broadcast',
       await suite.admin().call('CLIENT', 'KILL', 'TYPE', 'pubsub')
       await until(() => subscriber.status !== 'ready', 'b to see its subscriber drop')
       await a.deleteByTag('t')
-      const answer = await b.getOrLoad('k', async () => {
-        throw new Error('database down')
-      }, policy).then((value) => value, (error: Error) => error.message)
+      const answer = await b
+        .getOrLoad(
+          'k',
+          async () => {
+            throw new Error('database down')
+          },
+          policy,
+        )
+        .then(
+          (value) => value,
+          (error: Error) => error.message,
+        )
       expect(answer).toBe('database down')
       expect(subscriber.status).not.toBe('ready') // missed, not heard
     } finally {
@@ -256,7 +275,9 @@ describe.skipIf(!redisAvailable)('attacks on tags: concurrent invalidations', ()
     await Promise.all(keys.map((key) => a.getOrLoad(key, loader)))
     await Promise.all(keys.map((key) => b.getOrLoad(key, loader)))
     version = 1
-    const churn = Promise.all(keys.map((key, i) => (i % 3 === 0 ? c.set(key, 0, { tags: ['t'] }).catch(() => {}) : c.getOrLoad(key, loader))))
+    const churn = Promise.all(
+      keys.map((key, i) => (i % 3 === 0 ? c.set(key, 0, { tags: ['t'] }).catch(() => {}) : c.getOrLoad(key, loader))),
+    )
     await Promise.all([a.deleteByTag('t'), b.deleteByTag('t'), churn])
     await heard(suite, a, 'a-after')
     await heard(suite, b, 'b-after')

@@ -15,7 +15,10 @@ import { gate, until } from '../support/timing.js'
 describe.skipIf(!redisAvailable)('attack: maxWaits counts waits, not the loads after them', () => {
   const suite = useRedisServer()
 
-  function cacheOn(options: Parameters<typeof createCache>[0] extends infer O ? Partial<O> : never): { cache: Cache; client: Redis } {
+  function cacheOn(options: Parameters<typeof createCache>[0] extends infer O ? Partial<O> : never): {
+    cache: Cache
+    client: Redis
+  } {
     const client = suite.server().client()
     const cache = createCache({ redis: client, ttl: '1m', l1: false, namespace: 'capped', ...options } as never)
     return { cache, client }
@@ -43,7 +46,9 @@ describe.skipIf(!redisAvailable)('attack: maxWaits counts waits, not the loads a
     })
     await until(async () => (await suite.admin().exists(entryKeys('capped', 'y').lock)) === 1, 'the holder to lock y')
     let yDecided = false // the waiter has waited on y, or been refused a wait (the bug)
-    const decided = ({ key }: { key: string }) => { if (key === 'y') yDecided = true }
+    const decided = ({ key }: { key: string }) => {
+      if (key === 'y') yDecided = true
+    }
     waiter.cache.on('wait', decided)
     waiter.cache.on('wait-capped', decided)
     const y2 = waiter.cache.getOrLoad('y', async () => 'y-from-waiter').catch((error: unknown) => error)

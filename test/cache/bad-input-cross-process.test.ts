@@ -6,7 +6,10 @@ import { useWorkerSuite } from '../support/worker-suite.js'
 
 const WORKER = new URL('../fixtures/cache-worker.ts', import.meta.url)
 
-interface CallResult { ok: boolean; error?: string }
+interface CallResult {
+  ok: boolean
+  error?: string
+}
 
 describe.skipIf(!redisAvailable)('awkward loader errors across processes', () => {
   const suite = useWorkerSuite(WORKER)
@@ -25,28 +28,40 @@ describe.skipIf(!redisAvailable)('awkward loader errors across processes', () =>
     ['string', 'NonError: plain string thrown'],
   ]
 
-  it.each(cases)('a loader throwing %s: the waiter in another process gets a RemoteLoaderError saying so, and the lock is released at once', async (throws, described) => {
-    const options = { CACHE_OPTIONS: JSON.stringify({ lock: { lease: LEASE_MS }, waitTimeout: '50s', onWaitTimeout: 'throw' }) }
-    const [leader, waiter] = await suite.spawn(2, options)
-    await redis().config('RESETSTAT')
-    const led = leader!.request<CallResult[]>({ op: 'burst', keys: ['boom'], calls: 2, loaderMs: 0, throws, holdUntilKey: 'fail-now' })
-    await until(async () => Number(await redis().get('loads:boom')) === 1, 'the leader to start loading')
-    const waited = waiter!.request<CallResult[]>({ op: 'burst', keys: ['boom'], calls: 2, loaderMs: 0 })
-    // Fail only once the waiter waits: it has looked up, subscribed and looked again (each lookup
-    // reads TIME once; nothing else has yet), else it could find the lock gone and load itself.
-    await until(async () => (await timeCalls()) >= 3, 'the waiter to look up, subscribe and re-check', 30_000)
-    const failedAt = Date.now()
-    await redis().set('fail-now', '1')
+  it.each(cases)(
+    'a loader throwing %s: the waiter in another process gets a RemoteLoaderError saying so, and the lock is released at once',
+    async (throws, described) => {
+      const options = {
+        CACHE_OPTIONS: JSON.stringify({ lock: { lease: LEASE_MS }, waitTimeout: '50s', onWaitTimeout: 'throw' }),
+      }
+      const [leader, waiter] = await suite.spawn(2, options)
+      await redis().config('RESETSTAT')
+      const led = leader!.request<CallResult[]>({
+        op: 'burst',
+        keys: ['boom'],
+        calls: 2,
+        loaderMs: 0,
+        throws,
+        holdUntilKey: 'fail-now',
+      })
+      await until(async () => Number(await redis().get('loads:boom')) === 1, 'the leader to start loading')
+      const waited = waiter!.request<CallResult[]>({ op: 'burst', keys: ['boom'], calls: 2, loaderMs: 0 })
+      // Fail only once the waiter waits: it has looked up, subscribed and looked again (each lookup
+      // reads TIME once; nothing else has yet), else it could find the lock gone and load itself.
+      await until(async () => (await timeCalls()) >= 3, 'the waiter to look up, subscribe and re-check', 30_000)
+      const failedAt = Date.now()
+      await redis().set('fail-now', '1')
 
-    const leaderResults = await led
-    expect(leaderResults.every((r) => !r.ok)).toBe(true) // its callers get what the loader threw
-    const waiterResults = await waited
-    expect(Date.now() - failedAt).toBeLessThan(LEASE_MS) // not after the lease ran out
-    for (const result of waiterResults) {
-      expect(result.ok).toBe(false)
-      expect(result.error).toBe(`RemoteLoaderError: loader for "boom" failed in another process: ${described}`)
-    }
-    expect(Number(await redis().get('loads:boom'))).toBe(1) // the waiter ran no loader
-    expect(await redis().exists('sg:{k:boom}:lock')).toBe(0)
-  })
+      const leaderResults = await led
+      expect(leaderResults.every((r) => !r.ok)).toBe(true) // its callers get what the loader threw
+      const waiterResults = await waited
+      expect(Date.now() - failedAt).toBeLessThan(LEASE_MS) // not after the lease ran out
+      for (const result of waiterResults) {
+        expect(result.ok).toBe(false)
+        expect(result.error).toBe(`RemoteLoaderError: loader for "boom" failed in another process: ${described}`)
+      }
+      expect(Number(await redis().get('loads:boom'))).toBe(1) // the waiter ran no loader
+      expect(await redis().exists('sg:{k:boom}:lock')).toBe(0)
+    },
+  )
 })

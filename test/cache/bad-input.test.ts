@@ -1,7 +1,14 @@
 import type { Redis } from 'ioredis'
 import { beforeAll, describe, expect, it } from 'vitest'
 import superjson from 'superjson'
-import { InvalidArgumentError, jsonCodec, RemoteLoaderError, SerializationError, superjsonCodec, ValueTooLargeError } from '../../src/index.js'
+import {
+  InvalidArgumentError,
+  jsonCodec,
+  RemoteLoaderError,
+  SerializationError,
+  superjsonCodec,
+  ValueTooLargeError,
+} from '../../src/index.js'
 import { decodeFailure, describeFailure, encodeFailure, MAX_ERROR_MESSAGE_LENGTH } from '../../src/loader-error.js'
 import { useCacheSuite } from '../support/cache-suite.js'
 import { redisAvailable } from '../support/redis.js'
@@ -43,7 +50,10 @@ describe.skipIf(!redisAvailable)('bad input', () => {
       expect(await b.getOrLoad('z\u{1F601}', async () => 'other')).toBe('beam')
       await a.delete('z\u{1F600}')
       let seen = 'grin'
-      await until(async () => (seen = await b.getOrLoad('z\u{1F600}', async () => 'reloaded')) !== 'grin', "b's L1 to drop the deleted key")
+      await until(
+        async () => (seen = await b.getOrLoad('z\u{1F600}', async () => 'reloaded')) !== 'grin',
+        "b's L1 to drop the deleted key",
+      )
       expect(seen).toBe('reloaded')
       expect(await b.getOrLoad('z\u{1F601}', async () => 'other')).toBe('beam') // its neighbour untouched
     })
@@ -54,7 +64,10 @@ describe.skipIf(!redisAvailable)('bad input', () => {
       const a = cache()
       const b = cache()
       const reasons: string[] = []
-      a.on('uncacheable', ({ reason, error }) => (expect(error).toBeInstanceOf(SerializationError), reasons.push(reason)))
+      a.on(
+        'uncacheable',
+        ({ reason, error }) => (expect(error).toBeInstanceOf(SerializationError), reasons.push(reason)),
+      )
       const original = { price: NaN, at: new Date(0) }
       expect(await a.getOrLoad('lossy', async () => original)).toBe(original)
       expect(reasons).toHaveLength(1)
@@ -67,7 +80,16 @@ describe.skipIf(!redisAvailable)('bad input', () => {
       const codec = superjsonCodec(superjson)
       const a = cache({ codec })
       const b = cache({ codec })
-      const value = { price: NaN, top: -Infinity, at: new Date(0), tags: new Set(['x']), byId: new Map([[1, 'one']]), bytes: new Uint8Array([1, 2]), holes: [undefined, 1], big: 10n }
+      const value = {
+        price: NaN,
+        top: -Infinity,
+        at: new Date(0),
+        tags: new Set(['x']),
+        byId: new Map([[1, 'one']]),
+        bytes: new Uint8Array([1, 2]),
+        holes: [undefined, 1],
+        big: 10n,
+      }
       expect(await a.getOrLoad('rich', async () => value)).toBe(value)
       expect(await b.getOrLoad('rich', async () => 'unused')).toEqual(value)
       expect(a.stats().uncacheable).toBe(0)
@@ -106,7 +128,11 @@ describe.skipIf(!redisAvailable)('bad input', () => {
       const a = cache({ negativeTtl: '10s' })
       const b = cache({ negativeTtl: '10s' })
       const thrown = Object.assign(new Error('row|42 missing'), { name: 'Db|Error' })
-      await expect(a.getOrLoad('neg', async () => { throw thrown })).rejects.toBe(thrown)
+      await expect(
+        a.getOrLoad('neg', async () => {
+          throw thrown
+        }),
+      ).rejects.toBe(thrown)
       let loads = 0
       const error = await b.getOrLoad('neg', async () => (loads++, 'unused')).catch((e: unknown) => e)
       expect(error).toBeInstanceOf(RemoteLoaderError)
@@ -118,9 +144,21 @@ describe.skipIf(!redisAvailable)('bad input', () => {
     it('a thrown value whose getters throw reaches its own caller unchanged, and the lock is released', async () => {
       const a = cache({ lock: { lease: '30s' } })
       const evil = new Error('hidden')
-      Object.defineProperty(evil, 'name', { get: () => { throw new Error('name getter threw') } })
-      Object.defineProperty(evil, 'message', { get: () => { throw new Error('message getter threw') } })
-      await expect(a.getOrLoad('evil', async () => { throw evil })).rejects.toBe(evil)
+      Object.defineProperty(evil, 'name', {
+        get: () => {
+          throw new Error('name getter threw')
+        },
+      })
+      Object.defineProperty(evil, 'message', {
+        get: () => {
+          throw new Error('message getter threw')
+        },
+      })
+      await expect(
+        a.getOrLoad('evil', async () => {
+          throw evil
+        }),
+      ).rejects.toBe(evil)
       expect(await admin.exists('sg:{k:evil}:lock')).toBe(0)
       expect(await a.getOrLoad('evil', async () => 'retried')).toBe('retried')
     })
@@ -128,7 +166,17 @@ describe.skipIf(!redisAvailable)('bad input', () => {
 })
 
 describe('describing what a loader threw', () => {
-  const unreadable = new Proxy({}, { get: () => { throw new Error('trap') }, getPrototypeOf: () => { throw new Error('trap') } })
+  const unreadable = new Proxy(
+    {},
+    {
+      get: () => {
+        throw new Error('trap')
+      },
+      getPrototypeOf: () => {
+        throw new Error('trap')
+      },
+    },
+  )
   it.each([
     ['a string', 'oops', { name: 'NonError', message: 'oops' }],
     ['null', null, { name: 'NonError', message: 'null' }],

@@ -11,7 +11,10 @@ import { useRedisServer } from '../support/redis-suite.js'
 import { gate } from '../support/timing.js'
 
 /** Every byte value, twice, and bytes that are not UTF-8. */
-const BYTES = Buffer.concat([Buffer.from(Array.from({ length: 256 }, (_, i) => i)), Buffer.from([0xff, 0xfe, 0xc3, 0x28, 0x00, 0x80])])
+const BYTES = Buffer.concat([
+  Buffer.from(Array.from({ length: 256 }, (_, i) => i)),
+  Buffer.from([0xff, 0xfe, 0xc3, 0x28, 0x00, 0x80]),
+])
 
 describe('encodeValue / decodeValue', () => {
   it('round-trips a BinaryValue exactly, and leaves other values to the codec', () => {
@@ -78,10 +81,17 @@ describe.skipIf(!redisAvailable)('BinaryValue through Redis', () => {
       await Promise.all(keys.map((key) => writer.set(key, new BinaryValue({ key }, BYTES))))
       await reader.ready() // the server clock is known: hits take the GET path
       const calls = async (command: string) => {
-        const line = (await suite.shared().info('commandstats')).split('\r\n').find((l) => l.startsWith(`cmdstat_${command}:`))
+        const line = (await suite.shared().info('commandstats'))
+          .split('\r\n')
+          .find((l) => l.startsWith(`cmdstat_${command}:`))
         return Number(/calls=(\d+)/.exec(line ?? '')?.[1] ?? 0)
       }
-      const before = { get: await calls('get'), mget: await calls('mget'), evalsha: await calls('evalsha'), eval: await calls('eval') }
+      const before = {
+        get: await calls('get'),
+        mget: await calls('mget'),
+        evalsha: await calls('evalsha'),
+        eval: await calls('eval'),
+      }
       const noLoad = () => {
         throw new Error('stored: no load')
       }

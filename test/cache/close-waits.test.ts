@@ -50,13 +50,19 @@ describe.skipIf(!redisAvailable)('close() with cross-process waits pending', () 
     await waiter.close()
     const closeMs = performance.now() - startedAt
     const settled = await Promise.allSettled(calls)
-    for (const result of settled) expect(result.status === 'rejected' && result.reason instanceof CacheClosedError).toBe(true)
+    for (const result of settled)
+      expect(result.status === 'rejected' && result.reason instanceof CacheClosedError).toBe(true)
     expect(loads).toBe(1) // the free key's load only: no waiter ran its loader
     expect(closeMs).toBeLessThan(5_000) // about one round trip; before: the 30 s waitTimeout
   }, 40_000)
 
   it('a waiter holding a stale copy serves it when close() ends its wait', async () => {
-    const waiter = suite.cache({ ttl: '200ms', staleIfError: '10m', waitTimeout: '30s', lock: { pollInterval: 1_000, maxPollInterval: 1_000 } })
+    const waiter = suite.cache({
+      ttl: '200ms',
+      staleIfError: '10m',
+      waitTimeout: '30s',
+      lock: { pollInterval: 1_000, maxPollInterval: 1_000 },
+    })
     await waiter.ready()
     expect(await waiter.getOrLoad('s', async () => 'old')).toBe('old')
     await new Promise((resolve) => setTimeout(resolve, 300)) // past its ttl: the L1 copy is a fail-safe fallback now
@@ -74,7 +80,8 @@ describe.skipIf(!redisAvailable)('close() with cross-process waits pending', () 
 
   // Attacks: close() racing the commit, close() twice, close() before the subscribe is confirmed.
   const answered = (result: PromiseSettledResult<unknown>): boolean =>
-    (result.status === 'fulfilled' && result.value === 'leader value') || (result.status === 'rejected' && result.reason instanceof CacheClosedError)
+    (result.status === 'fulfilled' && result.value === 'leader value') ||
+    (result.status === 'rejected' && result.reason instanceof CacheClosedError)
 
   for (let round = 0; round < 3; round++) {
     it(`close() twice racing the leader's commit (round ${round}): each call the value or CacheClosedError, no loader`, async () => {
@@ -84,7 +91,9 @@ describe.skipIf(!redisAvailable)('close() with cross-process waits pending', () 
       let waits = 0
       waiter.on('wait', () => waits++)
       let loads = 0
-      const calls = Promise.allSettled(Array.from({ length: 5 }, () => waiter.getOrLoad('k', async () => (loads++, 'own'))))
+      const calls = Promise.allSettled(
+        Array.from({ length: 5 }, () => waiter.getOrLoad('k', async () => (loads++, 'own'))),
+      )
       await until(() => waits >= 1, 'the waiter to wait')
       leaderLoad.open() // the commit is published as close() runs
       if (round === 1) await led
@@ -105,10 +114,12 @@ describe.skipIf(!redisAvailable)('close() with cross-process waits pending', () 
     await waiter.ready()
     let loads = 0
     for (let i = 0; i < 5; i++) {
-      const call = waiter.getOrLoad('m', async () => (loads++, 'own')).then(
-        (value) => ({ value }),
-        (error: unknown) => ({ error }),
-      )
+      const call = waiter
+        .getOrLoad('m', async () => (loads++, 'own'))
+        .then(
+          (value) => ({ value }),
+          (error: unknown) => ({ error }),
+        )
       if (i === 4) {
         const startedAt = performance.now()
         await Promise.all([waiter.close(), waiter.close()])

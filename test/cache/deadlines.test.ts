@@ -7,7 +7,10 @@ import { gate, sleep, until } from '../support/timing.js'
 function countTimers(): { armed(): number; restore(): void } {
   const original = globalThis.setTimeout
   let armed = 0
-  globalThis.setTimeout = ((...args: Parameters<typeof setTimeout>) => (armed++, original(...args))) as typeof setTimeout
+  globalThis.setTimeout = ((...args: Parameters<typeof setTimeout>) => (
+    armed++,
+    original(...args)
+  )) as typeof setTimeout
   return { armed: () => armed, restore: () => void (globalThis.setTimeout = original) }
 }
 

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest'
-import { createCache, InvalidArgumentError, LoaderTimeoutError, SerializationError, type CacheOptions } from '../../src/index.js'
+import {
+  createCache,
+  InvalidArgumentError,
+  LoaderTimeoutError,
+  SerializationError,
+  type CacheOptions,
+} from '../../src/index.js'
 import { redisAvailable, startRedis } from '../support/redis.js'
 import { useRedisServer } from '../support/redis-suite.js'
 import { gate, sleep, until } from '../support/timing.js'
@@ -99,7 +105,12 @@ describe('timeouts and flights (in-process)', () => {
   })
 
   it('callers joining a hung in-process load are bounded by waitTimeout', async () => {
-    const cache = createCache({ ttl: '1m', waitTimeout: 100, onWaitTimeout: 'throw', lock: { lease: 100, maxHold: 3_000 } })
+    const cache = createCache({
+      ttl: '1m',
+      waitTimeout: 100,
+      onWaitTimeout: 'throw',
+      lock: { lease: 100, maxHold: 3_000 },
+    })
     const hung = cache.getOrLoad('k', () => new Promise<string>(() => {})).catch((e: unknown) => e)
     const started = performance.now()
     const error = await cache.getOrLoad('k', async () => 'unused').catch((e: unknown) => e)
@@ -154,9 +165,14 @@ describe('timeouts and flights (in-process)', () => {
     const leader = gate()
     const led = cache.getOrLoad('x', async () => (await leader.promise, 'leader'))
     let own = 0
-    expect(await cache.getOrLoadResult('x', async () => (own++, 'mine'), { waitTimeout: 50 })).toEqual({ value: 'mine', outcome: 'loaded' })
+    expect(await cache.getOrLoadResult('x', async () => (own++, 'mine'), { waitTimeout: 50 })).toEqual({
+      value: 'mine',
+      outcome: 'loaded',
+    })
     expect(own).toBe(1)
-    const error = await cache.getOrLoad('x', () => new Promise<string>(() => {}), { waitTimeout: 50, hardTimeout: 200 }).catch((e: unknown) => e)
+    const error = await cache
+      .getOrLoad('x', () => new Promise<string>(() => {}), { waitTimeout: 50, hardTimeout: 200 })
+      .catch((e: unknown) => e)
     expect(error).toBeInstanceOf(LoaderTimeoutError)
     leader.open()
     expect(await led).toBe('leader')
@@ -186,11 +202,19 @@ describe('timeouts and flights (in-process)', () => {
     ['a typo inside lock', { lock: { leaseMs: 100 } }, /^lock\.leaseMs: unknown option/],
     ['a typo inside l1', { l1: { maxSize: 5 } }, /^l1\.maxSize: unknown option/],
     ['a typo inside circuitBreaker', { circuitBreaker: { treshold: 2 } }, /^circuitBreaker\.treshold: unknown option/],
-    ['pollInterval above maxPollInterval', { lock: { pollInterval: 500, maxPollInterval: 100 } }, /^lock\.maxPollInterval: /],
+    [
+      'pollInterval above maxPollInterval',
+      { lock: { pollInterval: 500, maxPollInterval: 100 } },
+      /^lock\.maxPollInterval: /,
+    ],
     ['maxHold below lease', { lock: { lease: 1000, maxHold: 500 } }, /^lock\.maxHold: /],
     ['negativeTtl without Redis', { negativeTtl: 1000 }, /^negativeTtl: needs Redis/],
     ['l1: false without Redis', { l1: false }, /^l1: cannot be false without redis/],
-    ['shardedPubSub without a Cluster', { shardedPubSub: true }, /^shardedPubSub: needs redis to be an ioredis Cluster/],
+    [
+      'shardedPubSub without a Cluster',
+      { shardedPubSub: true },
+      /^shardedPubSub: needs redis to be an ioredis Cluster/,
+    ],
   ])('rejects %s', (_, options, message) => {
     expect(() => createCache({ ttl: 1000, ...options } as CacheOptions)).toThrow(message)
   })
@@ -201,11 +225,12 @@ describe.skipIf(!redisAvailable)('deletes and timeouts across caches', () => {
 
   async function eventually(read: () => Promise<string>, expected: string): Promise<string> {
     let seen = await read()
-    for (const deadline = Date.now() + 5_000; seen !== expected && Date.now() < deadline; await sleep(10)) seen = await read()
+    for (const deadline = Date.now() + 5_000; seen !== expected && Date.now() < deadline; await sleep(10))
+      seen = await read()
     return seen
   }
 
-  it('a delete from a cache without L1 still reaches other caches\' L1', async () => {
+  it("a delete from a cache without L1 still reaches other caches' L1", async () => {
     const [rw, rr] = [suite.server().client(), suite.server().client()]
     const writer = createCache({ redis: rw, ttl: '1m', l1: false })
     const reader = createCache({ redis: rr, ttl: '1m' })
@@ -258,12 +283,30 @@ describe.skipIf(!redisAvailable)('deletes and timeouts across caches', () => {
     const held = gate()
     const loading = b.getOrLoad('expired', async () => (started.open(), await held.promise, 'new'))
     await started.promise // b holds the lock
-    const expired = { value: 'old', freshUntil: 0, graceUntil: 0, fallbackUntil: 0, loadMs: 0, ttlMs: 60_000, backoffUntil: 0 }
-    const refresh = (a as unknown as { refresh(c: object, m: string, e: object): Promise<{ value: string }> }).refresh.bind(a)
-    const call = { key: 'expired', loader: async () => 'unused', policy: { ttl: 60_000, waitTimeout: 5_000, onWaitTimeout: 'load', earlyRefresh: { kind: 'off' } }, epoch: 0 }
+    const expired = {
+      value: 'old',
+      freshUntil: 0,
+      graceUntil: 0,
+      fallbackUntil: 0,
+      loadMs: 0,
+      ttlMs: 60_000,
+      backoffUntil: 0,
+    }
+    const refresh = (
+      a as unknown as { refresh(c: object, m: string, e: object): Promise<{ value: string }> }
+    ).refresh.bind(a)
+    const call = {
+      key: 'expired',
+      loader: async () => 'unused',
+      policy: { ttl: 60_000, waitTimeout: 5_000, onWaitTimeout: 'load', earlyRefresh: { kind: 'off' } },
+      epoch: 0,
+    }
     const refreshed = refresh(call, 'read', expired)
     // b finishes only once a waits for it (subscribed to the key's channel).
-    await until(async () => ((await suite.admin().pubsub('NUMSUB', 'sg:{k:expired}:ch')) as [string, number])[1] >= 1, 'a to wait for b')
+    await until(
+      async () => ((await suite.admin().pubsub('NUMSUB', 'sg:{k:expired}:ch')) as [string, number])[1] >= 1,
+      'a to wait for b',
+    )
     held.open()
     expect((await refreshed).value).toBe('new')
     expect(await loading).toBe('new')
@@ -305,10 +348,15 @@ describe.skipIf(!redisAvailable)('deletes racing refreshes and sets', () => {
     const b = createCache({ redis: rb, ttl: 1_000, earlyRefresh: 0.5 })
     await a.getOrLoad('k', async () => 'before-delete')
     await sleep(600) // due for early refresh, still fresh
-    const read = b.getOrLoad('k', async () => { throw new Error('db down') }) // b reads Redis: fresh, due
+    const read = b.getOrLoad('k', async () => {
+      throw new Error('db down')
+    }) // b reads Redis: fresh, due
     await b.delete('k')
     expect(await read).toBe('before-delete') // asked before the delete
-    expect(await b.getOrLoadResult('k', async () => 'after-delete')).toEqual({ value: 'after-delete', outcome: 'loaded' })
+    expect(await b.getOrLoadResult('k', async () => 'after-delete')).toEqual({
+      value: 'after-delete',
+      outcome: 'loaded',
+    })
     await Promise.all([a.close(), b.close()])
     ra.disconnect()
     rb.disconnect()
@@ -331,8 +379,9 @@ describe.skipIf(!redisAvailable)('deletes racing refreshes and sets', () => {
   it('a value just set is served from L1 (the own broadcast does not drop it)', async () => {
     const redis = suite.server().client()
     const cache = createCache({ redis, ttl: '1m', namespace: 'setl1' })
-    const subscribed = async () => ((await redis.pubsub('NUMSUB', 'setl1:__invalidations')) as [string, number])[1] === 1
-    for (const deadline = Date.now() + 5_000; !(await subscribed()) && Date.now() < deadline; ) await sleep(10)
+    const subscribed = async () =>
+      ((await redis.pubsub('NUMSUB', 'setl1:__invalidations')) as [string, number])[1] === 1
+    for (const deadline = Date.now() + 5_000; !(await subscribed()) && Date.now() < deadline;) await sleep(10)
     await cache.set('k', 'v')
     await sleep(50) // let our own broadcast come back
     const hits: string[] = []
@@ -361,7 +410,7 @@ describe.skipIf(!redisAvailable)('deletes racing refreshes and sets', () => {
     const cache = createCache({ redis, ttl: '1m', redisTimeout: 5_000 })
     await cache.getOrLoad('warm', async () => 'cached')
     await doomed.kill()
-    for (const deadline = Date.now() + 5_000; redis.status === 'ready' && Date.now() < deadline; ) await sleep(5)
+    for (const deadline = Date.now() + 5_000; redis.status === 'ready' && Date.now() < deadline;) await sleep(5)
     const started = performance.now()
     expect(await cache.getOrLoad('cold', async () => 'from-loader')).toBe('from-loader')
     expect(performance.now() - started).toBeLessThan(2_500) // not the 5 s timeout a queued command would cost
@@ -395,10 +444,11 @@ describe.skipIf(!redisAvailable)('deletes racing refreshes and sets', () => {
     const loader = async () => ++loads
     await cache.getOrLoad('k', loader)
     await doomed.kill()
-    for (const deadline = Date.now() + 5_000; redis.status === 'ready' && Date.now() < deadline; ) await sleep(5)
+    for (const deadline = Date.now() + 5_000; redis.status === 'ready' && Date.now() < deadline;) await sleep(5)
     await sleep(150) // past ttl, inside staleTtl
     expect(await cache.getOrLoadResult('k', loader)).toEqual({ value: 1, outcome: 'stale' })
-    for (const deadline = Date.now() + 5_000; cache.stats()['redis-error'] === 0 && Date.now() < deadline; ) await sleep(5)
+    for (const deadline = Date.now() + 5_000; cache.stats()['redis-error'] === 0 && Date.now() < deadline;)
+      await sleep(5)
     await cache.close() // waits for the background refresh attempt to settle
     expect(cache.stats()['redis-error']).toBeGreaterThan(0)
     expect(loads).toBe(1)

@@ -22,7 +22,11 @@ const subscriberOf = (cache: Cache) => (cache as unknown as { notifier: { subscr
 const failing = async (): Promise<never> => {
   throw new Error('database down')
 }
-const answer = (result: Promise<unknown>) => result.then((value) => value, (error: Error) => error.message)
+const answer = (result: Promise<unknown>) =>
+  result.then(
+    (value) => value,
+    (error: Error) => error.message,
+  )
 
 describe.skipIf(!redisAvailable)('fail-safe after a missed delete (another process)', () => {
   const suite = useWorkerSuite(WORKER)
@@ -42,7 +46,13 @@ describe.skipIf(!redisAvailable)('fail-safe after a missed delete (another proce
     const cache = createCache({ redis: client, ...POLICY })
     mine.push(cache)
     await cache.ready()
-    const [loaded] = await worker!.request<{ ok: boolean; value: { value: string } }[]>({ op: 'burst', keys: ['k'], calls: 1, loaderMs: 0, value: 'old' })
+    const [loaded] = await worker!.request<{ ok: boolean; value: { value: string } }[]>({
+      op: 'burst',
+      keys: ['k'],
+      calls: 1,
+      loaderMs: 0,
+      value: 'old',
+    })
     expect(loaded!.value.value).toBe('old')
     expect(await cache.getOrLoad<{ value: string }>('k', failing)).toMatchObject({ value: 'old' }) // from Redis, now in L1
     let failSafes = 0
@@ -53,7 +63,7 @@ describe.skipIf(!redisAvailable)('fail-safe after a missed delete (another proce
     return { cache, failSafes: () => failSafes }
   }
 
-  it('a delete() in another process, missed: a failing reload gets the loader\'s error, not the deleted value', async () => {
+  it("a delete() in another process, missed: a failing reload gets the loader's error, not the deleted value", async () => {
     const { cache, failSafes } = await missing()
     await suite.workers()[0]!.request({ op: 'delete', key: 'k' })
     expect(await suite.redis().hget('sg:{k:k}', 'f')).not.toBeNull() // the fence the lookup reports
@@ -71,7 +81,7 @@ describe.skipIf(!redisAvailable)('fail-safe after a missed delete (another proce
   })
 })
 
-describe.skipIf(!redisAvailable)('fail-safe after a delete (a waiter\'s Redis fallback)', () => {
+describe.skipIf(!redisAvailable)("fail-safe after a delete (a waiter's Redis fallback)", () => {
   const suite = useCacheSuite()
 
   it('a waiter whose Redis fallback is deleted while it waits does not fall back to it when the reload fails', async () => {
@@ -79,7 +89,10 @@ describe.skipIf(!redisAvailable)('fail-safe after a delete (a waiter\'s Redis fa
     const [a, b] = [suite.cache(policy), suite.cache(policy)]
     await Promise.all([a.ready(), b.ready()])
     expect(await a.getOrLoad('k', async () => 'old')).toBe('old')
-    await until(async () => (await suite.admin().exists('sg:{k:k}:v')) === 0, 'the value to leave its ttl (fallback only)')
+    await until(
+      async () => (await suite.admin().exists('sg:{k:k}:v')) === 0,
+      'the value to leave its ttl (fallback only)',
+    )
     const started = gate()
     const finish = gate()
     const leading = a.getOrLoad('k', async () => (started.open(), await finish.promise, 'new'))
@@ -89,7 +102,7 @@ describe.skipIf(!redisAvailable)('fail-safe after a delete (a waiter\'s Redis fa
     let failSafes = 0
     b.on('fail-safe', () => failSafes++)
     const waiting = answer(b.getOrLoad('k', failing)) // finds 'old' as its fallback, and a's lock
-    await until(() => waits === 1, 'b to wait for a\'s load')
+    await until(() => waits === 1, "b to wait for a's load")
     await a.delete('k')
     finish.open()
     expect(await leading).toBe('new') // its own callers get it; the commit is fenced
@@ -103,7 +116,7 @@ describe.skipIf(!redisAvailable)('fail-safe after a delete whose broadcast is lo
   const suite = useCacheSuite()
   const invalidate = scriptSource(new URL('../../src/redis/scripts/invalidate.lua', import.meta.url))
 
-  it('an early refresh that finds a delete\'s fence above its L1 copy drops the copy: a failing refresh does not keep it', async () => {
+  it("an early refresh that finds a delete's fence above its L1 copy drops the copy: a failing refresh does not keep it", async () => {
     const cache = suite.cache({ ttl: '10s', staleIfError: '1m', earlyRefresh: 0.01 })
     await cache.ready()
     expect(await cache.getOrLoad('k', async () => 'old')).toBe('old') // in L1 and Redis
@@ -123,7 +136,11 @@ describe.skipIf(!redisAvailable)('fail-safe after a delete whose broadcast is lo
       return refreshed
     }, 'the early refresh to run its loader')
     // Its lookup saw the fence and dropped the copy before the loader ran: no more 'old'.
-    await until(async () => (await cache.getOrLoad('k', async () => 'new').catch(() => undefined)) === 'new', 'the deleted copy to leave L1', 5_000)
+    await until(
+      async () => (await cache.getOrLoad('k', async () => 'new').catch(() => undefined)) === 'new',
+      'the deleted copy to leave L1',
+      5_000,
+    )
     expect(failSafes).toBe(0)
   })
 })

@@ -82,7 +82,9 @@ describe.skipIf(!redisAvailable)('no value outlives its ttl by more than a reloa
     const published = serverNow - 600 // committed 600 ms ago, with a 1 s ttl: 400 ms left
     const x = published + 1_000
     const message = Buffer.from(`c|${published}|${x}|${x}|${x}|5|1000|7|"v"`)
-    const decode = (cache as unknown as { decodeCommitMessage(key: string, m: Buffer): { value: unknown; freshUntil: number } }).decodeCommitMessage.bind(cache)
+    const decode = (
+      cache as unknown as { decodeCommitMessage(key: string, m: Buffer): { value: unknown; freshUntil: number } }
+    ).decodeCommitMessage.bind(cache)
     const entry = decode('k', message)
     expect(entry.value).toBe('v')
     const left = entry.freshUntil - performance.now()

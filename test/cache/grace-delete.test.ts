@@ -21,13 +21,18 @@ describe.skipIf(!redisAvailable)('grace refreshes obey delete() and set() (issue
     let deleting: Promise<void> | undefined
     b.on('load', () => {
       // The refresh's commit has just been sent: the delete goes out behind it.
-      queueMicrotask(() => { deleting = b.delete('k') })
+      queueMicrotask(() => {
+        deleting = b.delete('k')
+      })
     })
     expect(await b.getOrLoadResult('k', async () => 'v1')).toEqual({ value: 'v0', outcome: 'stale' }) // b won the refresh
     for (let i = 0; i < 200 && !deleting; i++) await sleep(10)
     await deleting
     await sleep(50) // the commit's reply has arrived
-    expect(await b.getOrLoadResult('k', async () => 'after-delete')).toEqual({ value: 'after-delete', outcome: 'loaded' })
+    expect(await b.getOrLoadResult('k', async () => 'after-delete')).toEqual({
+      value: 'after-delete',
+      outcome: 'loaded',
+    })
     await Promise.all([a.close(), b.close()])
     ra.disconnect()
     rb.disconnect()

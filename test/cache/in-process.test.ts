@@ -85,7 +85,10 @@ describe('in-process mode (no Redis)', () => {
     let release!: () => void
     let started!: () => void
     const loaderStarted = new Promise<void>((resolve) => (started = resolve))
-    const loading = cache.getOrLoad('race', () => new Promise<string>((resolve) => ((release = () => resolve('old')), started())))
+    const loading = cache.getOrLoad(
+      'race',
+      () => new Promise<string>((resolve) => ((release = () => resolve('old')), started())),
+    )
     await loaderStarted
     await cache.delete('race')
     release()

@@ -80,23 +80,28 @@ describe.skipIf(!redisAvailable)('data planted in Redis', () => {
   })
 
   describe('the fence f', () => {
-    it.each(['garbage', '1e400', '99999999999999999', '-1'])('f = %s: the lookup raises it above every token issued, and the load is stored', async (planted) => {
-      const c = await cache()
-      await suite.admin().hset(entry('f'), 'f', planted, 'c', '7')
-      await suite.admin().pexpire(entry('f'), 60_000)
-      const before = await serverMicros()
-      await expectRepairedBy(c, 'f')
-      expect(BigInt((await suite.admin().hget(entry('f'), 'f'))!)).toBeGreaterThanOrEqual(before)
-      expect(suite.fenced()).toBe(0)
-      expect(await suite.admin().exists(`${entry('f')}:lock`)).toBe(0)
-    })
+    it.each(['garbage', '1e400', '99999999999999999', '-1'])(
+      'f = %s: the lookup raises it above every token issued, and the load is stored',
+      async (planted) => {
+        const c = await cache()
+        await suite.admin().hset(entry('f'), 'f', planted, 'c', '7')
+        await suite.admin().pexpire(entry('f'), 60_000)
+        const before = await serverMicros()
+        await expectRepairedBy(c, 'f')
+        expect(BigInt((await suite.admin().hget(entry('f'), 'f'))!)).toBeGreaterThanOrEqual(before)
+        expect(suite.fenced()).toBe(0)
+        expect(await suite.admin().exists(`${entry('f')}:lock`)).toBe(0)
+      },
+    )
 
     it('f corrupted while the leader loads: the commit refuses, releases the lock and says so; the next load is stored', async () => {
       const c = await cache()
-      expect(await c.getOrLoad('mid', async () => {
-        await suite.admin().hset(entry('mid'), 'f', 'garbage')
-        return 'v1'
-      })).toBe('v1')
+      expect(
+        await c.getOrLoad('mid', async () => {
+          await suite.admin().hset(entry('mid'), 'f', 'garbage')
+          return 'v1'
+        }),
+      ).toBe('v1')
       expect(await suite.admin().exists(`${entry('mid')}:lock`)).toBe(0) // not left held for a lease
       expect(redisErrors).toEqual([])
       expect(corrupt).toContain('mid')
@@ -111,16 +116,19 @@ describe.skipIf(!redisAvailable)('data planted in Redis', () => {
   describe('the markers p (hit-for-miss) and n (negative caching)', () => {
     const values = (now: number) => [['1e400'], ['99999999999999999'], [String(now + 10 * 60_000)]]
 
-    it.each(['p', 'n'])('%s far ahead, or plausible on a hash without expiry: a miss that loads and stores', async (marker) => {
-      const now = await serverMs()
-      for (const [planted] of values(now)) {
-        const c = await cache()
-        const key = `${marker}-${planted}`
-        await suite.admin().hset(entry(key), marker, planted!, 'm', 'e|["Error","planted"]')
-        await expectRepairedBy(c, key)
-        expect(await suite.admin().hexists(entry(key), marker)).toBe(0)
-      }
-    })
+    it.each(['p', 'n'])(
+      '%s far ahead, or plausible on a hash without expiry: a miss that loads and stores',
+      async (marker) => {
+        const now = await serverMs()
+        for (const [planted] of values(now)) {
+          const c = await cache()
+          const key = `${marker}-${planted}`
+          await suite.admin().hset(entry(key), marker, planted!, 'm', 'e|["Error","planted"]')
+          await expectRepairedBy(c, key)
+          expect(await suite.admin().hexists(entry(key), marker)).toBe(0)
+        }
+      },
+    )
 
     it('a marker within a hash that expires before it: not trusted past the hash', async () => {
       const c = await cache()
@@ -162,16 +170,20 @@ describe.skipIf(!redisAvailable)('data planted in Redis', () => {
 
     it('a lock replaced by a foreign type while the leader loads: commit and release answer, no Redis error', async () => {
       const c = await cache()
-      expect(await c.getOrLoad('lc', async () => {
-        await suite.admin().del(`${entry('lc')}:lock`)
-        await suite.admin().hset(`${entry('lc')}:lock`, 'x', '1')
-        return 'v'
-      })).toBe('v')
-      await expect(c.getOrLoad('lr', async () => {
-        await suite.admin().del(`${entry('lr')}:lock`)
-        await suite.admin().hset(`${entry('lr')}:lock`, 'x', '1')
-        throw new Error('load failed')
-      })).rejects.toThrow('load failed')
+      expect(
+        await c.getOrLoad('lc', async () => {
+          await suite.admin().del(`${entry('lc')}:lock`)
+          await suite.admin().hset(`${entry('lc')}:lock`, 'x', '1')
+          return 'v'
+        }),
+      ).toBe('v')
+      await expect(
+        c.getOrLoad('lr', async () => {
+          await suite.admin().del(`${entry('lr')}:lock`)
+          await suite.admin().hset(`${entry('lr')}:lock`, 'x', '1')
+          throw new Error('load failed')
+        }),
+      ).rejects.toThrow('load failed')
       expect(redisErrors).toEqual([])
       expect(await suite.admin().hget(entry('lc'), 'd')).toBe('"v"')
       expect(await c.getOrLoad('lr', async () => 'w')).toBe('w') // the foreign key is cleared, not waited on
@@ -192,8 +204,19 @@ describe.skipIf(!redisAvailable)('data planted in Redis', () => {
     ])('x = %s, s = %s, e = %s (expiry: %s): a miss, reloaded', async (x, s, e, expires) => {
       const c = await cache()
       const now = await serverMs()
-      const at = (text: string) => (text === '+1h' ? String(now + HOUR_MS) : text === '+60s' ? String(now + 60_000) : text === '+30s' ? String(now + 30_000) : text === '+90s' ? String(now + 90_000) : text)
-      await suite.admin().hset(entry('x'), 'd', '"planted"', 'x', at(x), 's', at(s), 'e', at(e), 'l', '5', 't', '30000', 'f', '1')
+      const at = (text: string) =>
+        text === '+1h'
+          ? String(now + HOUR_MS)
+          : text === '+60s'
+            ? String(now + 60_000)
+            : text === '+30s'
+              ? String(now + 30_000)
+              : text === '+90s'
+                ? String(now + 90_000)
+                : text
+      await suite
+        .admin()
+        .hset(entry('x'), 'd', '"planted"', 'x', at(x), 's', at(s), 'e', at(e), 'l', '5', 't', '30000', 'f', '1')
       if (expires) await suite.admin().pexpire(entry('x'), 2 * HOUR_MS)
       await expectRepairedBy(c, 'x')
     })
@@ -207,7 +230,25 @@ describe.skipIf(!redisAvailable)('data planted in Redis', () => {
     ])('%s = %s: a miss, reloaded', async (field, planted) => {
       const c = await cache()
       const now = await serverMs()
-      await suite.admin().hset(entry('lt'), 'd', '"planted"', 'x', String(now + 60_000), 's', String(now + 60_000), 'e', String(now + 60_000), 'l', '5', 't', '60000', 'f', '1')
+      await suite
+        .admin()
+        .hset(
+          entry('lt'),
+          'd',
+          '"planted"',
+          'x',
+          String(now + 60_000),
+          's',
+          String(now + 60_000),
+          'e',
+          String(now + 60_000),
+          'l',
+          '5',
+          't',
+          '60000',
+          'f',
+          '1',
+        )
       await suite.admin().hset(entry('lt'), field, planted)
       await suite.admin().pexpire(entry('lt'), 120_000)
       await expectRepairedBy(c, 'lt')
@@ -216,11 +257,35 @@ describe.skipIf(!redisAvailable)('data planted in Redis', () => {
     it('a garbage backoff-until b on a value in grace is dropped: the value is refreshed, not served stale for ever', async () => {
       const c = await cache()
       const now = await serverMs()
-      await suite.admin().hset(entry('b'), 'd', '"old"', 'x', String(now - 1_000), 's', String(now + 60_000), 'e', String(now + 60_000), 'l', '5', 't', '1000', 'f', '1', 'b', '1e400')
+      await suite
+        .admin()
+        .hset(
+          entry('b'),
+          'd',
+          '"old"',
+          'x',
+          String(now - 1_000),
+          's',
+          String(now + 60_000),
+          'e',
+          String(now + 60_000),
+          'l',
+          '5',
+          't',
+          '1000',
+          'f',
+          '1',
+          'b',
+          '1e400',
+        )
       await suite.admin().pexpire(entry('b'), 60_000)
       let loads = 0
       expect(await c.getOrLoad('b', async () => (loads++, 'new'))).toBe('old') // grace: stale at once, refreshed behind
-      await until(async () => (await suite.admin().hget(entry('b'), 'd')) === '"new"', 'the refresh to be stored', 5_000)
+      await until(
+        async () => (await suite.admin().hget(entry('b'), 'd')) === '"new"',
+        'the refresh to be stored',
+        5_000,
+      )
       expect(loads).toBe(1)
       expect(corrupt).toContain('b')
       await expectEveryKeyExpires()

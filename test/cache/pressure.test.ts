@@ -25,7 +25,9 @@ describe.skipIf(!redisAvailable)('under a burst', () => {
     let loads = 0
     const loader = async () => (loads++, { id: -1 })
     await reader.getOrLoad('item:0', loader) // connected, scripts loaded
-    const values = await Promise.all(Array.from({ length: CALLS }, (_, i) => reader.getOrLoad(`item:${i % KEYS}`, loader)))
+    const values = await Promise.all(
+      Array.from({ length: CALLS }, (_, i) => reader.getOrLoad(`item:${i % KEYS}`, loader)),
+    )
     expect(loads).toBe(0)
     expect(reader.stats()['redis-error']).toBe(0)
     expect(reader.stats()['circuit-open']).toBe(0)
@@ -38,7 +40,9 @@ describe.skipIf(!redisAvailable)('under a burst', () => {
     const reader = cache({ l1: false, redisCommands: { maxInFlight: 1, maxQueued: 1 } })
     await reader.getOrLoad('a', async () => 'unused') // connected
     const loaded: string[] = []
-    const values = await Promise.all(['a', 'b', 'c'].map((key) => reader.getOrLoad(key, async () => (loaded.push(key), `loaded-${key}`))))
+    const values = await Promise.all(
+      ['a', 'b', 'c'].map((key) => reader.getOrLoad(key, async () => (loaded.push(key), `loaded-${key}`))),
+    )
     expect(values).toEqual(['stored-a', 'stored-b', 'loaded-c']) // one sent, one queued, one refused
     expect(loaded).toEqual(['c'])
     expect(reader.stats()['redis-error']).toBeGreaterThanOrEqual(1) // the refusal (and maybe c's commit, refused likewise)
@@ -59,7 +63,9 @@ describe.skipIf(!redisAvailable)('under a burst', () => {
       if (await Promise.race([probe.then(() => false), sleep(100).then(() => true)])) break
     }
     let loads = 0
-    const values = await Promise.all(Array.from({ length: 5 }, () => reader.getOrLoad('slow', async () => (loads++, 'loaded'))))
+    const values = await Promise.all(
+      Array.from({ length: 5 }, () => reader.getOrLoad('slow', async () => (loads++, 'loaded'))),
+    )
     await asleep
     expect(values).toEqual(Array(5).fill('stored'))
     expect(loads).toBe(0) // the 4 joined callers did not give up on a lookup that was only slow
@@ -69,7 +75,9 @@ describe.skipIf(!redisAvailable)('under a burst', () => {
     const c = cache({ ttl: '10s', ttlJitter: 0.5 })
     const before = Number((await admin.time())[0]) * 1000
     await Promise.all(Array.from({ length: 50 }, (_, i) => c.set(`j:${i}`, i)))
-    const freshUntil = await Promise.all(Array.from({ length: 50 }, async (_, i) => Number(await admin.hget(`sg:{k:j:${i}}`, 'x'))))
+    const freshUntil = await Promise.all(
+      Array.from({ length: 50 }, async (_, i) => Number(await admin.hget(`sg:{k:j:${i}}`, 'x'))),
+    )
     for (const at of freshUntil) {
       expect(at - before).toBeGreaterThanOrEqual(5_000 - 1_000) // never shorter than half, 1 s slack for the clock's seconds
       expect(at - before).toBeLessThanOrEqual(10_000 + 1_000)

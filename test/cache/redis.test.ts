@@ -1,6 +1,13 @@
 import { Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
-import { createCache, RedisUnavailableError, RemoteLoaderError, SerializationError, type Cache, type CacheOptions } from '../../src/index.js'
+import {
+  createCache,
+  RedisUnavailableError,
+  RemoteLoaderError,
+  SerializationError,
+  type Cache,
+  type CacheOptions,
+} from '../../src/index.js'
 import { redisAvailable, startRedis } from '../support/redis.js'
 import { useRedisServer } from '../support/redis-suite.js'
 import { sleep } from '../support/timing.js'
@@ -15,7 +22,11 @@ async function commandCalls(redis: Redis): Promise<Record<string, number>> {
 
 describe.skipIf(!redisAvailable)('with Redis', () => {
   const caches: Cache[] = []
-  const suite = useRedisServer({ flush: true, shared: true, cleanup: () => Promise.all(caches.splice(0).map((cache) => cache.close())) })
+  const suite = useRedisServer({
+    flush: true,
+    shared: true,
+    cleanup: () => Promise.all(caches.splice(0).map((cache) => cache.close())),
+  })
 
   function cache(options: Partial<CacheOptions> = {}): Cache {
     const created = createCache({ redis: suite.shared(), ttl: '30s', ...options })
@@ -47,7 +58,7 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
   })
 
   it('ready(): createCache opens the subscriber and measures the clock in the background, so a first miss starts with a GET', async () => {
-    const clients = async () => (await suite.admin().client('LIST') as string).trim().split('\n').length
+    const clients = async () => ((await suite.admin().client('LIST')) as string).trim().split('\n').length
     const before = await clients()
     const fresh = cache({ l1: false })
     await fresh.ready()
@@ -80,7 +91,13 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
   it('delete() and set() reject when other processes could not be told: the broadcast is part of the write', async () => {
     // A user that may publish on the per-key channels but not on the invalidation channel.
     await suite.admin().acl('SETUSER', 'nobroadcast', 'on', '>pw', '~*', 'resetchannels', '&sg:{*', '+@all')
-    const limited = new Redis({ host: '127.0.0.1', port: Number(new URL(suite.server().url).port), username: 'nobroadcast', password: 'pw', maxRetriesPerRequest: 1 })
+    const limited = new Redis({
+      host: '127.0.0.1',
+      port: Number(new URL(suite.server().url).port),
+      username: 'nobroadcast',
+      password: 'pw',
+      maxRetriesPerRequest: 1,
+    })
     limited.on('error', () => {})
     const c = createCache({ redis: limited, ttl: '1m', l1: false })
     try {
@@ -97,11 +114,13 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
   it('hit-for-miss: callers run their own loader at once, flagged uncached', async () => {
     const remote = cache()
     const flags: boolean[] = []
-    const loader = (value: string) => async (ctx: { uncached: boolean; doNotCache(o: { share: boolean; passFor: number }): void }) => {
-      flags.push(ctx.uncached)
-      if (value === 'private') ctx.doNotCache({ share: false, passFor: 5_000 })
-      return value
-    }
+    const loader =
+      (value: string) =>
+      async (ctx: { uncached: boolean; doNotCache(o: { share: boolean; passFor: number }): void }) => {
+        flags.push(ctx.uncached)
+        if (value === 'private') ctx.doNotCache({ share: false, passFor: 5_000 })
+        return value
+      }
     expect(await remote.getOrLoad('p', loader('private'))).toBe('private')
     expect(await remote.getOrLoad('p', loader('public'))).toBe('public')
     expect(await remote.getOrLoad('p', loader('again'))).toBe('again') // still not stored
@@ -121,7 +140,9 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
     const c = cache({ l1: false })
     const corrupt: string[] = []
     c.on('corrupt', ({ key }) => corrupt.push(key))
-    await suite.admin().hset('sg:{k:bad-json}', 'd', '{not json', 'x', '99999999999999', 's', '99999999999999', 'e', '99999999999999')
+    await suite
+      .admin()
+      .hset('sg:{k:bad-json}', 'd', '{not json', 'x', '99999999999999', 's', '99999999999999', 'e', '99999999999999')
     expect(await c.getOrLoad('bad-json', async () => 'repaired')).toBe('repaired')
     expect(await suite.admin().hget('sg:{k:bad-json}', 'd')).toBe('"repaired"')
 
@@ -188,7 +209,7 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
     expect(keys.every((k) => /^sg:\{h:[0-9a-f]{64}\}(:v)?$/.test(k))).toBe(true)
   })
 
-  it('delete reaches other processes\' L1 and fences a load that was in flight', async () => {
+  it("delete reaches other processes' L1 and fences a load that was in flight", async () => {
     const a = cache()
     const b = cache()
     await a.getOrLoad('shared', async () => 'v1')
@@ -196,7 +217,10 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
     let finish!: () => void
     let started!: () => void
     const loaderStarted = new Promise<void>((resolve) => (started = resolve))
-    const slow = a.getOrLoad('other', () => new Promise<string>((resolve) => ((finish = () => resolve('before-delete')), started())))
+    const slow = a.getOrLoad(
+      'other',
+      () => new Promise<string>((resolve) => ((finish = () => resolve('before-delete')), started())),
+    )
     await loaderStarted // a holds the lock and is loading
     await b.delete('other')
     finish()
@@ -236,7 +260,11 @@ describe.skipIf(!redisAvailable)('negative caching', () => {
     // b asks well inside the negative window, even on a loaded machine.
     const a = createCache({ redis: ra, ttl: '30s', negativeTtl: 2_000 })
     const b = createCache({ redis: rb, ttl: '30s', negativeTtl: 2_000 })
-    await expect(a.getOrLoad('neg', async () => { throw new Error('db down') })).rejects.toThrow('db down')
+    await expect(
+      a.getOrLoad('neg', async () => {
+        throw new Error('db down')
+      }),
+    ).rejects.toThrow('db down')
     let retries = 0
     const error = await b.getOrLoad('neg', async () => (retries++, 'fine')).catch((e: unknown) => e)
     expect(error).toBeInstanceOf(RemoteLoaderError)

@@ -7,7 +7,11 @@ import { sleep } from '../support/timing.js'
 
 const WORKER = new URL('../fixtures/cache-worker.ts', import.meta.url)
 
-interface CallResult { ok: boolean; value?: { value: string; by: number }; error?: string }
+interface CallResult {
+  ok: boolean
+  value?: { value: string; by: number }
+  error?: string
+}
 
 function sum(reports: HammerReport[], pick: (r: HammerReport) => Record<string, number>, name: string): number {
   return reports.reduce((total, report) => total + (pick(report)[name] ?? 0), 0)
@@ -34,7 +38,9 @@ describe.skipIf(!redisAvailable)('resilience across processes', () => {
 
   async function spawn(count: number, cacheOptions: object): Promise<Worker[]> {
     const started = await Promise.all(
-      Array.from({ length: count }, () => forkWorker(WORKER, { env: { REDIS_URL: server.url, CACHE_OPTIONS: JSON.stringify(cacheOptions) } })),
+      Array.from({ length: count }, () =>
+        forkWorker(WORKER, { env: { REDIS_URL: server.url, CACHE_OPTIONS: JSON.stringify(cacheOptions) } }),
+      ),
     )
     workers.push(...started)
     return started
@@ -60,14 +66,27 @@ describe.skipIf(!redisAvailable)('resilience across processes', () => {
   it('grace: once one process has refreshed, every process answers hit with the new value well within a lease (5 s)', async () => {
     // lock.lease is the default 5 s: a process that waited out the refresher's lock would show here.
     const group = await spawn(4, { ttl: 300, staleTtl: '30s' })
-    await Promise.all(group.map((w) => w.request({ op: 'burst', keys: ['fresher'], calls: 1, loaderMs: 0, value: 'old' })))
+    await Promise.all(
+      group.map((w) => w.request({ op: 'burst', keys: ['fresher'], calls: 1, loaderMs: 0, value: 'old' })),
+    )
     expect(await loads('fresher')).toBe(1)
     await sleep(400) // every process's copy is now in grace
-    const request = { op: 'until-hit', key: 'fresher', value: 'new', loaderMs: 200, timeoutMs: 4_000, pauseMs: 10, ttl: 30_000 }
+    const request = {
+      op: 'until-hit',
+      key: 'fresher',
+      value: 'new',
+      loaderMs: 200,
+      timeoutMs: 4_000,
+      pauseMs: 10,
+      ttl: 30_000,
+    }
     const reports = await Promise.all(group.map((w) => w.request<UntilHitReport>(request, 20_000)))
     expect(await loads('fresher')).toBe(2) // exactly one refresh, in one process
     const hitAt = reports.map((r) => r.hitAt)
-    expect(hitAt.every((at) => at !== undefined), JSON.stringify(reports)).toBe(true)
+    expect(
+      hitAt.every((at) => at !== undefined),
+      JSON.stringify(reports),
+    ).toBe(true)
     // The refreshing process has the new value first; every other one follows at once (the commit
     // message), not after waiting out the refresher's 5 s lock. The bound leaves a busy box room.
     const spread = Math.max(...(hitAt as number[])) - Math.min(...(hitAt as number[]))
@@ -79,7 +98,13 @@ describe.skipIf(!redisAvailable)('resilience across processes', () => {
     const runMs = 3_000
     const group = await spawn(4, { ttl: 300, staleIfError: '1m', failSafeBackoff: backoffMs })
     await group[0]!.request({ op: 'burst', keys: ['flaky'], calls: 1, loaderMs: 0 })
-    const reports = await hammer(group, { keys: ['flaky'], durationMs: runMs, concurrency: 4, loaderMs: 20, failAfter: 1 })
+    const reports = await hammer(group, {
+      keys: ['flaky'],
+      durationMs: runMs,
+      concurrency: 4,
+      loaderMs: 20,
+      failAfter: 1,
+    })
     const calls = reports.reduce((n, r) => n + r.calls, 0)
     expect(reports.flatMap((r) => r.errors)).toEqual([])
     expect(sum(reports, (r) => r.outcomes, 'stale')).toBeGreaterThan(100)
@@ -99,7 +124,11 @@ describe.skipIf(!redisAvailable)('resilience across processes', () => {
     const reports = await hammer(group, { keys: ['hot'], durationMs: runMs, concurrency: 3, loaderMs: 50 })
     expect(reports.flatMap((r) => r.errors)).toEqual([])
     // Nobody waited for a load: every answer was a fresh hit.
-    expect(sum(reports, (r) => r.outcomes, 'loaded') + sum(reports, (r) => r.outcomes, 'coalesced') + sum(reports, (r) => r.outcomes, 'stale')).toBe(0)
+    expect(
+      sum(reports, (r) => r.outcomes, 'loaded') +
+        sum(reports, (r) => r.outcomes, 'coalesced') +
+        sum(reports, (r) => r.outcomes, 'stale'),
+    ).toBe(0)
     const refreshes = (await loads('hot')) - 1
     // Refreshed at 50% of each ttl: ~runMs / (0.5 × ttl) ≈ 5.3; never once per process per call.
     expect(refreshes).toBeGreaterThanOrEqual(3)
@@ -142,7 +171,11 @@ describe.skipIf(!redisAvailable)('resilience across processes', () => {
     let resumedAfterMs = -1
     for (let attempt = 0; attempt < 40 && resumedAfterMs < 0; attempt++) {
       const key = `after-${attempt}`
-      const results = (await Promise.all(group.map((w) => w.request<CallResult[]>({ op: 'burst', keys: [key], calls: 5, loaderMs: 100 })))).flat()
+      const results = (
+        await Promise.all(
+          group.map((w) => w.request<CallResult[]>({ op: 'burst', keys: [key], calls: 5, loaderMs: 100 })),
+        )
+      ).flat()
       expect(results.every((r) => r.ok)).toBe(true)
       if ((await loads(key)) === 1) resumedAfterMs = Date.now() - restartedAt
       else await sleep(100)

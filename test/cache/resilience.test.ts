@@ -57,11 +57,14 @@ describe('timeouts (in-process)', () => {
   it('XFetch refreshes early with a probability that grows as expiry nears', async () => {
     // δ = 100 ms load time, β = 1: P(refresh) = exp(-remaining/δ).
     const cache = createCache({ ttl: '1m', earlyRefresh: 'xfetch' })
-    const due = (cache as unknown as { dueForEarlyRefresh(c: object, e: object, n: number): boolean }).dueForEarlyRefresh.bind(cache)
+    const due = (
+      cache as unknown as { dueForEarlyRefresh(c: object, e: object, n: number): boolean }
+    ).dueForEarlyRefresh.bind(cache)
     const call = { key: 'k', policy: { ttl: 60_000, earlyRefresh: { kind: 'xfetch', beta: 1 } } }
     const rate = (remaining: number) => {
       let hits = 0
-      for (let i = 0; i < 4000; i++) if (due(call, { freshUntil: 1000 + remaining, loadMs: 100, ttlMs: 60_000 }, 1000)) hits++
+      for (let i = 0; i < 4000; i++)
+        if (due(call, { freshUntil: 1000 + remaining, loadMs: 100, ttlMs: 60_000 }, 1000)) hits++
       return hits / 4000
     }
     expect(rate(1_000)).toBeLessThan(0.01) // e^-10
@@ -88,7 +91,10 @@ describe.skipIf(!redisAvailable)('resilience with Redis', () => {
     server.pause()
     try {
       const started = performance.now()
-      const values = await Promise.all([c.getOrLoad('warm', async () => (await sleep(50), 'from-loader')), c.getOrLoad('cold', async () => 'cold')])
+      const values = await Promise.all([
+        c.getOrLoad('warm', async () => (await sleep(50), 'from-loader')),
+        c.getOrLoad('cold', async () => 'cold'),
+      ])
       const elapsed = performance.now() - started
       expect(values).toEqual(['from-loader', 'cold'])
       // 300 ms timeout + 50 ms loader; the bound is loose so a busy machine cannot fail it, but a hang would.
@@ -126,7 +132,10 @@ describe.skipIf(!redisAvailable)('resilience with Redis', () => {
     const started = gate()
     const held = gate()
     let startedAt = 0
-    const led = leader.getOrLoad('slow', async () => (started.open(), (startedAt = performance.now()), await held.promise, 'v'))
+    const led = leader.getOrLoad(
+      'slow',
+      async () => (started.open(), (startedAt = performance.now()), await held.promise, 'v'),
+    )
     await started.promise // the leader holds the lock
     const waited = other.getOrLoad('slow', async () => (otherLoads++, 'second'))
     await sleep(lease * 1.5)
@@ -140,7 +149,7 @@ describe.skipIf(!redisAvailable)('resilience with Redis', () => {
     expect(Number(/cmdstat_pexpire:calls=(\d+)/.exec(stats)?.[1] ?? 0)).toBeGreaterThanOrEqual(2)
   })
 
-  it('a stolen lock aborts the loader\'s signal and its late write is fenced', async () => {
+  it("a stolen lock aborts the loader's signal and its late write is fenced", async () => {
     const lease = 300
     const victim = cache({ lock: { lease } })
     const thief = cache({ lock: { lease } })
@@ -181,7 +190,10 @@ describe.skipIf(!redisAvailable)('resilience with Redis', () => {
       await cache.close()
       await redis.quit()
     `
-    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: process.cwd(), stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      cwd: process.cwd(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     let stderr = ''
     child.stderr.on('data', (chunk) => (stderr += chunk))
     const code = await new Promise<number | null>((resolve) => {

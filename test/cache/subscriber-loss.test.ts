@@ -53,7 +53,10 @@ describe.skipIf(!redisAvailable)('subscriber connection lost', () => {
     const before = await scriptCalls()
     const answers = Promise.all(waiters.map((cache) => cache.getOrLoad('k', async () => (loads++, 'own load'))))
     // Each waiter's lookup, its re-check after subscribing and at least one poll, unless they loaded.
-    await until(async () => loads > 1 || (waiting === 4 && (await scriptCalls()) >= before + 3 * 4), 'the waiters to queue and poll')
+    await until(
+      async () => loads > 1 || (waiting === 4 && (await scriptCalls()) >= before + 3 * 4),
+      'the waiters to queue and poll',
+    )
     expect(waiters.every(subscriberDown)).toBe(true) // still in the gap: the waits were polls
     slow.open()
     expect(await led).toBe('v1')
@@ -77,7 +80,10 @@ describe.skipIf(!redisAvailable)('subscriber connection lost', () => {
     let waited = false
     waiter.on('wait', () => (waited = true))
     const answer = waiter.getOrLoadResult('big', async () => (loads++, 'own load'))
-    await until(async () => waited && ((await suite.admin().pubsub('NUMSUB', 'sg:{k:big}:ch')) as [string, number])[1] === 2, 'the waiter to subscribe')
+    await until(
+      async () => waited && ((await suite.admin().pubsub('NUMSUB', 'sg:{k:big}:ch')) as [string, number])[1] === 2,
+      'the waiter to subscribe',
+    )
     slow.open()
     expect(await led).toBe(big)
     expect(await answer).toEqual({ value: big, outcome: 'coalesced' })

@@ -26,12 +26,21 @@ const warm = Object.fromEntries([
   ...Array.from({ length: 4 }, (_, i) => [`late:${i}`, { tags: [TAG], ctx: true }]),
   ...Array.from({ length: 2 }, (_, i) => [`untagged:${i}`, { tags: [] }]),
 ]) as ReadRequest['keys']
-const inFlight = Object.fromEntries(Array.from({ length: 4 }, (_, i) => [`slow:${i}`, { tags: [TAG] }])) as ReadRequest['keys']
+const inFlight = Object.fromEntries(
+  Array.from({ length: 4 }, (_, i) => [`slow:${i}`, { tags: [TAG] }]),
+) as ReadRequest['keys']
 const tagged = (key: string) => !key.startsWith('untagged')
 
-const loadsOf = async (admin: Redis | Cluster, keys: string[]) => Object.fromEntries(await Promise.all(keys.map(async (key) => [key, Number((await admin.get(`loads:${key}`)) ?? 0)] as const)))
-const read = (worker: Worker, keys: ReadRequest['keys'], loaderMs: number) => worker.request<ReadReport>({ op: 'read', keys, loaderMs } satisfies ReadRequest)
-const versions = (report: ReadReport) => Object.fromEntries(Object.entries(report.values).map(([key, value]) => [key, typeof value === 'string' ? value : value.version]))
+const loadsOf = async (admin: Redis | Cluster, keys: string[]) =>
+  Object.fromEntries(
+    await Promise.all(keys.map(async (key) => [key, Number((await admin.get(`loads:${key}`)) ?? 0)] as const)),
+  )
+const read = (worker: Worker, keys: ReadRequest['keys'], loaderMs: number) =>
+  worker.request<ReadReport>({ op: 'read', keys, loaderMs } satisfies ReadRequest)
+const versions = (report: ReadReport) =>
+  Object.fromEntries(
+    Object.entries(report.values).map(([key, value]) => [key, typeof value === 'string' ? value : value.version]),
+  )
 
 /**
  * 4 processes hold tagged entries in L1 and Redis; loads of other tagged keys are in flight
@@ -51,7 +60,11 @@ async function invalidateWhileLoading({ workers, admin, writer, mark }: Setup): 
 
   // Slow loads of other tagged keys start (reading version 1), in every process.
   const slow = Promise.all(workers.map((worker) => read(worker, inFlight, 1_500)))
-  await until(async () => Object.values(await loadsOf(admin, Object.keys(inFlight))).every((count) => count >= 1), 'the slow loads to start', 15_000)
+  await until(
+    async () => Object.values(await loadsOf(admin, Object.keys(inFlight))).every((count) => count >= 1),
+    'the slow loads to start',
+    15_000,
+  )
   await admin.set('db:version', '2') // the write...
   await writer.deleteByTag(TAG) // ...then the invalidation, while those loads run
   const loadsAtInvalidation = await loadsOf(admin, all)
@@ -59,21 +72,33 @@ async function invalidateWhileLoading({ workers, admin, writer, mark }: Setup): 
   for (const report of during) for (const value of Object.values(versions(report))) expect([1, 2]).toContain(value) // concurrent with it: either
 
   await mark('barrier')
-  expect(await Promise.all(workers.map((worker) => worker.request<boolean>({ op: 'heard', tag: 'barrier', count: 1, timeoutMs: 10_000 })))).toEqual(workers.map(() => true))
+  expect(
+    await Promise.all(
+      workers.map((worker) => worker.request<boolean>({ op: 'heard', tag: 'barrier', count: 1, timeoutMs: 10_000 })),
+    ),
+  ).toEqual(workers.map(() => true))
 
   // Every process's next call: its L1 dropped the tagged entries, Redis holds none loaded before.
   const after = await Promise.all(workers.map((worker) => read(worker, { ...warm, ...inFlight }, 50)))
   for (const report of after) {
     expect(versions(report)).toEqual(Object.fromEntries(all.map((key) => [key, tagged(key) ? 2 : 1])))
     // Of the warm keys, only the untagged ones were still in L1 (the slow ones may be there with version 2).
-    expect(report.l1Hits.filter((key) => key in warm)).toEqual(Object.keys(warm).filter((key) => !tagged(key)).sort())
+    expect(report.l1Hits.filter((key) => key in warm)).toEqual(
+      Object.keys(warm)
+        .filter((key) => !tagged(key))
+        .sort(),
+    )
   }
   // And what Redis holds now (the writer has no L1): nothing loaded again.
   for (const key of all) {
     const tags = (warm[key] ?? inFlight[key])!.tags
-    const value = await writer.getOrLoad<{ version: number }>(key, async () => {
-      throw new Error(`${key} should be stored`)
-    }, { tags })
+    const value = await writer.getOrLoad<{ version: number }>(
+      key,
+      async () => {
+        throw new Error(`${key} should be stored`)
+      },
+      { tags },
+    )
     expect([key, value.version]).toEqual([key, tagged(key) ? 2 : 1])
   }
   // Counted loads: every tagged key reloaded, each a few times at most (loads within
@@ -103,7 +128,12 @@ describe.skipIf(!redisAvailable)('tags across processes', () => {
     const writer = createCache({ redis: suite.redis(), ttl: '30s', l1: false })
     try {
       await writer.ready()
-      await invalidateWhileLoading({ workers, admin: suite.redis(), writer, mark: async (marker) => void (await suite.redis().publish('sg:__tag_invalidations', `test|${marker}`)) })
+      await invalidateWhileLoading({
+        workers,
+        admin: suite.redis(),
+        writer,
+        mark: async (marker) => void (await suite.redis().publish('sg:__tag_invalidations', `test|${marker}`)),
+      })
     } finally {
       await writer.close()
     }
@@ -136,7 +166,13 @@ describe.skipIf(!redisAvailable)('tags across processes on Redis Cluster', () =>
         },
       })
       // The tag's names and the entries it lists really are on different masters.
-      const owners = new Set(await Promise.all([`sg:tag:{t:${TAG}}:at`, 'sg:{k:listing:0}', 'sg:{k:listing:1}', 'sg:{k:slow:0}', 'sg:{k:late:0}'].map(async (key) => (await cluster.ownerOf(key)).master.port)))
+      const owners = new Set(
+        await Promise.all(
+          [`sg:tag:{t:${TAG}}:at`, 'sg:{k:listing:0}', 'sg:{k:listing:1}', 'sg:{k:slow:0}', 'sg:{k:late:0}'].map(
+            async (key) => (await cluster.ownerOf(key)).master.port,
+          ),
+        ),
+      )
       expect(owners.size).toBeGreaterThan(1)
     } finally {
       await writer.close()

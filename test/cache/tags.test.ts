@@ -8,7 +8,8 @@ import { gate, until } from '../support/timing.js'
 /** Every command the server ran, by name, less the INFO calls that read them. */
 async function commandCounts(admin: Redis): Promise<Record<string, number>> {
   const counts: Record<string, number> = {}
-  for (const [, name, calls] of (await admin.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) counts[name!] = Number(calls)
+  for (const [, name, calls] of (await admin.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
+    counts[name!] = Number(calls)
   return counts
 }
 
@@ -30,13 +31,16 @@ function ran(before: Record<string, number>, after: Record<string, number>): Rec
 async function heardEverything(admin: Redis, caches: Cache[], marker: string): Promise<void> {
   const before = caches.map((cache) => cache.stats()['tag-invalidated'])
   await admin.publish('sg:__tag_invalidations', `test|${marker}`)
-  await until(() => caches.every((cache, i) => cache.stats()['tag-invalidated'] > before[i]!), 'the marker to reach every cache')
+  await until(
+    () => caches.every((cache, i) => cache.stats()['tag-invalidated'] > before[i]!),
+    'the marker to reach every cache',
+  )
 }
 
 describe.skipIf(!redisAvailable)('tags', () => {
   const suite = useCacheSuite()
 
-  it('deleteByTag drops every tagged entry from Redis and from every cache\'s L1; untagged ones stay', async () => {
+  it("deleteByTag drops every tagged entry from Redis and from every cache's L1; untagged ones stay", async () => {
     const [a, b] = [suite.cache(), suite.cache()]
     await Promise.all([a.ready(), b.ready()])
     let version = 1
@@ -162,7 +166,12 @@ describe.skipIf(!redisAvailable)('tags', () => {
     expect(await a.getOrLoad('k1', async () => 'again', { tags: ['t'] })).toBe('k1') // members stay cacheable
     await a.deleteByTag('t') // and an invalidation makes room
     // (A load in the same server millisecond as the invalidation is refused: it may have begun before it.)
-    await until(async () => (await a.getOrLoad('k3', async () => 'k3', { tags: ['t'] })) === 'k3' && (await suite.admin().exists('sg:{k:k3}:v')) === 1, 'k3 to be stored')
+    await until(
+      async () =>
+        (await a.getOrLoad('k3', async () => 'k3', { tags: ['t'] })) === 'k3' &&
+        (await suite.admin().exists('sg:{k:k3}:v')) === 1,
+      'k3 to be stored',
+    )
     expect(await suite.admin().scard('sg:tag:{t:t}:keys')).toBe(1)
   })
 
@@ -181,7 +190,7 @@ describe.skipIf(!redisAvailable)('tags', () => {
     for (const [name, read] of [
       ['untagged', () => reader.getOrLoad('untagged', noLoad)],
       ['tagged', () => reader.getOrLoad('tagged', noLoad)],
-      ['tagged, with the call\'s tags', () => reader.getOrLoad('tagged', noLoad, { tags: ['a', 'b', 'c'] })],
+      ["tagged, with the call's tags", () => reader.getOrLoad('tagged', noLoad, { tags: ['a', 'b', 'c'] })],
     ] as const) {
       const before = await commandCounts(admin)
       await read()
@@ -192,21 +201,33 @@ describe.skipIf(!redisAvailable)('tags', () => {
     await withL1.getOrLoad('tagged', noLoad, { tags: ['a'] })
     figures['tagged, from L1'] = ran(before, await commandCounts(admin))
     console.log('hit commands:', JSON.stringify(figures))
-    expect(figures).toEqual({ untagged: { get: 1 }, tagged: { get: 1 }, 'tagged, with the call\'s tags': { get: 1 }, 'tagged, from L1': {} })
+    expect(figures).toEqual({
+      untagged: { get: 1 },
+      tagged: { get: 1 },
+      "tagged, with the call's tags": { get: 1 },
+      'tagged, from L1': {},
+    })
   })
 
   it('bad tags are refused with InvalidArgumentError naming the argument', async () => {
     const a = suite.cache()
     const refused = async (attempt: () => Promise<unknown>) => {
-      const error = await attempt().then(() => undefined, (e: unknown) => e)
+      const error = await attempt().then(
+        () => undefined,
+        (e: unknown) => e,
+      )
       expect(error).toBeInstanceOf(InvalidArgumentError)
       return (error as InvalidArgumentError).argument
     }
-    expect(await refused(() => a.getOrLoad('k', async () => 1, { tags: 'product:1' as unknown as string[] }))).toBe('tags')
+    expect(await refused(() => a.getOrLoad('k', async () => 1, { tags: 'product:1' as unknown as string[] }))).toBe(
+      'tags',
+    )
     expect(await refused(() => a.getOrLoad('k', async () => 1, { tags: [''] }))).toBe('tags')
     expect(await refused(() => a.getOrLoad('k', async () => 1, { tags: ['x'.repeat(1025)] }))).toBe('tags')
     expect(await refused(() => a.getOrLoad('k', async () => 1, { tags: ['z\uD800'] }))).toBe('tags')
-    expect(await refused(() => a.getOrLoad('k', async () => 1, { tags: Array.from({ length: 65 }, (_, i) => `t${i}`) }))).toBe('tags')
+    expect(
+      await refused(() => a.getOrLoad('k', async () => 1, { tags: Array.from({ length: 65 }, (_, i) => `t${i}`) })),
+    ).toBe('tags')
     expect(await refused(() => a.deleteByTag(42 as unknown as string))).toBe('tags')
     expect(await refused(() => a.deleteByTags('t' as unknown as string[]))).toBe('tags')
     expect(await refused(() => a.set('k', 1, { tags: [null as unknown as string] }))).toBe('tags')
@@ -214,7 +235,9 @@ describe.skipIf(!redisAvailable)('tags', () => {
     expect(await refused(async () => createCache({ ttl: 1, maxKeysPerTag: 0 }))).toBe('maxKeysPerTag')
     expect(await refused(async () => createCache({ ttl: 1, tagClockSkew: -1 }))).toBe('tagClockSkew')
     // Duplicates count once; 64 distinct tags are fine.
-    expect(await a.getOrLoad('k', async () => 1, { tags: [...Array.from({ length: 64 }, (_, i) => `t${i}`), 't0'] })).toBe(1)
+    expect(
+      await a.getOrLoad('k', async () => 1, { tags: [...Array.from({ length: 64 }, (_, i) => `t${i}`), 't0'] }),
+    ).toBe(1)
   })
 
   it('tags with braces get their own hashed slot, apart from plain ones', async () => {
@@ -244,7 +267,11 @@ describe.skipIf(!redisAvailable)('tags when Redis is down', () => {
   it('deleteByTag rejects with RedisUnavailableError, as delete() does', async () => {
     const server = await startRedis()
     try {
-      const cache = createCache({ redis: server.client({ maxRetriesPerRequest: 0 }), ttl: '1m', circuitBreaker: { threshold: 100 } })
+      const cache = createCache({
+        redis: server.client({ maxRetriesPerRequest: 0 }),
+        ttl: '1m',
+        circuitBreaker: { threshold: 100 },
+      })
       await cache.getOrLoad('k', async () => 'old', { tags: ['t'] })
       await server.kill()
       await expect(cache.deleteByTag('t')).rejects.toBeInstanceOf(RedisUnavailableError)

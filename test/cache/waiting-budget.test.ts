@@ -6,7 +6,14 @@
  */
 import { Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
-import { createCache, createLocks, InvalidArgumentError, LockWaitTimeoutError, type Cache, type CacheOptions } from '../../src/index.js'
+import {
+  createCache,
+  createLocks,
+  InvalidArgumentError,
+  LockWaitTimeoutError,
+  type Cache,
+  type CacheOptions,
+} from '../../src/index.js'
 import { redisAvailable } from '../support/redis.js'
 import { useRedisServer } from '../support/redis-suite.js'
 import { countScripts, type ScriptCounts } from '../support/script-calls.js'
@@ -30,7 +37,9 @@ describe.skipIf(!redisAvailable)('waiting on many keys held by another process',
   })
 
   async function startHolder(keys: string[]): Promise<Worker> {
-    holder = await forkWorker(HOLDER, { env: { REDIS_URL: suite.server().url, CACHE_OPTIONS: JSON.stringify({ lock: { lease: LEASE_MS } }) } })
+    holder = await forkWorker(HOLDER, {
+      env: { REDIS_URL: suite.server().url, CACHE_OPTIONS: JSON.stringify({ lock: { lease: LEASE_MS } }) },
+    })
     expect(await holder.request<number>({ op: 'hold', keys }, 60_000)).toBe(keys.length)
     return holder
   }
@@ -45,21 +54,32 @@ describe.skipIf(!redisAvailable)('waiting on many keys held by another process',
     return { cache, sent }
   }
 
-  const snapshot = (counts: ScriptCounts, file: string) => ({ calls: counts[file]?.calls ?? 0, keys: counts[file]?.keys ?? 0 })
+  const snapshot = (counts: ScriptCounts, file: string) => ({
+    calls: counts[file]?.calls ?? 0,
+    keys: counts[file]?.keys ?? 0,
+  })
 
   it('polls stay within maxPollRate, renewals are batched, and waits past maxWaits throw at once', async () => {
     const keys = Array.from({ length: KEYS }, (_, i) => `cold:${i}`)
     const held = await startHolder(keys)
     const MAX_WAITS = 2_000
     const POLLS_PER_SECOND = 200
-    const { cache, sent } = await waiter({ maxWaits: MAX_WAITS, lock: { maxPollRate: POLLS_PER_SECOND }, onWaitTimeout: 'throw' })
+    const { cache, sent } = await waiter({
+      maxWaits: MAX_WAITS,
+      lock: { maxPollRate: POLLS_PER_SECOND },
+      onWaitTimeout: 'throw',
+    })
     const channelsNow = async () => Number(/^pubsub_channels:(\d+)/m.exec(await suite.admin().info('stats'))?.[1])
     const broadcastChannels = await channelsNow() // both caches' own (L1 invalidations, tags)
     let refused = 0
-    const calls = keys.map((key) => cache.getOrLoad(key, async () => 'loaded-by-the-waiter').catch((error: unknown) => {
-      if (error instanceof LockWaitTimeoutError) refused++
-      return error
-    }))
+    const calls = keys.map((key) =>
+      cache
+        .getOrLoad(key, async () => 'loaded-by-the-waiter')
+        .catch((error: unknown) => {
+          if (error instanceof LockWaitTimeoutError) refused++
+          return error
+        }),
+    )
     await until(() => cache.stats().wait + refused >= KEYS, 'every call to wait or be refused', 60_000)
 
     // Past the cap: onWaitTimeout ('throw') at once, while the holder still holds every lock.
@@ -79,12 +99,20 @@ describe.skipIf(!redisAvailable)('waiting on many keys held by another process',
     const startedAt = performance.now()
     await sleep(WINDOW_MS)
     const elapsedS = (performance.now() - startedAt) / 1000
-    const polls = { calls: snapshot(sent, 'poll-locks.lua').calls - pollsBefore.calls, keys: snapshot(sent, 'poll-locks.lua').keys - pollsBefore.keys }
+    const polls = {
+      calls: snapshot(sent, 'poll-locks.lua').calls - pollsBefore.calls,
+      keys: snapshot(sent, 'poll-locks.lua').keys - pollsBefore.keys,
+    }
     const lookups = snapshot(sent, 'get-or-lock.lua').calls - lookupsBefore.calls
     const renewalsAfter = snapshot(await held.request<ScriptCounts>({ op: 'sent' }), 'extend-many.lua')
-    const renewals = { calls: renewalsAfter.calls - renewalsBefore.calls, keys: renewalsAfter.keys - renewalsBefore.keys }
-    console.log(`[waiting] ${MAX_WAITS} waits over ${elapsedS.toFixed(1)} s: ${polls.keys} keys polled in ${polls.calls} calls (budget ${POLLS_PER_SECOND}/s), ` +
-      `${lookups} lookups; holder of ${KEYS} locks: ${renewals.keys} renewals in ${renewals.calls} calls`)
+    const renewals = {
+      calls: renewalsAfter.calls - renewalsBefore.calls,
+      keys: renewalsAfter.keys - renewalsBefore.keys,
+    }
+    console.log(
+      `[waiting] ${MAX_WAITS} waits over ${elapsedS.toFixed(1)} s: ${polls.keys} keys polled in ${polls.calls} calls (budget ${POLLS_PER_SECOND}/s), ` +
+        `${lookups} lookups; holder of ${KEYS} locks: ${renewals.keys} renewals in ${renewals.calls} calls`,
+    )
 
     // Without the scheduler each waiting key polled about once a second: 2,000 a second.
     // The budget allows 200 a second, plus the 20 saved up at most (elapsedS covers a late window end).
@@ -140,7 +168,9 @@ describe('the waiting budgets as options', () => {
   it('maxWaits, lock.maxPollRate and redis.maxPollRate take positive integers, naming the option otherwise', () => {
     for (const bad of [0, -1, 1.5, Number.NaN, '10']) {
       expect(argumentOf(() => createCache({ ttl: '1s', maxWaits: bad as number }))).toBe('maxWaits')
-      expect(argumentOf(() => createCache({ ttl: '1s', lock: { maxPollRate: bad as number } }))).toBe('lock.maxPollRate')
+      expect(argumentOf(() => createCache({ ttl: '1s', lock: { maxPollRate: bad as number } }))).toBe(
+        'lock.maxPollRate',
+      )
     }
     const client = new Redis({ lazyConnect: true })
     try {

@@ -25,10 +25,13 @@ async function postgresReachable(url: string): Promise<string | undefined> {
 
 const postgresUnavailable = await postgresReachable(DATABASE_URL)
 if (postgresUnavailable) {
-  console.warn(`[test/examples] SKIPPING examples/express-postgres.ts: no PostgreSQL at ${new URL(DATABASE_URL).host} (${postgresUnavailable}). Set DATABASE_URL to run it.`)
+  console.warn(
+    `[test/examples] SKIPPING examples/express-postgres.ts: no PostgreSQL at ${new URL(DATABASE_URL).host} (${postgresUnavailable}). Set DATABASE_URL to run it.`,
+  )
 }
 
-const explain = (run: ExampleRun) => `exit ${run.code} signal ${run.signal}\n--- stdout\n${run.stdout}\n--- stderr\n${run.stderr}`
+const explain = (run: ExampleRun) =>
+  `exit ${run.code} signal ${run.signal}\n--- stdout\n${run.stdout}\n--- stderr\n${run.stderr}`
 
 describe.skipIf(!redisAvailable)('examples (against a private redis-server)', () => {
   let redis: RedisServer
@@ -61,7 +64,9 @@ describe.skipIf(!redisAvailable)('examples (against a private redis-server)', ()
     const run = await runExample('express-metrics.ts', { REDIS_URL: redis.url })
     expect(run.code, explain(run)).toBe(0)
     // Typically 10 hits and 23 coalesced (28.6 %); a request slow to arrive may find the render done and hit instead.
-    expect(run.stdout).toMatch(/35 requests, 2 renders; GET \/metrics → hit ratio [\d.]+ % \(hits \d+ L1 \+ 0 Redis, stale 0, coalesced \d+, misses 2; loads 2, 0 failed\)/)
+    expect(run.stdout).toMatch(
+      /35 requests, 2 renders; GET \/metrics → hit ratio [\d.]+ % \(hits \d+ L1 \+ 0 Redis, stale 0, coalesced \d+, misses 2; loads 2, 0 failed\)/,
+    )
   })
 
   it.skipIf(postgresUnavailable !== undefined)('express-postgres.ts: cached GET, invalidated by PUT', async () => {

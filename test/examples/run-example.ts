@@ -13,7 +13,10 @@ export interface ExampleRun {
 export function runExample(name: string, env: NodeJS.ProcessEnv, timeoutMs = 45_000): Promise<ExampleRun> {
   const file = fileURLToPath(new URL(`../../examples/${name}`, import.meta.url))
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...tsxExecArgv(), file], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [...tsxExecArgv(), file], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))

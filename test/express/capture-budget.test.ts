@@ -13,14 +13,17 @@ describe.skipIf(!redisAvailable)('issue 9.9: capture budget', () => {
 
   it('past the budget, captures stream to their client uncached; the budget is given back; later ones are stored again', async () => {
     const budget = createCaptureBudget(100_000)
-    const server = await route(async (req, res) => {
-      res.type('text')
-      for (let i = 0; i < 6; i++) {
-        res.write(`${req.query.i}`.repeat(10_000)) // 6 × 10 kB: two captures at once do not fit
-        await sleep(10)
-      }
-      res.end()
-    }, { captureBudget: budget })
+    const server = await route(
+      async (req, res) => {
+        res.type('text')
+        for (let i = 0; i < 6; i++) {
+          res.write(`${req.query.i}`.repeat(10_000)) // 6 × 10 kB: two captures at once do not fit
+          await sleep(10)
+        }
+        res.end()
+      },
+      { captureBudget: budget },
+    )
     const burst = await Promise.all([0, 1, 2, 3].map((i) => raw(server.port, `/r?i=${i}`)))
     for (const [i, res] of burst.entries()) expect(res.body.toString()).toBe(`${i}`.repeat(60_000))
     const statuses = burst.map((res) => res.headers['x-cache'])

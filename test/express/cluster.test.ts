@@ -20,7 +20,9 @@ describe.skipIf(!redisAvailable)('a 4-process cluster under a burst', () => {
   beforeAll(async () => {
     server = await startRedis()
     redis = server.client()
-    primary = await forkWorker(new URL('./fixtures/cluster-app.ts', import.meta.url), { env: { REDIS_URL: server.url, NAMESPACE: 'burst', COLD_BODY } })
+    primary = await forkWorker(new URL('./fixtures/cluster-app.ts', import.meta.url), {
+      env: { REDIS_URL: server.url, NAMESPACE: 'burst', COLD_BODY },
+    })
   })
   afterAll(async () => {
     await primary?.stop()

@@ -18,7 +18,10 @@ describe.skipIf(!redisAvailable)('coalescing across processes', () => {
   let started = 0
 
   async function start(count: number, routeOptions: object = {}): Promise<void> {
-    const workers = await suite.spawn(count, { NAMESPACE: `coalescing${++started}`, ROUTE_OPTIONS: JSON.stringify(routeOptions) })
+    const workers = await suite.spawn(count, {
+      NAMESPACE: `coalescing${++started}`,
+      ROUTE_OPTIONS: JSON.stringify(routeOptions),
+    })
     ports = await Promise.all(workers.map((worker) => worker.request<number>({ op: 'port' })))
   }
 
@@ -28,7 +31,8 @@ describe.skipIf(!redisAvailable)('coalescing across processes', () => {
   }
 
   const runs = async (name: string) => Number((await redis().get(`runs:${name}`)) ?? 0)
-  const stats = async (): Promise<CacheStats[]> => Promise.all(suite.workers().map((worker) => worker.request<CacheStats>({ op: 'stats' })))
+  const stats = async (): Promise<CacheStats[]> =>
+    Promise.all(suite.workers().map((worker) => worker.request<CacheStats>({ op: 'stats' })))
   const total = (all: CacheStats[], event: keyof CacheStats) => all.reduce((sum, s) => sum + s[event], 0)
 
   it('rule 14: on a cold miss one handler runs for 40 requests on 2 processes; all get its response', async () => {
@@ -36,19 +40,36 @@ describe.skipIf(!redisAvailable)('coalescing across processes', () => {
     const responses = await burst('/product', 40)
     expect(await runs('product')).toBe(1)
     expect(new Set(responses.map((r) => r.status))).toEqual(new Set([200]))
-    expect(new Set(responses.map((r) => r.body.toString()))).toEqual(new Set(['{"product":42,"name":"Widget","price":9.99}']))
+    expect(new Set(responses.map((r) => r.body.toString()))).toEqual(
+      new Set(['{"product":42,"name":"Widget","price":9.99}']),
+    )
     expect(responses.filter((r) => r.headers['x-cache'] === 'MISS')).toHaveLength(1)
   })
 
   it('rule 14 with variants: one handler run per Accept-Encoding variant across processes', async () => {
     await start(2)
-    const gzip = await Promise.all(Array.from({ length: 20 }, (_, i) => raw(ports[i % 2]!, '/compressed', { headers: { 'accept-encoding': 'gzip' } })))
+    const gzip = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        raw(ports[i % 2]!, '/compressed', { headers: { 'accept-encoding': 'gzip' } }),
+      ),
+    )
     expect(await runs('compressed')).toBe(1)
     expect(new Set(gzip.map((r) => r.body.toString('base64'))).size).toBe(1)
     expect(gzip.every((r) => r.status === 200 && r.headers['content-encoding'] === 'gzip')).toBe(true)
-    const plain = await Promise.all(Array.from({ length: 20 }, (_, i) => raw(ports[i % 2]!, '/compressed', { headers: { 'accept-encoding': 'identity' } })))
+    const plain = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        raw(ports[i % 2]!, '/compressed', { headers: { 'accept-encoding': 'identity' } }),
+      ),
+    )
     expect(await runs('compressed')).toBe(2)
-    expect(plain.every((r) => r.status === 200 && r.headers['content-encoding'] === undefined && r.body.toString() === 'compressible '.repeat(100))).toBe(true)
+    expect(
+      plain.every(
+        (r) =>
+          r.status === 200 &&
+          r.headers['content-encoding'] === undefined &&
+          r.body.toString() === 'compressible '.repeat(100),
+      ),
+    ).toBe(true)
   })
 
   for (const kind of ['set-cookie', 'private', 'large']) {
@@ -103,10 +124,12 @@ describe.skipIf(!redisAvailable)('coalescing across processes', () => {
       const responses = await burst('/flaky/500', 20)
       expect(await runs('flaky-500')).toBe(2)
       expect(responses.filter((r) => r.status === 500).map((r) => r.body.toString())).toEqual(['failed run 1']) // its own client only
-      expect(responses.filter((r) => r.status === 200).every((r) => r.body.toString() === 'answered by run 2')).toBe(true)
+      expect(responses.filter((r) => r.status === 200).every((r) => r.body.toString() === 'answered by run 2')).toBe(
+        true,
+      )
     })
 
-    it('a handler that always fails: no waiter gets another request\'s error, and the next request leads again (no hit-for-miss)', async () => {
+    it("a handler that always fails: no waiter gets another request's error, and the next request leads again (no hit-for-miss)", async () => {
       await start(2, { hitForMiss: '30s' })
       const first = await burst('/uncacheable/500', 16)
       expect(first.every((r) => r.status === 500)).toBe(true)

@@ -17,7 +17,13 @@ describe.skipIf(!redisAvailable)('conditional requests', () => {
   function app(options: Partial<CacheRouteOptions> = {}, etag = '"v1"'): Promise<Served> {
     return route((_req, res) => {
       if (etag) res.set('ETag', etag)
-      res.set({ 'Last-Modified': LAST_MODIFIED, 'Cache-Control': 'public, max-age=30', Expires: 'Thu, 01 Jan 2037 00:00:00 GMT', Vary: 'Accept-Language', 'Content-Location': '/r' })
+      res.set({
+        'Last-Modified': LAST_MODIFIED,
+        'Cache-Control': 'public, max-age=30',
+        Expires: 'Thu, 01 Jan 2037 00:00:00 GMT',
+        Vary: 'Accept-Language',
+        'Content-Location': '/r',
+      })
       res.type('text').send('representation')
     }, options)
   }
@@ -86,7 +92,8 @@ describe.skipIf(!redisAvailable)('conditional requests', () => {
       const server = await big()
       const full = await raw(server.port, '/r?probe') // the file's ETag, from another key
       expect(full.body.equals(bytes)).toBe(true)
-      for (let i = 0; i < 2; i++) { // the leader of a cold key, then a hit-for-miss request
+      for (let i = 0; i < 2; i++) {
+        // the leader of a cold key, then a hit-for-miss request
         const notModified = await raw(server.port, '/r', { headers: { 'if-none-match': full.headers.etag! } })
         expect(notModified.status).toBe(304)
         expect(notModified.body.length).toBe(0)

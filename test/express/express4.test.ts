@@ -26,15 +26,19 @@ describe.skipIf(!redisAvailable)('Express 4', () => {
     redis = await startRedis()
     cache = testCache(redis)
     const app = express4()
-    app.all('/products/:id', cacheRoute(cache, { ttl: '30s', xCacheHeader: true, etag: 'strong' }), (req: Request, res: Response) => {
-      runs++
-      if (req.method === 'PUT') {
-        price++
-        res.status(204).json({})
-        return
-      }
-      res.json({ id: 1, price })
-    })
+    app.all(
+      '/products/:id',
+      cacheRoute(cache, { ttl: '30s', xCacheHeader: true, etag: 'strong' }),
+      (req: Request, res: Response) => {
+        runs++
+        if (req.method === 'PUT') {
+          price++
+          res.status(204).json({})
+          return
+        }
+        res.json({ id: 1, price })
+      },
+    )
     app.get('/private', cacheRoute(cache, { ttl: '30s', xCacheHeader: true }), (_req: Request, res: Response) => {
       runs++
       res.set('Cache-Control', 'private')

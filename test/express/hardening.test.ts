@@ -15,7 +15,12 @@ import { redisAvailable } from '../support/redis.js'
 import { gate, HOST, raw, serve, sleep, testCache, until, useRouteHarness, type Served } from './helpers.js'
 
 /** A GET with a body: `Content-Length` framing, or chunked when `chunked`. */
-function getWithBody(port: number, path: string, body: string, chunked = false): Promise<{ status: number; text: string; cache: string | undefined }> {
+function getWithBody(
+  port: number,
+  path: string,
+  body: string,
+  chunked = false,
+): Promise<{ status: number; text: string; cache: string | undefined }> {
   return new Promise((resolve, reject) => {
     const headers: Record<string, string> = { host: HOST, 'content-type': 'application/json' }
     if (chunked) headers['transfer-encoding'] = 'chunked'
@@ -23,7 +28,9 @@ function getWithBody(port: number, path: string, body: string, chunked = false):
     const req = http.request({ host: '127.0.0.1', port, path, method: 'GET', headers, agent: false }, (res) => {
       let text = ''
       res.on('data', (chunk) => (text += chunk))
-      res.on('end', () => resolve({ status: res.statusCode!, text, cache: res.headers['x-cache'] as string | undefined }))
+      res.on('end', () =>
+        resolve({ status: res.statusCode!, text, cache: res.headers['x-cache'] as string | undefined }),
+      )
     })
     req.on('error', reject)
     if (chunked) req.write(body.slice(0, 3))
@@ -34,7 +41,9 @@ function getWithBody(port: number, path: string, body: string, chunked = false):
 /** One request written by hand, so the request-target can be absolute-form. Resolves with the body. */
 function requestLine(port: number, target: string, host: string): Promise<string> {
   return new Promise((resolve, reject) => {
-    const socket = net.connect(port, '127.0.0.1', () => socket.write(`GET ${target} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`))
+    const socket = net.connect(port, '127.0.0.1', () =>
+      socket.write(`GET ${target} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`),
+    )
     let data = ''
     socket.on('data', (chunk) => (data += chunk))
     socket.on('error', reject)
@@ -83,7 +92,8 @@ describe.skipIf(!redisAvailable)('issue 9: hardening', () => {
   }
 
   describe('9.1 a GET or HEAD with a body is never stored or served from the cache', () => {
-    const echoName: RequestHandler = (req, res) => void res.send(`hello ${(req.body as { name?: string } | undefined)?.name ?? 'world'}`)
+    const echoName: RequestHandler = (req, res) =>
+      void res.send(`hello ${(req.body as { name?: string } | undefined)?.name ?? 'world'}`)
 
     for (const framing of ['content-length', 'chunked'] as const) {
       it(`fat GET (${framing}) behind express.json() cannot poison the URL`, async () => {
@@ -125,7 +135,8 @@ describe.skipIf(!redisAvailable)('issue 9: hardening', () => {
       it(`an SPA history fallback (${position} cacheRoute) cannot store the HTML shell under an API URL`, async () => {
         const server = await custom((app, cache) => {
           const fallback: RequestHandler = (req, _res, next) => {
-            if (req.method === 'GET' && req.headers.accept?.includes('text/html') && !req.path.includes('.')) req.url = '/index.html'
+            if (req.method === 'GET' && req.headers.accept?.includes('text/html') && !req.path.includes('.'))
+              req.url = '/index.html'
             next()
           }
           const cached = cacheRoute(cache, { ttl: '30s', xCacheHeader: true })
@@ -145,7 +156,11 @@ describe.skipIf(!redisAvailable)('issue 9: hardening', () => {
 
     it('a router mounted at its own root (/api routed as "/") is not mistaken for a rewrite', async () => {
       const server = await custom((app, cache) => {
-        app.use('/api', cacheRoute(cache, { ttl: '30s', xCacheHeader: true }), (req, res) => void res.send(`api ${req.originalUrl}`))
+        app.use(
+          '/api',
+          cacheRoute(cache, { ttl: '30s', xCacheHeader: true }),
+          (req, res) => void res.send(`api ${req.originalUrl}`),
+        )
       })
       for (const url of ['/api', '/api?x=1', '/api/']) {
         expect((await server.get(url)).headers['x-cache'], url).toBe('MISS')
@@ -180,10 +195,14 @@ describe.skipIf(!redisAvailable)('issue 9: hardening', () => {
   async function brokenLeader(breakIt: (res: Response, release: Promise<void>) => Promise<void>) {
     const release = gate()
     let arrived = 0
-    const server = await route(async (_req, res) => {
-      if (runs() === 1) return breakIt(res, release.promise)
-      res.type('text').send(`answered by run ${runs()}`)
-    }, { handlerTimeout: '10m' }, { before: [(_req, _res, next) => (arrived++, next())] })
+    const server = await route(
+      async (_req, res) => {
+        if (runs() === 1) return breakIt(res, release.promise)
+        res.type('text').send(`answered by run ${runs()}`)
+      },
+      { handlerTimeout: '10m' },
+      { before: [(_req, _res, next) => (arrived++, next())] },
+    )
     const leader = doomed(server.port, '/r')
     await until(() => runs() === 1, 'the leader to start')
     const waiters = Promise.all(Array.from({ length: 5 }, () => raw(server.port, '/r')))
@@ -191,7 +210,9 @@ describe.skipIf(!redisAvailable)('issue 9: hardening', () => {
     release.open()
     const answered = await within(waiters, 20_000)
     expect(answered).not.toBe('late')
-    expect((answered as Awaited<typeof waiters>).map((r) => [r.status, r.body.toString()])).toEqual(Array(5).fill([200, 'answered by run 2']))
+    expect((answered as Awaited<typeof waiters>).map((r) => [r.status, r.body.toString()])).toEqual(
+      Array(5).fill([200, 'answered by run 2']),
+    )
     return { server, leader }
   }
 
@@ -211,10 +232,14 @@ describe.skipIf(!redisAvailable)('issue 9: hardening', () => {
 
   describe('9.6 variant lists', () => {
     it('live no longer than their variants (ttl + grace + staleIfError), not 24 h', async () => {
-      const server = await route((_req, res) => void res.type('text').send('compressible '.repeat(100)), { ttl: '2s', staleTtl: '3s', staleIfError: 0 }, {
-        path: '/r',
-        after: [compression({ threshold: 0 })],
-      })
+      const server = await route(
+        (_req, res) => void res.type('text').send('compressible '.repeat(100)),
+        { ttl: '2s', staleTtl: '3s', staleIfError: 0 },
+        {
+          path: '/r',
+          after: [compression({ threshold: 0 })],
+        },
+      )
       for (let i = 0; i < 5; i++) await raw(server.port, `/r?junk=${i}`, { headers: { 'accept-encoding': 'gzip' } })
       const client = redis().client()
       try {
@@ -237,7 +262,11 @@ describe.skipIf(!redisAvailable)('issue 9: hardening', () => {
         res.end() // 990 bytes short
       })
       const next = await raw(server.port, '/r')
-      expect([next.headers['x-cache'], next.body.toString(), next.headers['content-length']]).toEqual(['HIT', 'answered by run 2', '17'])
+      expect([next.headers['x-cache'], next.body.toString(), next.headers['content-length']]).toEqual([
+        'HIT',
+        'answered by run 2',
+        '17',
+      ])
       expect(runs()).toBe(2)
       await server.close() // the leader's client still waits for the 990 bytes it was promised, as it would uncached
       expect(await leader).toMatchObject({ status: 200, bytes: 10, complete: false })
@@ -248,11 +277,15 @@ describe.skipIf(!redisAvailable)('issue 9: hardening', () => {
     /** The q a client gives `coding` (a test oracle, written apart from the code under test). */
     function accepts(header: string | undefined, coding: string): boolean {
       if (header === undefined) return true
-      const entries = header.split(',').map((part) => part.trim().toLowerCase()).filter(Boolean).map((part) => {
-        const [name, ...params] = part.split(';').map((p) => p.trim())
-        const q = params.find((p) => p.startsWith('q='))
-        return [name, q ? Number(q.slice(2)) : 1] as const
-      })
+      const entries = header
+        .split(',')
+        .map((part) => part.trim().toLowerCase())
+        .filter(Boolean)
+        .map((part) => {
+          const [name, ...params] = part.split(';').map((p) => p.trim())
+          const q = params.find((p) => p.startsWith('q='))
+          return [name, q ? Number(q.slice(2)) : 1] as const
+        })
       const own = entries.find(([name]) => name === coding)
       if (own) return own[1] > 0
       const star = entries.find(([name]) => name === '*')
@@ -262,13 +295,41 @@ describe.skipIf(!redisAvailable)('issue 9: hardening', () => {
 
     it('14 spellings of 4 encodings make at most 3 variants, and every client gets a coding it accepts', async () => {
       const text = 'compressible '.repeat(100)
-      const server = await route((_req, res) => void res.type('text').send(text), {}, { after: [compression({ threshold: 0 })] })
-      const spellings = ['gzip, br', 'br,gzip', 'GZIP', 'gzip;q=1.0', 'br;q=1, gzip;q=0.5', 'gzip, deflate, br', 'deflate, gzip', 'identity', 'deflate', 'gzip;q=0, br', 'br;q=0, gzip', '*', '', undefined]
+      const server = await route(
+        (_req, res) => void res.type('text').send(text),
+        {},
+        { after: [compression({ threshold: 0 })] },
+      )
+      const spellings = [
+        'gzip, br',
+        'br,gzip',
+        'GZIP',
+        'gzip;q=1.0',
+        'br;q=1, gzip;q=0.5',
+        'gzip, deflate, br',
+        'deflate, gzip',
+        'identity',
+        'deflate',
+        'gzip;q=0, br',
+        'br;q=0, gzip',
+        '*',
+        '',
+        undefined,
+      ]
       for (const spelling of spellings) {
-        const res = await raw(server.port, '/r', spelling === undefined ? {} : { headers: { 'accept-encoding': spelling } })
+        const res = await raw(
+          server.port,
+          '/r',
+          spelling === undefined ? {} : { headers: { 'accept-encoding': spelling } },
+        )
         const coding = res.headers['content-encoding'] ?? 'identity'
         expect(accepts(spelling, coding), `${spelling} got ${coding}`).toBe(true)
-        const decode = { gzip: gunzipSync, br: brotliDecompressSync, deflate: inflateSync, identity: (body: Buffer) => body }[coding]!
+        const decode = {
+          gzip: gunzipSync,
+          br: brotliDecompressSync,
+          deflate: inflateSync,
+          identity: (body: Buffer) => body,
+        }[coding]!
         const body = decode(res.body)
         expect(body.toString(), String(spelling)).toBe(text)
       }
@@ -282,7 +343,7 @@ describe.skipIf(!redisAvailable)('issue 9: hardening', () => {
     })
   })
 
-  describe('9.10 a response\'s explicit freshness shortens the route ttl by default', () => {
+  describe("9.10 a response's explicit freshness shortens the route ttl by default", () => {
     const date = () => new Date().toUTCString()
     const lifetimes: Record<string, Record<string, string> | (() => Record<string, string>)> = {
       'max-age=1': { 'Cache-Control': 'max-age=1' },
@@ -291,22 +352,30 @@ describe.skipIf(!redisAvailable)('issue 9: hardening', () => {
     }
 
     it('max-age=1, s-maxage=1 or Expires in 1 s end freshness after 1 s, although the route says 30 s', async () => {
-      const server = await route((req, res) => {
-        const headers = lifetimes[req.query.case as string]!
-        res.set(typeof headers === 'function' ? headers() : headers).send(`run ${runs()}`)
-      }, { ttl: '30s' })
-      for (const name of Object.keys(lifetimes)) expect((await server.get(`/r?case=${encodeURIComponent(name)}`)).headers['x-cache']).toBe('MISS')
+      const server = await route(
+        (req, res) => {
+          const headers = lifetimes[req.query.case as string]!
+          res.set(typeof headers === 'function' ? headers() : headers).send(`run ${runs()}`)
+        },
+        { ttl: '30s' },
+      )
+      for (const name of Object.keys(lifetimes))
+        expect((await server.get(`/r?case=${encodeURIComponent(name)}`)).headers['x-cache']).toBe('MISS')
       await sleep(1500)
-      for (const name of Object.keys(lifetimes)) expect((await server.get(`/r?case=${encodeURIComponent(name)}`)).headers['x-cache'], name).toBe('MISS')
+      for (const name of Object.keys(lifetimes))
+        expect((await server.get(`/r?case=${encodeURIComponent(name)}`)).headers['x-cache'], name).toBe('MISS')
     })
 
     for (const stale of ['max-age=0', 'expires-past']) {
       it(`${stale}: not stored at all`, async () => {
-        const server = await route((_req, res) => {
-          if (stale === 'max-age=0') res.set('Cache-Control', 'max-age=0')
-          else res.set('Expires', 'Thu, 01 Jan 2015 00:00:00 GMT')
-          res.send('already stale')
-        }, { ttl: '30s' })
+        const server = await route(
+          (_req, res) => {
+            if (stale === 'max-age=0') res.set('Cache-Control', 'max-age=0')
+            else res.set('Expires', 'Thu, 01 Jan 2015 00:00:00 GMT')
+            res.send('already stale')
+          },
+          { ttl: '30s' },
+        )
         for (let i = 0; i < 2; i++) expect((await server.get('/r')).headers['x-cache']).toBe('BYPASS')
         expect(runs()).toBe(2)
       })
@@ -319,7 +388,11 @@ describe.skipIf(!redisAvailable)('issue 9: hardening', () => {
       const server = await route((req, res) => {
         const ifMatch = req.headers['if-match']
         const since = req.headers['if-unmodified-since']
-        if ((ifMatch !== undefined && ifMatch !== '"v1"') || (since !== undefined && Date.parse(since) < Date.parse(LAST_MODIFIED))) return void res.status(412).end()
+        if (
+          (ifMatch !== undefined && ifMatch !== '"v1"') ||
+          (since !== undefined && Date.parse(since) < Date.parse(LAST_MODIFIED))
+        )
+          return void res.status(412).end()
         res.set({ ETag: '"v1"', 'Last-Modified': LAST_MODIFIED }).send('document v1')
       })
       await server.get('/r')
@@ -333,4 +406,3 @@ describe.skipIf(!redisAvailable)('issue 9: hardening', () => {
     })
   })
 })
-

@@ -45,10 +45,13 @@ describe.skipIf(!redisAvailable)('Age and X-Cache', () => {
   })
 
   it('X-Cache says BYPASS, without Age, for hit-for-miss requests whose responses are not stored', async () => {
-    const server = await route((_req, res) => {
-      if (runs() === 1) res.set('Cache-Control', 'private') // then storable, but the URL is hit-for-miss for a while
-      res.send(`run ${runs()}`)
-    }, { xCacheHeader: true })
+    const server = await route(
+      (_req, res) => {
+        if (runs() === 1) res.set('Cache-Control', 'private') // then storable, but the URL is hit-for-miss for a while
+        res.send(`run ${runs()}`)
+      },
+      { xCacheHeader: true },
+    )
     for (let i = 1; i <= 3; i++) {
       const res = await server.get('/r')
       expect(res.text).toBe(`run ${i}`)

@@ -55,10 +55,21 @@ export interface RawResponse {
 }
 
 /** A plain HTTP request, without supertest's decompression or parsing. */
-export function raw(port: number, path: string, options: { method?: string; headers?: Record<string, string> } = {}): Promise<RawResponse> {
+export function raw(
+  port: number,
+  path: string,
+  options: { method?: string; headers?: Record<string, string> } = {},
+): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
     const req = http.request(
-      { host: '127.0.0.1', port, path, method: options.method ?? 'GET', headers: { host: HOST, ...options.headers }, agent: false },
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        method: options.method ?? 'GET',
+        headers: { host: HOST, ...options.headers },
+        agent: false,
+      },
       (res) => {
         const chunks: Buffer[] = []
         res.on('data', (chunk: Buffer) => chunks.push(chunk))
@@ -168,4 +179,3 @@ export function useRouteHarness(harness: RouteHarnessOptions = {}): RouteHarness
 function unset(what: string): never {
   throw new Error(what)
 }
-

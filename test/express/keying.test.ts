@@ -15,13 +15,18 @@ describe.skipIf(!redisAvailable)('keys, poisoning, request directives', () => {
     configure: (application) => application.set('trust proxy', true), // req.hostname now reads X-Forwarded-Host: the classic unkeyed input
   })
 
-  const app = (handler: RequestHandler, options: Partial<CacheRouteOptions> = {}, path = '/r') => route(handler, options, { path })
+  const app = (handler: RequestHandler, options: Partial<CacheRouteOptions> = {}, path = '/r') =>
+    route(handler, options, { path })
 
   /** A page that builds an absolute link from req.hostname, as many apps do. */
   const linkPage: RequestHandler = (req, res) => void res.send(`<a href="https://${req.hostname}/checkout">buy</a>`)
 
   describe('acceptance 11: a forged X-Forwarded-Host cannot poison the entry other users get', () => {
-    for (const [name, value] of [['X-Forwarded-Host', 'evil.test'], ['X-Host', 'evil.test'], ['Forwarded', 'for=1.2.3.4;host=evil.test']] as const) {
+    for (const [name, value] of [
+      ['X-Forwarded-Host', 'evil.test'],
+      ['X-Host', 'evil.test'],
+      ['Forwarded', 'for=1.2.3.4;host=evil.test'],
+    ] as const) {
       it(`${name} on a cold entry`, async () => {
         const server = await app(linkPage)
         const attack = await server.get('/r').set(name, value)
@@ -42,7 +47,8 @@ describe.skipIf(!redisAvailable)('keys, poisoning, request directives', () => {
 
   describe('the scheme: X-Forwarded-Proto is what req.protocol reads when trust proxy is on', () => {
     /** Builds a link from req.protocol and req.hostname, as apps behind a TLS proxy do. */
-    const schemePage: RequestHandler = (req, res) => void res.send(`<script src="${req.protocol}://${req.hostname}/app.js"></script>`)
+    const schemePage: RequestHandler = (req, res) =>
+      void res.send(`<script src="${req.protocol}://${req.hostname}/app.js"></script>`)
 
     it('a forged X-Forwarded-Proto that is not http or https passes by, never stored', async () => {
       const server = await app(schemePage)
@@ -68,7 +74,8 @@ describe.skipIf(!redisAvailable)('keys, poisoning, request directives', () => {
     it('a Forwarded proto= that differs from req.protocol passes by; one that agrees is cached', async () => {
       const server = await app(schemePage)
       expect((await server.get('/r').set('Forwarded', 'for=1.2.3.4;proto=https')).headers['x-cache']).toBe('BYPASS')
-      const agreeing = () => server.get('/r').set('Forwarded', 'for=1.2.3.4;proto=https').set('X-Forwarded-Proto', 'https')
+      const agreeing = () =>
+        server.get('/r').set('Forwarded', 'for=1.2.3.4;proto=https').set('X-Forwarded-Proto', 'https')
       await agreeing()
       expect((await agreeing()).headers['x-cache']).toBe('HIT')
     })
@@ -80,7 +87,11 @@ describe.skipIf(!redisAvailable)('keys, poisoning, request directives', () => {
       const a = await raw(server.port, '/r', { headers: { host: 'a.test' } })
       const b = await raw(server.port, '/r', { headers: { host: 'b.test' } })
       const a2 = await raw(server.port, '/r', { headers: { host: 'A.TEST' } })
-      expect([a.body.toString(), b.body.toString(), a2.body.toString()]).toEqual(['host a.test', 'host b.test', 'host a.test'])
+      expect([a.body.toString(), b.body.toString(), a2.body.toString()]).toEqual([
+        'host a.test',
+        'host b.test',
+        'host a.test',
+      ])
       expect(a2.headers['x-cache']).toBe('HIT')
       const bad = await raw(server.port, '/r', { headers: { host: 'evil.test/../x' } })
       expect(bad.headers['x-cache']).toBe('BYPASS')
@@ -103,7 +114,11 @@ describe.skipIf(!redisAvailable)('keys, poisoning, request directives', () => {
     })
 
     it("a '#' in the request-target cannot reach the key of a long (hashed) URL", async () => {
-      const server = await app((req, res) => void res.send(req.originalUrl.length > 256 ? 'search results' : 'home page'), {}, '/{*rest}')
+      const server = await app(
+        (req, res) => void res.send(req.originalUrl.length > 256 ? 'search results' : 'home page'),
+        {},
+        '/{*rest}',
+      )
       const long = `/search?q=${'a'.repeat(300)}`
       const digest = createHash('sha256').update(long).digest('base64url').slice(0, 43)
       const attack = await raw(server.port, `/#sha256:${digest}`)
@@ -114,7 +129,11 @@ describe.skipIf(!redisAvailable)('keys, poisoning, request directives', () => {
     })
 
     it('a custom key function decides (here: two URLs, one product)', async () => {
-      const server = await app((req, res) => void res.send(`product ${req.params.id} via ${req.path}`), { key: (req) => `product:${req.params.id}` }, '/:kind/:id')
+      const server = await app(
+        (req, res) => void res.send(`product ${req.params.id} via ${req.path}`),
+        { key: (req) => `product:${req.params.id}` },
+        '/:kind/:id',
+      )
       expect((await server.get('/p/7')).text).toBe('product 7 via /p/7')
       const alias = await server.get('/product/7')
       expect(alias.headers['x-cache']).toBe('HIT')
@@ -124,7 +143,12 @@ describe.skipIf(!redisAvailable)('keys, poisoning, request directives', () => {
 
     it('a key function that throws fails open', async () => {
       const errors: unknown[] = []
-      const server = await app((_req, res) => void res.send('ok'), { key: () => { throw new Error('bad key') }, onError: (error) => errors.push(error) })
+      const server = await app((_req, res) => void res.send('ok'), {
+        key: () => {
+          throw new Error('bad key')
+        },
+        onError: (error) => errors.push(error),
+      })
       const res = await server.get('/r')
       expect(res.status).toBe(200)
       expect(res.headers['x-cache']).toBe('BYPASS')
@@ -143,7 +167,9 @@ describe.skipIf(!redisAvailable)('keys, poisoning, request directives', () => {
     })
 
     it('a bypass is opt-in, through the bypass option', async () => {
-      const server = await app((_req, res) => void res.send(`run ${runs()}`), { bypass: (req) => req.headers['x-purge-token'] === 'secret' })
+      const server = await app((_req, res) => void res.send(`run ${runs()}`), {
+        bypass: (req) => req.headers['x-purge-token'] === 'secret',
+      })
       await server.get('/r')
       expect((await server.get('/r').set('X-Purge-Token', 'guess')).headers['x-cache']).toBe('HIT')
       const bypassed = await server.get('/r').set('X-Purge-Token', 'secret')

@@ -27,7 +27,8 @@ describe('cacheRoute options', () => {
       [{ ttl: '1s', waitTimeout: 'never' }, /waitTimeout/],
       [{ ttl: '1s', onWaitTimeout: 'panic' }, /onWaitTimeout/],
     ]
-    for (const [options, message] of bad) expect(() => cacheRoute(cache, options as never), JSON.stringify(options)).toThrow(message)
+    for (const [options, message] of bad)
+      expect(() => cacheRoute(cache, options as never), JSON.stringify(options)).toThrow(message)
   })
 
   it('defaults statuses to the heuristically cacheable set of RFC 9110 §15.1', () => {
@@ -50,11 +51,16 @@ describe('without Redis (in-process mode)', () => {
     let runs = 0
     let arrived = 0
     const app = express()
-    app.get('/r', (_req, _res, next) => (arrived++, next()), cacheRoute(cache, { ttl: '30s', xCacheHeader: true }), async (_req, res) => {
-      runs++
-      await hold.promise
-      res.send('in process')
-    })
+    app.get(
+      '/r',
+      (_req, _res, next) => (arrived++, next()),
+      cacheRoute(cache, { ttl: '30s', xCacheHeader: true }),
+      async (_req, res) => {
+        runs++
+        await hold.promise
+        res.send('in process')
+      },
+    )
     served = await serve(app)
     const pending = Promise.all(Array.from({ length: 10 }, () => served!.get('/r')))
     await until(() => arrived === 10, 'all ten requests to arrive') // the handler is held until then

@@ -76,7 +76,11 @@ describe.skipIf(!redisAvailable)('Redis down: fail open', () => {
     cache = testCache(redis, { redisTimeout: 200, l1: false })
     // A fresh cache on the restarted server: the first GET stores, the second hits.
     const application = express()
-    application.get('/r/:id', cacheRoute(cache, { ttl: '30s', xCacheHeader: true }), (req, res) => void res.send(`item ${req.params.id}`))
+    application.get(
+      '/r/:id',
+      cacheRoute(cache, { ttl: '30s', xCacheHeader: true }),
+      (req, res) => void res.send(`item ${req.params.id}`),
+    )
     const again = await serve(application)
     try {
       await again.get('/r/p')
@@ -109,9 +113,15 @@ describe.skipIf(!redisAvailable)('Redis returns a corrupt entry: fail open', () 
     ['a status Node refuses', { status: 99999, headers: [], storedAt: now }],
     ['a header value with a newline', { status: 200, headers: [['X-A', 'a\nb']], storedAt: now }],
     ['a header that is not a pair', { status: 200, headers: [7], storedAt: now }],
-    ['a reason phrase that splits the status line', { status: 200, statusMessage: 'OK\r\nX-Evil: 1', headers: [], storedAt: now }],
+    [
+      'a reason phrase that splits the status line',
+      { status: 200, statusMessage: 'OK\r\nX-Evil: 1', headers: [], storedAt: now },
+    ],
     ['removedHeaders that is not a list', { status: 200, removedHeaders: 5, headers: [], storedAt: now }],
-    ['a Set-Cookie (never stored, so never replayed)', { status: 200, headers: [['Set-Cookie', 'session=victim']], storedAt: now }],
+    [
+      'a Set-Cookie (never stored, so never replayed)',
+      { status: 200, headers: [['Set-Cookie', 'session=victim']], storedAt: now },
+    ],
   ]
   for (const [name, head] of corruptHeads) {
     it(`an entry with ${name} is not replayed; the handler answers`, async () => {
@@ -120,10 +130,18 @@ describe.skipIf(!redisAvailable)('Redis returns a corrupt entry: fail open', () 
       const writer = testCache(redis, { namespace })
       const reader = testCache(redis, { namespace, l1: false })
       caches.push(writer, reader)
-      await writer.set('url:http://shop.test/r', new BinaryValue({ kind: 'response', response: head }, Buffer.from('corrupt')), { ttl: 30_000 })
+      await writer.set(
+        'url:http://shop.test/r',
+        new BinaryValue({ kind: 'response', response: head }, Buffer.from('corrupt')),
+        { ttl: 30_000 },
+      )
       const errors: unknown[] = []
       const application = express()
-      application.get('/r', cacheRoute(reader, { ttl: '30s', xCacheHeader: true, onError: (error) => errors.push(error) }), (_req, res) => void res.send('fresh'))
+      application.get(
+        '/r',
+        cacheRoute(reader, { ttl: '30s', xCacheHeader: true, onError: (error) => errors.push(error) }),
+        (_req, res) => void res.send('fresh'),
+      )
       served = await serve(application)
       const res = await served.get('/r').timeout(8000)
       expect(res.status).toBe(200)

@@ -33,11 +33,16 @@ function decoded(res: RawResponse): string {
 describe.skipIf(!redisAvailable)('replay', () => {
   const { route, runs } = useRouteHarness({ method: 'get' })
 
-  const app = (handler: RequestHandler, around: Pick<RoutePlacement, 'before' | 'after'> = {}) => route(handler, {}, around)
+  const app = (handler: RequestHandler, around: Pick<RoutePlacement, 'before' | 'after'> = {}) =>
+    route(handler, {}, around)
 
   it('replays status, reason phrase, headers and binary body exactly', async () => {
     const server = await app((_req, res) => {
-      res.writeHead(203, 'Partly True', { 'Content-Type': 'application/x-thing', 'X-Multi': ['a', 'b'], 'Content-Disposition': 'inline; filename="x.bin"' })
+      res.writeHead(203, 'Partly True', {
+        'Content-Type': 'application/x-thing',
+        'X-Multi': ['a', 'b'],
+        'Content-Disposition': 'inline; filename="x.bin"',
+      })
       res.write(BINARY.subarray(0, 1000))
       res.end(BINARY.subarray(1000))
     })
@@ -52,7 +57,9 @@ describe.skipIf(!redisAvailable)('replay', () => {
       expect(res.headers['content-length']).toBe(String(BINARY.length))
     }
     const statusLine = await new Promise<string>((resolve) => {
-      const socket = connect(server.port, '127.0.0.1', () => socket.write('GET /r HTTP/1.1\r\nHost: shop.test\r\nConnection: close\r\n\r\n'))
+      const socket = connect(server.port, '127.0.0.1', () =>
+        socket.write('GET /r HTTP/1.1\r\nHost: shop.test\r\nConnection: close\r\n\r\n'),
+      )
       let text = ''
       socket.on('data', (d: Buffer) => (text += d.toString('latin1')))
       socket.on('end', () => resolve(text.split('\r\n')[0]!))
@@ -63,10 +70,13 @@ describe.skipIf(!redisAvailable)('replay', () => {
 
   it('an invalid reason phrase fails in the handler, as it would uncached, and is never stored', async () => {
     const errors: unknown[] = []
-    const server = await route((_req, res) => {
-      res.statusMessage = 'OK\r\nX-Injected: 1'
-      res.send('hi')
-    }, { onError: (error) => errors.push(error) })
+    const server = await route(
+      (_req, res) => {
+        res.statusMessage = 'OK\r\nX-Injected: 1'
+        res.send('hi')
+      },
+      { onError: (error) => errors.push(error) },
+    )
     for (let i = 0; i < 2; i++) {
       const res = await server.get('/r').timeout(5000)
       expect(res.status).toBe(500) // Express's error handler, as without cacheRoute
@@ -91,7 +101,11 @@ describe.skipIf(!redisAvailable)('replay', () => {
       } as Response['writeHead']
       next()
     }
-    const server = await route((_req, res) => void res.send('page'), { onError: (error) => errors.push(error) }, { before: [failsOnce] })
+    const server = await route(
+      (_req, res) => void res.send('page'),
+      { onError: (error) => errors.push(error) },
+      { before: [failsOnce] },
+    )
     for (let i = 0; i < 2; i++) {
       const res = await server.get('/r').timeout(5000)
       expect(res.status).toBe(502)
@@ -120,13 +134,24 @@ describe.skipIf(!redisAvailable)('replay', () => {
   })
 
   it('compression AFTER cacheRoute: the compressed bytes are stored with their Content-Encoding, per Accept-Encoding variant', async () => {
-    const server = await app((_req, res) => void res.type('text').send(TEXT), { after: [compression({ threshold: 0 })] })
+    const server = await app((_req, res) => void res.type('text').send(TEXT), {
+      after: [compression({ threshold: 0 })],
+    })
     const gzipMiss = await raw(server.port, '/r', { headers: { 'accept-encoding': 'gzip' } })
     const gzipHit = await raw(server.port, '/r', { headers: { 'accept-encoding': 'gzip' } })
     const plainMiss = await raw(server.port, '/r', { headers: { 'accept-encoding': 'identity' } })
     const plainHit = await raw(server.port, '/r', { headers: { 'accept-encoding': 'identity' } })
-    const brHit = [await raw(server.port, '/r', { headers: { 'accept-encoding': 'br' } }), await raw(server.port, '/r', { headers: { 'accept-encoding': 'br' } })][1]!
-    expect([gzipMiss, gzipHit, plainMiss, plainHit, brHit].map((r) => r.headers['x-cache'])).toEqual(['MISS', 'HIT', 'MISS', 'HIT', 'HIT'])
+    const brHit = [
+      await raw(server.port, '/r', { headers: { 'accept-encoding': 'br' } }),
+      await raw(server.port, '/r', { headers: { 'accept-encoding': 'br' } }),
+    ][1]!
+    expect([gzipMiss, gzipHit, plainMiss, plainHit, brHit].map((r) => r.headers['x-cache'])).toEqual([
+      'MISS',
+      'HIT',
+      'MISS',
+      'HIT',
+      'HIT',
+    ])
     expect(gzipHit.headers['content-encoding']).toBe('gzip')
     expect(gzipHit.body.equals(gzipMiss.body)).toBe(true)
     expect(brHit.headers['content-encoding']).toBe('br')
@@ -138,7 +163,9 @@ describe.skipIf(!redisAvailable)('replay', () => {
   })
 
   it('compression BEFORE cacheRoute: the identity bytes are stored and compressed anew for each client', async () => {
-    const server = await app((_req, res) => void res.type('text').send(TEXT), { before: [compression({ threshold: 0 })] })
+    const server = await app((_req, res) => void res.type('text').send(TEXT), {
+      before: [compression({ threshold: 0 })],
+    })
     const responses = []
     for (const encoding of ['gzip', 'identity', 'gzip', 'identity', 'br']) {
       responses.push(await raw(server.port, '/r', { headers: { 'accept-encoding': encoding } }))
@@ -150,7 +177,10 @@ describe.skipIf(!redisAvailable)('replay', () => {
   })
 
   it('compression on both sides never double-encodes', async () => {
-    const server = await app((_req, res) => void res.type('text').send(TEXT), { before: [compression({ threshold: 0 })], after: [compression({ threshold: 0 })] })
+    const server = await app((_req, res) => void res.type('text').send(TEXT), {
+      before: [compression({ threshold: 0 })],
+      after: [compression({ threshold: 0 })],
+    })
     for (const encoding of ['gzip', 'gzip', 'identity', 'identity']) {
       const res = await raw(server.port, '/r', { headers: { 'accept-encoding': encoding } })
       expect(decoded(res)).toBe(TEXT)

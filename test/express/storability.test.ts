@@ -13,7 +13,10 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
   const { route, runs, cache } = useRouteHarness()
 
   /** Two identical GETs: the handler must run for both, and both get its answer. */
-  async function expectNotStored(server: Served, check: (res: { status: number; text: string; headers: Record<string, string> }) => void) {
+  async function expectNotStored(
+    server: Served,
+    check: (res: { status: number; text: string; headers: Record<string, string> }) => void,
+  ) {
     const first = await server.get('/r')
     const second = await server.get('/r')
     for (const res of [first, second]) {
@@ -68,9 +71,14 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
 
     it('an unsafe request invalidates the URL for both schemes (X-Forwarded-Proto, trust proxy on)', async () => {
       let version = 1
-      const server = await route((req, res) => void (req.method === 'GET' ? res.send(`${req.protocol} v${version}`) : (version++, res.status(204).end())), {}, {
-        before: [(req, _res, next) => (req.app.set('trust proxy', true), next())],
-      })
+      const server = await route(
+        (req, res) =>
+          void (req.method === 'GET' ? res.send(`${req.protocol} v${version}`) : (version++, res.status(204).end())),
+        {},
+        {
+          before: [(req, _res, next) => (req.app.set('trust proxy', true), next())],
+        },
+      )
       const https = () => server.get('/r').set('X-Forwarded-Proto', 'https')
       await https()
       await server.get('/r')
@@ -81,7 +89,9 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
     })
 
     it('an unsafe request that fails (4xx) does not invalidate', async () => {
-      const server = await route((req, res) => void (req.method === 'GET' ? res.send('v1') : res.status(409).send('no')))
+      const server = await route(
+        (req, res) => void (req.method === 'GET' ? res.send('v1') : res.status(409).send('no')),
+      )
       await server.get('/r')
       expect((await server.post('/r')).status).toBe(409)
       expect((await server.get('/r')).headers['x-cache']).toBe('HIT')
@@ -113,7 +123,10 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
 
     it('directives passed as writeHead(status, undefined, headers) count, as Node reads them', async () => {
       const server = await route((_req, res) => {
-        res.writeHead(200, undefined as unknown as string, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' })
+        res.writeHead(200, undefined as unknown as string, {
+          'Content-Type': 'application/json',
+          'Cache-Control': 'no-store',
+        })
         res.end('{"secret":1}')
       })
       await expectNotStored(server, (res) => {
@@ -130,7 +143,10 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
 
   describe('rule 3: credentials', () => {
     it('a request with Authorization is neither served from the cache nor stored', async () => {
-      const server = await route((req, res) => void res.send(req.headers.authorization ? `secret of ${req.headers.authorization}` : 'public page'))
+      const server = await route(
+        (req, res) =>
+          void res.send(req.headers.authorization ? `secret of ${req.headers.authorization}` : 'public page'),
+      )
       expect((await server.get('/r')).text).toBe('public page')
       const authorized = await server.get('/r').set('Authorization', 'Bearer alice')
       expect(authorized.text).toBe('secret of Bearer alice')
@@ -154,7 +170,9 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
     }
 
     it('a request with Cookie passes by: not served from the cache, not stored', async () => {
-      const server = await route((req, res) => void res.send(req.headers.cookie ? `cart of ${req.headers.cookie}` : 'empty cart'))
+      const server = await route(
+        (req, res) => void res.send(req.headers.cookie ? `cart of ${req.headers.cookie}` : 'empty cart'),
+      )
       await server.get('/r')
       for (let i = 0; i < 2; i++) {
         const withCookie = await server.get('/r').set('Cookie', 'sid=bob')
@@ -213,10 +231,14 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
       })
 
       it('...also for an Authorization request whose response says public', async () => {
-        const server = await route((req, res) => {
-          res.set('Cache-Control', 'public, max-age=60')
-          csrfPage(req, res, true)
-        }, {}, { before: [session] })
+        const server = await route(
+          (req, res) => {
+            res.set('Cache-Control', 'public, max-age=60')
+            csrfPage(req, res, true)
+          },
+          {},
+          { before: [session] },
+        )
         expect((await server.get('/r').set('Authorization', 'Bearer alice')).headers['set-cookie']).toBeDefined()
         const anonymous = await server.get('/r')
         expect(anonymous.text).toBe('<form><input name=csrf value=token-2></form>')
@@ -224,7 +246,11 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
       })
 
       it('once seen on a route, responses whose head cannot go out first (background refresh) are not stored', async () => {
-        const server = await route((req, res) => csrfPage(req, res, req.query.page === 'login' || runs() >= 3), { ttl: 200, staleTtl: '30s' }, { before: [session] })
+        const server = await route(
+          (req, res) => csrfPage(req, res, req.query.page === 'login' || runs() >= 3),
+          { ttl: 200, staleTtl: '30s' },
+          { before: [session] },
+        )
         expect((await server.get('/r?page=home')).headers['x-cache']).toBe('MISS') // no session: stored
         expect((await server.get('/r?page=login')).headers['set-cookie']).toBeDefined()
         await sleep(300)
@@ -238,19 +264,36 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
     })
 
     it('allowAuthenticated keys each identity apart (hash of Authorization/Cookie) and still never stores private', async () => {
-      const server = await route((req, res) => void res.send(`hello ${req.headers.authorization ?? req.headers.cookie ?? 'nobody'}`), { allowAuthenticated: true })
+      const server = await route(
+        (req, res) => void res.send(`hello ${req.headers.authorization ?? req.headers.cookie ?? 'nobody'}`),
+        { allowAuthenticated: true },
+      )
       const alice1 = await server.get('/r').set('Authorization', 'Bearer alice')
       const bob = await server.get('/r').set('Authorization', 'Bearer bob')
       const alice2 = await server.get('/r').set('Authorization', 'Bearer alice')
       const carol = await server.get('/r').set('Cookie', 'sid=carol')
       const nobody = await server.get('/r')
-      expect([alice1.text, bob.text, alice2.text, carol.text, nobody.text]).toEqual(['hello Bearer alice', 'hello Bearer bob', 'hello Bearer alice', 'hello sid=carol', 'hello nobody'])
-      expect([alice1, bob, alice2, carol, nobody].map((r) => r.headers['x-cache'])).toEqual(['MISS', 'MISS', 'HIT', 'MISS', 'MISS'])
+      expect([alice1.text, bob.text, alice2.text, carol.text, nobody.text]).toEqual([
+        'hello Bearer alice',
+        'hello Bearer bob',
+        'hello Bearer alice',
+        'hello sid=carol',
+        'hello nobody',
+      ])
+      expect([alice1, bob, alice2, carol, nobody].map((r) => r.headers['x-cache'])).toEqual([
+        'MISS',
+        'MISS',
+        'HIT',
+        'MISS',
+        'MISS',
+      ])
       expect(runs()).toBe(4)
     })
 
     it('allowAuthenticated still refuses private responses', async () => {
-      const server = await route((_req, res) => void res.set('Cache-Control', 'private').send('yours'), { allowAuthenticated: true })
+      const server = await route((_req, res) => void res.set('Cache-Control', 'private').send('yours'), {
+        allowAuthenticated: true,
+      })
       await server.get('/r').set('Authorization', 'Bearer alice')
       await server.get('/r').set('Authorization', 'Bearer alice')
       expect(runs()).toBe(2)
@@ -291,7 +334,8 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
       await server.get('/r')
       expect((await server.get('/r')).headers['x-cache']).toBe('HIT')
       expect(runs()).toBe(1)
-      for (const bad of [500, 502, 503, 504, 599]) expect(() => cacheRoute(cache(), { ttl: '1s', statuses: [200, bad] })).toThrow(/statuses/)
+      for (const bad of [500, 502, 503, 504, 599])
+        expect(() => cacheRoute(cache(), { ttl: '1s', statuses: [200, bad] })).toThrow(/statuses/)
       expect(() => cacheRoute(cache(), { ttl: '1s', statuses: [501] })).not.toThrow()
     })
   })
@@ -299,7 +343,14 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
   describe('rule 5: headers', () => {
     it('strips hop-by-hop headers (and those Connection names) from what it stores and replays', async () => {
       const server = await route((_req, res) => {
-        res.set({ 'Keep-Alive': 'timeout=99', 'Proxy-Authenticate': 'Basic', 'X-Hop': 'per-connection', Connection: 'X-Hop', 'X-Kept': 'yes', Link: ['<a>; rel=a', '<b>; rel=b'] })
+        res.set({
+          'Keep-Alive': 'timeout=99',
+          'Proxy-Authenticate': 'Basic',
+          'X-Hop': 'per-connection',
+          Connection: 'X-Hop',
+          'X-Kept': 'yes',
+          Link: ['<a>; rel=a', '<b>; rel=b'],
+        })
         res.send('body')
       })
       await server.get('/r')
@@ -332,7 +383,11 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
         res.on('finish', () => seen.push([req.method, req.headers['if-none-match']]))
         next()
       }
-      const server = await route((_req, res) => void res.type('text').send('x'.repeat(100)), { maxBodyBytes: 10 }, { before: [logger] })
+      const server = await route(
+        (_req, res) => void res.type('text').send('x'.repeat(100)),
+        { maxBodyBytes: 10 },
+        { before: [logger] },
+      )
       const head = await raw(server.port, '/r', { method: 'HEAD', headers: { 'if-none-match': '"other"' } })
       expect(head.status).toBe(200)
       await until(() => seen.length === 1, 'the logger')
@@ -340,14 +395,17 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
     })
 
     it('a response written in chunks past the bound streams through in order', async () => {
-      const server = await route(async (_req, res) => {
-        res.type('text')
-        for (let i = 0; i < 10; i++) {
-          res.write(`chunk ${i};`.padEnd(1000, '.'))
-          await sleep(5)
-        }
-        res.end('done')
-      }, { maxBodyBytes: 3000 })
+      const server = await route(
+        async (_req, res) => {
+          res.type('text')
+          for (let i = 0; i < 10; i++) {
+            res.write(`chunk ${i};`.padEnd(1000, '.'))
+            await sleep(5)
+          }
+          res.end('done')
+        },
+        { maxBodyBytes: 3000 },
+      )
       const res = await raw(server.port, '/r')
       const text = res.body.toString()
       expect(text.match(/chunk \d/g)).toEqual(Array.from({ length: 10 }, (_, i) => `chunk ${i}`))
@@ -374,11 +432,14 @@ describe.skipIf(!redisAvailable)('what is stored', () => {
     })
 
     it('a response that takes longer than handlerTimeout streams to its client uncached', async () => {
-      const server = await route(async (_req, res) => {
-        res.write('start,')
-        await sleep(300)
-        res.end('end')
-      }, { handlerTimeout: 100 })
+      const server = await route(
+        async (_req, res) => {
+          res.write('start,')
+          await sleep(300)
+          res.end('end')
+        },
+        { handlerTimeout: 100 },
+      )
       for (let i = 0; i < 2; i++) expect((await raw(server.port, '/r')).body.toString()).toBe('start,end')
       expect(runs()).toBe(2)
     })

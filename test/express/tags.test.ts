@@ -6,7 +6,10 @@ import { redisAvailable, startRedis, type RedisServer } from '../support/redis.j
 import { serve, until, type Served } from './helpers.js'
 
 /** The "database": products, each in a category. */
-interface Product { name: string; category: number }
+interface Product {
+  name: string
+  category: number
+}
 
 describe.skipIf(!redisAvailable)('cacheRoute tags', () => {
   let redis: RedisServer
@@ -28,16 +31,28 @@ describe.skipIf(!redisAvailable)('cacheRoute tags', () => {
     await cache.ready()
     const app: Express = express()
     const count = (what: string) => runs.set(what, (runs.get(what) ?? 0) + 1)
-    const productIds = (category: number) => [...db].filter(([, product]) => product.category === category).map(([id]) => id)
-    app.get('/products/:id', cacheRoute(cache, { ttl: '1m', tags: (req) => [`product:${req.params.id}`] }), (req, res) => {
-      count(`product ${req.params.id}`)
-      res.json(db.get(Number(req.params.id)) ?? null)
-    })
+    const productIds = (category: number) =>
+      [...db].filter(([, product]) => product.category === category).map(([id]) => id)
+    app.get(
+      '/products/:id',
+      cacheRoute(cache, { ttl: '1m', tags: (req) => [`product:${req.params.id}`] }),
+      (req, res) => {
+        count(`product ${req.params.id}`)
+        res.json(db.get(Number(req.params.id)) ?? null)
+      },
+    )
     // A listing carries the tag of every product it shows, and one for all listings.
-    app.get('/categories/:c', cacheRoute(cache, { ttl: '1m', tags: (req) => ['listings', ...productIds(Number(req.params.c)).map((id) => `product:${id}`)] }), (req, res) => {
-      count(`category ${req.params.c}`)
-      res.json(productIds(Number(req.params.c)).map((id) => db.get(id)!.name))
-    })
+    app.get(
+      '/categories/:c',
+      cacheRoute(cache, {
+        ttl: '1m',
+        tags: (req) => ['listings', ...productIds(Number(req.params.c)).map((id) => `product:${id}`)],
+      }),
+      (req, res) => {
+        count(`category ${req.params.c}`)
+        res.json(productIds(Number(req.params.c)).map((id) => db.get(id)!.name))
+      },
+    )
     app.get('/about', cacheRoute(cache, { ttl: '1m', tags: ['static'] }), (_req, res) => {
       count('about')
       res.send('about us')
@@ -56,12 +71,22 @@ describe.skipIf(!redisAvailable)('cacheRoute tags', () => {
   }
 
   it('a PUT that calls deleteByTag drops the product and every listing showing it, in every instance', async () => {
-    const db = new Map<number, Product>([[1, { name: 'tea', category: 7 }], [2, { name: 'mug', category: 7 }], [3, { name: 'pen', category: 8 }]])
+    const db = new Map<number, Product>([
+      [1, { name: 'tea', category: 7 }],
+      [2, { name: 'mug', category: 7 }],
+      [3, { name: 'pen', category: 8 }],
+    ])
     const runs = new Map<string, number>()
     const [a, b] = [await instance(db, runs), await instance(db, runs)]
     const pages = ['/products/1', '/products/2', '/categories/7', '/categories/8', '/about']
     for (const { app } of [a, b]) for (const page of pages) await app.get(page).expect(200)
-    expect(Object.fromEntries(runs)).toEqual({ 'product 1': 1, 'product 2': 1, 'category 7': 1, 'category 8': 1, about: 1 })
+    expect(Object.fromEntries(runs)).toEqual({
+      'product 1': 1,
+      'product 2': 1,
+      'category 7': 1,
+      'category 8': 1,
+      about: 1,
+    })
 
     await a.app.call('put', '/products/1').send({ name: 'green tea', category: 7 }).expect(204)
     // b hears of it over pub/sub: wait until a marker published after the invalidation has reached it.
@@ -76,7 +101,13 @@ describe.skipIf(!redisAvailable)('cacheRoute tags', () => {
       expect((await app.get('/categories/8').expect(200)).body).toEqual(['pen'])
     }
     // Each dropped page ran its handler once more, in one instance; the others not at all.
-    expect(Object.fromEntries(runs)).toEqual({ 'product 1': 2, 'product 2': 1, 'category 7': 2, 'category 8': 1, about: 1 })
+    expect(Object.fromEntries(runs)).toEqual({
+      'product 1': 2,
+      'product 2': 1,
+      'category 7': 2,
+      'category 8': 1,
+      about: 1,
+    })
 
     await b.cache.deleteByTag('listings')
     expect((await b.app.get('/categories/8').expect(200)).body).toEqual(['pen'])
@@ -96,8 +127,22 @@ describe.skipIf(!redisAvailable)('cacheRoute tags', () => {
     const errors: unknown[] = []
     let runs = 0
     const app = express()
-    app.get('/throws', cacheRoute(cache, { ttl: '1m', tags: () => { throw new Error('no tags today') }, onError: (error) => errors.push(error) }), (_req, res) => res.send(`run ${++runs}`))
-    app.get('/bad', cacheRoute(cache, { ttl: '1m', tags: () => [42 as unknown as string], onError: (error) => errors.push(error) }), (_req, res) => res.send(`run ${++runs}`))
+    app.get(
+      '/throws',
+      cacheRoute(cache, {
+        ttl: '1m',
+        tags: () => {
+          throw new Error('no tags today')
+        },
+        onError: (error) => errors.push(error),
+      }),
+      (_req, res) => res.send(`run ${++runs}`),
+    )
+    app.get(
+      '/bad',
+      cacheRoute(cache, { ttl: '1m', tags: () => [42 as unknown as string], onError: (error) => errors.push(error) }),
+      (_req, res) => res.send(`run ${++runs}`),
+    )
     const served = await serve(app)
     closers.push(() => served.close())
     expect((await served.get('/throws').expect(200)).text).toBe('run 1')

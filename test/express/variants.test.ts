@@ -24,12 +24,20 @@ describe.skipIf(!redisAvailable)('variants', () => {
       calls.push([language, res.text, res.headers['x-cache']!])
       expect(res.headers.vary).toBe('Accept-Language')
     }
-    expect(calls).toEqual([['en', 'hello', 'MISS'], ['fr', 'bonjour', 'MISS'], ['en', 'hello', 'HIT'], ['fr', 'bonjour', 'HIT'], ['fr', 'bonjour', 'HIT']])
+    expect(calls).toEqual([
+      ['en', 'hello', 'MISS'],
+      ['fr', 'bonjour', 'MISS'],
+      ['en', 'hello', 'HIT'],
+      ['fr', 'bonjour', 'HIT'],
+      ['fr', 'bonjour', 'HIT'],
+    ])
     expect(runs()).toBe(2)
   })
 
   it('treats an absent header as its own variant, apart from an empty one', async () => {
-    const server = await app((req, res) => void res.set('Vary', 'X-Flag').send(`flag=${JSON.stringify(req.headers['x-flag'] ?? null)}`))
+    const server = await app(
+      (req, res) => void res.set('Vary', 'X-Flag').send(`flag=${JSON.stringify(req.headers['x-flag'] ?? null)}`),
+    )
     expect((await server.get('/r')).text).toBe('flag=null')
     expect((await server.get('/r').set('X-Flag', '')).text).toBe('flag=""')
     expect((await server.get('/r')).headers['x-cache']).toBe('HIT')
@@ -63,7 +71,9 @@ describe.skipIf(!redisAvailable)('variants', () => {
   it('a response whose Vary names a header the stored list does not key on is not stored', async () => {
     let extra = false
     const server = await app((req, res) => {
-      res.set('Vary', extra ? 'Accept-Language, X-Extra' : 'Accept-Language').send(`${GREETING[req.headers['accept-language']!]} ${req.headers['x-extra'] ?? ''}`)
+      res
+        .set('Vary', extra ? 'Accept-Language, X-Extra' : 'Accept-Language')
+        .send(`${GREETING[req.headers['accept-language']!]} ${req.headers['x-extra'] ?? ''}`)
     })
     await server.get('/r').set('Accept-Language', 'en') // list: [accept-language]
     extra = true

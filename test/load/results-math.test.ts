@@ -27,7 +27,7 @@ describe('load results arithmetic', () => {
 
   it('samples Zipf-like: key 1 is the most popular, every key is in range', () => {
     let seed = 42
-    const random = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31)
+    const random = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31
     const next = zipfSampler(1000, 1, random)
     const counts = new Map<number, number>()
     let outOfRange = 0

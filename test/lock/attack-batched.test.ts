@@ -50,7 +50,9 @@ describe.skipIf(!redisAvailable)('attack: batched renewals and shared polls (Red
     const released = await Promise.allSettled(handles.map((handle) => handle.release()))
     await sleep(700) // Redis runs what was queued: the late renewals, then the releases
     const left = await suite.admin().keys('revive:*:lock')
-    console.log(`[attack] releases: ${released.filter((r) => r.status === 'rejected').length} rejected (timed out); locks left: ${left.length}`)
+    console.log(
+      `[attack] releases: ${released.filter((r) => r.status === 'rejected').length} rejected (timed out); locks left: ${left.length}`,
+    )
     // A release that timed out still reached Redis behind its renewal: nothing is left held.
     expect(left).toEqual([])
     await locks.close()

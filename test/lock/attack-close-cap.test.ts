@@ -17,8 +17,10 @@ describe.skipIf(!redisAvailable)('Redis lock: close, cap and subscriber-loss att
   const suite = useRedisServer({ flush: true })
   failOnUnhandledRejections()
 
-  const keyChannels = async (pattern: string): Promise<number> => ((await suite.admin().pubsub('CHANNELS', pattern)) as string[]).length
-  const killSubscribers = async (): Promise<number> => Number(await suite.admin().call('CLIENT', 'KILL', 'TYPE', 'pubsub'))
+  const keyChannels = async (pattern: string): Promise<number> =>
+    ((await suite.admin().pubsub('CHANNELS', pattern)) as string[]).length
+  const killSubscribers = async (): Promise<number> =>
+    Number(await suite.admin().call('CLIENT', 'KILL', 'TYPE', 'pubsub'))
 
   it('200 waits through 10 subscriber kills in 2 s: poll rate within budget, every waiter gets its lock in token order, slots all returned', async () => {
     const holderClient = suite.client()
@@ -26,7 +28,12 @@ describe.skipIf(!redisAvailable)('Redis lock: close, cap and subscriber-loss att
     const sent = countScripts(waiterClient)
     const MAX_RATE = 200
     const holder = createLocks({ redis: holderClient, namespace: 'flap', lease: '30s' })
-    const waiter = createLocks({ redis: { client: waiterClient, maxSubscribedWaits: 50, maxPollRate: MAX_RATE }, namespace: 'flap', wait: '60s', lease: '30s' })
+    const waiter = createLocks({
+      redis: { client: waiterClient, maxSubscribedWaits: 50, maxPollRate: MAX_RATE },
+      namespace: 'flap',
+      wait: '60s',
+      lease: '30s',
+    })
     const KEYS = 20
     const PER_KEY = 10
     const held = await Promise.all(Array.from({ length: KEYS }, (_, i) => holder.acquire(`k${i}`)))
@@ -54,7 +61,9 @@ describe.skipIf(!redisAvailable)('Redis lock: close, cap and subscriber-loss att
     await sleep(500)
     const elapsedS = (performance.now() - startedAt) / 1000
     const polled = (sent['poll-locks.lua']?.keys ?? 0) - polledBefore
-    console.log(`[flap] killed ${killed} subscriber connections; ${polled} keys polled in ${elapsedS.toFixed(2)} s (budget ${MAX_RATE}/s + burst)`)
+    console.log(
+      `[flap] killed ${killed} subscriber connections; ${polled} keys polled in ${elapsedS.toFixed(2)} s (budget ${MAX_RATE}/s + burst)`,
+    )
     expect(killed).toBeGreaterThanOrEqual(5)
     // The budget: maxPollRate per second, plus a 0.1 s burst, plus what the in-flight window lets finish.
     expect(polled).toBeLessThanOrEqual(Math.ceil(MAX_RATE * elapsedS + MAX_RATE * 0.1) + 100)
@@ -65,7 +74,8 @@ describe.skipIf(!redisAvailable)('Redis lock: close, cap and subscriber-loss att
     await Promise.all(waits)
     for (const [key, list] of tokens) {
       expect(list.length, key).toBe(PER_KEY)
-      for (let i = 1; i < list.length; i++) expect(list[i]! > list[i - 1]!, `${key} tokens ${list.join(',')}`).toBe(true)
+      for (let i = 1; i < list.length; i++)
+        expect(list[i]! > list[i - 1]!, `${key} tokens ${list.join(',')}`).toBe(true)
       const first = held[Number(key.slice(1))]!.token
       expect(list[0]! > first).toBe(true)
     }
@@ -86,7 +96,9 @@ describe.skipIf(!redisAvailable)('Redis lock: close, cap and subscriber-loss att
     const held = await Promise.all(Array.from({ length: 6 }, (_, i) => holder.acquire(`k${i}`)))
     for (let round = 0; round < 5; round++) {
       const controllers = Array.from({ length: 6 }, () => new AbortController())
-      const calls = Promise.allSettled(controllers.map((controller, i) => waiter.acquire(`k${i}`, { signal: controller.signal })))
+      const calls = Promise.allSettled(
+        controllers.map((controller, i) => waiter.acquire(`k${i}`, { signal: controller.signal })),
+      )
       // Abort some at once (mid-subscribe), the rest once the subscriber is killed (mid pollAllNow).
       controllers.slice(0, 3).forEach((controller) => controller.abort(new Error('caller gave up')))
       await sleep(20)
@@ -121,7 +133,9 @@ describe.skipIf(!redisAvailable)('Redis lock: close, cap and subscriber-loss att
     await Promise.all(releases)
     const settled = await settling
     const closeMs = performance.now() - startedAt
-    console.log(`[close] ${settled.filter((r) => r.status === 'fulfilled').length} of 10 waits won, close() x2 took ${closeMs.toFixed(0)} ms`)
+    console.log(
+      `[close] ${settled.filter((r) => r.status === 'fulfilled').length} of 10 waits won, close() x2 took ${closeMs.toFixed(0)} ms`,
+    )
     expect(closeMs).toBeLessThan(5_000)
     settled.slice(5).forEach((result) => expect(result.status).toBe('rejected'))
     // The held half still holds: the waiter took none of them.
@@ -145,7 +159,10 @@ describe.skipIf(!redisAvailable)('Redis lock: close, cap and subscriber-loss att
     expect(sent['acquire.lua']?.calls ?? 0).toBe(before + 1)
     expect(tookMs).toBeLessThan(1_400) // one 200 ms timeout, not the 10 s wait
     await sleep(1_600) // the pause ends; the abandoned attempt is released behind itself
-    await until(async () => (await suite.admin().exists('sa:{l:k}:lock')) === 0, 'no lock left by the abandoned attempt')
+    await until(
+      async () => (await suite.admin().exists('sa:{l:k}:lock')) === 0,
+      'no lock left by the abandoned attempt',
+    )
     await locks.close()
   }, 20_000)
 
@@ -155,7 +172,9 @@ describe.skipIf(!redisAvailable)('Redis lock: close, cap and subscriber-loss att
     const KEYS = 100
     const held = await Promise.all(Array.from({ length: KEYS }, (_, i) => holder.acquire(`k${i}`)))
     const releasedAt: number[] = []
-    const waits = held.map((_, i) => waiter.acquire(`k${i}`).then((handle) => ({ handle, ms: performance.now() - releasedAt[i]! })))
+    const waits = held.map((_, i) =>
+      waiter.acquire(`k${i}`).then((handle) => ({ handle, ms: performance.now() - releasedAt[i]! })),
+    )
     await until(async () => (await keyChannels('lost:*')) === KEYS, 'every wait to subscribe')
     let killed = 0
     for (let i = 0; i < 10; i++) {
@@ -167,7 +186,9 @@ describe.skipIf(!redisAvailable)('Redis lock: close, cap and subscriber-loss att
     }
     const acquired = await Promise.all(waits)
     const slowest = Math.max(...acquired.map(({ ms }) => ms))
-    console.log(`[lost] ${killed} kills; the slowest of ${KEYS} waiters had its lock ${slowest.toFixed(0)} ms after its own release`)
+    console.log(
+      `[lost] ${killed} kills; the slowest of ${KEYS} waiters had its lock ${slowest.toFixed(0)} ms after its own release`,
+    )
     acquired.forEach(({ handle }, i) => expect(handle.token > held[i]!.token).toBe(true))
     // Without the poll-all-now on loss, a waiter whose message was lost sleeps up to 5 s past its release.
     expect(slowest).toBeLessThan(2_500)

@@ -31,10 +31,18 @@ describe.skipIf(!redisAvailable || !postgresAvailable)('coupon issue: release af
   async function contest(couponId: number, releaseBeforeCommit: boolean) {
     await createCouponTables(store, couponId, STOCK)
     const s = `"${store.schema}"`
-    await store.pool.query(`CREATE OR REPLACE FUNCTION ${s}.slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.2); RETURN NULL; END $$`)
+    await store.pool.query(
+      `CREATE OR REPLACE FUNCTION ${s}.slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.2); RETURN NULL; END $$`,
+    )
     await store.pool.query(`DROP TRIGGER IF EXISTS slow_commit ON ${s}.issued_coupons`)
-    await store.pool.query(`CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON ${s}.issued_coupons DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ${s}.slow_commit()`)
-    const outcomes = await Promise.all(Array.from({ length: USERS }, (_, user) => issueCoupon(store, locks, couponId, user + 1, { releaseBeforeCommit })))
+    await store.pool.query(
+      `CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON ${s}.issued_coupons DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ${s}.slow_commit()`,
+    )
+    const outcomes = await Promise.all(
+      Array.from({ length: USERS }, (_, user) =>
+        issueCoupon(store, locks, couponId, user + 1, { releaseBeforeCommit }),
+      ),
+    )
     return { outcomes, ...(await countCoupons(store, couponId)) }
   }
 

@@ -49,7 +49,9 @@ describe.skipIf(!etcdAvailable || !redisAvailable)('etcd lock backend (3-member 
     const startedAt = performance.now()
     const error = await locks.acquire('quorum-key', { wait: '3s', lease: '1s' }).catch((err: unknown) => err)
     const elapsed = performance.now() - startedAt
-    console.log(`[etcd cluster] acquire without a quorum failed after ${elapsed.toFixed(0)} ms: ${(error as Error).message}`)
+    console.log(
+      `[etcd cluster] acquire without a quorum failed after ${elapsed.toFixed(0)} ms: ${(error as Error).message}`,
+    )
     expect(error).toBeInstanceOf(LockBackendError)
     expect(elapsed).toBeLessThan(3_000)
     await locks.close()

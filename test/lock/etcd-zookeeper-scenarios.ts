@@ -13,7 +13,11 @@ import type { Worker } from '../support/workers.js'
 export type QueueLength = (key: string) => Promise<number>
 
 /** Free → taken; held → busy (at once and after a short wait); released → the waiter, with a greater token. */
-export async function expectBusyThenHandOff(locks: Locks<unknown>, key: string, queueLength: QueueLength): Promise<void> {
+export async function expectBusyThenHandOff(
+  locks: Locks<unknown>,
+  key: string,
+  queueLength: QueueLength,
+): Promise<void> {
   const first = await locks.acquire(key)
   await expect(locks.tryAcquire(key)).resolves.toBeUndefined()
   await expect(locks.acquire(key, { wait: 200 })).rejects.toBeInstanceOf(LockBusyError)
@@ -30,7 +34,14 @@ export async function expectBusyThenHandOff(locks: Locks<unknown>, key: string, 
  * `Locks` queues its own waiters for a key locally, one at a time), queued one after
  * another, acquire in that order; returns their tokens in acquisition order.
  */
-export async function queueInOrder(locks: Locks<unknown>, newLocks: () => Promise<Locks<unknown>>, key: string, count: number, queueLength: QueueLength, onQueued: () => Promise<void> = async () => {}): Promise<bigint[]> {
+export async function queueInOrder(
+  locks: Locks<unknown>,
+  newLocks: () => Promise<Locks<unknown>>,
+  key: string,
+  count: number,
+  queueLength: QueueLength,
+  onQueued: () => Promise<void> = async () => {},
+): Promise<bigint[]> {
   const holder = await locks.acquire(key)
   const order: number[] = []
   const tokens: bigint[] = []
@@ -60,7 +71,12 @@ export async function queueInOrder(locks: Locks<unknown>, newLocks: () => Promis
 }
 
 /** The holder process is SIGKILLed; resolves how long the waiter process took to get the lock after that. */
-export async function handOffAfterCrash(holder: Worker, waiter: Worker, key: string, queueLength: QueueLength): Promise<number> {
+export async function handOffAfterCrash(
+  holder: Worker,
+  waiter: Worker,
+  key: string,
+  queueLength: QueueLength,
+): Promise<number> {
   const first = await holder.request<{ token: string }>({ op: 'hold', key, lease: 1_000, wait: 0 })
   const next = waiter.request<{ token: string }>({ op: 'hold', key, lease: 1_000, wait: 20_000 }, 30_000)
   // A worker's first call also opens its connection: generous on a loaded 2-core box.
@@ -78,7 +94,14 @@ export async function handOffAfterCrash(holder: Worker, waiter: Worker, key: str
  * The waiter writes `dataKey` through its owner-checked `resource`; then the paused one's
  * signal must have aborted (once `resumed()` says it knows), and its late write must be refused.
  */
-export async function pausedHolderIsFenced(paused: Worker, next: Worker, key: string, dataKey: string, queueLength: QueueLength, resumed: () => Promise<void> = async () => {}): Promise<void> {
+export async function pausedHolderIsFenced(
+  paused: Worker,
+  next: Worker,
+  key: string,
+  dataKey: string,
+  queueLength: QueueLength,
+  resumed: () => Promise<void> = async () => {},
+): Promise<void> {
   const first = await paused.request<{ token: string }>({ op: 'hold', key, lease: 1_000, wait: 0 })
   const second = next.request<{ token: string }>({ op: 'hold', key, lease: 1_000, wait: 20_000 }, 30_000)
   await until(async () => (await queueLength(key)) === 2, 'the second process to queue', 30_000)
@@ -104,20 +127,31 @@ type Contention = { tokens: string[]; errors: Record<string, number>; overlaps: 
  * under way, `killLeader()` kills the store's leader. No two holders ever, tokens never
  * repeated, and the lock keeps working after the kill. Failed attempts must be typed.
  */
-export async function contendThroughLeaderLoss(label: string, workers: Worker[], redis: Redis, killLeader: () => Promise<string>): Promise<void> {
+export async function contendThroughLeaderLoss(
+  label: string,
+  workers: Worker[],
+  redis: Redis,
+  killLeader: () => Promise<string>,
+): Promise<void> {
   await redis.set('rounds', 0)
-  const runs = workers.map((w) => w.request<Contention>({ op: 'contend', key: 'cluster-key', rounds: 40, lease: 1_000, wait: 10_000 }, 120_000))
+  const runs = workers.map((w) =>
+    w.request<Contention>({ op: 'contend', key: 'cluster-key', rounds: 40, lease: 1_000, wait: 10_000 }, 120_000),
+  )
   await until(async () => Number(await redis.get('rounds')) >= 15, 'contention to be under way', 30_000)
   const killed = await killLeader()
   const roundsAtKill = Number(await redis.get('rounds'))
   const results = await Promise.all(runs)
   const tokens = results.flatMap((r) => r.tokens.map(BigInt))
   const errors = results.map((r) => r.errors)
-  console.log(`[${label}] killed leader ${killed} after ${roundsAtKill} rounds; ${tokens.length} sections held; failed attempts: ${JSON.stringify(errors)}`)
+  console.log(
+    `[${label}] killed leader ${killed} after ${roundsAtKill} rounds; ${tokens.length} sections held; failed attempts: ${JSON.stringify(errors)}`,
+  )
   expect(results.reduce((sum, r) => sum + r.overlaps, 0)).toBe(0)
   expect(new Set(tokens).size).toBe(tokens.length)
   // It kept working after the kill: more sections than before it.
   expect(Number(await redis.get('rounds'))).toBeGreaterThan(roundsAtKill + 20)
   // Whatever failed, failed typed (busy during the election, or the backend's own error).
-  for (const byCode of errors) for (const code of Object.keys(byCode)) expect(['ERR_SG_LOCK_BUSY', 'ERR_SG_LOCK_BACKEND', 'ERR_SG_LOCK_LOST']).toContain(code)
+  for (const byCode of errors)
+    for (const code of Object.keys(byCode))
+      expect(['ERR_SG_LOCK_BUSY', 'ERR_SG_LOCK_BACKEND', 'ERR_SG_LOCK_LOST']).toContain(code)
 }

@@ -35,7 +35,9 @@ async function connect(): Promise<{ locks: Locks<Resource>; close(): void }> {
     return { locks: createLocks<Resource>({ etcd: client, commandTimeout }), close: () => client.close() }
   }
   if (backend === 'zookeeper') {
-    const client = await connectZooKeeper(process.env.ZK_CONNECT!, { sessionTimeout: Number(process.env.ZK_SESSION_MS ?? 2_000) })
+    const client = await connectZooKeeper(process.env.ZK_CONNECT!, {
+      sessionTimeout: Number(process.env.ZK_SESSION_MS ?? 2_000),
+    })
     client.once('expired', () => (sessionExpired = true))
     return { locks: createLocks<Resource>({ zookeeper: client, commandTimeout }), close: () => client.close() }
   }
@@ -61,7 +63,12 @@ async function handle(request: Request): Promise<unknown> {
       // callbacks come first in that loop turn): let one timers phase pass, as any code
       // of the holder's would see it.
       await new Promise((resolve) => setTimeout(resolve, 0))
-      return { aborted: held?.signal.aborted ?? false, reason: (held?.signal.reason as Error | undefined)?.name, lostAt, sessionExpired }
+      return {
+        aborted: held?.signal.aborted ?? false,
+        reason: (held?.signal.reason as Error | undefined)?.name,
+        lostAt,
+        sessionExpired,
+      }
     case 'fencedWrite': {
       const resource = held!.resource
       if ('put' in resource) return resource.put(request.key, request.value)
@@ -87,14 +94,18 @@ async function contend(request: Extract<Request, { op: 'contend' }>) {
   let overlaps = 0
   for (let round = 0; round < request.rounds; round++) {
     try {
-      await locks.withLock(request.key, async ({ token, signal }) => {
-        const inside = await redis!.incr('inside')
-        if (inside !== 1) overlaps++
-        await new Promise((resolve) => setTimeout(resolve, 5))
-        await redis!.decr('inside')
-        await redis!.incr('rounds')
-        if (!signal.aborted) tokens.push(token.toString())
-      }, { lease: request.lease, wait: request.wait })
+      await locks.withLock(
+        request.key,
+        async ({ token, signal }) => {
+          const inside = await redis!.incr('inside')
+          if (inside !== 1) overlaps++
+          await new Promise((resolve) => setTimeout(resolve, 5))
+          await redis!.decr('inside')
+          await redis!.incr('rounds')
+          if (!signal.aborted) tokens.push(token.toString())
+        },
+        { lease: request.lease, wait: request.wait },
+      )
     } catch (err) {
       const code = (err as { code?: string }).code ?? (err as Error).name
       errors[code] = (errors[code] ?? 0) + 1

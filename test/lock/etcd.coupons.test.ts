@@ -4,17 +4,24 @@ import { postgresAvailable } from '../support/databases.js'
 import { etcdAvailable, startEtcd, type EtcdCluster } from '../support/etcd.js'
 import { expectNeverOversold, runCouponContest } from './coupons/harness.js'
 
-describe.skipIf(!etcdAvailable || !postgresAvailable)('coupon contest on etcd: 1,000 coupons, 1,200 users, 4 processes', () => {
-  let etcd: EtcdCluster
-  beforeAll(async () => {
-    etcd = await startEtcd()
-  })
-  afterAll(async () => {
-    await etcd?.stop()
-  })
+describe.skipIf(!etcdAvailable || !postgresAvailable)(
+  'coupon contest on etcd: 1,000 coupons, 1,200 users, 4 processes',
+  () => {
+    let etcd: EtcdCluster
+    beforeAll(async () => {
+      etcd = await startEtcd()
+    })
+    afterAll(async () => {
+      await etcd?.stop()
+    })
 
-  it('never oversold, issued == decremented', async () => {
-    const result = await runCouponContest({ kind: 'etcd', factory: new URL('./etcd.coupons-factory.ts', import.meta.url), backend: { hosts: etcd.hosts } })
-    expectNeverOversold(result)
-  }, 300_000)
-})
+    it('never oversold, issued == decremented', async () => {
+      const result = await runCouponContest({
+        kind: 'etcd',
+        factory: new URL('./etcd.coupons-factory.ts', import.meta.url),
+        backend: { hosts: etcd.hosts },
+      })
+      expectNeverOversold(result)
+    }, 300_000)
+  },
+)

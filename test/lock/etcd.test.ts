@@ -9,7 +9,12 @@ import { createLocks, type EtcdFencedWrites, type Locks } from '../../src/lock/i
 import { etcdAvailable, startEtcd, type EtcdCluster } from '../support/etcd.js'
 import { until } from '../support/timing.js'
 import { forkWorker, type Worker } from '../support/workers.js'
-import { expectBusyThenHandOff, handOffAfterCrash, pausedHolderIsFenced, queueInOrder } from './etcd-zookeeper-scenarios.js'
+import {
+  expectBusyThenHandOff,
+  handOffAfterCrash,
+  pausedHolderIsFenced,
+  queueInOrder,
+} from './etcd-zookeeper-scenarios.js'
 
 const WORKER = new URL('./etcd-zookeeper-worker.ts', import.meta.url)
 
@@ -20,9 +25,17 @@ describe.skipIf(!etcdAvailable)('etcd lock backend (one member)', () => {
   let workers: Worker[] = []
   let keyCount = 0
   const freshKey = () => `etcd-test/${process.pid}/${++keyCount}`
-  const queueLength = (key: string) => client.getAll().prefix(`sg-lock/${encodeURIComponent(key)}/`).count()
+  const queueLength = (key: string) =>
+    client
+      .getAll()
+      .prefix(`sg-lock/${encodeURIComponent(key)}/`)
+      .count()
   const spawn = async (count: number) => {
-    const forked = await Promise.all(Array.from({ length: count }, () => forkWorker(WORKER, { env: { LOCK_BACKEND: 'etcd', ETCD_HOSTS: etcd.hosts.join(',') } })))
+    const forked = await Promise.all(
+      Array.from({ length: count }, () =>
+        forkWorker(WORKER, { env: { LOCK_BACKEND: 'etcd', ETCD_HOSTS: etcd.hosts.join(',') } }),
+      ),
+    )
     workers.push(...forked)
     return forked
   }
@@ -61,7 +74,12 @@ describe.skipIf(!etcdAvailable)('etcd lock backend (one member)', () => {
     const waiting = locks.acquire(key, { wait: '10s' }).catch((err: unknown) => err)
     await until(async () => (await queueLength(key)) === 2, 'the waiter to queue')
     // What an expired lease does to the waiter's key, without waiting a TTL for it.
-    const { kvs } = await client.getAll().prefix(`sg-lock/${encodeURIComponent(key)}/`).sort('Create', 'Descend').limit(1).exec()
+    const { kvs } = await client
+      .getAll()
+      .prefix(`sg-lock/${encodeURIComponent(key)}/`)
+      .sort('Create', 'Descend')
+      .limit(1)
+      .exec()
     await client.delete().key(kvs[0]!.key)
     await holder.release()
     const error = await waiting
@@ -81,9 +99,16 @@ describe.skipIf(!etcdAvailable)('etcd lock backend (one member)', () => {
   it('FIFO: 20 waiters get the lock in the order they queued, and each release sends one watch event', async () => {
     const member = etcd.members[0]!
     let eventsBefore = 0
-    await queueInOrder(locks, async () => createLocks({ etcd: client }), freshKey(), 20, queueLength, async () => {
-      eventsBefore = await member.metric('etcd_debugging_mvcc_events_total')
-    })
+    await queueInOrder(
+      locks,
+      async () => createLocks({ etcd: client }),
+      freshKey(),
+      20,
+      queueLength,
+      async () => {
+        eventsBefore = await member.metric('etcd_debugging_mvcc_events_total')
+      },
+    )
     const eventsAfter = await member.metric('etcd_debugging_mvcc_events_total')
     // 21 releases; all but the last one's wake exactly one watcher. A prefix watch (a
     // herd) would send every release and every queued put to every waiter instead.
@@ -110,7 +135,14 @@ describe.skipIf(!etcdAvailable)('etcd lock backend (one member)', () => {
     const key = freshKey()
     const first = await tenant.acquire(key)
     const second = tenant.acquire(key, { wait: '10s' })
-    await until(async () => (await client.getAll().prefix(`tenant-a/sg-lock/${encodeURIComponent(key)}/`).count()) === 2, 'the waiter to queue under the namespace')
+    await until(
+      async () =>
+        (await client
+          .getAll()
+          .prefix(`tenant-a/sg-lock/${encodeURIComponent(key)}/`)
+          .count()) === 2,
+      'the waiter to queue under the namespace',
+    )
     const member = etcd.members[0]!
     const eventsBefore = await member.metric('etcd_debugging_mvcc_events_total')
     await first.release()
@@ -139,5 +171,4 @@ describe.skipIf(!etcdAvailable)('etcd lock backend (one member)', () => {
     expect(performance.now() - startedAt).toBeLessThan(2_000)
     await deadLocks.close()
   })
-
 })

@@ -5,7 +5,14 @@
  * (or unsubscribes while called) breaks no lock call. instrumentLocks' metrics over them: test/observability/locks.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createLocks, InvalidArgumentError, LockLostError, LocksClosedError, RedisUnavailableError, type Locks } from '../../src/index.js'
+import {
+  createLocks,
+  InvalidArgumentError,
+  LockLostError,
+  LocksClosedError,
+  RedisUnavailableError,
+  type Locks,
+} from '../../src/index.js'
 import type { LockEventName, LockEvents } from '../../src/lock/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { abortReason, until } from '../support/timing.js'
@@ -55,7 +62,11 @@ describe.skipIf(!redisAvailable)('lock events (locks.on) on the Redis backend', 
     await locks.close()
     await open.release()
     expect(recorder.names().slice(5)).toEqual(['acquired c', 'lost c'])
-    expect(recorder.events.at(-1)).toMatchObject({ event: 'lost', reason: 'close() was called', heldMs: expect.any(Number) })
+    expect(recorder.events.at(-1)).toMatchObject({
+      event: 'lost',
+      reason: 'close() was called',
+      heldMs: expect.any(Number),
+    })
     recorder.stop()
     redis.disconnect()
   })
@@ -73,7 +84,8 @@ describe.skipIf(!redisAvailable)('lock events (locks.on) on the Redis backend', 
     }
     const failures = recorder.events.filter((e) => e.event === 'backend-error')
     expect(failures.length).toBeGreaterThanOrEqual(1)
-    for (const failure of failures) expect(failure).toMatchObject({ key: 'r', operation: 'renew', error: expect.any(RedisUnavailableError) })
+    for (const failure of failures)
+      expect(failure).toMatchObject({ key: 'r', operation: 'renew', error: expect.any(RedisUnavailableError) })
     await held.release().catch(() => {})
     expect(recorder.events.filter((e) => e.event === 'lost')).toHaveLength(1)
     expect(recorder.events.filter((e) => e.event === 'released')).toHaveLength(0)

@@ -57,21 +57,26 @@ describe.skipIf(!redisAvailable)('null is a wrong type, not "unset"', () => {
   beforeAll(async () => (server = await startRedis()))
   afterAll(async () => server?.stop())
 
-  it.each(['lease', 'wait', 'reentrant', 'maxKeyLength', 'namespace', 'commandTimeout'])('createLocks({ %s: null }) is InvalidArgumentError naming it', (option) => {
-    const redis = server.client()
-    let error: unknown
-    try {
-      void createLocks({ redis, [option]: null } as never).close()
-    } catch (thrown) {
-      error = thrown
-    }
-    expect(error).toBeInstanceOf(InvalidArgumentError)
-    expect((error as InvalidArgumentError).argument).toBe(option)
-  })
+  it.each(['lease', 'wait', 'reentrant', 'maxKeyLength', 'namespace', 'commandTimeout'])(
+    'createLocks({ %s: null }) is InvalidArgumentError naming it',
+    (option) => {
+      const redis = server.client()
+      let error: unknown
+      try {
+        void createLocks({ redis, [option]: null } as never).close()
+      } catch (thrown) {
+        error = thrown
+      }
+      expect(error).toBeInstanceOf(InvalidArgumentError)
+      expect((error as InvalidArgumentError).argument).toBe(option)
+    },
+  )
 
   it('runOnce({ lockAtLeastFor: null }) is InvalidArgumentError naming it', async () => {
     const locks = createLocks({ redis: server.client() })
-    await expect(locks.runOnce('null-at-least', () => 1, { lockAtMostFor: 1_000, lockAtLeastFor: null } as never)).rejects.toMatchObject({ argument: 'lockAtLeastFor' })
+    await expect(
+      locks.runOnce('null-at-least', () => 1, { lockAtMostFor: 1_000, lockAtLeastFor: null } as never),
+    ).rejects.toMatchObject({ argument: 'lockAtLeastFor' })
     await locks.close()
   })
 })

@@ -14,12 +14,18 @@ import { serveRequests } from '../support/worker-side.js'
 import type { LockFactory } from './coupons/protocol.js'
 import { FENCED_SET_LUA, type LockWorkerRequest } from './lock-worker-protocol.js'
 
-const config = JSON.parse(process.env.LOCK_WORKER_CONFIG ?? '{}') as { backend: unknown; checkPort: number; database?: string }
+const config = JSON.parse(process.env.LOCK_WORKER_CONFIG ?? '{}') as {
+  backend: unknown
+  checkPort: number
+  database?: string
+}
 const factory = (await import(pathToFileURL(path.resolve(process.argv[2]!)).href)).default as LockFactory
 const { locks } = await factory(config.backend)
 const check = new Redis({ host: '127.0.0.1', port: config.checkPort })
 const held = new Map<string, HeldLockHandle<unknown>>()
-const pool = config.database ? await (await import('../support/databases.js')).pgPool(config.database, { max: 2 }) : undefined
+const pool = config.database
+  ? await (await import('../support/databases.js')).pgPool(config.database, { max: 2 })
+  : undefined
 
 function tokenOf(lock: HeldLockHandle<unknown>): string | null {
   try {
@@ -38,7 +44,10 @@ serveRequests(async (request: LockWorkerRequest) => {
     }
     case 'state': {
       const lock = held.get(request.key)
-      return { aborted: lock?.signal.aborted ?? false, reason: lock?.signal.aborted ? String((lock.signal.reason as Error)?.message) : undefined }
+      return {
+        aborted: lock?.signal.aborted ?? false,
+        reason: lock?.signal.aborted ? String((lock.signal.reason as Error)?.message) : undefined,
+      }
     }
     case 'release':
       await held.get(request.key)?.release()
@@ -53,13 +62,17 @@ serveRequests(async (request: LockWorkerRequest) => {
       const errors: string[] = []
       for (let i = 0; i < request.iterations; i++) {
         if (request.stopKey && (await check.exists(request.stopKey))) break
-        const call = locks.withLock(request.key, async () => {
-          const inside = await check.incr('inside')
-          if (inside !== 1) violations++
-          await check.incr('entries')
-          await new Promise((resolve) => setImmediate(resolve))
-          await check.decr('inside')
-        }, { lease: request.lease, wait: '60s' })
+        const call = locks.withLock(
+          request.key,
+          async () => {
+            const inside = await check.incr('inside')
+            if (inside !== 1) violations++
+            await check.incr('entries')
+            await new Promise((resolve) => setImmediate(resolve))
+            await check.decr('inside')
+          },
+          { lease: request.lease, wait: '60s' },
+        )
         if (!request.tolerateErrors) await call
         else
           await call.catch(async (error: Error) => {
@@ -74,7 +87,10 @@ serveRequests(async (request: LockWorkerRequest) => {
       // resources must refuse it if a newer holder has written.
       const lock = held.get(request.key)!
       const token = lock.token.toString()
-      const sql = await pool!.query(`UPDATE "${request.schema}".fenced SET value = $1, fence = $2 WHERE id = 1 AND fence < $2`, [request.value, token])
+      const sql = await pool!.query(
+        `UPDATE "${request.schema}".fenced SET value = $1, fence = $2 WHERE id = 1 AND fence < $2`,
+        [request.value, token],
+      )
       const redis = await check.eval(FENCED_SET_LUA, 2, 'fenced:value', 'fenced:fence', request.value, token)
       return { sqlRows: sql.rowCount, redisWritten: redis === 1 }
     }

@@ -4,11 +4,24 @@
  */
 import type { Pool } from 'mysql2/promise'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createLocks, InvalidArgumentError, LockBackendError, LockBusyError, LockLostError, type Locks } from '../../src/lock/index.js'
+import {
+  createLocks,
+  InvalidArgumentError,
+  LockBackendError,
+  LockBusyError,
+  LockLostError,
+  type Locks,
+} from '../../src/lock/index.js'
 import { createMysqlBackend, type MysqlLockOptions } from '../../src/lock/mysql/backend.js'
 import { lockName } from '../../src/lock/mysql/names.js'
 import { startBlackholeProxy } from '../support/blackhole-proxy.js'
-import { createMariaDatabase, MARIADB, mariadbAvailable, uniqueName, type TestMariaDatabase } from '../support/databases.js'
+import {
+  createMariaDatabase,
+  MARIADB,
+  mariadbAvailable,
+  uniqueName,
+  type TestMariaDatabase,
+} from '../support/databases.js'
 import { freePort } from '../support/managed-process.js'
 import { until } from '../support/timing.js'
 
@@ -18,8 +31,15 @@ describe.skipIf(!mariadbAvailable)('MariaDB/MySQL lock backend', () => {
   let admin: Pool
   const namespace = uniqueName('ns').slice(0, 32)
   const opened: Locks<unknown>[] = []
-  const locksFor = (options: Omit<MysqlLockOptions, 'pool' | 'connection'> & { pool?: Pool; connection?: MysqlLockOptions['connection'] } = {}) => {
-    const locks = createLocks({ backend: createMysqlBackend({ namespace, ...(options.connection ? {} : { pool }), ...options }) })
+  const locksFor = (
+    options: Omit<MysqlLockOptions, 'pool' | 'connection'> & {
+      pool?: Pool
+      connection?: MysqlLockOptions['connection']
+    } = {},
+  ) => {
+    const locks = createLocks({
+      backend: createMysqlBackend({ namespace, ...(options.connection ? {} : { pool }), ...options }),
+    })
     opened.push(locks as Locks<unknown>)
     return locks
   }
@@ -46,7 +66,9 @@ describe.skipIf(!mariadbAvailable)('MariaDB/MySQL lock backend', () => {
     let entered = false
     const waiter = locks.withLock('one', () => (entered = true), { wait: '30s' })
     await until(async () => {
-      const [rows] = await admin.query("SELECT count(*) AS n FROM information_schema.PROCESSLIST WHERE INFO LIKE '%GET_LOCK(%' AND STATE LIKE '%lock%' AND ID <> CONNECTION_ID()")
+      const [rows] = await admin.query(
+        "SELECT count(*) AS n FROM information_schema.PROCESSLIST WHERE INFO LIKE '%GET_LOCK(%' AND STATE LIKE '%lock%' AND ID <> CONNECTION_ID()",
+      )
       return Number((rows as { n: number }[])[0]!.n) === 1
     }, 'the waiter to block in GET_LOCK')
     expect(entered).toBe(false)
@@ -62,7 +84,9 @@ describe.skipIf(!mariadbAvailable)('MariaDB/MySQL lock backend', () => {
     const busy = await locks.acquire('kill', { wait: 300 }).catch((e: unknown) => e)
     expect(busy).toBeInstanceOf(LockBusyError)
 
-    const lost = new Promise<unknown>((resolve) => holder.signal.addEventListener('abort', () => resolve(holder.signal.reason), { once: true }))
+    const lost = new Promise<unknown>((resolve) =>
+      holder.signal.addEventListener('abort', () => resolve(holder.signal.reason), { once: true }),
+    )
     await admin.query(`KILL ${await holderOf('kill')}`)
     expect(await lost).toBeInstanceOf(LockLostError)
     const next = await locks.acquire('kill', { wait: '10s' })
@@ -76,7 +100,15 @@ describe.skipIf(!mariadbAvailable)('MariaDB/MySQL lock backend', () => {
     const long = 'x'.repeat(100)
     expect(lockName(namespace, long)).toHaveLength(64)
     expect(lockName(namespace, long)).not.toBe(lockName(namespace, `${long}y`))
-    const locks = locksFor({ connection: { host: MARIADB.host, port: MARIADB.port, user: MARIADB.user, password: MARIADB.password, database: db.name } })
+    const locks = locksFor({
+      connection: {
+        host: MARIADB.host,
+        port: MARIADB.port,
+        user: MARIADB.user,
+        password: MARIADB.password,
+        database: db.name,
+      },
+    })
     const a = await locks.acquire(long)
     const b = await locks.tryAcquire(`${long}y`)
     expect(b).toBeDefined()
@@ -109,13 +141,25 @@ describe.skipIf(!mariadbAvailable)('MariaDB/MySQL lock backend', () => {
 
   it('server down (refused) or silent (black-holed): LockBackendError within the bound, never a hang', async () => {
     const closedPort = await freePort()
-    const down = locksFor({ connection: { host: '127.0.0.1', port: closedPort, user: 'root', connectTimeout: 2_000 }, timeout: 2_000 })
+    const down = locksFor({
+      connection: { host: '127.0.0.1', port: closedPort, user: 'root', connectTimeout: 2_000 },
+      timeout: 2_000,
+    })
     expect(await down.acquire('down').catch((e: unknown) => e)).toBeInstanceOf(LockBackendError)
 
     const proxy = await startBlackholeProxy(MARIADB.port)
     try {
       const holder = await locksFor().acquire('silent')
-      const silent = locksFor({ connection: { host: '127.0.0.1', port: proxy.port, user: MARIADB.user, password: MARIADB.password, database: db.name }, timeout: 1_000 })
+      const silent = locksFor({
+        connection: {
+          host: '127.0.0.1',
+          port: proxy.port,
+          user: MARIADB.user,
+          password: MARIADB.password,
+          database: db.name,
+        },
+        timeout: 1_000,
+      })
       const attempt = silent.acquire('silent', { wait: '1s' }).catch((e: unknown) => e)
       await until(() => proxy.connections > 0, 'the attempt to connect through the proxy')
       proxy.blackhole()

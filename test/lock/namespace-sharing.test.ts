@@ -14,7 +14,7 @@ import { gate, until } from '../support/timing.js'
 describe.skipIf(!redisAvailable)('a cache and createLocks sharing one namespace', () => {
   const suite = useCacheSuite()
 
-  it('withLock after cache.delete() keeps the delete\'s fence: a load begun before the delete is not stored', async () => {
+  it("withLock after cache.delete() keeps the delete's fence: a load begun before the delete is not stored", async () => {
     const locks = createLocks({ redis: suite.client(), namespace: 'sg' })
     try {
       const [a, b] = [suite.cache({ l1: false }), suite.cache({ l1: false, waitTimeout: 50 })]

@@ -6,9 +6,17 @@
 import { createLocks } from '../../src/index.js'
 import { pgPool } from '../support/databases.js'
 
-export default async function postgresLocks(config: { database: string; schema: string; namespace: string; mode?: 'transaction' | 'session' }) {
+export default async function postgresLocks(config: {
+  database: string
+  schema: string
+  namespace: string
+  mode?: 'transaction' | 'session'
+}) {
   const pool = await pgPool(config.database, { max: 5 })
-  const locks = createLocks({ postgres: { pool, schema: config.schema, mode: config.mode ?? 'transaction' }, namespace: config.namespace })
+  const locks = createLocks({
+    postgres: { pool, schema: config.schema, mode: config.mode ?? 'transaction' },
+    namespace: config.namespace,
+  })
   return {
     locks,
     async close() {

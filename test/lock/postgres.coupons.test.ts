@@ -3,22 +3,25 @@ import { afterAll, describe, it } from 'vitest'
 import { pgPool, POSTGRES, postgresAvailable, uniqueName } from '../support/databases.js'
 import { expectNeverOversold, runCouponContest } from './coupons/harness.js'
 
-describe.skipIf(!postgresAvailable)('coupon contest on the PostgreSQL lock: 1,000 coupons, 1,200 users, 4 processes', () => {
-  const schema = uniqueName('pg_lock_tables')
-  afterAll(async () => {
-    const admin = await pgPool(POSTGRES.adminDatabase, { max: 1 })
-    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).finally(() => admin.end())
-  })
-
-  // The default (transaction) mode; session mode takes the same path through the contest
-  // and is covered by test/lock/postgres.test.ts, so the file stays at one contest.
-  it('transaction mode: never oversold, issued == decremented', async () => {
-    const mode = 'transaction'
-    const result = await runCouponContest({
-      kind: `postgres_${mode}`,
-      factory: new URL('./postgres.coupons-factory.ts', import.meta.url),
-      backend: { database: POSTGRES.adminDatabase, schema, namespace: uniqueName('coupons'), mode },
+describe.skipIf(!postgresAvailable)(
+  'coupon contest on the PostgreSQL lock: 1,000 coupons, 1,200 users, 4 processes',
+  () => {
+    const schema = uniqueName('pg_lock_tables')
+    afterAll(async () => {
+      const admin = await pgPool(POSTGRES.adminDatabase, { max: 1 })
+      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).finally(() => admin.end())
     })
-    expectNeverOversold(result)
-  }, 300_000)
-})
+
+    // The default (transaction) mode; session mode takes the same path through the contest
+    // and is covered by test/lock/postgres.test.ts, so the file stays at one contest.
+    it('transaction mode: never oversold, issued == decremented', async () => {
+      const mode = 'transaction'
+      const result = await runCouponContest({
+        kind: `postgres_${mode}`,
+        factory: new URL('./postgres.coupons-factory.ts', import.meta.url),
+        backend: { database: POSTGRES.adminDatabase, schema, namespace: uniqueName('coupons'), mode },
+      })
+      expectNeverOversold(result)
+    }, 300_000)
+  },
+)

@@ -5,7 +5,14 @@
  */
 import type { Pool, PoolClient } from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createLocks, InvalidArgumentError, LockBackendError, LockBusyError, LockLostError, type Locks } from '../../src/lock/index.js'
+import {
+  createLocks,
+  InvalidArgumentError,
+  LockBackendError,
+  LockBusyError,
+  LockLostError,
+  type Locks,
+} from '../../src/lock/index.js'
 import { createPostgresBackend, type PostgresLockOptions } from '../../src/lock/postgres/backend.js'
 import { startBlackholeProxy } from '../support/blackhole-proxy.js'
 import { createPostgresDatabase, postgresAvailable, type TestDatabase } from '../support/databases.js'
@@ -20,13 +27,20 @@ describe.skipIf(!postgresAvailable)('PostgreSQL lock backend', () => {
   let admin: Pool
   const opened: Locks<unknown>[] = []
   const locksFor = (options: Omit<PostgresLockOptions, 'pool'> = {}, over: Pool = pool) => {
-    const locks = createLocks<PoolClient | undefined>({ backend: createPostgresBackend({ pool: over, ...options }) as never })
+    const locks = createLocks<PoolClient | undefined>({
+      backend: createPostgresBackend({ pool: over, ...options }) as never,
+    })
     opened.push(locks as Locks<unknown>)
     return locks
   }
   /** pids of the server sessions holding (granted) or waiting for an advisory lock. */
   const advisory = async (granted: boolean) =>
-    (await admin.query<{ pid: number }>("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted = $1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())", [granted])).rows.map((r) => r.pid)
+    (
+      await admin.query<{ pid: number }>(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted = $1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        [granted],
+      )
+    ).rows.map((r) => r.pid)
 
   beforeAll(async () => {
     db = await createPostgresDatabase('pglock')
@@ -38,36 +52,44 @@ describe.skipIf(!postgresAvailable)('PostgreSQL lock backend', () => {
     await db?.drop()
   })
 
-  it.each<Mode>(['transaction', 'session'])('%s mode: one holder at a time; a waiter blocks inside the server (no polling) and gets in when the holder lets go', async (mode) => {
-    const locks = locksFor({ mode })
-    const key = `one-at-a-time-${mode}`
-    const holder = await locks.acquire(key)
-    expect(await locks.tryAcquire(key)).toBeUndefined()
-    let entered = false
-    const waiter = locks.withLock(key, () => (entered = true), { wait: '30s' })
-    // The waiter is one blocked pg_advisory_*lock call: its session waits on an advisory lock.
-    await until(async () => (await advisory(false)).length === 1, 'the waiter to block on the advisory lock')
-    const waiting = await admin.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' AND datname = current_database()")
-    expect(waiting.rows[0].n).toBe(1)
-    expect(entered).toBe(false)
-    await holder.release()
-    await waiter
-    expect(entered).toBe(true)
-    expect(await advisory(true)).toEqual([])
-  })
+  it.each<Mode>(['transaction', 'session'])(
+    '%s mode: one holder at a time; a waiter blocks inside the server (no polling) and gets in when the holder lets go',
+    async (mode) => {
+      const locks = locksFor({ mode })
+      const key = `one-at-a-time-${mode}`
+      const holder = await locks.acquire(key)
+      expect(await locks.tryAcquire(key)).toBeUndefined()
+      let entered = false
+      const waiter = locks.withLock(key, () => (entered = true), { wait: '30s' })
+      // The waiter is one blocked pg_advisory_*lock call: its session waits on an advisory lock.
+      await until(async () => (await advisory(false)).length === 1, 'the waiter to block on the advisory lock')
+      const waiting = await admin.query(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' AND datname = current_database()",
+      )
+      expect(waiting.rows[0].n).toBe(1)
+      expect(entered).toBe(false)
+      await holder.release()
+      await waiter
+      expect(entered).toBe(true)
+      expect(await advisory(true)).toEqual([])
+    },
+  )
 
-  it.each<Mode>(['transaction', 'session'])('%s mode: a wait that runs out is LockBusyError with how long it waited; lock_timeout ends it, not a client timer', async (mode) => {
-    const locks = locksFor({ mode })
-    const key = `busy-${mode}`
-    const holder = await locks.acquire(key)
-    const started = performance.now()
-    const error = await locks.acquire(key, { wait: 400 }).catch((e: unknown) => e)
-    expect(error).toBeInstanceOf(LockBusyError)
-    expect((error as LockBusyError).waitedMs).toBeGreaterThanOrEqual(390)
-    expect(performance.now() - started).toBeLessThan(5_000)
-    await holder.release()
-    expect(await advisory(false)).toEqual([]) // the timed-out waiter left nothing behind
-  })
+  it.each<Mode>(['transaction', 'session'])(
+    '%s mode: a wait that runs out is LockBusyError with how long it waited; lock_timeout ends it, not a client timer',
+    async (mode) => {
+      const locks = locksFor({ mode })
+      const key = `busy-${mode}`
+      const holder = await locks.acquire(key)
+      const started = performance.now()
+      const error = await locks.acquire(key, { wait: 400 }).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(LockBusyError)
+      expect((error as LockBusyError).waitedMs).toBeGreaterThanOrEqual(390)
+      expect(performance.now() - started).toBeLessThan(5_000)
+      await holder.release()
+      expect(await advisory(false)).toEqual([]) // the timed-out waiter left nothing behind
+    },
+  )
 
   it('transaction mode: fn gets the transaction client; its writes commit with the lock held, a throw rolls them back', async () => {
     const locks = locksFor()
@@ -105,53 +127,67 @@ describe.skipIf(!postgresAvailable)('PostgreSQL lock backend', () => {
     expect(await locks.tryAcquire('tx-failed').then((h) => h?.release().then(() => true))).toBe(true)
   })
 
-  it.each<Mode>(['transaction', 'session'])('%s mode: fencing tokens strictly increase per key (also after a rolled-back holder), and a stale holder\'s write is refused', async (mode) => {
-    const locks = locksFor({ mode })
-    const tokens: bigint[] = []
-    for (let i = 0; i < 5; i++) {
-      await locks
-        .withLock(`fence-${mode}`, ({ token }) => {
-          tokens.push(token)
-          if (i === 2) throw new Error('rolled back')
-        })
-        .catch(() => {})
-    }
-    for (let i = 1; i < tokens.length; i++) expect(tokens[i]!).toBeGreaterThan(tokens[i - 1]!)
+  it.each<Mode>(['transaction', 'session'])(
+    "%s mode: fencing tokens strictly increase per key (also after a rolled-back holder), and a stale holder's write is refused",
+    async (mode) => {
+      const locks = locksFor({ mode })
+      const tokens: bigint[] = []
+      for (let i = 0; i < 5; i++) {
+        await locks
+          .withLock(`fence-${mode}`, ({ token }) => {
+            tokens.push(token)
+            if (i === 2) throw new Error('rolled back')
+          })
+          .catch(() => {})
+      }
+      for (let i = 1; i < tokens.length; i++) expect(tokens[i]!).toBeGreaterThan(tokens[i - 1]!)
 
-    // How a protected row uses it: a write carries its token, and an older token is refused.
-    await pool.query(`CREATE TABLE IF NOT EXISTS fenced_${mode} (id int PRIMARY KEY, value text, fence bigint NOT NULL DEFAULT 0)`)
-    await pool.query(`INSERT INTO fenced_${mode} VALUES (1, 'initial', 0) ON CONFLICT DO NOTHING`)
-    const write = (value: string, token: bigint) => pool.query(`UPDATE fenced_${mode} SET value = $1, fence = $2 WHERE id = 1 AND fence < $2`, [value, token.toString()])
-    const stale = await locks.acquire(`fence-${mode}`)
-    const staleToken = stale.token
-    await stale.release()
-    await locks.withLock(`fence-${mode}`, async ({ token }) => {
-      expect((await write('newer holder', token)).rowCount).toBe(1)
-    })
-    expect((await write('late write of the older holder', staleToken)).rowCount).toBe(0)
-    expect((await pool.query(`SELECT value FROM fenced_${mode}`)).rows[0].value).toBe('newer holder')
-  })
+      // How a protected row uses it: a write carries its token, and an older token is refused.
+      await pool.query(
+        `CREATE TABLE IF NOT EXISTS fenced_${mode} (id int PRIMARY KEY, value text, fence bigint NOT NULL DEFAULT 0)`,
+      )
+      await pool.query(`INSERT INTO fenced_${mode} VALUES (1, 'initial', 0) ON CONFLICT DO NOTHING`)
+      const write = (value: string, token: bigint) =>
+        pool.query(`UPDATE fenced_${mode} SET value = $1, fence = $2 WHERE id = 1 AND fence < $2`, [
+          value,
+          token.toString(),
+        ])
+      const stale = await locks.acquire(`fence-${mode}`)
+      const staleToken = stale.token
+      await stale.release()
+      await locks.withLock(`fence-${mode}`, async ({ token }) => {
+        expect((await write('newer holder', token)).rowCount).toBe(1)
+      })
+      expect((await write('late write of the older holder', staleToken)).rowCount).toBe(0)
+      expect((await pool.query(`SELECT value FROM fenced_${mode}`)).rows[0].value).toBe('newer holder')
+    },
+  )
 
-  it.each<Mode>(['transaction', 'session'])('%s mode: pg_terminate_backend on the holder\'s connection aborts signal with LockLostError, and the next holder gets in', async (mode) => {
-    const locks = locksFor({ mode })
-    const key = `terminate-${mode}`
-    const holder = await locks.acquire(key)
-    const [pid] = await advisory(true)
-    expect(pid).toBeTypeOf('number')
-    const lost = new Promise<unknown>((resolve) => holder.signal.addEventListener('abort', () => resolve(holder.signal.reason), { once: true }))
-    await admin.query('SELECT pg_terminate_backend($1)', [pid])
-    const reason = await lost
-    expect(reason).toBeInstanceOf(LockLostError)
-    const next = await locks.acquire(key, { wait: '10s' })
-    expect(next.token).toBeGreaterThan(holder.token)
-    await next.release()
-    if (mode === 'transaction') {
-      // its transaction is gone: releasing says nothing it wrote was kept
-      await expect(holder.release()).rejects.toBeInstanceOf(LockBackendError)
-    } else {
-      await holder.release()
-    }
-  })
+  it.each<Mode>(['transaction', 'session'])(
+    "%s mode: pg_terminate_backend on the holder's connection aborts signal with LockLostError, and the next holder gets in",
+    async (mode) => {
+      const locks = locksFor({ mode })
+      const key = `terminate-${mode}`
+      const holder = await locks.acquire(key)
+      const [pid] = await advisory(true)
+      expect(pid).toBeTypeOf('number')
+      const lost = new Promise<unknown>((resolve) =>
+        holder.signal.addEventListener('abort', () => resolve(holder.signal.reason), { once: true }),
+      )
+      await admin.query('SELECT pg_terminate_backend($1)', [pid])
+      const reason = await lost
+      expect(reason).toBeInstanceOf(LockLostError)
+      const next = await locks.acquire(key, { wait: '10s' })
+      expect(next.token).toBeGreaterThan(holder.token)
+      await next.release()
+      if (mode === 'transaction') {
+        // its transaction is gone: releasing says nothing it wrote was kept
+        await expect(holder.release()).rejects.toBeInstanceOf(LockBackendError)
+      } else {
+        await holder.release()
+      }
+    },
+  )
 
   it('session mode: the lock outlives transactions on its own connection and pins no pool slot; keys map to bigint or two int4 per namespace', async () => {
     const small = await db.pool({ max: 1 })
@@ -159,7 +195,11 @@ describe.skipIf(!postgresAvailable)('PostgreSQL lock backend', () => {
     const held = await locks.acquire('shared-name')
     // the pool's only client is free: the lock is on a dedicated connection
     expect((await small.query('SELECT 1 AS one')).rows[0].one).toBe(1)
-    const rows = (await admin.query("SELECT objsubid FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())")).rows
+    const rows = (
+      await admin.query(
+        "SELECT objsubid FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+      )
+    ).rows
     expect(rows).toEqual([{ objsubid: 2 }])
     // another namespace, same key: a different lock
     const other = locksFor({ mode: 'session', keys: 'int4pair', namespace: 'app-b', fencing: false })
@@ -197,7 +237,9 @@ describe.skipIf(!postgresAvailable)('PostgreSQL lock backend', () => {
   it('PostgreSQL down (refused) or silent (black-holed mid-wait): LockBackendError within the bound, never a hang', async () => {
     const closedPort = await freePort() // nothing listens there
     const down = await db.pool({ port: closedPort, connectionTimeoutMillis: 0 })
-    const refused = await locksFor({ timeout: 2_000 }, down).acquire('down').catch((e: unknown) => e)
+    const refused = await locksFor({ timeout: 2_000 }, down)
+      .acquire('down')
+      .catch((e: unknown) => e)
     expect(refused).toBeInstanceOf(LockBackendError)
 
     const proxy = await startBlackholeProxy(5432)
@@ -221,7 +263,12 @@ describe.skipIf(!postgresAvailable)('PostgreSQL lock backend', () => {
   it('transaction mode: a release ended from outside (LockLostError, as close() does) rolls back and closes the client, so fn cannot go on writing in autocommit', async () => {
     await pool.query('CREATE TABLE IF NOT EXISTS tx_outside (note text NOT NULL)')
     const backend = createPostgresBackend({ pool })
-    const held = (await backend.acquire({ key: 'outside', leaseMs: 5_000, waitMs: 0, signal: new AbortController().signal }))!
+    const held = (await backend.acquire({
+      key: 'outside',
+      leaseMs: 5_000,
+      waitMs: 0,
+      signal: new AbortController().signal,
+    }))!
     const tx = held.resource!
     await tx.query("INSERT INTO tx_outside VALUES ('half a critical section')")
     await held.release(new LockLostError('outside', 'close() was called'))
@@ -230,7 +277,7 @@ describe.skipIf(!postgresAvailable)('PostgreSQL lock backend', () => {
     expect((await pool.query('SELECT count(*)::int AS n FROM tx_outside')).rows[0].n).toBe(0)
   })
 
-  it('locks.close() while withLock\'s fn runs: its transaction rolls back, and its next statement fails instead of running in autocommit', async () => {
+  it("locks.close() while withLock's fn runs: its transaction rolls back, and its next statement fails instead of running in autocommit", async () => {
     const locks = locksFor()
     await pool.query('CREATE TABLE IF NOT EXISTS tx_closed (note text NOT NULL)')
     const inside = gate()
@@ -251,13 +298,13 @@ describe.skipIf(!postgresAvailable)('PostgreSQL lock backend', () => {
     expect((await pool.query('SELECT count(*)::int AS n FROM tx_closed')).rows[0].n).toBe(0)
   })
 
-  it('the longest wait there is (2^31 − 1 ms) still waits: the bound on wait + timeout stays within Node\'s timer range', async () => {
+  it("the longest wait there is (2^31 − 1 ms) still waits: the bound on wait + timeout stays within Node's timer range", async () => {
     const locks = locksFor()
     const held = await locks.acquire('longest-wait', { wait: 2 ** 31 - 1 })
     await held.release()
   })
 
-  it('the caller\'s signal stops a wait at once and takes nothing', async () => {
+  it("the caller's signal stops a wait at once and takes nothing", async () => {
     const locks = locksFor()
     const holder = await locks.acquire('abort')
     const controller = new AbortController()
@@ -268,7 +315,10 @@ describe.skipIf(!postgresAvailable)('PostgreSQL lock backend', () => {
     expect(await attempt).toBe(reason)
     await holder.release()
     // The server notices the gone client within client_connection_check_interval (1 s), once it runs: generous on a loaded box.
-    await until(async () => (await advisory(false)).length === 0 && (await advisory(true)).length === 0, 'the abandoned wait to end server-side', 30_000)
+    await until(
+      async () => (await advisory(false)).length === 0 && (await advisory(true)).length === 0,
+      'the abandoned wait to end server-side',
+      30_000,
+    )
   })
 })
-

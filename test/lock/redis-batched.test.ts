@@ -49,7 +49,11 @@ describe.skipIf(!redisAvailable)('Redis lock: many locks', () => {
     const KEYS = 300
     const held = await Promise.all(Array.from({ length: KEYS }, (_, i) => holder.acquire(`k${i}`)))
     const waits = held.map((_, i) => waiter.acquire(`k${i}`))
-    await until(() => (sent['acquire.lua']?.calls ?? 0) >= 2 * KEYS, 'every waiter to try, subscribe and try again', 30_000)
+    await until(
+      () => (sent['acquire.lua']?.calls ?? 0) >= 2 * KEYS,
+      'every waiter to try, subscribe and try again',
+      30_000,
+    )
     await sleep(300)
     const before = { polled: sent['poll-locks.lua']?.keys ?? 0, attempts: sent['acquire.lua']?.calls ?? 0 }
     const startedAt = performance.now()
@@ -57,7 +61,9 @@ describe.skipIf(!redisAvailable)('Redis lock: many locks', () => {
     const elapsedS = (performance.now() - startedAt) / 1000
     const polled = (sent['poll-locks.lua']?.keys ?? 0) - before.polled
     const attempts = (sent['acquire.lua']?.calls ?? 0) - before.attempts
-    console.log(`[many locks] ${KEYS} waits over ${elapsedS.toFixed(1)} s: ${polled} keys polled (budget ${RATE}/s), ${attempts} attempts`)
+    console.log(
+      `[many locks] ${KEYS} waits over ${elapsedS.toFixed(1)} s: ${polled} keys polled (budget ${RATE}/s), ${attempts} attempts`,
+    )
     // Each waiter would poll as often as the holder's 1.5 s lease comes near its end: some 300 a second.
     expect(polled).toBeLessThanOrEqual(RATE * elapsedS + RATE * 0.1 + 1)
     expect(polled).toBeGreaterThan(0)

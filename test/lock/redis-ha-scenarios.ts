@@ -45,7 +45,11 @@ export interface HaLocks<T> {
  * and the `check` server for the file, workers and Locks per test. `workerBackend` tells a
  * worker how to reach the topology. Call useHaLocks() inside the file's describe.
  */
-export function useHaLocks<T extends HaTopology>(namespace: string, start: () => Promise<T>, workerBackend: (topology: T) => RedisFactoryConfig): HaLocks<T> {
+export function useHaLocks<T extends HaTopology>(
+  namespace: string,
+  start: () => Promise<T>,
+  workerBackend: (topology: T) => RedisFactoryConfig,
+): HaLocks<T> {
   let topology: T | undefined
   let check: RedisServer | undefined
   let workers: Worker[] = []
@@ -71,7 +75,11 @@ export function useHaLocks<T extends HaTopology>(namespace: string, start: () =>
     check: () => started().check.client(),
     async fork(count, waitForReplicas) {
       const { topology, check } = started()
-      const forked = await forkLockWorkers(count, { ...workerBackend(topology), waitForReplicas, namespace }, check.port)
+      const forked = await forkLockWorkers(
+        count,
+        { ...workerBackend(topology), waitForReplicas, namespace },
+        check.port,
+      )
       workers.push(...forked)
       return forked
     },
@@ -86,12 +94,22 @@ export function useHaLocks<T extends HaTopology>(namespace: string, start: () =>
 }
 
 /** `count` lock workers on `backend`, two at a time (tsx start-up on a loaded machine is slow). */
-export async function forkLockWorkers(count: number, backend: RedisFactoryConfig, checkPort: number): Promise<Worker[]> {
+export async function forkLockWorkers(
+  count: number,
+  backend: RedisFactoryConfig,
+  checkPort: number,
+): Promise<Worker[]> {
   const env = { LOCK_WORKER_CONFIG: JSON.stringify({ backend, checkPort }) }
   const started: Worker[] = []
   try {
     while (started.length < count) {
-      started.push(...(await Promise.all(Array.from({ length: Math.min(2, count - started.length) }, () => forkWorker(new URL('./lock-worker.ts', import.meta.url), { args: [FACTORY.pathname], env })))))
+      started.push(
+        ...(await Promise.all(
+          Array.from({ length: Math.min(2, count - started.length) }, () =>
+            forkWorker(new URL('./lock-worker.ts', import.meta.url), { args: [FACTORY.pathname], env }),
+          ),
+        )),
+      )
     }
   } catch (error) {
     await Promise.all(started.map((worker) => worker.stop()))
@@ -100,12 +118,20 @@ export async function forkLockWorkers(count: number, backend: RedisFactoryConfig
   return started
 }
 
-export const ask = <T>(worker: Worker, request: LockWorkerRequest, timeoutMs = 120_000) => worker.request<T>(request, timeoutMs)
+export const ask = <T>(worker: Worker, request: LockWorkerRequest, timeoutMs = 120_000) =>
+  worker.request<T>(request, timeoutMs)
 
 /** Every worker runs `iterations` withLock calls on `key`: never two inside at once, and every entry counted. */
-export async function expectOneHolderAtATime(workers: Worker[], check: Redis, key: string, iterations: number): Promise<void> {
+export async function expectOneHolderAtATime(
+  workers: Worker[],
+  check: Redis,
+  key: string,
+  iterations: number,
+): Promise<void> {
   await check.del('inside', 'entries')
-  const results = await Promise.all(workers.map((worker) => ask<ContendResult>(worker, { op: 'contend', key, iterations, lease: 2_000 }, 180_000)))
+  const results = await Promise.all(
+    workers.map((worker) => ask<ContendResult>(worker, { op: 'contend', key, iterations, lease: 2_000 }, 180_000)),
+  )
   expect(results.map((r) => r.violations)).toEqual(workers.map(() => 0))
   expect(Number(await check.get('entries'))).toBe(workers.length * iterations)
   expect(Number(await check.get('inside'))).toBe(0)
@@ -125,8 +151,14 @@ export async function expectWokenByNotification(o: {
   subscribers: () => Promise<number>
   scriptCalls: () => Promise<number>
 }): Promise<{ during: number; handoffMs: number }> {
-  const pending = o.workers.map((worker) => ask<{ token: string }>(worker, { op: 'acquire', key: o.key, lease: o.lease, wait: 30_000 }))
-  await until(async () => (await o.subscribers()) === o.workers.length, `all ${o.workers.length} waiters to subscribe`, 30_000)
+  const pending = o.workers.map((worker) =>
+    ask<{ token: string }>(worker, { op: 'acquire', key: o.key, lease: o.lease, wait: 30_000 }),
+  )
+  await until(
+    async () => (await o.subscribers()) === o.workers.length,
+    `all ${o.workers.length} waiters to subscribe`,
+    30_000,
+  )
   const before = await o.scriptCalls()
   await new Promise((resolve) => setTimeout(resolve, 2_000)) // hold
   const during = (await o.scriptCalls()) - before
@@ -140,7 +172,7 @@ export async function expectWokenByNotification(o: {
   // 5 s lease); the message woke it. The bound stays under that, with room for a busy box's IPC.
   expect(handoffMs).toBeLessThan(2_500)
   const remaining = new Map(pending.map((promise, index) => [index, promise]))
-  for (let current = first; ; ) {
+  for (let current = first; ;) {
     remaining.delete(current)
     await ask(o.workers[current]!, { op: 'release', key: o.key })
     if (remaining.size === 0) break
@@ -154,22 +186,44 @@ export async function expectWokenByNotification(o: {
  * the lock has been taken `after` more times once the failover is over. Returns the
  * violations (two holders at once, seen by INCR), the failed calls, and the entries.
  */
-export async function contendThroughFailover(o: { workers: Worker[]; check: Redis; key: string; lease: number; failover: () => Promise<void>; after?: number }): Promise<{ violations: number; errors: string[]; entries: number; failoverMs: number }> {
+export async function contendThroughFailover(o: {
+  workers: Worker[]
+  check: Redis
+  key: string
+  lease: number
+  failover: () => Promise<void>
+  after?: number
+}): Promise<{ violations: number; errors: string[]; entries: number; failoverMs: number }> {
   const { check } = o
   await check.del('inside', 'entries', 'stop')
   const entries = async () => Number(await check.get('entries'))
-  const runs = o.workers.map((worker) => ask<ContendResult>(worker, { op: 'contend', key: o.key, iterations: 1_000_000, lease: o.lease, tolerateErrors: true, stopKey: 'stop' }, 180_000))
+  const runs = o.workers.map((worker) =>
+    ask<ContendResult>(
+      worker,
+      { op: 'contend', key: o.key, iterations: 1_000_000, lease: o.lease, tolerateErrors: true, stopKey: 'stop' },
+      180_000,
+    ),
+  )
   try {
     await until(async () => (await entries()) >= 20, 'the contention to get going', 60_000)
     const startedAt = performance.now()
     await o.failover()
     const failoverMs = performance.now() - startedAt
     const at = await entries()
-    await until(async () => (await entries()) >= at + (o.after ?? 20), 'the lock to be taken again after the failover', 60_000)
+    await until(
+      async () => (await entries()) >= at + (o.after ?? 20),
+      'the lock to be taken again after the failover',
+      60_000,
+    )
     await check.set('stop', '1')
     const results = await Promise.all(runs)
     expect(Number(await check.get('inside'))).toBe(0)
-    return { violations: results.reduce((sum, r) => sum + r.violations, 0), errors: results.flatMap((r) => r.errors), entries: await entries(), failoverMs }
+    return {
+      violations: results.reduce((sum, r) => sum + r.violations, 0),
+      errors: results.flatMap((r) => r.errors),
+      entries: await entries(),
+      failoverMs,
+    }
   } finally {
     await check.set('stop', '1')
     await Promise.allSettled(runs)

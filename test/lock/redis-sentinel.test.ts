@@ -8,13 +8,24 @@ import { createLocks } from '../../src/index.js'
 import { lockKeys } from '../../src/redis/keys.js'
 import { redisAvailable } from '../support/redis.js'
 import { startSentinel } from '../support/redis-sentinel.js'
-import { commandCalls, contendThroughFailover, expectOneHolderAtATime, expectWokenByNotification, useHaLocks } from './redis-ha-scenarios.js'
+import {
+  commandCalls,
+  contendThroughFailover,
+  expectOneHolderAtATime,
+  expectWokenByNotification,
+  useHaLocks,
+} from './redis-ha-scenarios.js'
 
 const NAMESPACE = 'coupons'
 const LEASE_MS = 5_000
 
 describe.skipIf(!redisAvailable)('withLock through Redis Sentinel (primary + replica + 3 sentinels)', () => {
-  const { topology: sentinel, check, fork, newLocks } = useHaLocks(NAMESPACE, startSentinel, (s) => ({ sentinels: s.sentinelNodes, name: s.masterName }))
+  const {
+    topology: sentinel,
+    check,
+    fork,
+    newLocks,
+  } = useHaLocks(NAMESPACE, startSentinel, (s) => ({ sentinels: s.sentinelNodes, name: s.masterName }))
 
   it('6 processes contending for one key: never two holders at once', async () => {
     await expectOneHolderAtATime(await fork(6), check(), 'mutex', 20)
@@ -31,12 +42,15 @@ describe.skipIf(!redisAvailable)('withLock through Redis Sentinel (primary + rep
       holder,
       key,
       lease: LEASE_MS,
-      subscribers: async () => Number(((await primary.pubsub('NUMSUB', lockKeys(NAMESPACE, key).channel)) as [string, number])[1]),
+      subscribers: async () =>
+        Number(((await primary.pubsub('NUMSUB', lockKeys(NAMESPACE, key).channel)) as [string, number])[1]),
       scriptCalls: async () => (await commandCalls(primary, 'evalsha')) + (await commandCalls(primary, 'eval')),
     })
     expect(await commandCalls(primary, 'publish')).toBeGreaterThanOrEqual(3)
     expect(await commandCalls(primary, 'spublish')).toBe(0)
-    console.log(`[sentinel notify] ${during} script calls in 2 s of holding with 3 waiters; hand-off ${handoffMs.toFixed(1)} ms`)
+    console.log(
+      `[sentinel notify] ${during} script calls in 2 s of holding with 3 waiters; hand-off ${handoffMs.toFixed(1)} ms`,
+    )
   }, 120_000)
 
   it('waitForReplicas: fn runs only once the replica has the lock (WAIT in the same round trip); a replica that does not answer means not acquired', async () => {
@@ -53,7 +67,9 @@ describe.skipIf(!redisAvailable)('withLock through Redis Sentinel (primary + rep
     const strict = newLocks({ timeout: 100 })
     replicaServer.pause()
     try {
-      await expect(strict.withLock('durable', async () => 'ran', { wait: 300 })).rejects.toMatchObject({ code: 'ERR_SG_LOCK_BUSY' })
+      await expect(strict.withLock('durable', async () => 'ran', { wait: 300 })).rejects.toMatchObject({
+        code: 'ERR_SG_LOCK_BUSY',
+      })
       expect(await primary.exists(lock)).toBe(0) // the unacknowledged lock was given back
     } finally {
       replicaServer.resume()
@@ -70,18 +86,33 @@ describe.skipIf(!redisAvailable)('withLock through Redis Sentinel (primary + rep
         await sentinel().failover()
       },
     })
-    console.log(`[sentinel failover, waitForReplicas] ${result.entries} entries, ${result.violations} violations, ${result.errors.length} failed calls, failover ${result.failoverMs.toFixed(0)} ms`, result.errors.slice(0, 3))
+    console.log(
+      `[sentinel failover, waitForReplicas] ${result.entries} entries, ${result.violations} violations, ${result.errors.length} failed calls, failover ${result.failoverMs.toFixed(0)} ms`,
+      result.errors.slice(0, 3),
+    )
     expect(result.violations).toBe(0)
   }, 180_000)
 
   it('rejects bad Redis options with the option named', () => {
     const client = sentinel().client()
-    expect(() => createLocks({ redis: { client, waitForReplicas: { replicas: 0 } } })).toThrow(expect.objectContaining({ argument: 'redis.waitForReplicas.replicas' }))
-    expect(() => createLocks({ redis: { client, waitForReplicas: { timeout: 'soon' as never } } })).toThrow(expect.objectContaining({ argument: 'redis.waitForReplicas.timeout' }))
-    expect(() => createLocks({ redis: { client, waitForReplicas: { replica: 1 } as never } })).toThrow(expect.objectContaining({ argument: 'redis.waitForReplicas.replica' }))
-    expect(() => createLocks({ redis: { client, shardedPubSub: true } })).toThrow(expect.objectContaining({ argument: 'redis.shardedPubSub' }))
-    expect(() => createLocks({ redis: { client, other: 1 } as never })).toThrow(expect.objectContaining({ argument: 'redis.other' }))
-    expect(() => createLocks({ redis: { client: 'nope' } as never })).toThrow(expect.objectContaining({ argument: 'redis' }))
+    expect(() => createLocks({ redis: { client, waitForReplicas: { replicas: 0 } } })).toThrow(
+      expect.objectContaining({ argument: 'redis.waitForReplicas.replicas' }),
+    )
+    expect(() => createLocks({ redis: { client, waitForReplicas: { timeout: 'soon' as never } } })).toThrow(
+      expect.objectContaining({ argument: 'redis.waitForReplicas.timeout' }),
+    )
+    expect(() => createLocks({ redis: { client, waitForReplicas: { replica: 1 } as never } })).toThrow(
+      expect.objectContaining({ argument: 'redis.waitForReplicas.replica' }),
+    )
+    expect(() => createLocks({ redis: { client, shardedPubSub: true } })).toThrow(
+      expect.objectContaining({ argument: 'redis.shardedPubSub' }),
+    )
+    expect(() => createLocks({ redis: { client, other: 1 } as never })).toThrow(
+      expect.objectContaining({ argument: 'redis.other' }),
+    )
+    expect(() => createLocks({ redis: { client: 'nope' } as never })).toThrow(
+      expect.objectContaining({ argument: 'redis' }),
+    )
     client.disconnect()
   })
 })

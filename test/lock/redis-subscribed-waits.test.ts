@@ -14,7 +14,8 @@ import { sleep, until } from '../support/timing.js'
 describe.skipIf(!redisAvailable)('Redis lock: maxSubscribedWaits', () => {
   const suite = useRedisServer()
 
-  const keyChannels = async (): Promise<number> => ((await suite.admin().pubsub('CHANNELS', 'cap:*')) as string[]).length
+  const keyChannels = async (): Promise<number> =>
+    ((await suite.admin().pubsub('CHANNELS', 'cap:*')) as string[]).length
   /** Channel subscriptions of every client on the server (`sub=` in CLIENT LIST). */
   const subscriptions = async (): Promise<number> =>
     ((await suite.admin().client('LIST')) as string)
@@ -27,18 +28,29 @@ describe.skipIf(!redisAvailable)('Redis lock: maxSubscribedWaits', () => {
     const waiterClient = suite.client()
     const sent = countScripts(waiterClient)
     const holder = createLocks({ redis: holderClient, namespace: 'cap', lease: '5s' })
-    const waiter = createLocks({ redis: { client: waiterClient, maxSubscribedWaits: 5 }, namespace: 'cap', wait: '20s' })
+    const waiter = createLocks({
+      redis: { client: waiterClient, maxSubscribedWaits: 5 },
+      namespace: 'cap',
+      wait: '20s',
+    })
     const KEYS = 20
     const held = await Promise.all(Array.from({ length: KEYS + 1 }, (_, i) => holder.acquire(`k${i}`)))
-    const waits = Array.from({ length: KEYS }, (_, i) => waiter.acquire(`k${i}`).then((handle) => ({ handle, at: performance.now() })))
+    const waits = Array.from({ length: KEYS }, (_, i) =>
+      waiter.acquire(`k${i}`).then((handle) => ({ handle, at: performance.now() })),
+    )
     // 20 first attempts, and the 5 subscribed waits try again once subscribed.
-    await until(() => (sent['acquire.lua']?.calls ?? 0) >= KEYS + 5, 'every waiter to try (and the subscribed ones again)')
+    await until(
+      () => (sent['acquire.lua']?.calls ?? 0) >= KEYS + 5,
+      'every waiter to try (and the subscribed ones again)',
+    )
     await until(async () => (await keyChannels()) >= 5, '5 key channels subscribed')
     const polledBefore = sent['poll-locks.lua']?.keys ?? 0
     await sleep(1_000)
     const polled = (sent['poll-locks.lua']?.keys ?? 0) - polledBefore
     const [channels, subscribed] = [await keyChannels(), await subscriptions()]
-    console.log(`[maxSubscribedWaits 5] ${KEYS} waits: ${channels} key channels, ${subscribed} subscriptions server-wide, ${polled} keys polled in 1 s`)
+    console.log(
+      `[maxSubscribedWaits 5] ${KEYS} waits: ${channels} key channels, ${subscribed} subscriptions server-wide, ${polled} keys polled in 1 s`,
+    )
     expect(channels).toBe(5)
     expect(subscribed).toBe(5) // no fixed channel on a lock backend: nothing else subscribes
     // The 15 poll-only waits poll at least every 250 ms (4/s each); the 5 subscribed ones not at all while the lock is held.
@@ -57,7 +69,9 @@ describe.skipIf(!redisAvailable)('Redis lock: maxSubscribedWaits', () => {
     await Promise.all(held.map((handle) => handle.release()))
     const acquired = await Promise.all(waits) // a LockBusyError here would be a wait past its 20 s deadline
     const slowestMs = Math.max(...acquired.map(({ at }) => at - releasedAt))
-    console.log(`[maxSubscribedWaits 5] all ${KEYS} released: the slowest waiter had its lock ${slowestMs.toFixed(0)} ms later`)
+    console.log(
+      `[maxSubscribedWaits 5] all ${KEYS} released: the slowest waiter had its lock ${slowestMs.toFixed(0)} ms later`,
+    )
     expect(acquired.every(({ handle }, i) => handle.token > held[i]!.token)).toBe(true)
     expect(slowestMs).toBeLessThan(10_000)
     await Promise.all(acquired.map(({ handle }) => handle.release()))

@@ -36,7 +36,8 @@ describe.skipIf(!redisAvailable)('Redis lock: subscriber connection lost', () =>
     clients.push(client)
     const locks = createLocks({ redis: { client, maxPollRate: options.maxPollRate }, namespace: 'subloss' })
     opened.push(locks)
-    const backend = (locks as unknown as { backend: { polls: PollScheduler; notifier: { subscriber?: Redis } } }).backend
+    const backend = (locks as unknown as { backend: { polls: PollScheduler; notifier: { subscriber?: Redis } } })
+      .backend
     return { locks, polls: backend.polls, subscriber: () => backend.notifier.subscriber }
   }
 
@@ -46,7 +47,10 @@ describe.skipIf(!redisAvailable)('Redis lock: subscriber connection lost', () =>
     const held = await holder.locks.acquire('k', { lease: '30s' }) // the lease does not bound the waiter's sleep
     const acquiring = waiter.locks.acquire('k', { wait: '20s' })
     acquiring.catch(() => {}) // awaited below; a failed assertion must not leave it unhandled at close()
-    await until(() => waiter.polls.waits === 1 && waiter.subscriber()?.status === 'ready', 'the waiter to subscribe and sleep')
+    await until(
+      () => waiter.polls.waits === 1 && waiter.subscriber()?.status === 'ready',
+      'the waiter to subscribe and sleep',
+    )
     let backAt = 0
     waiter.subscriber()!.on('ready', () => (backAt ||= performance.now()))
     const polledBefore = waiter.polls.counts.keys
@@ -56,7 +60,10 @@ describe.skipIf(!redisAvailable)('Redis lock: subscriber connection lost', () =>
     // A poll on the drop (sent within 20 ms, answered within a loopback round trip) finds the
     // lock still held: the release then falls where only the poll on the subscriber's return catches it.
     const inFlight = () => (waiter.polls as unknown as { keysInFlight: number }).keysInFlight
-    await until(() => waiter.polls.counts.keys > polledBefore && inFlight() === 0, 'the poll on the drop to be answered')
+    await until(
+      () => waiter.polls.counts.keys > polledBefore && inFlight() === 0,
+      'the poll on the drop to be answered',
+    )
     const releasedAt = performance.now()
     await held.release() // its message is published to nobody
     expect(waiter.subscriber()!.status).not.toBe('ready') // it really fell in the gap
@@ -82,11 +89,19 @@ describe.skipIf(!redisAvailable)('Redis lock: subscriber connection lost', () =>
     const held = await Promise.all(keys.map((key) => holder.locks.acquire(key, { lease: '30s' })))
     const acquiring = keys.map((key) => waiter.locks.acquire(key, { wait: '30s' }))
     for (const promise of acquiring) promise.catch(() => {}) // awaited below
-    await until(() => waiter.polls.waits === 300 && waiter.subscriber()?.status === 'ready', 'the waiters to subscribe and sleep', 10_000)
+    await until(
+      () => waiter.polls.waits === 300 && waiter.subscriber()?.status === 'ready',
+      'the waiters to subscribe and sleep',
+      10_000,
+    )
     const polledBefore = waiter.polls.counts.keys
     const killedAt = performance.now()
     expect(await admin.call('CLIENT', 'KILL', 'TYPE', 'pubsub')).toBeGreaterThanOrEqual(1)
-    await until(() => waiter.subscriber()?.status === 'ready' && performance.now() - killedAt > RECONNECT_MS, 'the subscriber to come back', 5_000)
+    await until(
+      () => waiter.subscriber()?.status === 'ready' && performance.now() - killedAt > RECONNECT_MS,
+      'the subscriber to come back',
+      5_000,
+    )
     await sleep(1_000)
     const spentS = (performance.now() - killedAt) / 1000
     // Lost and restored: up to 600 polls asked for, at most 100 a second (+ the 0.1 s burst) sent.

@@ -54,7 +54,9 @@ describe.skipIf(!redisAvailable)('Redis lock: API', () => {
     const startedAt = performance.now()
     expect(await locks().tryAcquire('busy')).toBeUndefined()
     expect(performance.now() - startedAt).toBeLessThan(1_000)
-    const error = await locks().acquire('busy', { wait: 150 }).catch((e: unknown) => e)
+    const error = await locks()
+      .acquire('busy', { wait: 150 })
+      .catch((e: unknown) => e)
     expect(error).toBeInstanceOf(LockBusyError)
     expect((error as LockBusyError).waitedMs).toBeGreaterThanOrEqual(140)
     expect((error as LockBusyError).code).toBe('ERR_SG_LOCK_BUSY')
@@ -216,7 +218,11 @@ describe.skipIf(!redisAvailable)('Redis lock: robustness', () => {
     await redis.set('claims:{o:job}', 'someone|1') // no TTL
     expect(await locks.runOnce('job', () => 1, { lockAtMostFor: 300 })).toEqual({ ran: false })
     expect(await redis.pttl('claims:{o:job}')).toBeGreaterThan(0)
-    await until(async () => (await locks.runOnce('job', () => 2, { lockAtMostFor: 300 })).ran, 'the planted claim to end', 5_000)
+    await until(
+      async () => (await locks.runOnce('job', () => 2, { lockAtMostFor: 300 })).ran,
+      'the planted claim to end',
+      5_000,
+    )
     await locks.close()
     await server.stop()
   })
@@ -245,7 +251,11 @@ describe.skipIf(!redisAvailable)('Redis lock: robustness', () => {
     const error = await locks.acquire('k', { lease: '30s' }).catch((e: unknown) => e)
     expect(error).toBeInstanceOf(RedisUnavailableError)
     server.resume() // Redis now runs the late acquire, then the release queued behind it
-    await until(async () => (await check.exists('abandoned:{l:k}:lock')) === 0, 'the orphaned lock to be released', 5_000)
+    await until(
+      async () => (await check.exists('abandoned:{l:k}:lock')) === 0,
+      'the orphaned lock to be released',
+      5_000,
+    )
     const held = await locks.tryAcquire('k')
     expect(held).toBeDefined() // not blocked for the 30 s lease
     await held!.release()
@@ -259,7 +269,10 @@ describe.skipIf(!redisAvailable)('Redis lock: robustness', () => {
     const locks = createLocks({ redis, namespace: 'closing' })
     const held = await locks.acquire('k')
     // Observed at once: the wait may end (rejected) before close() resolves.
-    const waiting = locks.acquire('k', { wait: '30s' }).then(() => 'acquired', (error: unknown) => error)
+    const waiting = locks.acquire('k', { wait: '30s' }).then(
+      () => 'acquired',
+      (error: unknown) => error,
+    )
     await new Promise((resolve) => setTimeout(resolve, 50))
     await locks.close()
     expect(await waiting).toBeInstanceOf(LocksClosedError)

@@ -1,7 +1,14 @@
 /** Redlock against 5 real, independent redis-servers. */
 import type { Redis } from 'ioredis'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { createLocks, FencingUnsupportedError, LockBackendError, LockBusyError, LockLostError, type Locks } from '../../src/index.js'
+import {
+  createLocks,
+  FencingUnsupportedError,
+  LockBackendError,
+  LockBusyError,
+  LockLostError,
+  type Locks,
+} from '../../src/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { until } from '../support/timing.js'
 import { forkWorker, type Worker } from '../support/workers.js'
@@ -15,7 +22,9 @@ describe.skipIf(!redisAvailable)('Redlock over 5 redis-servers', () => {
   beforeEach(async () => {
     servers = await Promise.all(Array.from({ length: 5 }, () => startRedis()))
     // One retry, no offline queue: a dead node answers "no" at once instead of queueing.
-    clients = servers.map((server) => server.client({ maxRetriesPerRequest: 1, enableOfflineQueue: false }).on('error', () => {})) // killed nodes: expected
+    clients = servers.map((server) =>
+      server.client({ maxRetriesPerRequest: 1, enableOfflineQueue: false }).on('error', () => {}),
+    ) // killed nodes: expected
     await Promise.all(clients.map((client) => until(() => client.status === 'ready', 'the node client to connect')))
     locks = createLocks({ redlock: { nodes: clients, nodeTimeout: 200 }, namespace: 'coupons' })
   })
@@ -26,7 +35,11 @@ describe.skipIf(!redisAvailable)('Redlock over 5 redis-servers', () => {
     await Promise.all(servers.map((server) => server.stop()))
   })
 
-  const holders = async (key: string) => (await Promise.all(clients.map((c) => c.exists(`coupons:{l:${key}}:lock`).catch(() => 0)))).reduce((a, b) => a + b, 0)
+  const holders = async (key: string) =>
+    (await Promise.all(clients.map((c) => c.exists(`coupons:{l:${key}}:lock`).catch(() => 0)))).reduce(
+      (a, b) => a + b,
+      0,
+    )
 
   it('takes the lock on a quorum, releases it on all nodes, and withholds the token', async () => {
     const held = await locks.acquire('k')
@@ -54,14 +67,16 @@ describe.skipIf(!redisAvailable)('Redlock over 5 redis-servers', () => {
     expect(performance.now() - startedAt).toBeLessThan(5_000)
   })
 
-  it('nodes restarting empty do not let a second holder in while the first holder\'s validity lasts', async () => {
+  it("nodes restarting empty do not let a second holder in while the first holder's validity lasts", async () => {
     const first = await locks.acquire('k', { lease: '10s' })
     // Two of the five forget the lock (a restart without persistence).
     for (const index of [1, 3]) {
       await servers[index]!.kill()
       await servers[index]!.restart()
     }
-    await Promise.all(clients.map((client) => until(() => client.status === 'ready', 'the node clients to reconnect', 15_000)))
+    await Promise.all(
+      clients.map((client) => until(() => client.status === 'ready', 'the node clients to reconnect', 15_000)),
+    )
     const other = createLocks({ redlock: clients, namespace: 'coupons' })
     expect(await other.tryAcquire('k')).toBeUndefined() // 2 votes of 5: no quorum
     await expect(other.acquire('k', { wait: 300 })).rejects.toBeInstanceOf(LockBusyError)
@@ -81,8 +96,16 @@ describe.skipIf(!redisAvailable)('Redlock over 5 redis-servers', () => {
   })
 
   it('the documented hazard: a holder SIGSTOPped past its validity lets another process in', async () => {
-    const env = { LOCK_WORKER_CONFIG: JSON.stringify({ backend: { ports: servers.map((s) => s.port) }, checkPort: servers[0]!.port }) }
-    const paused = await forkWorker(new URL('./lock-worker.ts', import.meta.url), { args: [new URL('./coupons/factories/redlock.ts', import.meta.url).pathname], env })
+    const env = {
+      LOCK_WORKER_CONFIG: JSON.stringify({
+        backend: { ports: servers.map((s) => s.port) },
+        checkPort: servers[0]!.port,
+      }),
+    }
+    const paused = await forkWorker(new URL('./lock-worker.ts', import.meta.url), {
+      args: [new URL('./coupons/factories/redlock.ts', import.meta.url).pathname],
+      env,
+    })
     workers.push(paused)
     const ask = <T>(request: LockWorkerRequest) => paused.request<T>(request, 30_000)
     const { token } = await ask<{ token: string | null }>({ op: 'acquire', key: 'k', lease: 800, wait: 0 })
@@ -94,7 +117,11 @@ describe.skipIf(!redisAvailable)('Redlock over 5 redis-servers', () => {
     // backend (or etcd/ZooKeeper/PostgreSQL) when correctness, not efficiency, is at stake.
     expect(intruder.signal.aborted).toBe(false)
     paused.kill('SIGCONT')
-    await until(async () => (await ask<{ aborted: boolean }>({ op: 'state', key: 'k' })).aborted, 'the paused holder to see the loss once it runs', 10_000)
+    await until(
+      async () => (await ask<{ aborted: boolean }>({ op: 'state', key: 'k' })).aborted,
+      'the paused holder to see the loss once it runs',
+      10_000,
+    )
     await intruder.release()
   }, 60_000)
 })

@@ -39,7 +39,10 @@ const running: Schedule[] = []
 
 async function claimedAt(store: keyof typeof stores, job: string): Promise<string> {
   if (store === 'redis') return String((await redis.get(claimKey(NAMESPACE, job)))?.split('|')[1])
-  const { rows } = await pool.query(`SELECT (extract(epoch FROM locked_at) * 1000)::bigint AS at FROM "${schema}".run_once WHERE name = $1`, [job])
+  const { rows } = await pool.query(
+    `SELECT (extract(epoch FROM locked_at) * 1000)::bigint AS at FROM "${schema}".run_once WHERE name = $1`,
+    [job],
+  )
   return String(rows[0]?.at)
 }
 
@@ -53,13 +56,21 @@ async function start(plan: StartSchedule): Promise<void> {
             plan.job,
             async () => {
               const at = await claimedAt(store, plan.job)
-              const { rows } = await pool.query('INSERT INTO runs (store, job, tick_at, claimed_at, pid) VALUES ($1, $2, $3, $4, $5) RETURNING (SELECT count(*) FROM runs WHERE store = $1 AND job = $2)::int AS before', [store, plan.job, tick.at.getTime(), at, process.pid])
+              const { rows } = await pool.query(
+                'INSERT INTO runs (store, job, tick_at, claimed_at, pid) VALUES ($1, $2, $3, $4, $5) RETURNING (SELECT count(*) FROM runs WHERE store = $1 AND job = $2)::int AS before',
+                [store, plan.job, tick.at.getTime(), at, process.pid],
+              )
               if (plan.hangFirst && rows[0].before === 0) await new Promise(() => {}) // the parent SIGKILLs us here
             },
             { lockAtMostFor: plan.lockAtMostFor, lockAtLeastFor: plan.lockAtLeastFor },
           )
         },
-        { every: plan.everyMs, startAt: plan.startAt, maxTicks: plan.ticks, onError: (error) => console.error(`[${store}] tick failed:`, error) },
+        {
+          every: plan.everyMs,
+          startAt: plan.startAt,
+          maxTicks: plan.ticks,
+          onError: (error) => console.error(`[${store}] tick failed:`, error),
+        },
       ),
     )
   }

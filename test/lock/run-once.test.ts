@@ -4,14 +4,33 @@
  */
 import type { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createLocks, InvalidArgumentError, LockBackendError, RedisUnavailableError, schedule, type LockBackend, type Locks } from '../../src/lock/index.js'
-import { createMariaDatabase, createPostgresDatabase, mariadbAvailable, postgresAvailable, type TestDatabase, type TestMariaDatabase } from '../support/databases.js'
+import {
+  createLocks,
+  InvalidArgumentError,
+  LockBackendError,
+  RedisUnavailableError,
+  schedule,
+  type LockBackend,
+  type Locks,
+} from '../../src/lock/index.js'
+import {
+  createMariaDatabase,
+  createPostgresDatabase,
+  mariadbAvailable,
+  postgresAvailable,
+  type TestDatabase,
+  type TestMariaDatabase,
+} from '../support/databases.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { freePort } from '../support/managed-process.js'
 import { gate, until } from '../support/timing.js'
 
 type Store = 'redis' | 'postgres' | 'mysql'
-const stores: Store[] = [...(redisAvailable ? (['redis'] as const) : []), ...(postgresAvailable ? (['postgres'] as const) : []), ...(mariadbAvailable ? (['mysql'] as const) : [])]
+const stores: Store[] = [
+  ...(redisAvailable ? (['redis'] as const) : []),
+  ...(postgresAvailable ? (['postgres'] as const) : []),
+  ...(mariadbAvailable ? (['mysql'] as const) : []),
+]
 
 describe.skipIf(stores.length === 0)('runOnce', () => {
   let redisServer: RedisServer | undefined
@@ -43,71 +62,90 @@ describe.skipIf(stores.length === 0)('runOnce', () => {
     await Promise.all([redisServer?.stop(), pg?.drop(), maria?.drop()])
   })
 
-  it.each(stores)('%s: of 8 instances firing one tick at once, exactly one runs; the others skip at once, without waiting', async (store) => {
-    const instances = await Promise.all(Array.from({ length: 8 }, () => locksOn(store)))
-    const release = gate()
-    let runs = 0
-    const results = instances.map((locks) =>
-      locks.runOnce(
-        'tick-once',
-        async () => {
-          runs++
+  it.each(stores)(
+    '%s: of 8 instances firing one tick at once, exactly one runs; the others skip at once, without waiting',
+    async (store) => {
+      const instances = await Promise.all(Array.from({ length: 8 }, () => locksOn(store)))
+      const release = gate()
+      let runs = 0
+      const results = instances.map((locks) =>
+        locks.runOnce(
+          'tick-once',
+          async () => {
+            runs++
+            await release.promise
+            return 'done'
+          },
+          { lockAtMostFor: '1m' },
+        ),
+      )
+      // every skipper answers while the runner is still running: none waited for it
+      await until(() => runs === 1, 'the runner to start')
+      const settled: unknown[] = []
+      results.forEach((result) => void result.then((r) => settled.push(r)))
+      await until(() => settled.length === 7, 'the 7 skippers to answer while the runner still runs')
+      expect(settled).toEqual(Array.from({ length: 7 }, () => ({ ran: false })))
+      release.open()
+      expect(await Promise.all(results)).toContainEqual({ ran: true, value: 'done' })
+      expect(runs).toBe(1)
+    },
+  )
+
+  it.each(stores)(
+    '%s: lockAtLeastFor keeps the claim after a fast run; after it, the job runs again; its error propagates to the runner',
+    async (store) => {
+      const locks = await locksOn(store)
+      const options = { lockAtMostFor: '1m', lockAtLeastFor: 600 }
+      const started = performance.now()
+      expect(await locks.runOnce('fast', () => 1, options)).toEqual({ ran: true, value: 1 })
+      expect(await locks.runOnce('fast', () => 2, options)).toEqual({ ran: false })
+      await until(
+        async () => (await locks.runOnce('fast', () => 3, options)).ran,
+        'the claim to end after lockAtLeastFor',
+        10_000,
+      )
+      // by the store's clock; this process's clock can only differ by rate, not offset
+      expect(performance.now() - started).toBeGreaterThanOrEqual(600 - 10)
+
+      const boom = new Error('job failed')
+      await expect(
+        locks.runOnce('failing', () => Promise.reject(boom), { lockAtMostFor: '1m', lockAtLeastFor: '1m' }),
+      ).rejects.toBe(boom)
+      // a failed run still counts for this tick: nobody reruns it at once
+      expect(await locks.runOnce('failing', () => 'again', { lockAtMostFor: '1m' })).toEqual({ ran: false })
+    },
+  )
+
+  it.each(stores)(
+    '%s: an expired claim (lockAtMostFor passed) lets the next instance in, and the overrunning job sees its signal abort',
+    async (store) => {
+      const [a, b] = [await locksOn(store), await locksOn(store)]
+      const release = gate()
+      let aborted: unknown
+      let started = false
+      const long = a.runOnce(
+        'overrun',
+        async ({ signal }) => {
+          started = true
+          await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }))
+          aborted = signal.reason
           await release.promise
-          return 'done'
         },
-        { lockAtMostFor: '1m' },
-      ),
-    )
-    // every skipper answers while the runner is still running: none waited for it
-    await until(() => runs === 1, 'the runner to start')
-    const settled: unknown[] = []
-    results.forEach((result) => void result.then((r) => settled.push(r)))
-    await until(() => settled.length === 7, 'the 7 skippers to answer while the runner still runs')
-    expect(settled).toEqual(Array.from({ length: 7 }, () => ({ ran: false })))
-    release.open()
-    expect(await Promise.all(results)).toContainEqual({ ran: true, value: 'done' })
-    expect(runs).toBe(1)
-  })
-
-  it.each(stores)('%s: lockAtLeastFor keeps the claim after a fast run; after it, the job runs again; its error propagates to the runner', async (store) => {
-    const locks = await locksOn(store)
-    const options = { lockAtMostFor: '1m', lockAtLeastFor: 600 }
-    const started = performance.now()
-    expect(await locks.runOnce('fast', () => 1, options)).toEqual({ ran: true, value: 1 })
-    expect(await locks.runOnce('fast', () => 2, options)).toEqual({ ran: false })
-    await until(async () => (await locks.runOnce('fast', () => 3, options)).ran, 'the claim to end after lockAtLeastFor', 10_000)
-    // by the store's clock; this process's clock can only differ by rate, not offset
-    expect(performance.now() - started).toBeGreaterThanOrEqual(600 - 10)
-
-    const boom = new Error('job failed')
-    await expect(locks.runOnce('failing', () => Promise.reject(boom), { lockAtMostFor: '1m', lockAtLeastFor: '1m' })).rejects.toBe(boom)
-    // a failed run still counts for this tick: nobody reruns it at once
-    expect(await locks.runOnce('failing', () => 'again', { lockAtMostFor: '1m' })).toEqual({ ran: false })
-  })
-
-  it.each(stores)('%s: an expired claim (lockAtMostFor passed) lets the next instance in, and the overrunning job sees its signal abort', async (store) => {
-    const [a, b] = [await locksOn(store), await locksOn(store)]
-    const release = gate()
-    let aborted: unknown
-    let started = false
-    const long = a.runOnce(
-      'overrun',
-      async ({ signal }) => {
-        started = true
-        await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }))
-        aborted = signal.reason
-        await release.promise
-      },
-      { lockAtMostFor: 500 },
-    )
-    await until(() => started, 'the first instance to start the job')
-    await until(async () => (await b.runOnce('overrun', () => 'second', { lockAtMostFor: '1m', lockAtLeastFor: '1m' })).ran, 'the claim to expire', 10_000)
-    expect((aborted as Error | undefined)?.name).toBe('LockLostError')
-    release.open()
-    expect((await long).ran).toBe(true)
-    // the overrunning instance's finish did not end the second instance's claim
-    expect(await a.runOnce('overrun', () => 'third', { lockAtMostFor: '1m' })).toEqual({ ran: false })
-  })
+        { lockAtMostFor: 500 },
+      )
+      await until(() => started, 'the first instance to start the job')
+      await until(
+        async () => (await b.runOnce('overrun', () => 'second', { lockAtMostFor: '1m', lockAtLeastFor: '1m' })).ran,
+        'the claim to expire',
+        10_000,
+      )
+      expect((aborted as Error | undefined)?.name).toBe('LockLostError')
+      release.open()
+      expect((await long).ran).toBe(true)
+      // the overrunning instance's finish did not end the second instance's claim
+      expect(await a.runOnce('overrun', () => 'third', { lockAtMostFor: '1m' })).toEqual({ ran: false })
+    },
+  )
 
   it('bad input is InvalidArgumentError naming it; a backend without claims says so; PostgreSQL down is LockBackendError, Redis down RedisUnavailableError; the job does not run', async () => {
     const locks = await locksOn(stores[0]!)
@@ -133,7 +171,9 @@ describe.skipIf(stores.length === 0)('runOnce', () => {
       const down = await pg.pool({ port: await freePort(), connectionTimeoutMillis: 0 })
       const onDown = createLocks({ postgres: { pool: down, timeout: 2_000 }, namespace: 'run-once' })
       let ran = false
-      await expect(onDown.runOnce('job', () => (ran = true), { lockAtMostFor: '1m' })).rejects.toBeInstanceOf(LockBackendError)
+      await expect(onDown.runOnce('job', () => (ran = true), { lockAtMostFor: '1m' })).rejects.toBeInstanceOf(
+        LockBackendError,
+      )
       expect(ran).toBe(false)
     }
     if (redisServer) {
@@ -143,7 +183,9 @@ describe.skipIf(stores.length === 0)('runOnce', () => {
       doomed.disconnect()
       await until(() => doomed.status === 'end', 'the client to close')
       let ran = false
-      await expect(onDead.runOnce('job', () => (ran = true), { lockAtMostFor: '1m' })).rejects.toBeInstanceOf(RedisUnavailableError)
+      await expect(onDead.runOnce('job', () => (ran = true), { lockAtMostFor: '1m' })).rejects.toBeInstanceOf(
+        RedisUnavailableError,
+      )
       expect(ran).toBe(false)
     }
   })

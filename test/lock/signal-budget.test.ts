@@ -18,7 +18,7 @@ const ROUNDS = 100
 function dependants(signal: AbortSignal): number | undefined {
   const symbol = Object.getOwnPropertySymbols(signal).find((s) => s.description === 'kDependantSignals')
   if (!symbol) return undefined
-  return ((signal as unknown as Record<symbol, Set<unknown> | undefined>)[symbol]?.size) ?? 0
+  return (signal as unknown as Record<symbol, Set<unknown> | undefined>)[symbol]?.size ?? 0
 }
 
 /** Whether this Node keeps the set at all (a probe any() shows up in it). */
@@ -28,9 +28,12 @@ const countable = dependants(probe.signal) === 1
 
 /** Every long-lived signal a Locks and its backend hold, by name. */
 function longLived(locks: Locks<unknown>): Record<string, AbortSignal> {
-  const found: Record<string, AbortSignal> = { 'Locks.closing': (locks as unknown as { closing: AbortController }).closing.signal }
+  const found: Record<string, AbortSignal> = {
+    'Locks.closing': (locks as unknown as { closing: AbortController }).closing.signal,
+  }
   const backend = (locks as unknown as { backend: Record<string, unknown> }).backend
-  for (const [name, value] of Object.entries(backend)) if (value instanceof AbortController) found[`backend.${name}`] = value.signal
+  for (const [name, value] of Object.entries(backend))
+    if (value instanceof AbortController) found[`backend.${name}`] = value.signal
   return found
 }
 
@@ -79,4 +82,5 @@ describe.skipIf(!countable)('long-lived signals do not grow with acquisitions', 
   })
 })
 
-if (!countable) console.warn('signal-budget: skipped, this Node keeps no dependants set on AbortSignal (nothing to leak there)')
+if (!countable)
+  console.warn('signal-budget: skipped, this Node keeps no dependants set on AbortSignal (nothing to leak there)')

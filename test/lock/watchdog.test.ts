@@ -23,11 +23,17 @@ describe.skipIf(!redisAvailable)('lease watchdog', () => {
     await server?.stop()
   })
 
-  it('aborts the cache loader\'s signal at the lease deadline while its renewal hangs on a black-holed connection (issue 10 item 11)', async () => {
+  it("aborts the cache loader's signal at the lease deadline while its renewal hangs on a black-holed connection (issue 10 item 11)", async () => {
     const proxy = await startBlackholeProxy(server.port)
     const cut = new Redis({ port: proxy.port, host: '127.0.0.1', maxRetriesPerRequest: null })
     const other = server.client()
-    const cache = createCache({ redis: cut, ttl: '1m', lock: { lease: LEASE_MS, maxHold: '60s' }, redisTimeout: COMMAND_TIMEOUT_MS, namespace: 'wd-cache' })
+    const cache = createCache({
+      redis: cut,
+      ttl: '1m',
+      lock: { lease: LEASE_MS, maxHold: '60s' },
+      redisTimeout: COMMAND_TIMEOUT_MS,
+      namespace: 'wd-cache',
+    })
     let startedAt = 0
     let abortedAt = 0
     let reason: unknown
@@ -53,15 +59,21 @@ describe.skipIf(!redisAvailable)('lease watchdog', () => {
     const heldMs = abortedAt - startedAt
     expect(heldMs).toBeLessThan(LEASE_MS + 1_500) // generous; it is ≤ lease − margin after the lookup was sent
     // The lock really has expired on the server by the time another process could take it.
-    await until(async () => (await other.exists('wd-cache:{k:k}:lock')) === 0, 'the lock to expire on the server', 5_000)
-    console.log(`[watchdog] cache loader: signal aborted ${heldMs.toFixed(0)} ms after the loader started (lease ${LEASE_MS} ms, renewal hanging for up to ${COMMAND_TIMEOUT_MS} ms)`)
+    await until(
+      async () => (await other.exists('wd-cache:{k:k}:lock')) === 0,
+      'the lock to expire on the server',
+      5_000,
+    )
+    console.log(
+      `[watchdog] cache loader: signal aborted ${heldMs.toFixed(0)} ms after the loader started (lease ${LEASE_MS} ms, renewal hanging for up to ${COMMAND_TIMEOUT_MS} ms)`,
+    )
     cut.disconnect()
     await proxy.close()
     await load.catch(() => {})
     await cache.close().catch(() => {})
   }, 40_000)
 
-  it('aborts a held lock\'s signal before another holder can get in, while the renewal hangs', async () => {
+  it("aborts a held lock's signal before another holder can get in, while the renewal hangs", async () => {
     const proxy = await startBlackholeProxy(server.port)
     const cut = new Redis({ port: proxy.port, host: '127.0.0.1', maxRetriesPerRequest: null })
     const direct = server.client()
@@ -78,7 +90,9 @@ describe.skipIf(!redisAvailable)('lease watchdog', () => {
     expect(held.signal.aborted).toBe(true)
     expect(held.signal.reason).toBeInstanceOf(LockLostError)
     expect(abortedAt - acquiredAt).toBeLessThan(LEASE_MS + 1_500)
-    console.log(`[watchdog] withLock: signal aborted at ${(abortedAt - acquiredAt).toFixed(0)} ms, next holder in at ${(otherAt - acquiredAt).toFixed(0)} ms (lease ${LEASE_MS} ms)`)
+    console.log(
+      `[watchdog] withLock: signal aborted at ${(abortedAt - acquiredAt).toFixed(0)} ms, next holder in at ${(otherAt - acquiredAt).toFixed(0)} ms (lease ${LEASE_MS} ms)`,
+    )
     await other.release()
     cut.disconnect()
     await proxy.close()

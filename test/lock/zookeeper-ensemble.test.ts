@@ -32,7 +32,12 @@ describe.skipIf(!zookeeperAvailable || !redisAvailable)('ZooKeeper lock backend 
   })
 
   it('the leader is killed mid-contention: the lock keeps working on the other two, never with two holders', async () => {
-    const env = { LOCK_BACKEND: 'zookeeper', ZK_CONNECT: ensemble.connectionString, ZK_SESSION_MS: '2000', REDIS_URL: redisServer.url }
+    const env = {
+      LOCK_BACKEND: 'zookeeper',
+      ZK_CONNECT: ensemble.connectionString,
+      ZK_SESSION_MS: '2000',
+      REDIS_URL: redisServer.url,
+    }
     workers = await Promise.all(Array.from({ length: 3 }, () => forkWorker(WORKER, { env })))
     await contendThroughLeaderLoss('zookeeper ensemble', workers, redis, async () => {
       for (const server of ensemble.servers) {
@@ -53,7 +58,9 @@ describe.skipIf(!zookeeperAvailable || !redisAvailable)('ZooKeeper lock backend 
     const startedAt = performance.now()
     const error = await locks.acquire('quorum-key', { wait: '3s' }).catch((err: unknown) => err)
     const elapsed = performance.now() - startedAt
-    console.log(`[zookeeper ensemble] acquire without a quorum failed after ${elapsed.toFixed(0)} ms: ${(error as Error).message}`)
+    console.log(
+      `[zookeeper ensemble] acquire without a quorum failed after ${elapsed.toFixed(0)} ms: ${(error as Error).message}`,
+    )
     expect(error).toBeInstanceOf(LockBackendError)
     expect(elapsed).toBeLessThan(3_000)
     await locks.close()

@@ -4,17 +4,24 @@ import { postgresAvailable } from '../support/databases.js'
 import { startZooKeeper, zookeeperAvailable, type ZooKeeperEnsemble } from '../support/zookeeper.js'
 import { expectNeverOversold, runCouponContest } from './coupons/harness.js'
 
-describe.skipIf(!zookeeperAvailable || !postgresAvailable)('coupon contest on ZooKeeper: 1,000 coupons, 1,200 users, 4 processes', () => {
-  let server: ZooKeeperEnsemble
-  beforeAll(async () => {
-    server = await startZooKeeper()
-  })
-  afterAll(async () => {
-    await server?.stop()
-  })
+describe.skipIf(!zookeeperAvailable || !postgresAvailable)(
+  'coupon contest on ZooKeeper: 1,000 coupons, 1,200 users, 4 processes',
+  () => {
+    let server: ZooKeeperEnsemble
+    beforeAll(async () => {
+      server = await startZooKeeper()
+    })
+    afterAll(async () => {
+      await server?.stop()
+    })
 
-  it('never oversold, issued == decremented', async () => {
-    const result = await runCouponContest({ kind: 'zookeeper', factory: new URL('./zookeeper.coupons-factory.ts', import.meta.url), backend: { connectionString: server.connectionString } })
-    expectNeverOversold(result)
-  }, 300_000)
-})
+    it('never oversold, issued == decremented', async () => {
+      const result = await runCouponContest({
+        kind: 'zookeeper',
+        factory: new URL('./zookeeper.coupons-factory.ts', import.meta.url),
+        backend: { connectionString: server.connectionString },
+      })
+      expectNeverOversold(result)
+    }, 300_000)
+  },
+)

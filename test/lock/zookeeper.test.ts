@@ -11,7 +11,12 @@ import { createLocks, type Locks, type ZooKeeperFencedWrites } from '../../src/l
 import { until } from '../support/timing.js'
 import { forkWorker, type Worker } from '../support/workers.js'
 import { connectZooKeeper, startZooKeeper, zookeeperAvailable, type ZooKeeperEnsemble } from '../support/zookeeper.js'
-import { expectBusyThenHandOff, handOffAfterCrash, pausedHolderIsFenced, queueInOrder } from './etcd-zookeeper-scenarios.js'
+import {
+  expectBusyThenHandOff,
+  handOffAfterCrash,
+  pausedHolderIsFenced,
+  queueInOrder,
+} from './etcd-zookeeper-scenarios.js'
 
 const WORKER = new URL('./etcd-zookeeper-worker.ts', import.meta.url)
 const SESSION_MS = 1_000
@@ -27,7 +32,8 @@ describe.skipIf(!zookeeperAvailable)('ZooKeeper lock backend (standalone server)
   let keyCount = 0
   const freshKey = () => `zk-test.${process.pid}.${++keyCount}`
   const lockPath = (key: string) => `/sg-lock/${encodeURIComponent(key).replace(/\./g, '%2E')}`
-  const queueLength = async (key: string) => (await zk<string[]>((cb) => client.getChildren(lockPath(key), cb)).catch(() => [])).length
+  const queueLength = async (key: string) =>
+    (await zk<string[]>((cb) => client.getChildren(lockPath(key), cb)).catch(() => [])).length
   const spawn = async (count: number) => {
     const env = { LOCK_BACKEND: 'zookeeper', ZK_CONNECT: server.connectionString, ZK_SESSION_MS: String(SESSION_MS) }
     const forked = await Promise.all(Array.from({ length: count }, () => forkWorker(WORKER, { env })))
@@ -52,7 +58,10 @@ describe.skipIf(!zookeeperAvailable)('ZooKeeper lock backend (standalone server)
   it('takes a free lock, reports a held one busy, hands it over with a greater token, and leaves no path behind', async () => {
     const key = freshKey()
     await expectBusyThenHandOff(locks, key, queueLength)
-    await until(async () => !(await zk<unknown>((cb) => client.exists(lockPath(key), cb))), "the key's path to be removed")
+    await until(
+      async () => !(await zk<unknown>((cb) => client.exists(lockPath(key), cb))),
+      "the key's path to be removed",
+    )
   })
 
   it('FIFO: 10 waiters get the lock in the order they queued, with increasing tokens', async () => {
@@ -83,7 +92,9 @@ describe.skipIf(!zookeeperAvailable)('ZooKeeper lock backend (standalone server)
   it('a SIGKILLed holder is followed by the next holder within about one session timeout', async () => {
     const [holder, waiter] = await spawn(2)
     const handOffMs = await handOffAfterCrash(holder!, waiter!, freshKey(), queueLength)
-    console.log(`[zookeeper] hand-off after SIGKILL of the holder: ${handOffMs.toFixed(0)} ms (session timeout ${SESSION_MS} ms)`)
+    console.log(
+      `[zookeeper] hand-off after SIGKILL of the holder: ${handOffMs.toFixed(0)} ms (session timeout ${SESSION_MS} ms)`,
+    )
     expect(handOffMs).toBeLessThan(4 * SESSION_MS)
   })
 
@@ -95,7 +106,10 @@ describe.skipIf(!zookeeperAvailable)('ZooKeeper lock backend (standalone server)
     await pausedHolderIsFenced(paused!, next!, key, data, queueLength, async () => {
       // Its client learns of the expiry when it reconnects; a write sent meanwhile fails
       // with CONNECTION_LOSS (outcome unknown: a LockBackendError), so write once it knows.
-      await until(async () => (await paused!.request<{ sessionExpired: boolean }>({ op: 'status' })).sessionExpired, 'the paused client to learn its session expired')
+      await until(
+        async () => (await paused!.request<{ sessionExpired: boolean }>({ op: 'status' })).sessionExpired,
+        'the paused client to learn its session expired',
+      )
     })
     expect((await zk<Buffer>((cb) => client.getData(data, cb))).toString()).toBe('next holder')
   })

@@ -11,10 +11,20 @@ import { tsxExecArgv } from '../../load/fork-ts.js'
 const here = (path: string) => fileURLToPath(new URL(path, import.meta.url))
 
 function runWithoutOtel(...entries: string[]) {
-  const child = spawnSync(process.execPath, [...tsxExecArgv(), '--import', here('./fixtures/block-otel.mjs'), here('./fixtures/use-without-otel.ts'), ...entries.map(here)], {
-    encoding: 'utf8',
-    timeout: 60_000,
-  })
+  const child = spawnSync(
+    process.execPath,
+    [
+      ...tsxExecArgv(),
+      '--import',
+      here('./fixtures/block-otel.mjs'),
+      here('./fixtures/use-without-otel.ts'),
+      ...entries.map(here),
+    ],
+    {
+      encoding: 'utf8',
+      timeout: 60_000,
+    },
+  )
   return { code: child.status, out: `${child.stdout}\n${child.stderr}` }
 }
 

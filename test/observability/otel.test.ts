@@ -5,9 +5,26 @@
 import type { Redis } from 'ioredis'
 import { context, trace, SpanStatusCode } from '@opentelemetry/api'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { createCache, InvalidArgumentError, LockWaitTimeoutError, RemoteLoaderError, type Cache, type CacheOptions } from '../../src/index.js'
+import {
+  createCache,
+  InvalidArgumentError,
+  LockWaitTimeoutError,
+  RemoteLoaderError,
+  type Cache,
+  type CacheOptions,
+} from '../../src/index.js'
 import { instrument, type Instrumentation } from '../../src/observability/index.js'
-import { attributesOf, countOf, enableContext, metricsHarness, pointOf, tracesHarness, valueOf, type MetricsHarness, type TracesHarness } from '../support/otel.js'
+import {
+  attributesOf,
+  countOf,
+  enableContext,
+  metricsHarness,
+  pointOf,
+  tracesHarness,
+  valueOf,
+  type MetricsHarness,
+  type TracesHarness,
+} from '../support/otel.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { gate, sleep, until } from '../support/timing.js'
 import { runScriptedSequence, SEQUENCE_CACHE_OPTIONS } from './scripted-sequence.js'
@@ -38,14 +55,23 @@ describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server'
   function instrumented(options: Partial<CacheOptions> = {}, extra: Parameters<typeof instrument>[1] = {}): Cache {
     const cache = createCache({ redis, ttl: '30s', ...options })
     caches.push(cache)
-    instrumentations.push(instrument(cache, { meter: metrics.provider.getMeter('test'), tracer: traces.provider.getTracer('test'), ...extra }))
+    instrumentations.push(
+      instrument(cache, {
+        meter: metrics.provider.getMeter('test'),
+        tracer: traces.provider.getTracer('test'),
+        ...extra,
+      }),
+    )
     return cache
   }
 
   /** Script runs on the server since the last CONFIG RESETSTAT (INFO commandstats). */
   const scriptRuns = async () => {
     const info = await redis.info('commandstats')
-    return [...info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)].reduce((sum, match) => sum + Number(match[1]), 0)
+    return [...info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)].reduce(
+      (sum, match) => sum + Number(match[1]),
+      0,
+    )
   }
 
   const fresh = () => {
@@ -58,7 +84,9 @@ describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server'
     const cache = instrumented(SEQUENCE_CACHE_OPTIONS)
     const tracer = traces.provider.getTracer('app')
     // Each call inside a span of its own, as a request handler's would be.
-    await runScriptedSequence(cache, (step, call) => tracer.startActiveSpan(`request ${step}`, (span) => call().finally(() => span.end())))
+    await runScriptedSequence(cache, (step, call) =>
+      tracer.startActiveSpan(`request ${step}`, (span) => call().finally(() => span.end())),
+    )
 
     const m = await metrics.collect()
     expect(valueOf(m, 'stampede_guard.cache.hits', { 'stampede_guard.tier': 'l1' })).toBe(3)
@@ -68,12 +96,33 @@ describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server'
     expect(valueOf(m, 'stampede_guard.cache.misses')).toBe(2) // product:1, and the failing product:2
     expect(valueOf(m, 'stampede_guard.cache.leads')).toBe(3) // both misses and the background refresh won the lock
     expect(valueOf(m, 'stampede_guard.cache.loads', { 'stampede_guard.load.result': 'ok' })).toBe(2)
-    expect(valueOf(m, 'stampede_guard.cache.loads', { 'stampede_guard.load.result': 'error', 'error.type': 'PriceServiceDown' })).toBe(1)
+    expect(
+      valueOf(m, 'stampede_guard.cache.loads', {
+        'stampede_guard.load.result': 'error',
+        'error.type': 'PriceServiceDown',
+      }),
+    ).toBe(1)
     expect(countOf(m, 'stampede_guard.cache.load.duration', { 'stampede_guard.load.result': 'ok' })).toBe(2)
     expect(countOf(m, 'stampede_guard.cache.load.duration', { 'stampede_guard.load.result': 'error' })).toBe(1)
     expect(m.get('stampede_guard.cache.load.duration')?.descriptor.unit).toBe('s')
-    for (const name of ['coalesced', 'waits', 'fenced', 'locks_lost', 'redis_errors', 'timeouts', 'fail_safe', 'corrupt', 'uncacheable', 'circuit.opens', 'waits_capped', 'tag_invalidations']) {
-      const total = ((m.get(`stampede_guard.cache.${name}`)?.dataPoints ?? []) as { value: number }[]).reduce((sum, point) => sum + point.value, 0)
+    for (const name of [
+      'coalesced',
+      'waits',
+      'fenced',
+      'locks_lost',
+      'redis_errors',
+      'timeouts',
+      'fail_safe',
+      'corrupt',
+      'uncacheable',
+      'circuit.opens',
+      'waits_capped',
+      'tag_invalidations',
+    ]) {
+      const total = ((m.get(`stampede_guard.cache.${name}`)?.dataPoints ?? []) as { value: number }[]).reduce(
+        (sum, point) => sum + point.value,
+        0,
+      )
       expect(total, name).toBe(0)
     }
     expect(valueOf(m, 'stampede_guard.cache.circuit.open')).toBe(0)
@@ -82,7 +131,8 @@ describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server'
     expect([stats.hit, stats.stale, stats.miss, stats.load]).toEqual([3, 1, 2, 3])
 
     // Keys are not attributes unless a keyLabel hook is given.
-    for (const name of m.keys()) for (const attributes of attributesOf(m, name)) expect(JSON.stringify(attributes)).not.toContain('product:')
+    for (const name of m.keys())
+      for (const attributes of attributesOf(m, name)) expect(JSON.stringify(attributes)).not.toContain('product:')
 
     // Spans: one per load. Foreground loads are children of the caller's span; the background
     // refresh starts its own trace, linked to the request that triggered it.
@@ -93,7 +143,8 @@ describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server'
     const [missRequest] = byName('request miss')
     const [staleRequest] = byName('request stale')
     const [errorRequest] = byName('request error')
-    const childOf = (parent: typeof missRequest) => loadSpans.filter((span) => span.parentSpanContext?.spanId === parent!.spanContext().spanId)
+    const childOf = (parent: typeof missRequest) =>
+      loadSpans.filter((span) => span.parentSpanContext?.spanId === parent!.spanContext().spanId)
     expect(childOf(missRequest)).toHaveLength(1)
     expect(childOf(missRequest)[0]!.spanContext().traceId).toBe(missRequest!.spanContext().traceId)
     const [errored] = childOf(errorRequest)
@@ -134,13 +185,19 @@ describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server'
     await redis.config('RESETSTAT')
     const waiter = instrumented(waiterOptions)
     const held = gate()
-    const leading = leader.getOrLoad('hot', async () => {
-      await held.promise
-      return leaderLoad()
-    }).catch((error: unknown) => error)
+    const leading = leader
+      .getOrLoad('hot', async () => {
+        await held.promise
+        return leaderLoad()
+      })
+      .catch((error: unknown) => error)
     await until(() => leader.stats().leader === 1, 'the leader to take the lock')
     const tracer = traces.provider.getTracer('app')
-    const waiting = tracer.startActiveSpan('request waiter', (span) => waiter.getOrLoadResult('hot', async () => 'not me').finally(() => span.end())).catch((error: unknown) => error)
+    const waiting = tracer
+      .startActiveSpan('request waiter', (span) =>
+        waiter.getOrLoadResult('hot', async () => 'not me').finally(() => span.end()),
+      )
+      .catch((error: unknown) => error)
     // Answer only once the waiter is waiting for the message: the leader's lookup, then the
     // waiter's lookup and its re-check after subscribing, are three script runs.
     await until(async () => (await scriptRuns()) >= 3, 'the waiter to re-check after subscribing')
@@ -169,7 +226,11 @@ describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server'
 
   it("reports a wait that ended with the other process's load failing", async () => {
     fresh()
-    const { waiter, metrics: m, waitSpan } = await crossProcessWait(async () => {
+    const {
+      waiter,
+      metrics: m,
+      waitSpan,
+    } = await crossProcessWait(async () => {
       throw new TypeError('upstream broke')
     })
     expect(waiter).toBeInstanceOf(RemoteLoaderError)
@@ -196,7 +257,13 @@ describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server'
     const m = await metrics.collect()
     expect(countOf(m, 'stampede_guard.cache.wait.duration', { 'stampede_guard.wait.outcome': 'timeout' })).toBe(1)
     expect(valueOf(m, 'stampede_guard.cache.timeouts', { 'stampede_guard.timeout.kind': 'wait' })).toBe(1)
-    expect((pointOf(m, 'stampede_guard.cache.wait.duration', { 'stampede_guard.wait.outcome': 'timeout' })?.value as { sum: number }).sum).toBeGreaterThanOrEqual(0.2)
+    expect(
+      (
+        pointOf(m, 'stampede_guard.cache.wait.duration', { 'stampede_guard.wait.outcome': 'timeout' })?.value as {
+          sum: number
+        }
+      ).sum,
+    ).toBeGreaterThanOrEqual(0.2)
   })
 
   it('counts callers that joined a flight in this process, and marks their spans', async () => {
@@ -210,13 +277,20 @@ describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server'
       await held.promise
       return 'v'
     }
-    const calls = Array.from({ length: 5 }, (_, i) => tracer.startActiveSpan(`caller ${i}`, (span) => cache.getOrLoad('joined', loader).finally(() => span.end())))
+    const calls = Array.from({ length: 5 }, (_, i) =>
+      tracer.startActiveSpan(`caller ${i}`, (span) => cache.getOrLoad('joined', loader).finally(() => span.end())),
+    )
     held.open()
     await Promise.all(calls)
     expect(loads).toBe(1)
     const m = await metrics.collect()
     expect(valueOf(m, 'stampede_guard.cache.coalesced', { 'stampede_guard.coalesced.from': 'process' })).toBe(4)
-    const marked = traces.spans().filter((span) => span.name.startsWith('caller ') && span.events.some((event) => event.name === 'stampede-guard.coalesced'))
+    const marked = traces
+      .spans()
+      .filter(
+        (span) =>
+          span.name.startsWith('caller ') && span.events.some((event) => event.name === 'stampede-guard.coalesced'),
+      )
     expect(marked).toHaveLength(4)
   })
 
@@ -230,10 +304,17 @@ describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server'
     expect(valueOf(m, 'stampede_guard.cache.misses', { 'stampede_guard.key.label': 'user' })).toBe(2)
     expect(valueOf(m, 'stampede_guard.cache.misses', { 'stampede_guard.key.label': 'order' })).toBe(1)
     expect(valueOf(m, 'stampede_guard.cache.misses', { 'stampede_guard.key.label': '_OTHER' })).toBe(2) // cart and wish: past the budget of 2
-    expect(valueOf(m, 'stampede_guard.cache.hits', { 'stampede_guard.tier': 'l1', 'stampede_guard.key.label': 'user' })).toBe(1)
-    const labels = new Set(attributesOf(m, 'stampede_guard.cache.misses').map((attributes) => attributes['stampede_guard.key.label']))
+    expect(
+      valueOf(m, 'stampede_guard.cache.hits', { 'stampede_guard.tier': 'l1', 'stampede_guard.key.label': 'user' }),
+    ).toBe(1)
+    const labels = new Set(
+      attributesOf(m, 'stampede_guard.cache.misses').map((attributes) => attributes['stampede_guard.key.label']),
+    )
     expect([...labels].sort()).toEqual(['_OTHER', 'order', 'user'])
-    const loadLabels = traces.spans().filter((span) => span.name === 'stampede-guard load').map((span) => span.attributes['stampede_guard.key.label'])
+    const loadLabels = traces
+      .spans()
+      .filter((span) => span.name === 'stampede-guard load')
+      .map((span) => span.attributes['stampede_guard.key.label'])
     expect(loadLabels).toEqual(['user', 'user', 'order', '_OTHER', '_OTHER'])
   })
 
@@ -243,7 +324,12 @@ describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server'
     const client = doomed.client({ maxRetriesPerRequest: 0 })
     client.on('error', () => {})
     await client.ping()
-    const cache = createCache({ redis: client, ttl: '30s', redisTimeout: 200, circuitBreaker: { threshold: 1, openFor: '1h' } })
+    const cache = createCache({
+      redis: client,
+      ttl: '30s',
+      redisTimeout: 200,
+      circuitBreaker: { threshold: 1, openFor: '1h' },
+    })
     caches.push(cache)
     instrumentations.push(instrument(cache, { meter: metrics.provider.getMeter('test'), tracer: false }))
     await cache.ready() // the server clock is known, so a lookup starts with the fresh-copy GET
@@ -290,7 +376,8 @@ describe.skipIf(!redisAvailable)('instrument(cache) against a real redis-server'
     expect(attempt(() => instrument(other, { keyLabel: 'user' as never, meter: false })).argument).toBe('keyLabel')
     expect(attempt(() => instrument(other, { maxKeyLabels: 0, meter: false })).argument).toBe('maxKeyLabels')
     expect(attempt(() => instrument({} as never)).argument).toBe('cache')
-    for (const error of [attempt(() => instrument(other, { meter }))]) expect(error).toBeInstanceOf(InvalidArgumentError)
+    for (const error of [attempt(() => instrument(other, { meter }))])
+      expect(error).toBeInstanceOf(InvalidArgumentError)
     instrumentations.push(instrument(other, { meter, name: 'second', tracer: false })) // a distinct name is fine
     expect(context.active()).toBeDefined()
     expect(trace.getActiveSpan()).toBeUndefined()

@@ -16,19 +16,21 @@ import { runScriptedSequence, SEQUENCE_CACHE_OPTIONS } from './scripted-sequence
 
 describe('the strict exposition parser', () => {
   it('reads families, labels with escapes, histograms and special values', () => {
-    const families = parsePrometheusText([
-      '# HELP a_total Things, "quoted" \\\\ and a\\nnewline',
-      '# TYPE a_total counter',
-      'a_total{x="1",y="say \\"hi\\"\\n"} 3',
-      'a_total{x="2"} 4.5e1 1700000000000',
-      '# TYPE h histogram',
-      'h_bucket{le="0.1"} 1',
-      'h_bucket{le="+Inf"} 2',
-      'h_sum 0.3',
-      'h_count 2',
-      '# TYPE g gauge',
-      'g NaN',
-    ].join('\n') + '\n')
+    const families = parsePrometheusText(
+      [
+        '# HELP a_total Things, "quoted" \\\\ and a\\nnewline',
+        '# TYPE a_total counter',
+        'a_total{x="1",y="say \\"hi\\"\\n"} 3',
+        'a_total{x="2"} 4.5e1 1700000000000',
+        '# TYPE h histogram',
+        'h_bucket{le="0.1"} 1',
+        'h_bucket{le="+Inf"} 2',
+        'h_sum 0.3',
+        'h_count 2',
+        '# TYPE g gauge',
+        'g NaN',
+      ].join('\n') + '\n',
+    )
     expect(families.get('a_total')?.samples).toEqual([
       { name: 'a_total', labels: { x: '1', y: 'say "hi"\n' }, value: 3 },
       { name: 'a_total', labels: { x: '2' }, value: 45 },
@@ -68,7 +70,11 @@ describe.skipIf(!redisAvailable)('GET /metrics through @opentelemetry/exporter-p
     const exporter = new PrometheusExporter({ preventServerStart: true })
     const provider = new MeterProvider({ readers: [exporter] })
     const cache = createCache({ redis: redis.client(), ...SEQUENCE_CACHE_OPTIONS })
-    const instrumentation = instrument(cache, { meter: provider.getMeter('stampede-guard'), tracer: false, name: 'catalog' })
+    const instrumentation = instrument(cache, {
+      meter: provider.getMeter('stampede-guard'),
+      tracer: false,
+      name: 'catalog',
+    })
     const server = http.createServer((req, res) => exporter.getMetricsRequestHandler(req, res))
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
     try {
@@ -80,30 +86,45 @@ describe.skipIf(!redisAvailable)('GET /metrics through @opentelemetry/exporter-p
       const families = parsePrometheusText(text) // throws on any malformed line
 
       const sample = (family: string, labels: Record<string, string> = {}) => {
-        const matching = families.get(family)?.samples.filter((s) => Object.entries(labels).every(([k, v]) => s.labels[k] === v)) ?? []
+        const matching =
+          families.get(family)?.samples.filter((s) => Object.entries(labels).every(([k, v]) => s.labels[k] === v)) ?? []
         expect(matching, `${family} ${JSON.stringify(labels)}`).toHaveLength(1)
         return matching[0]!
       }
       expect(families.get('stampede_guard_cache_hits_total')?.type).toBe('counter')
       expect(sample('stampede_guard_cache_hits_total', { stampede_guard_tier: 'l1' }).value).toBe(3)
-      expect(sample('stampede_guard_cache_hits_total', { stampede_guard_tier: 'l1' }).labels.stampede_guard_cache_name).toBe('catalog')
+      expect(
+        sample('stampede_guard_cache_hits_total', { stampede_guard_tier: 'l1' }).labels.stampede_guard_cache_name,
+      ).toBe('catalog')
       expect(sample('stampede_guard_cache_stale_total', { stampede_guard_stale_reason: 'grace' }).value).toBe(1)
       expect(sample('stampede_guard_cache_misses_total').value).toBe(2)
       expect(sample('stampede_guard_cache_loads_total', { stampede_guard_load_result: 'ok' }).value).toBe(2)
-      expect(sample('stampede_guard_cache_loads_total', { stampede_guard_load_result: 'error', error_type: 'PriceServiceDown' }).value).toBe(1)
+      expect(
+        sample('stampede_guard_cache_loads_total', {
+          stampede_guard_load_result: 'error',
+          error_type: 'PriceServiceDown',
+        }).value,
+      ).toBe(1)
       expect(families.get('stampede_guard_cache_circuit_open')?.type).toBe('gauge')
       // Counters of events the sequence does not cause are listed, at 0, before their first event.
       expect(sample('stampede_guard_cache_waits_capped_total').value).toBe(0)
-      for (const from of ['process', 'remote']) expect(sample('stampede_guard_cache_tag_invalidations_total', { stampede_guard_tag_invalidation_from: from }).value).toBe(0)
+      for (const from of ['process', 'remote'])
+        expect(
+          sample('stampede_guard_cache_tag_invalidations_total', { stampede_guard_tag_invalidation_from: from }).value,
+        ).toBe(0)
 
       // The load histogram: cumulative buckets, +Inf equal to the count.
       const histogram = families.get('stampede_guard_cache_load_duration')
       expect(histogram?.type).toBe('histogram')
       expect(histogram?.unit).toBe('s')
-      const okBuckets = histogram!.samples.filter((s) => s.name.endsWith('_bucket') && s.labels.stampede_guard_load_result === 'ok')
+      const okBuckets = histogram!.samples.filter(
+        (s) => s.name.endsWith('_bucket') && s.labels.stampede_guard_load_result === 'ok',
+      )
       expect(okBuckets.map((s) => s.value)).toEqual([...okBuckets.map((s) => s.value)].sort((a, b) => a - b))
       expect(okBuckets.at(-1)).toMatchObject({ labels: { le: '+Inf' }, value: 2 })
-      const okCount = histogram!.samples.filter((s) => s.name === 'stampede_guard_cache_load_duration_count' && s.labels.stampede_guard_load_result === 'ok')
+      const okCount = histogram!.samples.filter(
+        (s) => s.name === 'stampede_guard_cache_load_duration_count' && s.labels.stampede_guard_load_result === 'ok',
+      )
       expect(okCount.map((s) => s.value)).toEqual([2])
 
       // The load tool's summary of the same scrape.

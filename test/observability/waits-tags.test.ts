@@ -34,7 +34,10 @@ describe.skipIf(!redisAvailable)('wait-capped and tag-invalidated as metrics', (
     metrics = undefined
   })
 
-  async function instrumented(options: Partial<CacheOptions>, extra: Parameters<typeof instrument>[1] = {}): Promise<Cache> {
+  async function instrumented(
+    options: Partial<CacheOptions>,
+    extra: Parameters<typeof instrument>[1] = {},
+  ): Promise<Cache> {
     const cache = createCache({ redis: suite.client(), ttl: '1m', ...options })
     caches.push(cache)
     instrumentations.push(instrument(cache, { meter: metrics!.provider.getMeter('test'), tracer: false, ...extra }))
@@ -44,9 +47,14 @@ describe.skipIf(!redisAvailable)('wait-capped and tag-invalidated as metrics', (
 
   it('counts a call past maxWaits once, under its key label, and not as a wait or a timeout', async () => {
     metrics = metricsHarness()
-    holder = await forkWorker(HOLDER, { env: { REDIS_URL: suite.server().url, CACHE_OPTIONS: JSON.stringify({ lock: { lease: 10_000 } }) } })
+    holder = await forkWorker(HOLDER, {
+      env: { REDIS_URL: suite.server().url, CACHE_OPTIONS: JSON.stringify({ lock: { lease: 10_000 } }) },
+    })
     expect(await holder.request<number>({ op: 'hold', keys: ['cold:a', 'cold:b'] }, 30_000)).toBe(2)
-    const cache = await instrumented({ maxWaits: 1, onWaitTimeout: 'throw', waitTimeout: '30s' }, { keyLabel: (key) => key.split(':')[0] })
+    const cache = await instrumented(
+      { maxWaits: 1, onWaitTimeout: 'throw', waitTimeout: '30s' },
+      { keyLabel: (key) => key.split(':')[0] },
+    )
 
     const waiting = cache.getOrLoad('cold:a', async () => 'not me')
     await until(() => cache.stats().wait === 1, 'the first call to wait for the holder')
@@ -63,7 +71,9 @@ describe.skipIf(!redisAvailable)('wait-capped and tag-invalidated as metrics', (
 
     await holder.request({ op: 'release' }, 30_000)
     expect(await waiting).toBe('held-cold:a') // the waiter got the holder's value
-    expect(valueOf(await metrics.collect(), 'stampede_guard.cache.waits_capped', { 'stampede_guard.key.label': 'cold' })).toBe(1)
+    expect(
+      valueOf(await metrics.collect(), 'stampede_guard.cache.waits_capped', { 'stampede_guard.key.label': 'cold' }),
+    ).toBe(1)
   }, 60_000)
 
   it('counts a deleteByTag as process in the cache that ran it and as remote in the one that heard it', async () => {
@@ -79,12 +89,19 @@ describe.skipIf(!redisAvailable)('wait-capped and tag-invalidated as metrics', (
     await until(() => a.stats()['tag-invalidated'] === 3, "b's two broadcasts to reach a")
 
     const m = await metrics.collect()
-    const count = (name: string, from: string) => valueOf(m, 'stampede_guard.cache.tag_invalidations', { 'stampede_guard.cache.name': name, 'stampede_guard.tag_invalidation.from': from })
+    const count = (name: string, from: string) =>
+      valueOf(m, 'stampede_guard.cache.tag_invalidations', {
+        'stampede_guard.cache.name': name,
+        'stampede_guard.tag_invalidation.from': from,
+      })
     expect([count('a', 'process'), count('a', 'remote')]).toEqual([1, 2])
     expect([count('b', 'process'), count('b', 'remote')]).toEqual([2, 1])
     expect(b.stats()['tag-invalidated']).toBe(3) // the counters agree with stats()
     for (const attributes of attributesOf(m, 'stampede_guard.cache.tag_invalidations')) {
-      expect(Object.keys(attributes).sort()).toEqual(['stampede_guard.cache.name', 'stampede_guard.tag_invalidation.from']) // no tag attribute
+      expect(Object.keys(attributes).sort()).toEqual([
+        'stampede_guard.cache.name',
+        'stampede_guard.tag_invalidation.from',
+      ]) // no tag attribute
     }
     expect(await b.getOrLoad('p1', async () => 'v2')).toBe('v2') // b's L1 copy went with the tag
   })

@@ -4,7 +4,6 @@ import { describeRun, expectFailoverGoals, runFailoverUnderLoad, type FailoverRu
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { startSentinel, type SentinelHandle } from '../support/redis-sentinel.js'
 
-
 describe.skipIf(!redisAvailable)('Sentinel promotion under load (primary + replica + 3 sentinels, 4 processes)', () => {
   let sentinel: SentinelHandle
   let database: RedisServer

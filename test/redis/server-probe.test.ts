@@ -25,7 +25,10 @@ describe.skipIf(!redisAvailable)('what the cache reads from the server at start-
 
   it('a standalone client stays on classic PUBLISH by default', async () => {
     await server.client().config('RESETSTAT')
-    const [leader, waiter] = [createCache({ redis: server.client(), ttl: '30s' }), createCache({ redis: server.client(), ttl: '30s' })]
+    const [leader, waiter] = [
+      createCache({ redis: server.client(), ttl: '30s' }),
+      createCache({ redis: server.client(), ttl: '30s' }),
+    ]
     const held = gate()
     const first = leader.getOrLoad('k', async () => {
       await held.promise

@@ -21,7 +21,10 @@ export interface CacheSuite {
 
 export function useCacheSuite(defaults: Partial<CacheOptions> = {}): CacheSuite {
   const caches: Cache[] = []
-  const redis = useRedisServer({ flush: true, cleanup: () => Promise.all(caches.splice(0).map((cache) => cache.close())) })
+  const redis = useRedisServer({
+    flush: true,
+    cleanup: () => Promise.all(caches.splice(0).map((cache) => cache.close())),
+  })
   return {
     client: () => redis.client(),
     cache(options = {}) {

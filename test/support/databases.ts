@@ -14,8 +14,18 @@ import type { Pool as MysqlPool, PoolOptions as MysqlPoolOptions } from 'mysql2/
 import type { Pool as PgPool, PoolConfig as PgPoolConfig } from 'pg'
 import { reportMissing } from './managed-process.js'
 
-export const POSTGRES = { host: '127.0.0.1', port: Number(process.env.PGPORT ?? 5432), user: process.env.PGUSER ?? 'postgres', adminDatabase: process.env.PGDATABASE ?? 'test' } as const
-export const MARIADB = { host: '127.0.0.1', port: Number(process.env.MYSQL_PORT ?? 3306), user: process.env.MYSQL_USER ?? 'root', password: process.env.MYSQL_PASSWORD ?? '' } as const
+export const POSTGRES = {
+  host: '127.0.0.1',
+  port: Number(process.env.PGPORT ?? 5432),
+  user: process.env.PGUSER ?? 'postgres',
+  adminDatabase: process.env.PGDATABASE ?? 'test',
+} as const
+export const MARIADB = {
+  host: '127.0.0.1',
+  port: Number(process.env.MYSQL_PORT ?? 3306),
+  user: process.env.MYSQL_USER ?? 'root',
+  password: process.env.MYSQL_PASSWORD ?? '',
+} as const
 const PROBE_TIMEOUT_MS = 3_000
 
 /** Whether something accepts TCP connections on 127.0.0.1:`port` (bounded). */
@@ -49,7 +59,14 @@ async function pgModule() {
 /** A pg Pool on the machine's PostgreSQL, database `database`. The caller ends it. */
 export async function pgPool(database: string, config: PgPoolConfig = {}): Promise<PgPool> {
   const pg = await pgModule()
-  return new pg.Pool({ host: POSTGRES.host, port: POSTGRES.port, user: POSTGRES.user, database, connectionTimeoutMillis: 5_000, ...config })
+  return new pg.Pool({
+    host: POSTGRES.host,
+    port: POSTGRES.port,
+    user: POSTGRES.user,
+    database,
+    connectionTimeoutMillis: 5_000,
+    ...config,
+  })
 }
 
 async function mysqlModule() {
@@ -59,7 +76,15 @@ async function mysqlModule() {
 /** A mysql2 promise pool on the machine's MariaDB. The caller ends it. */
 export async function mysqlPool(database: string | undefined, options: MysqlPoolOptions = {}): Promise<MysqlPool> {
   const mysql = await mysqlModule()
-  return mysql.createPool({ host: MARIADB.host, port: MARIADB.port, user: MARIADB.user, password: MARIADB.password, database, connectTimeout: 5_000, ...options })
+  return mysql.createPool({
+    host: MARIADB.host,
+    port: MARIADB.port,
+    user: MARIADB.user,
+    password: MARIADB.password,
+    database,
+    connectTimeout: 5_000,
+    ...options,
+  })
 }
 
 const postgresMissing = await probe('PostgreSQL', POSTGRES.port, async () => {
@@ -83,8 +108,13 @@ const mariadbMissing = await probe('MariaDB/MySQL', MARIADB.port, async () => {
 export const postgresAvailable = postgresMissing === undefined
 /** Use as `describe.skipIf(!mariadbAvailable)`. */
 export const mariadbAvailable = mariadbMissing === undefined
-if (postgresMissing) reportMissing(`PostgreSQL (${postgresMissing})`, 'apt-get install postgresql, trust auth for 127.0.0.1')
-if (mariadbMissing) reportMissing(`MariaDB (${mariadbMissing})`, 'apt-get install mariadb-server, root with an empty password on 127.0.0.1')
+if (postgresMissing)
+  reportMissing(`PostgreSQL (${postgresMissing})`, 'apt-get install postgresql, trust auth for 127.0.0.1')
+if (mariadbMissing)
+  reportMissing(
+    `MariaDB (${mariadbMissing})`,
+    'apt-get install mariadb-server, root with an empty password on 127.0.0.1',
+  )
 
 /** A name no other test file (or helper) uses: `sg_<label>_<pid>_<random>`. */
 export function uniqueName(label: string): string {

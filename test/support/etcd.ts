@@ -10,13 +10,23 @@
 import { Etcd3, type IOptions } from 'etcd3'
 import { mkdirSync } from 'node:fs'
 import path from 'node:path'
-import { findExecutable, freePort, httpGet, HOST, ManagedProcess, reportMissing, ServerHandle, tmpDir } from './managed-process.js'
+import {
+  findExecutable,
+  freePort,
+  httpGet,
+  HOST,
+  ManagedProcess,
+  reportMissing,
+  ServerHandle,
+  tmpDir,
+} from './managed-process.js'
 
 const START_TIMEOUT_MS = 20_000
 const HEARTBEAT_MS = 50
 const ELECTION_MS = 500
 
-export const etcdBinary: string | undefined = process.env.ETCD_BIN ?? findExecutable('etcd', ['/usr/bin', '/usr/local/bin'])
+export const etcdBinary: string | undefined =
+  process.env.ETCD_BIN ?? findExecutable('etcd', ['/usr/bin', '/usr/local/bin'])
 
 /** Use as `describe.skipIf(!etcdAvailable)`; under CI=true a missing etcd fails instead. */
 export const etcdAvailable: boolean = etcdBinary !== undefined
@@ -62,20 +72,41 @@ class Member extends ServerHandle implements EtcdMember {
   ) {
     const url = `http://${HOST}:${clientPort}`
     const peerUrl = `http://${HOST}:${peerPort}`
-    super(new ManagedProcess({
-      label: `etcd member ${name} (client port ${clientPort})`,
-      command: etcdBinary!,
-      logFile: path.join(dir, 'etcd.log'),
-      args: [
-        '--name', name, '--data-dir', path.join(dir, 'data'),
-        '--listen-client-urls', url, '--advertise-client-urls', url,
-        '--listen-peer-urls', peerUrl, '--initial-advertise-peer-urls', peerUrl,
-        '--initial-cluster', initialCluster, '--initial-cluster-state', 'new',
-        '--initial-cluster-token', clusterToken,
-        '--heartbeat-interval', String(HEARTBEAT_MS), '--election-timeout', String(ELECTION_MS),
-        '--logger', 'zap', '--log-level', 'warn',
-      ],
-    }))
+    super(
+      new ManagedProcess({
+        label: `etcd member ${name} (client port ${clientPort})`,
+        command: etcdBinary!,
+        logFile: path.join(dir, 'etcd.log'),
+        args: [
+          '--name',
+          name,
+          '--data-dir',
+          path.join(dir, 'data'),
+          '--listen-client-urls',
+          url,
+          '--advertise-client-urls',
+          url,
+          '--listen-peer-urls',
+          peerUrl,
+          '--initial-advertise-peer-urls',
+          peerUrl,
+          '--initial-cluster',
+          initialCluster,
+          '--initial-cluster-state',
+          'new',
+          '--initial-cluster-token',
+          clusterToken,
+          '--heartbeat-interval',
+          String(HEARTBEAT_MS),
+          '--election-timeout',
+          String(ELECTION_MS),
+          '--logger',
+          'zap',
+          '--log-level',
+          'warn',
+        ],
+      }),
+    )
     this.url = url
   }
 
@@ -116,7 +147,9 @@ class Member extends ServerHandle implements EtcdMember {
  */
 export async function startEtcdCluster(size = 3): Promise<EtcdCluster> {
   if (!etcdBinary) throw new Error('etcd is not installed; guard the suite with describe.skipIf(!etcdAvailable)')
-  const ports = await Promise.all(Array.from({ length: size }, async () => ({ client: await freePort(), peer: await freePort() })))
+  const ports = await Promise.all(
+    Array.from({ length: size }, async () => ({ client: await freePort(), peer: await freePort() })),
+  )
   const initialCluster = ports.map((p, i) => `n${i + 1}=http://${HOST}:${p.peer}`).join(',')
   const root = tmpDir('etcd')
   const members = ports.map((p, i) => {

@@ -51,7 +51,8 @@ export interface FailoverRunOptions {
 function extraLoadsOf(loads: LoadRecord[], ttlMs: number): { load: LoadRecord; previous: LoadRecord }[] {
   const sorted = [...loads].sort((a, b) => a.start - b.start)
   const extra: { load: LoadRecord; previous: LoadRecord }[] = []
-  for (let i = 1; i < sorted.length; i++) if (sorted[i]!.start < sorted[i - 1]!.end + ttlMs - 20) extra.push({ load: sorted[i]!, previous: sorted[i - 1]! })
+  for (let i = 1; i < sorted.length; i++)
+    if (sorted[i]!.start < sorted[i - 1]!.end + ttlMs - 20) extra.push({ load: sorted[i]!, previous: sorted[i - 1]! })
   return extra
 }
 
@@ -61,26 +62,44 @@ export async function runFailoverUnderLoad(options: FailoverRunOptions): Promise
   const [keys, hotKey, ttlMs] = [FAILOVER_KEYS, FAILOVER_HOT_KEY, TTL_MS]
   const workers: Worker[] = await Promise.all(
     Array.from({ length: options.processes ?? 4 }, () =>
-      forkWorker(WORKER, { env: { DB_URL: options.dbUrl, CACHE_OPTIONS: JSON.stringify({ ttl: ttlMs, ttlJitter: 0, namespace: options.namespace }), ...options.env } }),
+      forkWorker(WORKER, {
+        env: {
+          DB_URL: options.dbUrl,
+          CACHE_OPTIONS: JSON.stringify({ ttl: ttlMs, ttlJitter: 0, namespace: options.namespace }),
+          ...options.env,
+        },
+      }),
     ),
   )
   try {
     const request: StartRequest = { op: 'start', keys, hotKey, concurrency: 4, loaderMs: 20, pauseMs: 10 }
     await Promise.all(workers.map((w) => w.request(request)))
     // Warm: every key loaded, then one more ttl of steady traffic so reloads are under way.
-    await until(async () => (await Promise.all(keys.map((k) => db.exists(`version:${k}`)))).every((n) => n === 1), 'every key to be loaded', 30_000)
+    await until(
+      async () => (await Promise.all(keys.map((k) => db.exists(`version:${k}`)))).every((n) => n === 1),
+      'every key to be loaded',
+      30_000,
+    )
     const warmVersion = Number(await db.get(`version:${hotKey}`))
-    await until(async () => Number(await db.get(`version:${hotKey}`)) >= warmVersion + 2, 'two reloads of the hot key', 30_000)
+    await until(
+      async () => Number(await db.get(`version:${hotKey}`)) >= warmVersion + 2,
+      'two reloads of the hot key',
+      30_000,
+    )
 
     const failedAt = Date.now()
     await options.failover()
     const recoveredAt = Date.now()
     // Run on until every key has been reloaded twice after the new primary took over.
     const after = new Map(await Promise.all(keys.map(async (k) => [k, Number(await db.get(`version:${k}`))] as const)))
-    await until(async () => {
-      const now = await Promise.all(keys.map(async (k) => Number(await db.get(`version:${k}`))))
-      return keys.every((k, i) => now[i]! >= after.get(k)! + 2)
-    }, 'every key to be reloaded twice after the failover', 30_000)
+    await until(
+      async () => {
+        const now = await Promise.all(keys.map(async (k) => Number(await db.get(`version:${k}`))))
+        return keys.every((k, i) => now[i]! >= after.get(k)! + 2)
+      },
+      'every key to be reloaded twice after the failover',
+      30_000,
+    )
 
     const reports = await Promise.all(workers.map((w) => w.request<FailoverReport>({ op: 'stop' }, 60_000)))
     const loads: Record<string, LoadRecord[]> = {}
@@ -90,7 +109,14 @@ export async function runFailoverUnderLoad(options: FailoverRunOptions): Promise
       extraLoads[key] = extraLoadsOf(loads[key], ttlMs).length
     }
     const lastError = Math.max(0, ...reports.flatMap((r) => r.redisErrors.map((e) => e.at)))
-    return { reports, extraLoads, loads, failedAt, recoveredAt, lastRedisErrorMs: lastError === 0 ? 0 : lastError - failedAt }
+    return {
+      reports,
+      extraLoads,
+      loads,
+      failedAt,
+      recoveredAt,
+      lastRedisErrorMs: lastError === 0 ? 0 : lastError - failedAt,
+    }
   } finally {
     await Promise.all(workers.map((w) => w.stop()))
   }
@@ -133,7 +159,9 @@ export function explainRegressions(run: FailoverRun): string {
   for (const report of run.reports) {
     const first = report.regressions[0]
     if (!first) continue
-    lines.push(`pid ${report.pid}: ${report.regressions.length} regressions, first ${first.key} got v${first.got} after v${first.after} (${first.outcome}) at ${relative(run, first.at)}`)
+    lines.push(
+      `pid ${report.pid}: ${report.regressions.length} regressions, first ${first.key} got v${first.got} after v${first.after} (${first.outcome}) at ${relative(run, first.at)}`,
+    )
     const loads = (run.loads[first.key] ?? []).filter((l) => l.version >= first.got - 1 && l.version <= first.after + 1)
     for (const load of loads) lines.push(`  load ${describeLoad(run, load)}`)
     lines.push(...timelines(run, first.key, Math.min(first.at, ...loads.map((l) => l.start)) - 1_000, first.at + 100))
@@ -150,9 +178,13 @@ function timelines(run: FailoverRun, key: string, from: number, to: number): str
   return run.reports.map((report) => {
     const seen = report.timeline.filter((e) => e.at >= from && e.at <= to && (e.key === undefined || e.key === key))
     // Repeated Redis errors: the first few say enough.
-    const shown = seen.filter((e, i) => e.event !== 'redis-error' || seen.slice(0, i).filter((p) => p.event === 'redis-error').length < 5)
-    return `    pid ${report.pid}: ${shown.map((e) => `${relative(run, e.at)} ${e.event}${e.detail ? `(${e.detail})` : ''}`).join(', ') || '(nothing)'}` +
+    const shown = seen.filter(
+      (e, i) => e.event !== 'redis-error' || seen.slice(0, i).filter((p) => p.event === 'redis-error').length < 5,
+    )
+    return (
+      `    pid ${report.pid}: ${shown.map((e) => `${relative(run, e.at)} ${e.event}${e.detail ? `(${e.detail})` : ''}`).join(', ') || '(nothing)'}` +
       (shown.length < seen.length ? ` …${seen.length - shown.length} more redis errors` : '')
+    )
   })
 }
 
@@ -166,9 +198,15 @@ export function expectFailoverGoals(run: FailoverRun, maxExtraLoadsPerKey = 1): 
   if (process.env.FAILOVER_DUMP) writeFileSync(`${process.env.FAILOVER_DUMP}-${Date.now()}.json`, JSON.stringify(run))
   const overLoaded = Object.entries(run.extraLoads).filter(([, extra]) => extra > maxExtraLoadsPerKey)
   // FAILOVER_EXPLAIN=1 explains every extra load, within the goal or not.
-  const explained = process.env.FAILOVER_EXPLAIN ? Object.entries(run.extraLoads).filter(([, extra]) => extra > 0) : overLoaded
+  const explained = process.env.FAILOVER_EXPLAIN
+    ? Object.entries(run.extraLoads).filter(([, extra]) => extra > 0)
+    : overLoaded
   for (const [key] of explained) console.log(explainExtraLoads(run, key))
-  const regressions = run.reports.flatMap((r) => r.regressions.map(({ key, got, after, outcome }) => `${key}: got v${got} after v${after} (${outcome}) in pid ${r.pid}`))
+  const regressions = run.reports.flatMap((r) =>
+    r.regressions.map(
+      ({ key, got, after, outcome }) => `${key}: got v${got} after v${after} (${outcome}) in pid ${r.pid}`,
+    ),
+  )
   if (regressions.length > 0) console.log(explainRegressions(run))
   expect(run.reports.flatMap((r) => r.errors)).toEqual([])
   expect(regressions).toEqual([])

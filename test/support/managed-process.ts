@@ -9,7 +9,18 @@
  * a shared 2-core CI disk that alone would dominate the tests' time.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { accessSync, constants, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, closeSync } from 'node:fs'
+import {
+  accessSync,
+  constants,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  closeSync,
+} from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
@@ -177,7 +188,10 @@ export class ManagedProcess {
     const log = openSync(this.spec.logFile, 'a')
     const stdio: ['ignore', number, number] = ['ignore', log, log]
     const child = setprivBinary
-      ? spawn(setprivBinary, ['--pdeathsig', 'KILL', '--', this.spec.command, ...this.spec.args], { stdio, env: this.spec.env })
+      ? spawn(setprivBinary, ['--pdeathsig', 'KILL', '--', this.spec.command, ...this.spec.args], {
+          stdio,
+          env: this.spec.env,
+        })
       : spawn(this.spec.command, [...this.spec.args], { stdio, env: this.spec.env })
     closeSync(log)
     child.once('error', () => {}) // a failed spawn has no pid: reported just below
@@ -201,7 +215,8 @@ export class ManagedProcess {
     const child = this.child
     const deadline = Date.now() + timeoutMs
     while (Date.now() < deadline) {
-      if (this.child !== child || !child) throw new Error(`${this.spec.label} exited during start-up:\n${this.logTail()}`)
+      if (this.child !== child || !child)
+        throw new Error(`${this.spec.label} exited during start-up:\n${this.logTail()}`)
       if (await ready()) return
       await sleep(50)
     }
@@ -213,7 +228,8 @@ export class ManagedProcess {
   async kill(): Promise<void> {
     if (!this.child) return
     this.signal('SIGKILL')
-    if (!(await within(this.exited, KILL_TIMEOUT_MS))) throw new Error(`${this.spec.label} (pid ${this.pid}) did not exit within ${KILL_TIMEOUT_MS} ms of SIGKILL`)
+    if (!(await within(this.exited, KILL_TIMEOUT_MS)))
+      throw new Error(`${this.spec.label} (pid ${this.pid}) did not exit within ${KILL_TIMEOUT_MS} ms of SIGKILL`)
   }
 
   /** Graceful: SIGTERM by pid, wait (bounded), then SIGKILL. */

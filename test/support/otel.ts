@@ -8,15 +8,33 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks'
 import { context, ROOT_CONTEXT, type Attributes, type Context, type ContextManager } from '@opentelemetry/api'
-import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader, type DataPoint, type Histogram, type MetricData } from '@opentelemetry/sdk-metrics'
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base'
+import {
+  AggregationTemporality,
+  InMemoryMetricExporter,
+  MeterProvider,
+  PeriodicExportingMetricReader,
+  type DataPoint,
+  type Histogram,
+  type MetricData,
+} from '@opentelemetry/sdk-metrics'
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+  type ReadableSpan,
+} from '@opentelemetry/sdk-trace-base'
 
 class AsyncLocalStorageContextManager implements ContextManager {
   private readonly storage = new AsyncLocalStorage<Context>()
   active(): Context {
     return this.storage.getStore() ?? ROOT_CONTEXT
   }
-  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(ctx: Context, fn: F, thisArg?: ThisParameterType<F>, ...args: A): ReturnType<F> {
+  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(
+    ctx: Context,
+    fn: F,
+    thisArg?: ThisParameterType<F>,
+    ...args: A
+  ): ReturnType<F> {
     return this.storage.run(ctx, () => fn.call(thisArg, ...args))
   }
   bind<T>(ctx: Context, target: T): T {
@@ -59,7 +77,9 @@ export function metricsHarness(): MetricsHarness {
       exporter.reset()
       await reader.forceFlush()
       const byName = new Map<string, MetricData>()
-      for (const resource of exporter.getMetrics()) for (const scope of resource.scopeMetrics) for (const metric of scope.metrics) byName.set(metric.descriptor.name, metric)
+      for (const resource of exporter.getMetrics())
+        for (const scope of resource.scopeMetrics)
+          for (const metric of scope.metrics) byName.set(metric.descriptor.name, metric)
       return byName
     },
     shutdown: () => provider.shutdown(),
@@ -77,11 +97,18 @@ export function countOf(metrics: Map<string, MetricData>, name: string, match: A
   return (pointOf(metrics, name, match)?.value as Histogram | undefined)?.count ?? 0
 }
 
-export function pointOf(metrics: Map<string, MetricData>, name: string, match: Attributes = {}): DataPoint<unknown> | undefined {
+export function pointOf(
+  metrics: Map<string, MetricData>,
+  name: string,
+  match: Attributes = {},
+): DataPoint<unknown> | undefined {
   const metric = metrics.get(name)
   if (!metric) return undefined
-  const points = (metric.dataPoints as DataPoint<unknown>[]).filter((point) => Object.entries(match).every(([k, v]) => point.attributes[k] === v))
-  if (points.length > 1) throw new Error(`${name}: ${points.length} data points match ${JSON.stringify(match)}; be more specific`)
+  const points = (metric.dataPoints as DataPoint<unknown>[]).filter((point) =>
+    Object.entries(match).every(([k, v]) => point.attributes[k] === v),
+  )
+  if (points.length > 1)
+    throw new Error(`${name}: ${points.length} data points match ${JSON.stringify(match)}; be more specific`)
   return points[0]
 }
 

@@ -12,7 +12,8 @@ import { POSTGRES, tcpOpen } from './databases.js'
 
 const START_TIMEOUT_MS = 15_000
 
-export const pgbouncerBinary: string | undefined = process.env.PGBOUNCER_BIN ?? findExecutable('pgbouncer', ['/usr/sbin', '/usr/bin', '/usr/local/bin'])
+export const pgbouncerBinary: string | undefined =
+  process.env.PGBOUNCER_BIN ?? findExecutable('pgbouncer', ['/usr/sbin', '/usr/bin', '/usr/local/bin'])
 export const pgbouncerAvailable = pgbouncerBinary !== undefined
 if (!pgbouncerAvailable) reportMissing('pgbouncer (or PGBOUNCER_BIN)', 'apt-get install pgbouncer')
 
@@ -30,7 +31,8 @@ export interface StartPgBouncerOptions {
 }
 
 export async function startPgBouncer(options: StartPgBouncerOptions = {}): Promise<PgBouncer> {
-  if (!pgbouncerBinary) throw new Error('pgbouncer is not installed; guard the suite with describe.skipIf(!pgbouncerAvailable)')
+  if (!pgbouncerBinary)
+    throw new Error('pgbouncer is not installed; guard the suite with describe.skipIf(!pgbouncerAvailable)')
   const port = await freePort()
   const dir = tmpDir('pgbouncer')
   const users = path.join(dir, 'users.txt')
@@ -56,8 +58,15 @@ export async function startPgBouncer(options: StartPgBouncerOptions = {}): Promi
   )
   // pgbouncer will not run as root; it drops to the postgres user, who must read the config.
   const asRoot = process.getuid?.() === 0
-  if (asRoot) for (const file of [path.dirname(dir), dir, users, config]) chmodSync(file, file === users || file === config ? 0o644 : 0o755)
-  const server = new ManagedProcess({ label: `pgbouncer :${port}`, command: pgbouncerBinary, args: [...(asRoot ? ['-u', 'postgres'] : []), config], logFile: path.join(dir, 'pgbouncer.log') })
+  if (asRoot)
+    for (const file of [path.dirname(dir), dir, users, config])
+      chmodSync(file, file === users || file === config ? 0o644 : 0o755)
+  const server = new ManagedProcess({
+    label: `pgbouncer :${port}`,
+    command: pgbouncerBinary,
+    args: [...(asRoot ? ['-u', 'postgres'] : []), config],
+    logFile: path.join(dir, 'pgbouncer.log'),
+  })
   server.spawn()
   await server.waitReady(() => tcpOpen(port), START_TIMEOUT_MS)
   return {

@@ -50,7 +50,9 @@ export function usePlantedSuite(): PlantedSuite {
     async cache(options = {}) {
       const created = createCache({ redis: redis.shared(), ttl: '30s', l1: false, ...options })
       created.on('corrupt', ({ key }) => corrupt.push(key))
-      created.on('redis-error', ({ operation, error }) => redisErrors.push(`${operation}: ${(error as Error)?.message}`))
+      created.on('redis-error', ({ operation, error }) =>
+        redisErrors.push(`${operation}: ${(error as Error)?.message}`),
+      )
       created.on('fenced', () => fenced++)
       caches.push(created)
       await created.ready()

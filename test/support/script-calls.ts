@@ -14,7 +14,12 @@ export function scriptFiles(): Map<string, string> {
   for (const dir of ['../../src/redis/scripts/', '../../src/lock/redis/']) {
     const url = new URL(dir, import.meta.url)
     for (const file of readdirSync(url).filter((name) => name.endsWith('.lua'))) {
-      names.set(createHash('sha1').update(scriptSource(new URL(file, url))).digest('hex'), file)
+      names.set(
+        createHash('sha1')
+          .update(scriptSource(new URL(file, url)))
+          .digest('hex'),
+        file,
+      )
     }
   }
   return names

@@ -10,7 +10,11 @@ export function gate(): { promise: Promise<void>; open(): void } {
 }
 
 /** Polls `condition` until true; fails after `timeoutMs` (generous: this is a 2-core machine). */
-export async function until(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+export async function until(
+  condition: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs = 10_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs
   while (!(await condition())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
@@ -23,9 +27,13 @@ export function abortReason(signal: AbortSignal, what: string, timeoutMs = 10_00
   if (signal.aborted) return Promise.resolve(signal.reason)
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), timeoutMs)
-    signal.addEventListener('abort', () => {
-      clearTimeout(timer)
-      resolve(signal.reason)
-    }, { once: true })
+    signal.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(timer)
+        resolve(signal.reason)
+      },
+      { once: true },
+    )
   })
 }

@@ -14,7 +14,16 @@
 import zookeeper from 'node-zookeeper-client'
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
-import { exchange, findExecutable, freePort, HOST, ManagedProcess, reportMissing, ServerHandle, tmpDir } from './managed-process.js'
+import {
+  exchange,
+  findExecutable,
+  freePort,
+  HOST,
+  ManagedProcess,
+  reportMissing,
+  ServerHandle,
+  tmpDir,
+} from './managed-process.js'
 
 const START_TIMEOUT_MS = 30_000
 const CONNECT_TIMEOUT_MS = 10_000
@@ -59,11 +68,20 @@ class Server extends ServerHandle implements ZooKeeperServer {
     const dataDir = path.join(dir, 'data')
     const config = path.join(dir, 'zoo.cfg')
     const lines = [
-      `tickTime=${TICK_MS}`, `initLimit=20`, `syncLimit=10`,
-      `dataDir=${dataDir}`, `clientPort=${clientPort}`, `clientPortAddress=${HOST}`,
-      'admin.enableServer=false', '4lw.commands.whitelist=srvr,ruok,mntr', 'maxClientCnxns=0',
-      `minSessionTimeout=${2 * TICK_MS}`, `maxSessionTimeout=${20 * TICK_MS}`,
-      'preAllocSize=1024', 'snapCount=1000000', 'forceSync=no',
+      `tickTime=${TICK_MS}`,
+      `initLimit=20`,
+      `syncLimit=10`,
+      `dataDir=${dataDir}`,
+      `clientPort=${clientPort}`,
+      `clientPortAddress=${HOST}`,
+      'admin.enableServer=false',
+      '4lw.commands.whitelist=srvr,ruok,mntr',
+      'maxClientCnxns=0',
+      `minSessionTimeout=${2 * TICK_MS}`,
+      `maxSessionTimeout=${20 * TICK_MS}`,
+      'preAllocSize=1024',
+      'snapCount=1000000',
+      'forceSync=no',
       ...quorum,
     ]
     writeFileSync(config, lines.join('\n') + '\n')
@@ -72,16 +90,26 @@ class Server extends ServerHandle implements ZooKeeperServer {
       mkdirSync(dataDir, { recursive: true })
       writeFileSync(path.join(dataDir, 'myid'), `${id}\n`)
     }
-    super(new ManagedProcess({
-      label: `ZooKeeper server ${id} (client port ${clientPort})`,
-      command: javaBinary!,
-      logFile: path.join(dir, 'zookeeper.log'),
-      args: [
-        '-Xms32m', '-Xmx256m', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1', '-Xshare:auto',
-        '-Dorg.slf4j.simpleLogger.defaultLogLevel=warn', '-Dzookeeper.admin.enableServer=false',
-        '-cp', JARS.join(':'), 'org.apache.zookeeper.server.quorum.QuorumPeerMain', config,
-      ],
-    }))
+    super(
+      new ManagedProcess({
+        label: `ZooKeeper server ${id} (client port ${clientPort})`,
+        command: javaBinary!,
+        logFile: path.join(dir, 'zookeeper.log'),
+        args: [
+          '-Xms32m',
+          '-Xmx256m',
+          '-XX:+UseSerialGC',
+          '-XX:TieredStopAtLevel=1',
+          '-Xshare:auto',
+          '-Dorg.slf4j.simpleLogger.defaultLogLevel=warn',
+          '-Dzookeeper.admin.enableServer=false',
+          '-cp',
+          JARS.join(':'),
+          'org.apache.zookeeper.server.quorum.QuorumPeerMain',
+          config,
+        ],
+      }),
+    )
   }
 
   async mode(): Promise<string | undefined> {
@@ -95,8 +123,15 @@ class Server extends ServerHandle implements ZooKeeperServer {
  * one serves (standalone, leader or follower), or throws after a bounded start-up.
  */
 export async function startZooKeeperEnsemble(size = 1): Promise<ZooKeeperEnsemble> {
-  if (!zookeeperAvailable) throw new Error('ZooKeeper is not installed; guard the suite with describe.skipIf(!zookeeperAvailable)')
-  const ports = await Promise.all(Array.from({ length: size }, async () => ({ client: await freePort(), peer: await freePort(), election: await freePort() })))
+  if (!zookeeperAvailable)
+    throw new Error('ZooKeeper is not installed; guard the suite with describe.skipIf(!zookeeperAvailable)')
+  const ports = await Promise.all(
+    Array.from({ length: size }, async () => ({
+      client: await freePort(),
+      peer: await freePort(),
+      election: await freePort(),
+    })),
+  )
   const quorum = size === 1 ? [] : ports.map((p, i) => `server.${i + 1}=${HOST}:${p.peer}:${p.election}`)
   const root = tmpDir('zookeeper')
   const servers = ports.map((p, i) => {
@@ -112,7 +147,9 @@ export async function startZooKeeperEnsemble(size = 1): Promise<ZooKeeperEnsembl
   }
   try {
     for (const s of servers) s.process.spawn()
-    await Promise.all(servers.map((s) => s.process.waitReady(async () => (await s.mode()) !== undefined, START_TIMEOUT_MS)))
+    await Promise.all(
+      servers.map((s) => s.process.waitReady(async () => (await s.mode()) !== undefined, START_TIMEOUT_MS)),
+    )
   } catch (err) {
     await stop()
     throw err
@@ -131,8 +168,16 @@ export async function startZooKeeperEnsemble(size = 1): Promise<ZooKeeperEnsembl
 }
 
 /** A node-zookeeper-client client, connected (bounded: rejects after 10 s). Short sessions by default: 2 s. */
-export async function connectZooKeeper(connectionString: string, options: Partial<zookeeper.Option> = {}): Promise<zookeeper.Client> {
-  const client = zookeeper.createClient(connectionString, { sessionTimeout: 2_000, spinDelay: 100, retries: 0, ...options })
+export async function connectZooKeeper(
+  connectionString: string,
+  options: Partial<zookeeper.Option> = {},
+): Promise<zookeeper.Client> {
+  const client = zookeeper.createClient(connectionString, {
+    sessionTimeout: 2_000,
+    spinDelay: 100,
+    retries: 0,
+    ...options,
+  })
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => {
       client.close()

@@ -46,7 +46,9 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
   readonly name = 'etcd'
   private readonly closing = new AbortController()
   private readonly held = new Set<EtcdHeldLock>()
-  private readonly calls = { call: <T>(what: string, promise: Promise<T>) => boundedCall('etcd', what, promise, this.settings.commandTimeoutMs) }
+  private readonly calls = {
+    call: <T>(what: string, promise: Promise<T>) => boundedCall('etcd', what, promise, this.settings.commandTimeoutMs),
+  }
 
   constructor(
     private readonly client: Namespace,
@@ -78,22 +80,36 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
         stage,
         this.client
           .if(ownKey, 'Create', '==', 0)
-          .then(this.client.put(ownKey).value(OWNER).lease(leaseId), this.client.getAll().prefix(queue).sort('Create', 'Ascend').limit(1))
+          .then(
+            this.client.put(ownKey).value(OWNER).lease(leaseId),
+            this.client.getAll().prefix(queue).sort('Create', 'Ascend').limit(1),
+          )
           .commit(),
       )
-      if (!put.succeeded) throw new LockBackendError('etcd', `the lock key ${ownKey} already exists under a fresh lease`)
+      if (!put.succeeded)
+        throw new LockBackendError('etcd', `the lock key ${ownKey} already exists under a fresh lease`)
       const revision = BigInt(put.header.revision)
       const oldest = put.responses[1]?.response_range?.kvs[0]
       stage = 'wait for the lock'
-      if (oldest?.create_revision !== revision.toString() && !(await this.waitForTurn(queue, ownKey, revision, deadline, waiting))) return undefined
+      if (
+        oldest?.create_revision !== revision.toString() &&
+        !(await this.waitForTurn(queue, ownKey, revision, deadline, waiting))
+      )
+        return undefined
       acquired = true
-      const held = new EtcdHeldLock(this.client, this.calls, lease, lifetime, ownKey, revision, () => this.held.delete(held))
+      const held = new EtcdHeldLock(this.client, this.calls, lease, lifetime, ownKey, revision, () =>
+        this.held.delete(held),
+      )
       this.held.add(held)
       return held
     } catch (err) {
       if (request.signal.aborted) throw request.signal.reason
       if (this.closing.signal.aborted) throw new LockBackendError('etcd', 'the backend was closed while waiting')
-      if (lifetime.lost) throw new LockBackendError('etcd', `the lease ended before the lock was taken (trying to ${stage}): ${lifetime.lost.reason}`)
+      if (lifetime.lost)
+        throw new LockBackendError(
+          'etcd',
+          `the lease ended before the lock was taken (trying to ${stage}): ${lifetime.lost.reason}`,
+        )
       throw err
     } finally {
       linked.dispose()
@@ -117,30 +133,53 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
     deadline: number,
     signal: AbortSignal,
   ): Promise<boolean> {
-    const predecessorOf = this.client.getAll().prefix(queue).maxCreateRevision((revision - 1n).toString()).sort('Create', 'Descend').limit(1)
+    const predecessorOf = this.client
+      .getAll()
+      .prefix(queue)
+      .maxCreateRevision((revision - 1n).toString())
+      .sort('Create', 'Descend')
+      .limit(1)
     let pollMs = WATCH_POLL_START_MS
     for (;;) {
       // Tried again through a leader election or a member going down (etcd3 moves to another member).
       const res = await readWhileWaiting(
-        () => this.calls.call('read the lock queue', this.client.if(ownKey, 'Create', '==', revision.toString()).then(predecessorOf).commit()),
+        () =>
+          this.calls.call(
+            'read the lock queue',
+            this.client.if(ownKey, 'Create', '==', revision.toString()).then(predecessorOf).commit(),
+          ),
         deadline,
         (err) => !signal.aborted && err instanceof LockBackendError,
         (promise) => abortable(promise, signal, () => {}),
       )
-      if (!res.succeeded) throw new LockBackendError('etcd', 'the own lock key is gone: its lease expired while it waited (etcd-io/etcd#11456)')
+      if (!res.succeeded)
+        throw new LockBackendError(
+          'etcd',
+          'the own lock key is gone: its lease expired while it waited (etcd-io/etcd#11456)',
+        )
       const predecessor = res.responses[0]?.response_range?.kvs[0]
       if (!predecessor) return true
       const remaining = deadline - performance.now()
       if (remaining <= 0) return false
       // Txn replies carry full key names; the watch adds the client's namespace itself.
       const key = predecessor.key.subarray(this.client.prefix.length)
-      const outcome = await this.waitForDelete(key, BigInt(res.header.revision) + 1n, Math.min(remaining, pollMs), signal)
+      const outcome = await this.waitForDelete(
+        key,
+        BigInt(res.header.revision) + 1n,
+        Math.min(remaining, pollMs),
+        signal,
+      )
       if (outcome === 'silent') pollMs = Math.min(pollMs * 2, WATCH_POLL_CAP_MS)
     }
   }
 
   /** Resolves when `key` is deleted (from `fromRevision` on), after `ms` ('silent'), or on abort. */
-  private waitForDelete(key: Buffer, fromRevision: bigint, ms: number, signal: AbortSignal): Promise<'deleted' | 'silent'> {
+  private waitForDelete(
+    key: Buffer,
+    fromRevision: bigint,
+    ms: number,
+    signal: AbortSignal,
+  ): Promise<'deleted' | 'silent'> {
     if (signal.aborted) return Promise.reject(signal.reason)
     const watcher = this.client.watch().key(key).startRevision(fromRevision.toString()).watcher()
     return new Promise<'deleted' | 'silent'>((resolve, reject) => {

@@ -43,7 +43,8 @@ export class EtcdHeldLock extends WatchdogHeldLock<EtcdFencedWrites> {
     super(lifetime, token, onReleased)
     const revision = token.toString()
     const owned = () => client.if(lockKey, 'Create', '==', revision)
-    const committed = (what: string, txn: ComparatorBuilder) => calls.call(what, txn.commit()).then((res) => res.succeeded)
+    const committed = (what: string, txn: ComparatorBuilder) =>
+      calls.call(what, txn.commit()).then((res) => res.succeeded)
     this.resource = {
       lockKey,
       put: (key, value) => committed('owner-checked put', owned().then(client.put(key).value(value))),

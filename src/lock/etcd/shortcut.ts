@@ -8,7 +8,13 @@ export const etcdShortcut: BackendShortcut = {
   option: 'etcd',
   create(value, settings) {
     const client = value as Partial<Namespace> | null
-    if (typeof client !== 'object' || client === null || typeof client.lease !== 'function' || typeof client.watch !== 'function' || typeof client.getAll !== 'function') {
+    if (
+      typeof client !== 'object' ||
+      client === null ||
+      typeof client.lease !== 'function' ||
+      typeof client.watch !== 'function' ||
+      typeof client.getAll !== 'function'
+    ) {
       throw new InvalidArgumentError('etcd', 'expected an etcd3 client (new Etcd3({ hosts }) from the etcd3 package)')
     }
     return createEtcdBackend(client as Namespace, settings)

@@ -12,7 +12,10 @@ import { mysqlTables } from './tables.js'
  * With `connection` options instead of a pool, the backend opens its own pool (loading
  * mysql2 on first use) and ends it in `close()`; a pool passed in stays open.
  */
-export function createMysqlBackend(input: MysqlPoolLike | MysqlCallbackPoolLike | MysqlLockOptions, defaults: { namespace?: string } = {}): LockBackend<undefined> {
+export function createMysqlBackend(
+  input: MysqlPoolLike | MysqlCallbackPoolLike | MysqlLockOptions,
+  defaults: { namespace?: string } = {},
+): LockBackend<undefined> {
   const settings = parseMysqlOptions(input, defaults)
   const tables = mysqlTables(settings)
   let ownPool: Promise<MysqlPoolLike> | undefined
@@ -33,12 +36,21 @@ export function createMysqlBackend(input: MysqlPoolLike | MysqlCallbackPoolLike 
     async close() {
       const own = ownPool
       ownPool = undefined
-      if (own) await boundedCall('mysql', 'ending the pool', own.then((p) => p.end()), settings.timeoutMs).catch(() => {})
+      if (own)
+        await boundedCall(
+          'mysql',
+          'ending the pool',
+          own.then((p) => p.end()),
+          settings.timeoutMs,
+        ).catch(() => {})
     },
   }
 }
 
-async function openOwnPool(connection: Record<string, unknown> | string, connectionLimit: number): Promise<MysqlPoolLike> {
+async function openOwnPool(
+  connection: Record<string, unknown> | string,
+  connectionLimit: number,
+): Promise<MysqlPoolLike> {
   let mysql: { createPool(options: Record<string, unknown>): unknown }
   try {
     mysql = (await import('mysql2/promise')) as unknown as typeof mysql

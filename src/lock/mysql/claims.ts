@@ -10,7 +10,11 @@ import type { MysqlTables } from './tables.js'
  * (server UTC) has passed, then a read of who holds it. The assignments in ON DUPLICATE
  * KEY UPDATE run left to right, so `lock_until` is assigned last, after the two that test it.
  */
-export function mysqlClaims(settings: MysqlSettings, pool: () => Promise<MysqlPoolLike>, tables: MysqlTables): ClaimStore {
+export function mysqlClaims(
+  settings: MysqlSettings,
+  pool: () => Promise<MysqlPoolLike>,
+  tables: MysqlTables,
+): ClaimStore {
   const claimSql =
     `INSERT INTO ${tables.runOnce} (k, name, lock_until, locked_at, locked_by) VALUES (?, ?, UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(3), ?) ` +
     'ON DUPLICATE KEY UPDATE ' +
@@ -24,16 +28,31 @@ export function mysqlClaims(settings: MysqlSettings, pool: () => Promise<MysqlPo
       await tables.ensure(db)
       const owner = randomUUID()
       const row = counterKey(settings.namespace, name)
-      await boundedCall('mysql', 'claiming the run', db.query(claimSql, [row, name, atMostMs * 1000, owner]), settings.timeoutMs).catch((error: unknown) => {
+      await boundedCall(
+        'mysql',
+        'claiming the run',
+        db.query(claimSql, [row, name, atMostMs * 1000, owner]),
+        settings.timeoutMs,
+      ).catch((error: unknown) => {
         // unanswered: the claim may still land; end it behind us (lockAtLeastFor 0)
         db.query(finishSql, [0, row, owner]).catch(() => {})
         throw error
       })
-      const [rows] = await boundedCall('mysql', 'reading the claim', db.query(`SELECT locked_by FROM ${tables.runOnce} WHERE k = ?`, [row]), settings.timeoutMs)
+      const [rows] = await boundedCall(
+        'mysql',
+        'reading the claim',
+        db.query(`SELECT locked_by FROM ${tables.runOnce} WHERE k = ?`, [row]),
+        settings.timeoutMs,
+      )
       if ((rows as { locked_by: string }[])[0]?.locked_by !== owner) return undefined
       return {
         async finish(atLeastMs: number): Promise<void> {
-          await boundedCall('mysql', 'finishing the run', db.query(finishSql, [atLeastMs * 1000, row, owner]), settings.timeoutMs)
+          await boundedCall(
+            'mysql',
+            'finishing the run',
+            db.query(finishSql, [atLeastMs * 1000, row, owner]),
+            settings.timeoutMs,
+          )
         },
       }
     },

@@ -17,7 +17,10 @@ export const MAX_LOCK_NAME = 64
 export function lockName(namespace: string, key: string): string {
   const plain = `${namespace}:${key}`
   if (plain.length <= MAX_LOCK_NAME && /^[\x20-\x7e]*$/.test(plain)) return plain
-  return `#${createHash('sha256').update(`${namespace}\u0000${key}`, 'utf8').digest('hex').slice(0, MAX_LOCK_NAME - 1)}`
+  return `#${createHash('sha256')
+    .update(`${namespace}\u0000${key}`, 'utf8')
+    .digest('hex')
+    .slice(0, MAX_LOCK_NAME - 1)}`
 }
 
 /** The fencing counter's row key: SHA-256 of namespace NUL key (a key may be longer than any index allows). */

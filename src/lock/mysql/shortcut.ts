@@ -6,6 +6,8 @@ import type { MysqlCallbackPoolLike, MysqlLockOptions, MysqlPoolLike } from './o
 export const mysqlShortcut: BackendShortcut = {
   option: 'mysql',
   create(value, settings) {
-    return createMysqlBackend(value as MysqlPoolLike | MysqlCallbackPoolLike | MysqlLockOptions, { namespace: settings.namespace })
+    return createMysqlBackend(value as MysqlPoolLike | MysqlCallbackPoolLike | MysqlLockOptions, {
+      namespace: settings.namespace,
+    })
   },
 }

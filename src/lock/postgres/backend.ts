@@ -12,7 +12,10 @@ import { acquireTransactionLock } from './transaction-lock.js'
  * 'session'`: the lock lasts as long as its transaction or connection, with no lease to
  * renew, and the front runs no watchdog.
  */
-export function createPostgresBackend(input: PgPoolLike | PostgresLockOptions, defaults: { namespace?: string } = {}): LockBackend<PgPoolClientLike | undefined> {
+export function createPostgresBackend(
+  input: PgPoolLike | PostgresLockOptions,
+  defaults: { namespace?: string } = {},
+): LockBackend<PgPoolClientLike | undefined> {
   const settings = parsePostgresOptions(input, defaults)
   const tables = postgresTables(settings)
   let warned = false
@@ -25,7 +28,9 @@ export function createPostgresBackend(input: PgPoolLike | PostgresLockOptions, d
     name: 'postgres',
     claims: postgresClaims(settings, tables),
     acquire(request: AcquireRequest): Promise<HeldLock<PgPoolClientLike | undefined> | undefined> {
-      return settings.mode === 'session' ? acquireSessionLock(settings, tables, request, warnOnce) : acquireTransactionLock(settings, tables, request)
+      return settings.mode === 'session'
+        ? acquireSessionLock(settings, tables, request, warnOnce)
+        : acquireTransactionLock(settings, tables, request)
     },
     // Every connection is the caller's pool's or closed with its hold: nothing of ours to stop.
     async close() {},

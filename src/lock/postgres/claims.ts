@@ -22,7 +22,12 @@ export function postgresClaims(settings: PostgresSettings, tables: PostgresTable
     async claim(name: string, atMostMs: number): Promise<Claim | undefined> {
       await tables.ensure()
       const owner = randomUUID()
-      const result = await boundedCall('postgres', 'claiming the run', settings.pool.query(claimSql, [name, atMostMs, owner]), settings.timeoutMs).catch((error: unknown) => {
+      const result = await boundedCall(
+        'postgres',
+        'claiming the run',
+        settings.pool.query(claimSql, [name, atMostMs, owner]),
+        settings.timeoutMs,
+      ).catch((error: unknown) => {
         // unanswered: the claim may still land; end it behind us (lockAtLeastFor 0)
         settings.pool.query(finishSql, [name, 0, owner]).catch(() => {})
         throw error
@@ -30,7 +35,12 @@ export function postgresClaims(settings: PostgresSettings, tables: PostgresTable
       if (result.rows.length === 0) return undefined
       return {
         async finish(atLeastMs: number): Promise<void> {
-          await boundedCall('postgres', 'finishing the run', settings.pool.query(finishSql, [name, atLeastMs, owner]), settings.timeoutMs)
+          await boundedCall(
+            'postgres',
+            'finishing the run',
+            settings.pool.query(finishSql, [name, atLeastMs, owner]),
+            settings.timeoutMs,
+          )
         },
       }
     },

@@ -74,30 +74,52 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/
 
 export function isPgPool(value: unknown): value is PgPoolLike {
   const candidate = value as PgPoolLike | null
-  return typeof candidate === 'object' && candidate !== null && typeof candidate.connect === 'function' && typeof candidate.query === 'function'
+  return (
+    typeof candidate === 'object' &&
+    candidate !== null &&
+    typeof candidate.connect === 'function' &&
+    typeof candidate.query === 'function'
+  )
 }
 
-export function parsePostgresOptions(input: PgPoolLike | PostgresLockOptions, defaults: { namespace?: string } = {}): PostgresSettings {
+export function parsePostgresOptions(
+  input: PgPoolLike | PostgresLockOptions,
+  defaults: { namespace?: string } = {},
+): PostgresSettings {
   const options: PostgresLockOptions = isPgPool(input) ? { pool: input } : input
-  if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('postgres', 'expected a pg Pool or { pool, ... }')
+  if (typeof options !== 'object' || options === null)
+    throw new InvalidArgumentError('postgres', 'expected a pg Pool or { pool, ... }')
   for (const name of Object.keys(options)) {
-    if (!OPTION_NAMES.has(name)) throw new InvalidArgumentError(`postgres.${name}`, `unknown option; expected one of ${[...OPTION_NAMES].join(', ')}`)
+    if (!OPTION_NAMES.has(name))
+      throw new InvalidArgumentError(
+        `postgres.${name}`,
+        `unknown option; expected one of ${[...OPTION_NAMES].join(', ')}`,
+      )
   }
-  if (!isPgPool(options.pool)) throw new InvalidArgumentError('postgres.pool', 'expected a pg Pool (an object with connect() and query())')
+  if (!isPgPool(options.pool))
+    throw new InvalidArgumentError('postgres.pool', 'expected a pg Pool (an object with connect() and query())')
   const mode = options.mode ?? 'transaction'
-  if (mode !== 'transaction' && mode !== 'session') throw new InvalidArgumentError('postgres.mode', `expected 'transaction' or 'session', got ${JSON.stringify(mode)}`)
+  if (mode !== 'transaction' && mode !== 'session')
+    throw new InvalidArgumentError('postgres.mode', `expected 'transaction' or 'session', got ${JSON.stringify(mode)}`)
   if (mode === 'session' && typeof options.pool.Client !== 'function') {
-    throw new InvalidArgumentError('postgres.pool', "session mode opens its own connection with the pool's Client class and options; this pool exposes neither (pass a pg Pool)")
+    throw new InvalidArgumentError(
+      'postgres.pool',
+      "session mode opens its own connection with the pool's Client class and options; this pool exposes neither (pass a pg Pool)",
+    )
   }
   const namespace = options.namespace ?? defaults.namespace ?? 'sg-lock'
   if (typeof namespace !== 'string' || namespace.length === 0 || namespace.length > 64) {
     throw new InvalidArgumentError('postgres.namespace', 'expected a non-empty string of at most 64 characters')
   }
   const keys = options.keys ?? 'hash64'
-  if (keys !== 'hash64' && keys !== 'int4pair') throw new InvalidArgumentError('postgres.keys', `expected 'hash64' or 'int4pair', got ${JSON.stringify(keys)}`)
+  if (keys !== 'hash64' && keys !== 'int4pair')
+    throw new InvalidArgumentError('postgres.keys', `expected 'hash64' or 'int4pair', got ${JSON.stringify(keys)}`)
   const schema = options.schema ?? 'stampede_guard'
   if (typeof schema !== 'string' || !IDENTIFIER.test(schema)) {
-    throw new InvalidArgumentError('postgres.schema', `expected a plain identifier (letters, digits, _; at most 63), got ${JSON.stringify(schema)}`)
+    throw new InvalidArgumentError(
+      'postgres.schema',
+      `expected a plain identifier (letters, digits, _; at most 63), got ${JSON.stringify(schema)}`,
+    )
   }
   const fencing = options.fencing ?? true
   if (typeof fencing !== 'boolean') throw new InvalidArgumentError('postgres.fencing', 'expected a boolean')

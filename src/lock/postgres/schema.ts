@@ -36,7 +36,13 @@ export function postgresTables(settings: PostgresSettings): PostgresTables {
   }
 }
 
-async function createTables(pool: PgPoolLike, settings: PostgresSettings, schema: string, fences: string, runOnce: string): Promise<void> {
+async function createTables(
+  pool: PgPoolLike,
+  settings: PostgresSettings,
+  schema: string,
+  fences: string,
+  runOnce: string,
+): Promise<void> {
   // CREATE ... IF NOT EXISTS races with itself (unique violation on the catalog) when
   // several processes start at once: one advisory lock serialises the DDL.
   const ddlLock = advisoryKey('hash64', 'stampede-guard', `ddl:${settings.schema}`)
@@ -53,7 +59,13 @@ async function createTables(pool: PgPoolLike, settings: PostgresSettings, schema
   const onError = (err?: Error) => (broken = err ?? new Error('connection ended'))
   client.on('error', onError)
   try {
-    await boundedCall('postgres', `creating the tables in schema ${schema}`, client.query(ddl), settings.timeoutMs, () => (broken ??= new Error('timed out')))
+    await boundedCall(
+      'postgres',
+      `creating the tables in schema ${schema}`,
+      client.query(ddl),
+      settings.timeoutMs,
+      () => (broken ??= new Error('timed out')),
+    )
   } catch (err) {
     broken ??= err as Error
     throw err

@@ -18,12 +18,20 @@ import { asList, isLockTimeout, NOTICE_GONE_CLIENT } from './transaction-lock.js
  * unlocked on the wrong one. The backend refuses when it sees that: the session already
  * holds advisory locks it did not take, or the server pid changes between statements.
  */
-export async function acquireSessionLock(settings: PostgresSettings, tables: PostgresTables, request: AcquireRequest, warnOnce: (message: string) => void): Promise<HeldLock<undefined> | undefined> {
+export async function acquireSessionLock(
+  settings: PostgresSettings,
+  tables: PostgresTables,
+  request: AcquireRequest,
+  warnOnce: (message: string) => void,
+): Promise<HeldLock<undefined> | undefined> {
   if (settings.fencing) await tables.ensure()
   const { pool } = settings
   const client = new pool.Client!(pool.options)
   const hold = new ConnectionHold(request.key)
-  hold.watch(client, (cause) => `its dedicated connection failed (${cause.message}); PostgreSQL released the session lock`)
+  hold.watch(
+    client,
+    (cause) => `its dedicated connection failed (${cause.message}); PostgreSQL released the session lock`,
+  )
   let closed = false
   const close = () => {
     if (closed) return
@@ -58,7 +66,9 @@ export async function acquireSessionLock(settings: PostgresSettings, tables: Pos
     let row: Record<string, unknown> | undefined
     try {
       const call = abortable(client.query(lockSql), request.signal, close)
-      const results = asList(await boundedCall('postgres', 'pg_advisory_lock', call, request.waitMs + settings.timeoutMs, close))
+      const results = asList(
+        await boundedCall('postgres', 'pg_advisory_lock', call, request.waitMs + settings.timeoutMs, close),
+      )
       row = request.waitMs > 0 ? results[3]?.rows[0] : results[0]?.rows[0]
     } catch (err) {
       if (isLockTimeout(err)) {
@@ -74,7 +84,15 @@ export async function acquireSessionLock(settings: PostgresSettings, tables: Pos
     samePid(session.pid, row?.pid)
     let token: bigint | undefined
     if (settings.fencing) {
-      const issued = asList(await boundedCall('postgres', 'issuing the fencing token', client.query(nextTokenSql(tables.fences), [settings.namespace, request.key]), settings.timeoutMs, close))
+      const issued = asList(
+        await boundedCall(
+          'postgres',
+          'issuing the fencing token',
+          client.query(nextTokenSql(tables.fences), [settings.namespace, request.key]),
+          settings.timeoutMs,
+          close,
+        ),
+      )
       samePid(session.pid, issued[0]?.rows[0]?.pid)
       token = BigInt(String(issued[0]?.rows[0]?.token))
     }
@@ -97,11 +115,21 @@ interface SessionFacts {
   advisoryLocks: number
 }
 
-async function inspectSession(client: PgStandaloneClientLike, timeoutMs: number, close: () => void): Promise<SessionFacts> {
+async function inspectSession(
+  client: PgStandaloneClientLike,
+  timeoutMs: number,
+  close: () => void,
+): Promise<SessionFacts> {
   const sql =
     "SELECT pg_backend_pid() AS pid, inet_server_port() AS port, (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid())::int AS held"
-  const row = asList(await boundedCall('postgres', 'inspecting the session', client.query(sql), timeoutMs, close))[0]?.rows[0] ?? {}
-  return { pid: Number(row.pid), serverPort: row.port === null || row.port === undefined ? null : Number(row.port), advisoryLocks: Number(row.held) }
+  const row =
+    asList(await boundedCall('postgres', 'inspecting the session', client.query(sql), timeoutMs, close))[0]?.rows[0] ??
+    {}
+  return {
+    pid: Number(row.pid),
+    serverPort: row.port === null || row.port === undefined ? null : Number(row.port),
+    advisoryLocks: Number(row.held),
+  }
 }
 
 function samePid(expected: number, actual: unknown): void {
@@ -114,12 +142,27 @@ function samePid(expected: number, actual: unknown): void {
   }
 }
 
-async function confirmHeld(client: PgStandaloneClientLike, hold: ConnectionHold, key: AdvisoryKey, pid: number, timeoutMs: number, close: () => void): Promise<boolean> {
+async function confirmHeld(
+  client: PgStandaloneClientLike,
+  hold: ConnectionHold,
+  key: AdvisoryKey,
+  pid: number,
+  timeoutMs: number,
+  close: () => void,
+): Promise<boolean> {
   if (!hold.held) return false
   const { classid, objid, objsubid } = key.locksFilter
   const sql =
     "SELECT pg_backend_pid() AS pid, EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid() AND classid = $1 AND objid = $2 AND objsubid = $3) AS held"
-  const row = asList(await boundedCall('postgres', 'checking the session lock', client.query(sql, [classid, objid, objsubid]), timeoutMs, close))[0]?.rows[0]
+  const row = asList(
+    await boundedCall(
+      'postgres',
+      'checking the session lock',
+      client.query(sql, [classid, objid, objsubid]),
+      timeoutMs,
+      close,
+    ),
+  )[0]?.rows[0]
   if (Number(row?.pid) !== pid || row?.held !== true) {
     hold.lose('the session no longer holds the advisory lock')
     close()
@@ -128,14 +171,32 @@ async function confirmHeld(client: PgStandaloneClientLike, hold: ConnectionHold,
   return hold.held
 }
 
-async function unlock(client: PgStandaloneClientLike, hold: ConnectionHold, key: AdvisoryKey, pid: number, timeoutMs: number, close: () => void): Promise<void> {
+async function unlock(
+  client: PgStandaloneClientLike,
+  hold: ConnectionHold,
+  key: AdvisoryKey,
+  pid: number,
+  timeoutMs: number,
+  close: () => void,
+): Promise<void> {
   const wasLost = hold.lost
   if (!hold.beginRelease()) return
   if (wasLost) return close()
   try {
-    const row = asList(await boundedCall('postgres', 'pg_advisory_unlock', client.query(`SELECT pg_advisory_unlock(${key.literal}) AS ok, pg_backend_pid() AS pid`), timeoutMs, close))[0]?.rows[0]
+    const row = asList(
+      await boundedCall(
+        'postgres',
+        'pg_advisory_unlock',
+        client.query(`SELECT pg_advisory_unlock(${key.literal}) AS ok, pg_backend_pid() AS pid`),
+        timeoutMs,
+        close,
+      ),
+    )[0]?.rows[0]
     if (row?.ok !== true || Number(row.pid) !== pid) {
-      throw new LockBackendError('postgres', `pg_advisory_unlock found no such lock on session ${String(row?.pid)} (taken on ${pid}); the connection is closed, which ends every lock of its session`)
+      throw new LockBackendError(
+        'postgres',
+        `pg_advisory_unlock found no such lock on session ${String(row?.pid)} (taken on ${pid}); the connection is closed, which ends every lock of its session`,
+      )
     }
   } finally {
     // Closing ends the session, so even a failed unlock frees the lock on a direct connection.

@@ -27,11 +27,19 @@ export const NOTICE_GONE_CLIENT =
  * the same instant the lock is released. Nothing is held per session, so this stays
  * correct behind a transaction-mode pooler.
  */
-export async function acquireTransactionLock(settings: PostgresSettings, tables: PostgresTables, request: AcquireRequest): Promise<HeldLock<PgPoolClientLike> | undefined> {
+export async function acquireTransactionLock(
+  settings: PostgresSettings,
+  tables: PostgresTables,
+  request: AcquireRequest,
+): Promise<HeldLock<PgPoolClientLike> | undefined> {
   if (settings.fencing) await tables.ensure()
   const client = await borrowBounded('postgres', settings.pool.connect(), (late) => late.release(), settings.timeoutMs)
   const hold = new ConnectionHold(request.key)
-  hold.watch(client, (cause) => `the transaction's connection failed (${cause.message}); the lock is gone and the transaction rolled back`)
+  hold.watch(
+    client,
+    (cause) =>
+      `the transaction's connection failed (${cause.message}); the lock is gone and the transaction rolled back`,
+  )
   let returned = false
   const giveBack = () => {
     if (returned) return
@@ -55,7 +63,9 @@ export async function acquireTransactionLock(settings: PostgresSettings, tables:
     let results: PgResult[]
     try {
       const call = abortable(client.query(lockSql), request.signal, abandon)
-      results = asList(await boundedCall('postgres', 'pg_advisory_xact_lock', call, request.waitMs + settings.timeoutMs, abandon))
+      results = asList(
+        await boundedCall('postgres', 'pg_advisory_xact_lock', call, request.waitMs + settings.timeoutMs, abandon),
+      )
     } catch (err) {
       if (isLockTimeout(err)) return await rollbackAndGiveBack()
       throw err
@@ -63,7 +73,13 @@ export async function acquireTransactionLock(settings: PostgresSettings, tables:
     if (request.waitMs === 0 && results[1]?.rows[0]?.got !== true) return await rollbackAndGiveBack()
     let token: bigint | undefined
     if (settings.fencing) {
-      const issued = await boundedCall('postgres', 'issuing the fencing token', client.query(nextTokenSql(tables.fences), [settings.namespace, request.key]), settings.timeoutMs, abandon)
+      const issued = await boundedCall(
+        'postgres',
+        'issuing the fencing token',
+        client.query(nextTokenSql(tables.fences), [settings.namespace, request.key]),
+        settings.timeoutMs,
+        abandon,
+      )
       token = BigInt(String(asList(issued)[0]?.rows[0]?.token))
     }
     return hold.heldLock('postgres', {
@@ -82,13 +98,22 @@ export async function acquireTransactionLock(settings: PostgresSettings, tables:
   }
 }
 
-async function endTransaction(client: PgPoolClientLike, hold: ConnectionHold, failure: unknown, timeoutMs: number, giveBack: () => void): Promise<void> {
+async function endTransaction(
+  client: PgPoolClientLike,
+  hold: ConnectionHold,
+  failure: unknown,
+  timeoutMs: number,
+  giveBack: () => void,
+): Promise<void> {
   const wasLost = hold.lost
   if (!hold.beginRelease()) return
   if (wasLost) {
     giveBack()
     if (failure !== undefined) return
-    throw new LockBackendError('postgres', `the connection was lost before COMMIT (${hold.broken?.message ?? 'unknown'}): the lock ended and nothing written in its transaction was kept`)
+    throw new LockBackendError(
+      'postgres',
+      `the connection was lost before COMMIT (${hold.broken?.message ?? 'unknown'}): the lock ended and nothing written in its transaction was kept`,
+    )
   }
   const statement = failure === undefined ? 'COMMIT' : 'ROLLBACK'
   let result: PgResult
@@ -105,7 +130,10 @@ async function endTransaction(client: PgPoolClientLike, hold: ConnectionHold, fa
   }
   // COMMIT of a transaction in which a statement failed is answered with ROLLBACK, not an error.
   if (statement === 'COMMIT' && result.command === 'ROLLBACK') {
-    throw new LockBackendError('postgres', 'COMMIT rolled back: a statement in the critical section failed, so PostgreSQL aborted the transaction and kept nothing it wrote')
+    throw new LockBackendError(
+      'postgres',
+      'COMMIT rolled back: a statement in the critical section failed, so PostgreSQL aborted the transaction and kept nothing it wrote',
+    )
   }
 }
 

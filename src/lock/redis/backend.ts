@@ -63,17 +63,31 @@ export class RedisLockBackend implements LockBackend {
   constructor(
     client: Redis | Cluster,
     private readonly settings: StoreSettings,
-    private readonly redis: RedisLockSettings = { shardedPubSub: 'auto', replicaWait: undefined, maxPollRate: DEFAULT_MAX_POLL_RATE, maxSubscribedWaits: DEFAULT_MAX_SUBSCRIBED_WAITS },
+    private readonly redis: RedisLockSettings = {
+      shardedPubSub: 'auto',
+      replicaWait: undefined,
+      maxPollRate: DEFAULT_MAX_POLL_RATE,
+      maxSubscribedWaits: DEFAULT_MAX_SUBSCRIBED_WAITS,
+    },
   ) {
     this.client = defineLockScripts(client)
     this.failsOver = canFailOver(client)
     this.probe = new ServerProbe(client, redis.shardedPubSub, settings.commandTimeoutMs)
     this.notifier = new Notifier(client, settings.commandTimeoutMs, this.probe)
-    const bounded = (operation: string, command: () => Promise<unknown>) => boundedCall(this.client, settings.commandTimeoutMs, operation, command)
+    const bounded = (operation: string, command: () => Promise<unknown>) =>
+      boundedCall(this.client, settings.commandTimeoutMs, operation, command)
     const keyOf = clusterKeyOf(client)
-    this.renewals = new RenewalBatch((locks, args) => bounded('lock extend', () => this.client.stampedeGuardExtendMany(locks.length, ...locks, ...args)), keyOf)
+    this.renewals = new RenewalBatch(
+      (locks, args) =>
+        bounded('lock extend', () => this.client.stampedeGuardExtendMany(locks.length, ...locks, ...args)),
+      keyOf,
+    )
     this.subscribed = new SubscribedWaits(redis.maxSubscribedWaits)
-    this.polls = new PollScheduler((locks) => bounded('lock poll', () => this.client.stampedeGuardPollLocks(locks.length, ...locks)), redis.maxPollRate, keyOf)
+    this.polls = new PollScheduler(
+      (locks) => bounded('lock poll', () => this.client.stampedeGuardPollLocks(locks.length, ...locks)),
+      redis.maxPollRate,
+      keyOf,
+    )
     // A release published while the subscriber was down is gone: without this, its waiter
     // slept on to its next safety-net poll (up to 5 s; measured 5.0 s after CLIENT KILL TYPE pubsub).
     this.notifier.onLoss(() => this.polls.pollAllNow())
@@ -96,7 +110,10 @@ export class RedisLockBackend implements LockBackend {
       async () => {
         let sentAt = performance.now()
         // Through a failover, within the caller's wait: else every acquisition during one fails.
-        const reply = await retryThroughFailover(() => ((sentAt = performance.now()), this.attempt(keys, owner, request.leaseMs)), retry)
+        const reply = await retryThroughFailover(
+          () => ((sentAt = performance.now()), this.attempt(keys, owner, request.leaseMs)),
+          retry,
+        )
         if (!reply) return { busyForMs: 0 } // aborted: acquireWaiting sees it and gives up
         const [won, arg, acknowledged] = reply
         if (won !== 1) return { busyForMs: Number(arg) }
@@ -104,7 +121,9 @@ export class RedisLockBackend implements LockBackend {
         if (wait && acknowledged! < wait.replicas) {
           // Strict: a lock a failover could lose is no lock. Give it back (waking whoever saw it
           // busy) and count this attempt as busy; each retry costs at most one WAIT timeout.
-          await boundedCall(this.client, this.settings.commandTimeoutMs, 'lock release', () => this.releaseCall(keys, owner, true)).catch(() => {})
+          await boundedCall(this.client, this.settings.commandTimeoutMs, 'lock release', () =>
+            this.releaseCall(keys, owner, true),
+          ).catch(() => {})
           return { busyForMs: wait.timeoutMs }
         }
         return { held: this.held(keys, owner, String(arg), sentAt) }
@@ -127,10 +146,21 @@ export class RedisLockBackend implements LockBackend {
     const args = [keys.lock, keys.entry, owner, leaseMs, Math.max(COUNTER_KEEP_MS, 2 * leaseMs)] as const
     const wait = this.redis.replicaWait
     try {
-      if (!wait) return (await boundedCall(this.client, this.settings.commandTimeoutMs, 'lock acquire', () => this.client.stampedeGuardLockAcquire(...args))) as [number, string | number]
+      if (!wait)
+        return (await boundedCall(this.client, this.settings.commandTimeoutMs, 'lock acquire', () =>
+          this.client.stampedeGuardLockAcquire(...args),
+        )) as [number, string | number]
       // WAIT waits on the server on purpose: its timeout is added to the bound.
-      const { replies, acknowledged } = await boundedCall(this.client, this.settings.commandTimeoutMs + wait.timeoutMs, 'lock acquire', () =>
-        execWithReplicaWait(this.client, (pipeline) => (pipeline as unknown as LockClient).stampedeGuardLockAcquire(...args), wait),
+      const { replies, acknowledged } = await boundedCall(
+        this.client,
+        this.settings.commandTimeoutMs + wait.timeoutMs,
+        'lock acquire',
+        () =>
+          execWithReplicaWait(
+            this.client,
+            (pipeline) => (pipeline as unknown as LockClient).stampedeGuardLockAcquire(...args),
+            wait,
+          ),
       )
       const [won, arg] = replies[0] as [number, string | number]
       return [won, arg, acknowledged]
@@ -146,7 +176,14 @@ export class RedisLockBackend implements LockBackend {
    * commands go out in call order.
    */
   private releaseCall(keys: EntryKeys, owner: string, notify: boolean): Promise<unknown> {
-    const send = (sharded: boolean) => this.client.stampedeGuardLockRelease(keys.lock, keys.channel, `${owner}:`, notify ? 1 : 0, sharded ? 'SPUBLISH' : 'PUBLISH')
+    const send = (sharded: boolean) =>
+      this.client.stampedeGuardLockRelease(
+        keys.lock,
+        keys.channel,
+        `${owner}:`,
+        notify ? 1 : 0,
+        sharded ? 'SPUBLISH' : 'PUBLISH',
+      )
     const sharded = this.probe.shardedPubSub()
     return typeof sharded === 'boolean' ? send(sharded) : sharded.then(send)
   }
@@ -162,7 +199,9 @@ export class RedisLockBackend implements LockBackend {
       resource: undefined,
       renew: (leaseMs) => this.renewals.renew(keys.lock, value, leaseMs),
       release: () =>
-        (released ??= boundedCall(this.client, this.settings.commandTimeoutMs, 'lock release', () => this.releaseCall(keys, owner, true)).then(() => {})),
+        (released ??= boundedCall(this.client, this.settings.commandTimeoutMs, 'lock release', () =>
+          this.releaseCall(keys, owner, true),
+        ).then(() => {})),
     }
   }
 

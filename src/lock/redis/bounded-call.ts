@@ -10,11 +10,23 @@ const OFFLINE = new Set(['reconnecting', 'close', 'end'])
  * client's own settings, failing at once when the connection is known to be down. Every
  * failure is a `RedisUnavailableError`.
  */
-export async function boundedCall<T>(client: Redis | Cluster, timeoutMs: number, operation: string, command: () => Promise<T>): Promise<T> {
-  if (OFFLINE.has(client.status)) throw new RedisUnavailableError(`redis ${operation} skipped: connection is ${client.status}`)
+export async function boundedCall<T>(
+  client: Redis | Cluster,
+  timeoutMs: number,
+  operation: string,
+  command: () => Promise<T>,
+): Promise<T> {
+  if (OFFLINE.has(client.status))
+    throw new RedisUnavailableError(`redis ${operation} skipped: connection is ${client.status}`)
   try {
-    return await withTimeout(command(), timeoutMs, () => new RedisUnavailableError(`redis ${operation} timed out after ${timeoutMs} ms`))
+    return await withTimeout(
+      command(),
+      timeoutMs,
+      () => new RedisUnavailableError(`redis ${operation} timed out after ${timeoutMs} ms`),
+    )
   } catch (error) {
-    throw error instanceof RedisUnavailableError ? error : new RedisUnavailableError(`redis ${operation} failed: ${(error as Error)?.message}`, error)
+    throw error instanceof RedisUnavailableError
+      ? error
+      : new RedisUnavailableError(`redis ${operation} failed: ${(error as Error)?.message}`, error)
   }
 }

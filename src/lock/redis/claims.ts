@@ -15,7 +15,8 @@ const SCRIPTS = {
  * `{lh:…}` tags (and the cache's); a name with a brace is hashed, as lock keys are.
  */
 export function claimKey(namespace: string, name: string): string {
-  const tag = name.includes('{') || name.includes('}') ? `oh:${createHash('sha256').update(name).digest('hex')}` : `o:${name}`
+  const tag =
+    name.includes('{') || name.includes('}') ? `oh:${createHash('sha256').update(name).digest('hex')}` : `o:${name}`
   return `${namespace}:{${tag}}`
 }
 
@@ -32,7 +33,9 @@ export function redisClaims(client: Redis | Cluster, settings: StoreSettings): C
       const owner = randomBytes(16).toString('hex')
       let claimedAt: unknown
       try {
-        claimedAt = await boundedCall(client, settings.commandTimeoutMs, 'run-once claim', () => scripted.stampedeGuardClaim(key, owner, atMostMs))
+        claimedAt = await boundedCall(client, settings.commandTimeoutMs, 'run-once claim', () =>
+          scripted.stampedeGuardClaim(key, owner, atMostMs),
+        )
       } catch (error) {
         // unanswered: the claim may still land (replayed after a reconnect); undo it behind us
         scripted.stampedeGuardFinishClaim(key, owner, 0).catch(() => {})
@@ -41,7 +44,9 @@ export function redisClaims(client: Redis | Cluster, settings: StoreSettings): C
       if (claimedAt === null) return undefined
       return {
         async finish(atLeastMs: number): Promise<void> {
-          await boundedCall(client, settings.commandTimeoutMs, 'run-once finish', () => scripted.stampedeGuardFinishClaim(key, owner, atLeastMs))
+          await boundedCall(client, settings.commandTimeoutMs, 'run-once finish', () =>
+            scripted.stampedeGuardFinishClaim(key, owner, atLeastMs),
+          )
         },
       }
     },

@@ -57,19 +57,36 @@ export interface RedisLockSettings {
 const KEYS = new Set(['client', 'shardedPubSub', 'waitForReplicas', 'maxPollRate', 'maxSubscribedWaits'])
 
 export function isRedisClient(value: unknown): value is Redis {
-  return typeof value === 'object' && value !== null && typeof (value as { defineCommand?: unknown }).defineCommand === 'function' && typeof (value as { status?: unknown }).status === 'string'
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as { defineCommand?: unknown }).defineCommand === 'function' &&
+    typeof (value as { status?: unknown }).status === 'string'
+  )
 }
 
 /** The `redis` option, as a client or as `{ client, … }`, validated with the option named. */
 export function parseRedisLockOption(value: unknown): { client: Redis | Cluster; settings: RedisLockSettings } {
   if (isRedisClient(value)) {
-    return { client: value, settings: { shardedPubSub: parseShardedPubSub('redis.shardedPubSub', undefined, value), replicaWait: undefined, maxPollRate: DEFAULT_MAX_POLL_RATE, maxSubscribedWaits: DEFAULT_MAX_SUBSCRIBED_WAITS } }
+    return {
+      client: value,
+      settings: {
+        shardedPubSub: parseShardedPubSub('redis.shardedPubSub', undefined, value),
+        replicaWait: undefined,
+        maxPollRate: DEFAULT_MAX_POLL_RATE,
+        maxSubscribedWaits: DEFAULT_MAX_SUBSCRIBED_WAITS,
+      },
+    }
   }
   if (typeof value !== 'object' || value === null || !isRedisClient((value as RedisLockOptions).client)) {
-    throw new InvalidArgumentError('redis', 'expected an ioredis client (Redis or Cluster), or { client, shardedPubSub, waitForReplicas, maxPollRate, maxSubscribedWaits }')
+    throw new InvalidArgumentError(
+      'redis',
+      'expected an ioredis client (Redis or Cluster), or { client, shardedPubSub, waitForReplicas, maxPollRate, maxSubscribedWaits }',
+    )
   }
   for (const name of Object.keys(value)) {
-    if (!KEYS.has(name)) throw new InvalidArgumentError(`redis.${name}`, `unknown option (known: ${[...KEYS].join(', ')})`)
+    if (!KEYS.has(name))
+      throw new InvalidArgumentError(`redis.${name}`, `unknown option (known: ${[...KEYS].join(', ')})`)
   }
   const options = value as RedisLockOptions
   return {
@@ -78,7 +95,10 @@ export function parseRedisLockOption(value: unknown): { client: Redis | Cluster;
       shardedPubSub: parseShardedPubSub('redis.shardedPubSub', options.shardedPubSub, options.client),
       replicaWait: parseReplicaWait('redis.waitForReplicas', options.waitForReplicas),
       maxPollRate: positiveInteger('redis.maxPollRate', options.maxPollRate ?? DEFAULT_MAX_POLL_RATE),
-      maxSubscribedWaits: positiveInteger('redis.maxSubscribedWaits', options.maxSubscribedWaits ?? DEFAULT_MAX_SUBSCRIBED_WAITS),
+      maxSubscribedWaits: positiveInteger(
+        'redis.maxSubscribedWaits',
+        options.maxSubscribedWaits ?? DEFAULT_MAX_SUBSCRIBED_WAITS,
+      ),
     },
   }
 }

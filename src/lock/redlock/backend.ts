@@ -48,7 +48,10 @@ export class RedlockBackend implements LockBackend {
   ) {
     this.nodes = nodes.map((node) => defineLockScripts(node))
     for (const node of this.nodes) {
-      this.renewals.set(node, new RenewalBatch((locks, args) => node.stampedeGuardExtendMany(locks.length, ...locks, ...args)))
+      this.renewals.set(
+        node,
+        new RenewalBatch((locks, args) => node.stampedeGuardExtendMany(locks.length, ...locks, ...args)),
+      )
       if (node.status === 'ready') this.connected.add(node)
       else (node as unknown as NodeJS.EventEmitter).once('ready', () => this.connected.add(node))
     }
@@ -64,9 +67,12 @@ export class RedlockBackend implements LockBackend {
       async () => {
         const owner = `${randomBytes(16).toString('hex')}:`
         const sentAt = performance.now()
-        const votes = await this.ask('redlock acquire', (node) => node.set(keys.lock, owner, 'PX', leaseMs, 'NX').then((reply) => reply === 'OK'))
+        const votes = await this.ask('redlock acquire', (node) =>
+          node.set(keys.lock, owner, 'PX', leaseMs, 'NX').then((reply) => reply === 'OK'),
+        )
         const validUntil = sentAt + leaseMs - leaseMarginMs(leaseMs)
-        if (count(votes, true) >= this.quorum && performance.now() < validUntil) return { held: this.held(keys, owner, sentAt, validUntil) }
+        if (count(votes, true) >= this.quorum && performance.now() < validUntil)
+          return { held: this.held(keys, owner, sentAt, validUntil) }
         // Not ours: undo wherever it was taken, and where the answer is unknown (it may land later).
         await this.releaseAll(keys, owner)
         this.throwIfNoQuorumPossible(votes, 'acquire')
@@ -104,7 +110,9 @@ export class RedlockBackend implements LockBackend {
         // An expired Redlock is not extended: another owner may hold a majority by now.
         if (performance.now() >= validUntil) return false
         const sentAt = performance.now()
-        const votes = await this.ask('redlock extend', (node) => this.renewals.get(node)!.renew(keys.lock, owner, leaseMs))
+        const votes = await this.ask('redlock extend', (node) =>
+          this.renewals.get(node)!.renew(keys.lock, owner, leaseMs),
+        )
         const until = sentAt + leaseMs - leaseMarginMs(leaseMs)
         if (count(votes, true) >= this.quorum && performance.now() < until) {
           validUntil = until
@@ -120,7 +128,14 @@ export class RedlockBackend implements LockBackend {
   /** Every node at once, each bounded by its own timeout. */
   private async ask(operation: string, command: (node: LockClient) => Promise<boolean>): Promise<Votes> {
     const answers = await Promise.allSettled(
-      this.nodes.map((node) => boundedCall(node, this.connected.has(node) ? this.nodeTimeoutMs : Math.max(this.nodeTimeoutMs, this.firstConnectMs), operation, () => command(node))),
+      this.nodes.map((node) =>
+        boundedCall(
+          node,
+          this.connected.has(node) ? this.nodeTimeoutMs : Math.max(this.nodeTimeoutMs, this.firstConnectMs),
+          operation,
+          () => command(node),
+        ),
+      ),
     )
     return answers.map((answer) => (answer.status === 'fulfilled' ? answer.value : undefined))
   }
@@ -129,15 +144,23 @@ export class RedlockBackend implements LockBackend {
   private throwIfNoQuorumPossible(votes: Votes, operation: string): void {
     const answered = votes.length - count(votes, undefined)
     if (answered < this.quorum) {
-      throw new LockBackendError(this.name, `${operation}: only ${answered} of ${votes.length} nodes answered within ${this.nodeTimeoutMs} ms; a quorum needs ${this.quorum}`)
+      throw new LockBackendError(
+        this.name,
+        `${operation}: only ${answered} of ${votes.length} nodes answered within ${this.nodeTimeoutMs} ms; a quorum needs ${this.quorum}`,
+      )
     }
   }
 
   /** `holder`: a holder's release (publishes to waiters, and must reach a node); else the undo of a failed attempt. */
   private async releaseAll(keys: EntryKeys, owner: string, holder = false): Promise<void> {
-    const votes = await this.ask('redlock release', (node) => node.stampedeGuardLockRelease(keys.lock, keys.channel, owner, holder ? 1 : 0).then((reply) => reply === 1))
+    const votes = await this.ask('redlock release', (node) =>
+      node.stampedeGuardLockRelease(keys.lock, keys.channel, owner, holder ? 1 : 0).then((reply) => reply === 1),
+    )
     if (holder && count(votes, undefined) === votes.length) {
-      throw new LockBackendError(this.name, `release: no node answered within ${this.nodeTimeoutMs} ms; the lock ends with its lease`)
+      throw new LockBackendError(
+        this.name,
+        `release: no node answered within ${this.nodeTimeoutMs} ms; the lock ends with its lease`,
+      )
     }
   }
 

@@ -26,9 +26,13 @@ export const redlockShortcut: BackendShortcut = {
     const options: RedlockOptions = Array.isArray(value) ? { nodes: value } : (value as RedlockOptions)
     const nodes = options?.nodes
     if (!Array.isArray(nodes) || nodes.length === 0 || !nodes.every(isRedisClient)) {
-      throw new InvalidArgumentError('redlock', 'expected a non-empty array of ioredis clients, one per independent Redis master')
+      throw new InvalidArgumentError(
+        'redlock',
+        'expected a non-empty array of ioredis clients, one per independent Redis master',
+      )
     }
-    if (new Set(nodes).size !== nodes.length) throw new InvalidArgumentError('redlock', 'the same client is listed twice; each node must be a separate master')
+    if (new Set(nodes).size !== nodes.length)
+      throw new InvalidArgumentError('redlock', 'the same client is listed twice; each node must be a separate master')
     const nodeTimeoutMs = parseDuration('redlock.nodeTimeout', options.nodeTimeout ?? 500)
     return new RedlockBackend(nodes, settings.namespace, nodeTimeoutMs, settings.commandTimeoutMs)
   },

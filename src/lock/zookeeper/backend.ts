@@ -47,7 +47,10 @@ const SWEEP_AFTER_MS = [1_000, 5_000]
  *   timeout − margin`: the server expires a session no earlier than that.
  * - Every call is bounded by `commandTimeoutMs` and fails with `LockBackendError('zookeeper', …)`.
  */
-export function createZooKeeperBackend(client: Client, settings: ZooKeeperBackendSettings): LockBackend<ZooKeeperFencedWrites> {
+export function createZooKeeperBackend(
+  client: Client,
+  settings: ZooKeeperBackendSettings,
+): LockBackend<ZooKeeperFencedWrites> {
   return new ZooKeeperBackend(client, settings)
 }
 
@@ -73,7 +76,8 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
 
   async acquire(request: AcquireRequest): Promise<ZooKeeperHeldLock | undefined> {
     if (this.closing.signal.aborted) throw new LockBackendError('zookeeper', 'the backend is closed')
-    if (this.expired.signal.aborted) throw new LockBackendError('zookeeper', 'the client\'s session has expired: create a new client')
+    if (this.expired.signal.aborted)
+      throw new LockBackendError('zookeeper', "the client's session has expired: create a new client")
     const deadline = performance.now() + request.waitMs
     const parent = `${this.root}/${nodeName(request.key)}`
     const linked = linkedSignal([request.signal, this.closing.signal, this.expired.signal])
@@ -107,7 +111,8 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
       stopListening = () => this.expired.signal.removeEventListener('abort', onExpired)
       lost.signal.addEventListener('abort', stopListening, { once: true })
       turnSignal = linkedSignal([waiting, lifetime.signal])
-      if (!(await this.waitForTurn(parent, path.slice(parent.length + 1), queue, deadline, turnSignal.signal, step))) return undefined
+      if (!(await this.waitForTurn(parent, path.slice(parent.length + 1), queue, deadline, turnSignal.signal, step)))
+        return undefined
       acquired = true
       const held = new ZooKeeperHeldLock(this.calls, lifetime, path, token, this.expired.signal, () => {
         stopListening()
@@ -119,7 +124,11 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
       if (request.signal.aborted) throw request.signal.reason
       if (this.closing.signal.aborted) throw new LockBackendError('zookeeper', 'the backend was closed while waiting')
       if (this.expired.signal.aborted) throw new LockBackendError('zookeeper', 'the session expired while waiting')
-      if (lifetime?.lost) throw new LockBackendError('zookeeper', `the session could not be confirmed while waiting: ${lifetime.lost.reason}`)
+      if (lifetime?.lost)
+        throw new LockBackendError(
+          'zookeeper',
+          `the session could not be confirmed while waiting: ${lifetime.lost.reason}`,
+        )
       throw err
     } finally {
       turnSignal?.dispose()
@@ -134,7 +143,8 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
   /** The own node's Stat; its absence right after the create means the session is gone. */
   private async ownNode(path: string): Promise<Stat> {
     const stat = await this.calls.exists(path)
-    if (!stat) throw new LockBackendError('zookeeper', 'the lock node vanished right after it was created: the session expired')
+    if (!stat)
+      throw new LockBackendError('zookeeper', 'the lock node vanished right after it was created: the session expired')
     return stat
   }
 
@@ -184,12 +194,21 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
     let watching: { path: string; fired: Promise<void> } | undefined
     const ownPrefix = ownName.slice(0, -SEQUENCE_DIGITS)
     for (let children: string[] | undefined = firstRead; ; children = undefined) {
-      const names = children ?? (await readWhileWaiting(() => this.calls.children(parent), deadline, lostConnection, step))
+      const names =
+        children ?? (await readWhileWaiting(() => this.calls.children(parent), deadline, lostConnection, step))
       // A duplicate of ours from a create retried after a lost reply: it must not queue.
-      for (const name of names) if (name !== ownName && name.startsWith(ownPrefix)) void this.calls.removeEventually(`${parent}/${name}`).catch(() => {})
-      const queue = names.filter((name) => isLockNode(name) && (name === ownName || !name.startsWith(ownPrefix))).sort(bySequence)
+      for (const name of names)
+        if (name !== ownName && name.startsWith(ownPrefix))
+          void this.calls.removeEventually(`${parent}/${name}`).catch(() => {})
+      const queue = names
+        .filter((name) => isLockNode(name) && (name === ownName || !name.startsWith(ownPrefix)))
+        .sort(bySequence)
       const index = queue.indexOf(ownName)
-      if (index < 0) throw new LockBackendError('zookeeper', 'the own lock node is gone after the wait: the session expired meanwhile')
+      if (index < 0)
+        throw new LockBackendError(
+          'zookeeper',
+          'the own lock node is gone after the wait: the session expired meanwhile',
+        )
       if (index === 0) return true
       const remaining = deadline - performance.now()
       if (remaining <= 0) return false
@@ -197,7 +216,12 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
       if (watching?.path !== predecessor) {
         let fire!: () => void
         const fired = new Promise<void>((resolve) => (fire = resolve))
-        const stat = await readWhileWaiting(() => this.calls.exists(predecessor, () => fire()), deadline, lostConnection, step)
+        const stat = await readWhileWaiting(
+          () => this.calls.exists(predecessor, () => fire()),
+          deadline,
+          lostConnection,
+          step,
+        )
         if (!stat) continue // already gone: read the queue again
         watching = { path: predecessor, fired }
       }
@@ -232,13 +256,23 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
   private giveUp(parent: string, prefix: string, creating: Promise<string>, lifetime: LeaseWatchdog | undefined): void {
     void lifetime?.stop()
     creating.then(
-      (path) => this.calls.removeEventually(path).then(() => this.calls.remove(parent)).catch(() => {}),
+      (path) =>
+        this.calls
+          .removeEventually(path)
+          .then(() => this.calls.remove(parent))
+          .catch(() => {}),
       () => {
         for (const delayMs of SWEEP_AFTER_MS) {
           const timer = setTimeout(() => {
             this.calls
               .children(parent)
-              .then((names) => Promise.all(names.filter((name) => name.startsWith(prefix)).map((name) => this.calls.removeEventually(`${parent}/${name}`))))
+              .then((names) =>
+                Promise.all(
+                  names
+                    .filter((name) => name.startsWith(prefix))
+                    .map((name) => this.calls.removeEventually(`${parent}/${name}`)),
+                ),
+              )
               .catch(() => {})
           }, delayMs)
           timer.unref()

@@ -42,7 +42,9 @@ export class ZooKeeperCalls {
 
   /** Like `call`, but resolves `fallback` when the call fails with one of `codes`. */
   tolerate<T, F>(what: string, codes: number[], fallback: F, run: (callback: Callback<T>) => void): Promise<T | F> {
-    const tolerant = this.raw(run).catch((err: unknown) => (codes.includes(zkCode(err) ?? ZK_OK) ? fallback : Promise.reject(err)))
+    const tolerant = this.raw(run).catch((err: unknown) =>
+      codes.includes(zkCode(err) ?? ZK_OK) ? fallback : Promise.reject(err),
+    )
     return boundedCall('zookeeper', what, tolerant, this.timeoutMs)
   }
 
@@ -53,10 +55,16 @@ export class ZooKeeperCalls {
    */
   create(path: string, mode: number): Promise<string> {
     let settled = false
-    const raw = this.raw<string>((cb) => this.client.create(path, Buffer.alloc(0), mode, cb as never)).finally(() => (settled = true))
+    const raw = this.raw<string>((cb) => this.client.create(path, Buffer.alloc(0), mode, cb as never)).finally(
+      () => (settled = true),
+    )
     raw.catch(() => {})
     return boundedCall('zookeeper', 'create a lock node', raw, this.timeoutMs).catch((err: unknown) => {
-      if (!settled) raw.then((created) => this.removeEventually(created), () => {})
+      if (!settled)
+        raw.then(
+          (created) => this.removeEventually(created),
+          () => {},
+        )
       throw err
     })
   }
@@ -74,7 +82,9 @@ export class ZooKeeperCalls {
 
   /** Removes `path`; already gone (or, for a parent, not empty) is fine. */
   remove(path: string): Promise<unknown> {
-    return this.tolerate('remove a lock node', [NO_NODE, NOT_EMPTY], undefined, (cb) => this.client.remove(path, -1, cb as never))
+    return this.tolerate('remove a lock node', [NO_NODE, NOT_EMPTY], undefined, (cb) =>
+      this.client.remove(path, -1, cb as never),
+    )
   }
 
   /**
@@ -86,11 +96,14 @@ export class ZooKeeperCalls {
   removeEventually(path: string): Promise<unknown> {
     const retry = (attempt: number) => {
       if (attempt > REMOVE_RETRIES) return
-      const timer = setTimeout(() => {
-        this.remove(path).catch((err: unknown) => {
-          if (zkCode((err as { cause?: unknown }).cause) !== SESSION_EXPIRED) retry(attempt + 1)
-        })
-      }, Math.min(2_000, 100 * 2 ** attempt))
+      const timer = setTimeout(
+        () => {
+          this.remove(path).catch((err: unknown) => {
+            if (zkCode((err as { cause?: unknown }).cause) !== SESSION_EXPIRED) retry(attempt + 1)
+          })
+        },
+        Math.min(2_000, 100 * 2 ** attempt),
+      )
       timer.unref()
     }
     const first = this.remove(path)

@@ -40,7 +40,9 @@ export class ZooKeeperHeldLock extends WatchdogHeldLock<ZooKeeperFencedWrites> {
         if (sessionExpired.aborted) return false
         type Outcome = { error: Error | Exception | null; results: { err: number }[] | undefined }
         const { error, results } = await calls.call<Outcome>('owner-checked setData', (cb) =>
-          transaction().setData(path, data).commit((error, results) => cb(null, { error, results })),
+          transaction()
+            .setData(path, data)
+            .commit((error, results) => cb(null, { error, results })),
         )
         if (!error) return true
         // Refused: the check (op 0) failed because our node is gone, or our session is.

@@ -8,8 +8,18 @@ export const zookeeperShortcut: BackendShortcut = {
   option: 'zookeeper',
   create(value, settings) {
     const client = value as Partial<Client> | null
-    if (typeof client !== 'object' || client === null || typeof client.create !== 'function' || typeof client.getChildren !== 'function' || typeof client.transaction !== 'function' || typeof client.getSessionTimeout !== 'function') {
-      throw new InvalidArgumentError('zookeeper', 'expected a node-zookeeper-client Client (zookeeper.createClient(…), connected)')
+    if (
+      typeof client !== 'object' ||
+      client === null ||
+      typeof client.create !== 'function' ||
+      typeof client.getChildren !== 'function' ||
+      typeof client.transaction !== 'function' ||
+      typeof client.getSessionTimeout !== 'function'
+    ) {
+      throw new InvalidArgumentError(
+        'zookeeper',
+        'expected a node-zookeeper-client Client (zookeeper.createClient(…), connected)',
+      )
     }
     return createZooKeeperBackend(client as Client, settings)
   },

@@ -4,9 +4,19 @@ import { reducedAcceptEncoding } from '../../../src/express/accept-encoding.js'
 describe('reducedAcceptEncoding', () => {
   it('picks the supported coding with the highest q; ties go br, gzip, identity', () => {
     const cases: Array<[string | undefined, string | undefined]> = [
-      ['gzip, br', 'br'], ['br,gzip', 'br'], ['GZIP', 'gzip'], ['x-gzip', 'gzip'], ['gzip;q=1.0', 'gzip'],
-      ['br;q=0.5, gzip', 'gzip'], ['gzip;q=0.8, identity;q=0.9', 'identity'], ['deflate', 'identity'],
-      ['*', 'br'], ['*;q=0.5, gzip', 'gzip'], ['', 'identity'], [undefined, 'identity'], ['gzip;q=0, br;q=0', 'identity'],
+      ['gzip, br', 'br'],
+      ['br,gzip', 'br'],
+      ['GZIP', 'gzip'],
+      ['x-gzip', 'gzip'],
+      ['gzip;q=1.0', 'gzip'],
+      ['br;q=0.5, gzip', 'gzip'],
+      ['gzip;q=0.8, identity;q=0.9', 'identity'],
+      ['deflate', 'identity'],
+      ['*', 'br'],
+      ['*;q=0.5, gzip', 'gzip'],
+      ['', 'identity'],
+      [undefined, 'identity'],
+      ['gzip;q=0, br;q=0', 'identity'],
     ]
     for (const [header, coding] of cases) expect(reducedAcceptEncoding(header), String(header)).toBe(coding)
   })

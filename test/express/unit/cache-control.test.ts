@@ -5,7 +5,12 @@ import { deltaSeconds, forbidsStale, parseCacheControl, responseLifetime } from 
 describe('parseCacheControl', () => {
   it('reads names case-insensitively, with and without arguments', () => {
     const directives = parseCacheControl('Public, MAX-AGE=60,s-maxage = 30 , no-transform')
-    expect([...directives]).toEqual([['public', true], ['max-age', '60'], ['s-maxage', '30'], ['no-transform', true]])
+    expect([...directives]).toEqual([
+      ['public', true],
+      ['max-age', '60'],
+      ['s-maxage', '30'],
+      ['no-transform', true],
+    ])
   })
 
   it('keeps commas inside quoted arguments and unescapes them', () => {
@@ -24,7 +29,8 @@ describe('parseCacheControl', () => {
 
 describe('responseLifetime', () => {
   const now = Date.parse('2026-01-01T00:00:00Z')
-  const lifetime = (cc: string, expires?: string, date?: string) => responseLifetime(parseCacheControl(cc), expires, date, now)
+  const lifetime = (cc: string, expires?: string, date?: string) =>
+    responseLifetime(parseCacheControl(cc), expires, date, now)
 
   it('prefers s-maxage, then max-age, then Expires − Date', () => {
     expect(lifetime('max-age=60, s-maxage=10', 'Thu, 01 Jan 2026 01:00:00 GMT')).toBe(10_000)
@@ -41,7 +47,9 @@ describe('responseLifetime', () => {
 
   it('caps a delta-seconds too large to store at the longest lifetime, as RFC 9111 §1.2.2 allows', () => {
     expect(lifetime('max-age=99999999999999')).toBe(MAX_LIFETIME_MS)
-    expect(deltaSeconds(parseCacheControl('stale-while-revalidate=99999999999999'), 'stale-while-revalidate')).toBe(MAX_LIFETIME_MS)
+    expect(deltaSeconds(parseCacheControl('stale-while-revalidate=99999999999999'), 'stale-while-revalidate')).toBe(
+      MAX_LIFETIME_MS,
+    )
   })
 })
 

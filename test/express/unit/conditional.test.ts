@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest'
-import { isNotModified, notModifiedHeaders, parseEntityTags, strongEtag, weakMatch } from '../../../src/express/conditional.js'
+import {
+  isNotModified,
+  notModifiedHeaders,
+  parseEntityTags,
+  strongEtag,
+  weakMatch,
+} from '../../../src/express/conditional.js'
 import type { HeaderList } from '../../../src/express/headers.js'
 
 describe('If-None-Match', () => {
@@ -24,7 +30,10 @@ describe('If-None-Match', () => {
 })
 
 describe('isNotModified', () => {
-  const headers: HeaderList = [['ETag', '"v1"'], ['Last-Modified', 'Wed, 01 Jan 2025 00:00:00 GMT']]
+  const headers: HeaderList = [
+    ['ETag', '"v1"'],
+    ['Last-Modified', 'Wed, 01 Jan 2025 00:00:00 GMT'],
+  ]
   const later = 'Thu, 02 Jan 2025 00:00:00 GMT'
   const earlier = 'Tue, 31 Dec 2024 00:00:00 GMT'
 
@@ -47,10 +56,24 @@ describe('isNotModified', () => {
 describe('304 headers and strong ETags', () => {
   it('keeps exactly the fields RFC 9110 §15.4.5 requires', () => {
     const all: HeaderList = [
-      ['Content-Type', 'text/plain'], ['ETag', '"1"'], ['Vary', 'Accept'], ['Cache-Control', 'max-age=5'],
-      ['Expires', 'x'], ['Date', 'y'], ['Content-Location', '/z'], ['Last-Modified', 'w'], ['X-Other', '1'],
+      ['Content-Type', 'text/plain'],
+      ['ETag', '"1"'],
+      ['Vary', 'Accept'],
+      ['Cache-Control', 'max-age=5'],
+      ['Expires', 'x'],
+      ['Date', 'y'],
+      ['Content-Location', '/z'],
+      ['Last-Modified', 'w'],
+      ['X-Other', '1'],
     ]
-    expect(notModifiedHeaders(all).map(([name]) => name)).toEqual(['ETag', 'Vary', 'Cache-Control', 'Expires', 'Date', 'Content-Location'])
+    expect(notModifiedHeaders(all).map(([name]) => name)).toEqual([
+      'ETag',
+      'Vary',
+      'Cache-Control',
+      'Expires',
+      'Date',
+      'Content-Location',
+    ])
     expect(notModifiedHeaders([['Last-Modified', 'w']]).map(([name]) => name)).toEqual(['Last-Modified'])
   })
 

@@ -9,7 +9,10 @@ describe('HeaderMap', () => {
     map.set('content-type', 'text/html')
     map.append('Link', '<a>')
     map.append('link', '<b>')
-    expect(map.toList()).toEqual([['Content-Type', 'text/html'], ['Link', ['<a>', '<b>']]])
+    expect(map.toList()).toEqual([
+      ['Content-Type', 'text/html'],
+      ['Link', ['<a>', '<b>']],
+    ])
     expect(map.get('CONTENT-TYPE')).toBe('text/html')
     expect(() => map.set('Bad Name', 'x')).toThrow()
     expect(() => map.set('X', 'a\nb')).toThrow()
@@ -19,23 +22,42 @@ describe('HeaderMap', () => {
 describe('hop-by-hop headers (RFC 9111 §3.1)', () => {
   it('drops the fixed set, Proxy-*, and the fields Connection names', () => {
     const kept = withoutHopByHop([
-      ['Connection', 'close, X-Trace'], ['Keep-Alive', 'timeout=5'], ['Transfer-Encoding', 'chunked'], ['Upgrade', 'h2c'],
-      ['Proxy-Authenticate', 'Basic'], ['Proxy-Foo', '1'], ['X-Trace', 'abc'], ['TE', 'trailers'], ['Trailer', 'X'],
-      ['Content-Type', 'text/plain'], ['ETag', '"1"'],
+      ['Connection', 'close, X-Trace'],
+      ['Keep-Alive', 'timeout=5'],
+      ['Transfer-Encoding', 'chunked'],
+      ['Upgrade', 'h2c'],
+      ['Proxy-Authenticate', 'Basic'],
+      ['Proxy-Foo', '1'],
+      ['X-Trace', 'abc'],
+      ['TE', 'trailers'],
+      ['Trailer', 'X'],
+      ['Content-Type', 'text/plain'],
+      ['ETag', '"1"'],
     ])
-    expect(kept).toEqual([['Content-Type', 'text/plain'], ['ETag', '"1"']])
+    expect(kept).toEqual([
+      ['Content-Type', 'text/plain'],
+      ['ETag', '"1"'],
+    ])
   })
 })
 
 describe('stored form', () => {
   const snapshot = {
     status: 200,
-    headers: [['X-Powered-By', 'Express'], ['Content-Type', 'text/plain'], ['Age', '99'], ['Connection', 'keep-alive']] as Array<[string, string]>,
+    headers: [
+      ['X-Powered-By', 'Express'],
+      ['Content-Type', 'text/plain'],
+      ['Age', '99'],
+      ['Connection', 'keep-alive'],
+    ] as Array<[string, string]>,
     body: Buffer.from([0, 1, 2, 255]),
   }
 
   it("keeps only the handler chain's own headers, and records removals", () => {
-    const own = ownForm({ ...snapshot, headers: snapshot.headers.slice(1) }, [['X-Powered-By', 'Express'], ['X-Request-Id', 'r1']])
+    const own = ownForm({ ...snapshot, headers: snapshot.headers.slice(1) }, [
+      ['X-Powered-By', 'Express'],
+      ['X-Request-Id', 'r1'],
+    ])
     expect(own.headers).toEqual([['Content-Type', 'text/plain']])
     expect(own.removedHeaders).toEqual(['x-powered-by', 'x-request-id'])
   })

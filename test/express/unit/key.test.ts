@@ -1,7 +1,15 @@
 import type { IncomingMessage } from 'node:http'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { canonicalHeaderNames, customUrlKey, defaultUrlKey, hasForeignForwardedHost, normalizedHeader, validatedHost, variantKey } from '../../../src/express/key.js'
+import {
+  canonicalHeaderNames,
+  customUrlKey,
+  defaultUrlKey,
+  hasForeignForwardedHost,
+  normalizedHeader,
+  validatedHost,
+  variantKey,
+} from '../../../src/express/key.js'
 
 const req = (headers: Record<string, string | string[]>, url = '/p?q=1', method = 'GET') =>
   ({ headers, url, originalUrl: url, method }) as unknown as IncomingMessage & { originalUrl: string }
@@ -30,14 +38,25 @@ describe('validatedHost', () => {
 describe('forwarded hosts', () => {
   it('flags X-Forwarded-Host, X-Host and Forwarded host= that differ from Host', () => {
     expect(hasForeignForwardedHost(req({ host: 'shop.test', 'x-forwarded-host': 'evil.test' }), 'shop.test')).toBe(true)
-    expect(hasForeignForwardedHost(req({ host: 'shop.test', 'x-forwarded-host': 'shop.test, evil.test' }), 'shop.test')).toBe(true)
+    expect(
+      hasForeignForwardedHost(req({ host: 'shop.test', 'x-forwarded-host': 'shop.test, evil.test' }), 'shop.test'),
+    ).toBe(true)
     expect(hasForeignForwardedHost(req({ host: 'shop.test', 'x-host': 'evil.test' }), 'shop.test')).toBe(true)
-    expect(hasForeignForwardedHost(req({ host: 'shop.test', forwarded: 'for=1.2.3.4;host="evil.test";proto=https' }), 'shop.test')).toBe(true)
+    expect(
+      hasForeignForwardedHost(
+        req({ host: 'shop.test', forwarded: 'for=1.2.3.4;host="evil.test";proto=https' }),
+        'shop.test',
+      ),
+    ).toBe(true)
   })
 
   it('accepts forwarded hosts that agree with Host', () => {
-    expect(hasForeignForwardedHost(req({ host: 'shop.test', 'x-forwarded-host': 'SHOP.test' }), 'shop.test')).toBe(false)
-    expect(hasForeignForwardedHost(req({ host: 'shop.test', forwarded: 'for=1.2.3.4;host=shop.test' }), 'shop.test')).toBe(false)
+    expect(hasForeignForwardedHost(req({ host: 'shop.test', 'x-forwarded-host': 'SHOP.test' }), 'shop.test')).toBe(
+      false,
+    )
+    expect(
+      hasForeignForwardedHost(req({ host: 'shop.test', forwarded: 'for=1.2.3.4;host=shop.test' }), 'shop.test'),
+    ).toBe(false)
     expect(hasForeignForwardedHost(req({ host: 'shop.test' }), 'shop.test')).toBe(false)
   })
 })
@@ -46,7 +65,9 @@ describe('keys', () => {
   it('is scheme + host + raw path + full query, never the method', () => {
     expect(defaultUrlKey(req({}, '/p?b=2&a=1'), 'shop.test')).toBe('url:http://shop.test/p?b=2&a=1')
     expect(defaultUrlKey(req({}, '/p'), 'shop.test', 'https')).toBe('url:https://shop.test/p')
-    expect(defaultUrlKey(req({}, '/p?b=2&a=1', 'HEAD'), 'shop.test')).toBe(defaultUrlKey(req({}, '/p?b=2&a=1', 'GET'), 'shop.test'))
+    expect(defaultUrlKey(req({}, '/p?b=2&a=1', 'HEAD'), 'shop.test')).toBe(
+      defaultUrlKey(req({}, '/p?b=2&a=1', 'GET'), 'shop.test'),
+    )
     expect(defaultUrlKey(req({}, '/p?a=1'), 'shop.test')).not.toBe(defaultUrlKey(req({}, '/p?a=2'), 'shop.test'))
   })
 
@@ -81,7 +102,9 @@ describe('keys', () => {
     const c = variantKey('url:x/', 'g1', names, req({ 'accept-encoding': 'gzip', 'accept-language': 'fr, en' }))
     expect(a).toBe(b) // Accept-Encoding reduced to its coding; whitespace around commas collapsed
     expect(a).not.toBe(c) // order can change negotiation: not merged
-    expect(variantKey('url:x/', 'g2', names, req({ 'accept-encoding': 'gzip', 'accept-language': 'en, fr' }))).not.toBe(a)
+    expect(variantKey('url:x/', 'g2', names, req({ 'accept-encoding': 'gzip', 'accept-language': 'en, fr' }))).not.toBe(
+      a,
+    )
     expect(normalizedHeader(req({}), 'accept')).toBeNull()
     expect(normalizedHeader(req({ accept: '' }), 'accept')).toBe('')
     expect(a).not.toContain('gzip') // values enter only as a digest
@@ -89,21 +112,32 @@ describe('keys', () => {
 })
 
 describe('issue 9.3: the default key is injective', () => {
-  type Tuple = { scheme: 'http' | 'https'; host: string; path: string; query: string | undefined; variant: string | undefined }
+  type Tuple = {
+    scheme: 'http' | 'https'
+    host: string
+    path: string
+    query: string | undefined
+    variant: string | undefined
+  }
 
   /** The key a request for `tuple` gets, sent in origin-form (`/p?q`) or absolute-form (`http://host/p?q`). */
   function keyOf(tuple: Tuple, form: 'origin' | 'absolute'): string {
     const target = tuple.path + (tuple.query === undefined ? '' : `?${tuple.query}`)
-    const request = req(tuple.variant === undefined ? {} : { 'x-variant': tuple.variant }, form === 'absolute' ? `${tuple.scheme}://${tuple.host}${target}` : target)
+    const request = req(
+      tuple.variant === undefined ? {} : { 'x-variant': tuple.variant },
+      form === 'absolute' ? `${tuple.scheme}://${tuple.host}${target}` : target,
+    )
     const url = defaultUrlKey(request, tuple.host, tuple.scheme)
     return tuple.variant === undefined ? url : variantKey(url, 'g1', ['x-variant'], request)
   }
 
   // Small alphabets, so that the components' boundaries are where collisions would be.
   const label = fc.constantFrom('a', 'b', 'ab', 'http', 'https', '127', '0', '1')
-  const host = fc.tuple(fc.array(label, { minLength: 1, maxLength: 3 }), fc.option(fc.constantFrom(1, 80, 8080), { nil: undefined }))
+  const host = fc
+    .tuple(fc.array(label, { minLength: 1, maxLength: 3 }), fc.option(fc.constantFrom(1, 80, 8080), { nil: undefined }))
     .map(([labels, port]) => labels.join('.') + (port === undefined ? '' : `:${port}`))
-  const text = (chars: string, maxLength: number) => fc.array(fc.constantFrom(...chars.split('')), { maxLength }).map((list) => list.join(''))
+  const text = (chars: string, maxLength: number) =>
+    fc.array(fc.constantFrom(...chars.split('')), { maxLength }).map((list) => list.join(''))
   const tuple: fc.Arbitrary<Tuple> = fc.record({
     scheme: fc.constantFrom('http' as const, 'https' as const),
     host,
@@ -114,17 +148,32 @@ describe('issue 9.3: the default key is injective', () => {
   const form = fc.constantFrom('origin' as const, 'absolute' as const)
 
   it('distinct (scheme, host, path, query, variant) tuples never share a key, in either request form', () => {
-    fc.assert(fc.property(fc.uniqueArray(fc.tuple(tuple, form), { selector: ([t]) => JSON.stringify([t.scheme, t.host, t.path, t.query ?? null, t.variant ?? null]), minLength: 2, maxLength: 40 }), (requests) => {
-      const keys = new Set(requests.map(([t, f]) => keyOf(t, f)))
-      expect(keys.size).toBe(requests.length)
-    }), { numRuns: 500 })
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.tuple(tuple, form), {
+          selector: ([t]) => JSON.stringify([t.scheme, t.host, t.path, t.query ?? null, t.variant ?? null]),
+          minLength: 2,
+          maxLength: 40,
+        }),
+        (requests) => {
+          const keys = new Set(requests.map(([t, f]) => keyOf(t, f)))
+          expect(keys.size).toBe(requests.length)
+        },
+      ),
+      { numRuns: 500 },
+    )
   })
 
   it('the absolute-form of a request is keyed as its origin-form', () => {
-    fc.assert(fc.property(tuple, (t) => keyOf(t, 'absolute') === keyOf(t, 'origin')), { numRuns: 500 })
+    fc.assert(
+      fc.property(tuple, (t) => keyOf(t, 'absolute') === keyOf(t, 'origin')),
+      { numRuns: 500 },
+    )
   })
 
   it("the issue's example: Host 127.0.0.1http + s://x/coll is not Host 127.0.0.1 + https://x/coll", () => {
-    expect(defaultUrlKey(req({}, 's://x/coll'), '127.0.0.1http')).not.toBe(defaultUrlKey(req({}, 'https://x/coll'), '127.0.0.1'))
+    expect(defaultUrlKey(req({}, 's://x/coll'), '127.0.0.1http')).not.toBe(
+      defaultUrlKey(req({}, 'https://x/coll'), '127.0.0.1'),
+    )
   })
 })

@@ -46,21 +46,42 @@ export interface ContestResult extends BatchResult {
 const COUPON_ID = 1
 
 export async function runCouponContest(contest: CouponContest): Promise<ContestResult> {
-  const { kind, coupons = 1_000, users = 1_200, processes = 4, concurrency = 4, fence = true, timeoutMs = 240_000 } = contest
+  const {
+    kind,
+    coupons = 1_000,
+    users = 1_200,
+    processes = 4,
+    concurrency = 4,
+    fence = true,
+    timeoutMs = 240_000,
+  } = contest
   const schema = uniqueName(`coupons_${kind}`)
   const admin = await pgPool(POSTGRES.adminDatabase, { max: 2 })
   const store: CouponStore = { pool: admin, schema }
   const workers: Worker[] = []
   try {
     await createCouponTables(store, COUPON_ID, coupons)
-    const config: WorkerConfig = { backend: contest.backend, database: POSTGRES.adminDatabase, schema, couponId: COUPON_ID, fence }
+    const config: WorkerConfig = {
+      backend: contest.backend,
+      database: POSTGRES.adminDatabase,
+      schema,
+      couponId: COUPON_ID,
+      fence,
+    }
     const env = { COUPON_CONFIG: JSON.stringify(config) }
     const args = [kind, fileURLToPath(contest.factory)]
-    workers.push(...(await Promise.all(Array.from({ length: processes }, () => forkWorker(new URL('./worker.ts', import.meta.url), { args, env })))))
+    workers.push(
+      ...(await Promise.all(
+        Array.from({ length: processes }, () => forkWorker(new URL('./worker.ts', import.meta.url), { args, env })),
+      )),
+    )
     const startedAt = performance.now()
     const batches = await Promise.all(
       workers.map((worker, index) => {
-        const batch: IssueBatch = { users: Array.from({ length: users }, (_, user) => user + 1).filter((user) => user % processes === index), concurrency }
+        const batch: IssueBatch = {
+          users: Array.from({ length: users }, (_, user) => user + 1).filter((user) => user % processes === index),
+          concurrency,
+        }
         return worker.request<BatchResult>(batch, timeoutMs)
       }),
     )

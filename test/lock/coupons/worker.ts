@@ -37,5 +37,7 @@ async function issueAll(batch: IssueBatch): Promise<BatchResult> {
 process.once('disconnect', () => {
   void close().finally(() => pool.end())
 })
-serveRequests(async (message: IssueBatch | 'count') => (message === 'count' ? countCoupons(store, config.couponId) : issueAll(message)))
+serveRequests(async (message: IssueBatch | 'count') =>
+  message === 'count' ? countCoupons(store, config.couponId) : issueAll(message),
+)
 console.log(`[coupons] ${kind} worker ready`)

@@ -34,7 +34,10 @@ export default async function redisLocks(config: RedisFactoryConfig) {
       })
     })
   }
-  const locks = createLocks({ redis: { client, waitForReplicas: config.waitForReplicas }, namespace: config.namespace ?? 'coupons' })
+  const locks = createLocks({
+    redis: { client, waitForReplicas: config.waitForReplicas },
+    namespace: config.namespace ?? 'coupons',
+  })
   return {
     locks,
     async close() {
