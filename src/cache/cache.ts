@@ -28,21 +28,19 @@ let partsOf: (cache: Cache) => CacheParts
  * The cache. Every `getOrLoad` takes one path through its parts:
  *
  *   L1 fresh → return (no await)        L1 in grace → return stale, refresh in background
- *   else, once per key per process (single-flight), the resolver (resolve.ts) sends one GET of
- *   the fresh copy, then, if it found nothing, asks Redis in ONE script:
+ *   else, once per key per process (single-flight), one GET of the fresh copy → return if there,
+ *   else Redis is asked in ONE script:
  *     fresh → return                    grace → return stale (+ refresh if we won the lock)
  *     lock won → `lead()`               lock held → subscribe, re-check, wait for the commit message
  *     backoff → return stale            pass (hit-for-miss) → run own loader, store nothing
  *     error (negative caching) → the recent error, or stale
  *     Redis unavailable → `lead()` in-process only
  *   Each caller's softTimeout / hardTimeout race the flight; the flight itself runs on.
- *
- * The parts share one `CacheCore` (settings, tiers, per-key bookkeeping) and are held in
- * `#private` fields: a class rather than an interface and a factory, so that `Cache` stays the
- * value it always was (`instanceof`, `new Cache(options)`), while its .d.ts shows nothing but
- * the public API.
  */
 export class Cache {
+  // The parts, sharing one CacheCore (settings, tiers, per-key bookkeeping), in #private fields:
+  // a class rather than an interface and a factory, so that `Cache` stays the value it has been
+  // (`instanceof`, `new Cache(options)`), while its .d.ts shows nothing but the public API.
   readonly #core: CacheCore
   readonly #leader: LoadLeader
   readonly #refresher: Refresher
