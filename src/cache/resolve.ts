@@ -122,7 +122,7 @@ class RedisFlight {
       this.owner = randomBytes(16).toString('hex')
       for (;;) {
         const step = await this.answer(await this.lookUp())
-        if (typeof step === 'function') return step() // after `finally`; its errors skip `catch`
+        if (typeof step === 'function') return step() // unawaited: `finally` runs before its loader, `catch` never sees its errors
         if (step) return step
       }
     } catch (error) {
