@@ -55,7 +55,8 @@ export class Cache {
   constructor(options: CacheOptions) {
     const core = (this.#core = new CacheCore(options))
     const leader = (this.#leader = new LoadLeader(core))
-    // The refresher carries a refresh whose copy left its grace on as a foreground flight: the resolver's.
+    // A refresh whose copy leaves its grace while it asks Redis goes on as a foreground flight: the
+    // refresher is handed the resolver's resolve, bound late (the resolver needs the refresher too).
     const refresher: Refresher = (this.#refresher = new Refresher(core, leader, (call, notes) =>
       resolver.resolve(call, notes),
     ))
