@@ -12,13 +12,14 @@ import { redisAvailable } from '../support/redis.js'
 import { gate, until } from '../support/timing.js'
 import { scriptSource } from '../../src/redis/scripts.js'
 import { useWorkerSuite } from '../support/worker-suite.js'
+import { cacheParts } from '../../src/cache/cache.js'
 
 const WORKER = new URL('../fixtures/cache-worker.ts', import.meta.url)
 const POLICY = { ttl: '1m', staleIfError: '1m' }
 /** The subscriber (a duplicate of the cache's client) stays down this long after a kill: the broadcast is surely missed. */
 const RECONNECT_MS = 5_000
 
-const subscriberOf = (cache: Cache) => (cache as unknown as { notifier: { subscriber?: Redis } }).notifier.subscriber
+const subscriberOf = (cache: Cache) => (cacheParts(cache).core.notifier as unknown as { subscriber?: Redis }).subscriber
 const failing = async (): Promise<never> => {
   throw new Error('database down')
 }
