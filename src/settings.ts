@@ -1,6 +1,6 @@
 import { parseDuration, type Duration } from './duration.js'
 import { InvalidArgumentError } from './errors.js'
-import { jsonCodec, type Codec } from './entry.js'
+import { jsonCodec, type Codec } from './codecs.js'
 import type { CacheOptions, CallOptions, EarlyRefresh, PolicyOptions } from './options.js'
 import { parseShardedPubSub } from './redis/server-probe.js'
 import { DEFAULT_MAX_POLL_RATE } from './redis/poll-scheduler.js'

@@ -3,7 +3,7 @@ import { FencingUnsupportedError, InvalidArgumentError, LockLostError } from '..
 import type { HeldLock } from './backend.js'
 import type { LockEmitter, LockEvents } from './events.js'
 import { MIN_LEASE_MS } from './options.js'
-import { LeaseWatchdog } from './watchdog.js'
+import { LeaseWatchdog } from '../lease/watchdog.js'
 
 /** What a critical section gets: `withLock`'s callback argument, and the core of a `LockHandle`. */
 export interface LockContext<Resource = void> {

@@ -6,7 +6,7 @@ import type { AcquireRequest, LockBackend } from '../backend.js'
 import { abortable, boundedCall } from '../connection-hold.js'
 import { linkedSignal } from '../linked-signal.js'
 import { readWhileWaiting, WATCH_POLL_CAP_MS, WATCH_POLL_START_MS } from '../queue-wait.js'
-import { LeaseWatchdog } from '../watchdog.js'
+import { LeaseWatchdog } from '../../lease/watchdog.js'
 import { EtcdHeldLock, type EtcdFencedWrites } from './held-lock.js'
 
 export interface EtcdBackendSettings {

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
 import { registerScripts } from '../../redis/scripts.js'
 import type { Claim, ClaimStore } from '../backend.js'
-import type { StoreSettings } from '../resolve-backend.js'
+import type { StoreSettings } from '../backend.js'
 import { boundedCall } from './bounded-call.js'
 
 const SCRIPTS = {

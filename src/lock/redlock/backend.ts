@@ -9,7 +9,7 @@ import type { AcquireRequest, HeldLock, LockBackend } from '../backend.js'
 import { boundedCall } from '../redis/bounded-call.js'
 import { defineLockScripts, type LockClient } from '../redis/scripts.js'
 import { acquireWaiting, type Wakeup } from '../waiting.js'
-import { leaseMarginMs } from '../watchdog.js'
+import { leaseMarginMs } from '../../lease/watchdog.js'
 
 /** What each node answered: `true` yes, `false` no (held by another owner / not ours), `undefined` no answer in time. */
 type Votes = (boolean | undefined)[]

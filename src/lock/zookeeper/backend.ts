@@ -6,7 +6,7 @@ import type { AcquireRequest, LockBackend } from '../backend.js'
 import { abortable } from '../connection-hold.js'
 import { linkedSignal, type LinkedSignal } from '../linked-signal.js'
 import { readWhileWaiting, WATCH_POLL_CAP_MS, WATCH_POLL_START_MS } from '../queue-wait.js'
-import { LeaseWatchdog } from '../watchdog.js'
+import { LeaseWatchdog } from '../../lease/watchdog.js'
 import { CONNECTION_LOSS, EPHEMERAL_SEQUENTIAL, NO_NODE, zkCode, ZooKeeperCalls } from './calls.js'
 import { ZooKeeperHeldLock, type ZooKeeperFencedWrites } from './held-lock.js'
 
