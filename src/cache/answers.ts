@@ -1,9 +1,9 @@
 import { decodeValue, fallbackValid, type Entry } from '../entry.js'
 import { decodeFailure } from '../loader-error.js'
 import { LockWaitTimeoutError, RemoteLoaderError } from '../errors.js'
-import type { FreshRead } from '../redis/fresh-reads.js'
-import type { EntryKeys } from '../redis/keys.js'
-import type { Lookup, RedisStore } from '../redis/store.js'
+import type { FreshRead } from './redis/fresh-reads.js'
+import type { EntryKeys } from './redis/keys.js'
+import type { Lookup, RedisStore } from './redis/store.js'
 import { type Call, type FlightNotes, type Resolution, messageKind } from './call.js'
 import { Refresher } from './refresh.js'
 

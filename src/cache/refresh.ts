@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto'
 import type { Entry } from '../entry.js'
-import { entryKeys, type EntryKeys } from '../redis/keys.js'
+import { entryKeys, type EntryKeys } from './redis/keys.js'
 import type { Subscription } from '../redis/notifier.js'
-import { newerVersion } from '../redis/record.js'
-import type { Lookup, LookupMode } from '../redis/store.js'
+import { newerVersion } from './redis/record.js'
+import type { Lookup, LookupMode } from './redis/store.js'
 import type { Call, FlightNotes, Resolution } from './call.js'
 import { LoadLeader } from './lead.js'
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
-import { entryKeys, type EntryKeys } from '../redis/keys.js'
-import type { Broadcast, CommitRequest, RedisStore } from '../redis/store.js'
-import { tagChannel, type TagRefusal, type TagStore } from '../redis/tags.js'
+import { entryKeys, type EntryKeys } from './redis/keys.js'
+import type { Broadcast, CommitRequest, RedisStore } from './redis/store.js'
+import { tagChannel, type TagRefusal, type TagStore } from './redis/tags.js'
 
 /**
  * The cache's side of tags (docs/tags.md): the commit of a tagged value, and

@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from 'vitest'
 import { LockBusyError, RedisUnavailableError, type Locks } from '../../src/index.js'
-import { lockKeys } from '../../src/redis/keys.js'
+import { lockKeys } from '../../src/lock/redis/keys.js'
 import { redisAvailable, type RedisServer } from '../support/redis.js'
 import { redisCliBinary, startCluster } from '../support/redis-cluster.js'
 import { until } from '../support/timing.js'
@@ -55,8 +55,8 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))(
     it("a lock's names (lock, token counter, channel) share one hash tag: one slot, so each script touches one node", async () => {
       const admin = cluster().admin(cluster().nodes[0]!)
       for (const key of ['mutex', 'coupon:42', 'odd{brace}key']) {
-        const { lock, entry, channel } = names(key)
-        const slots = await Promise.all([lock, entry, channel].map((name) => admin.call('CLUSTER', 'KEYSLOT', name)))
+        const { lock, counter, channel } = names(key)
+        const slots = await Promise.all([lock, counter, channel].map((name) => admin.call('CLUSTER', 'KEYSLOT', name)))
         expect(new Set(slots).size).toBe(1)
       }
       // Keys with different tags spread over the masters.

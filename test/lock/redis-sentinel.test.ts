@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest'
 import { createLocks } from '../../src/index.js'
-import { lockKeys } from '../../src/redis/keys.js'
+import { lockKeys } from '../../src/lock/redis/keys.js'
 import { redisAvailable } from '../support/redis.js'
 import { startSentinel } from '../support/redis-sentinel.js'
 import {

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
 import { releaseAbandoned } from '../../redis/abandoned.js'
-import { lockKeys, type EntryKeys } from '../../redis/keys.js'
+import { lockKeys, type LockKeys } from './keys.js'
 import { clusterKeyOf } from '../../redis/batches.js'
 import { Notifier } from '../../redis/notifier.js'
 import { PollScheduler } from '../../redis/poll-scheduler.js'
@@ -12,7 +12,7 @@ import type { AcquireRequest, HeldLock, LockBackend } from '../backend.js'
 import type { StoreSettings } from '../backend.js'
 import { acquireWaiting } from '../waiting.js'
 import { DEFAULT_MAX_POLL_RATE } from '../../redis/poll-scheduler.js'
-import { canFailOver } from '../../redis/command-channel.js'
+import { canFailOver } from '../../redis/failing-clock.js'
 import { boundedCall } from './bounded-call.js'
 import { retryThroughFailover } from './failover-retry.js'
 import type { RedisLockSettings } from './options.js'
@@ -142,8 +142,8 @@ export class RedisLockBackend implements LockBackend {
    * If it fails without an answer, the script may still run later (replayed after a
    * reconnect): release that owner behind it, on the same connection.
    */
-  private async attempt(keys: EntryKeys, owner: string, leaseMs: number): Promise<[number, string | number, number?]> {
-    const args = [keys.lock, keys.entry, owner, leaseMs, Math.max(COUNTER_KEEP_MS, 2 * leaseMs)] as const
+  private async attempt(keys: LockKeys, owner: string, leaseMs: number): Promise<[number, string | number, number?]> {
+    const args = [keys.lock, keys.counter, owner, leaseMs, Math.max(COUNTER_KEEP_MS, 2 * leaseMs)] as const
     const wait = this.redis.replicaWait
     try {
       if (!wait)
@@ -175,7 +175,7 @@ export class RedisLockBackend implements LockBackend {
    * sent at once when the mode is known (always, but for a Cluster's first seconds), so
    * commands go out in call order.
    */
-  private releaseCall(keys: EntryKeys, owner: string, notify: boolean): Promise<unknown> {
+  private releaseCall(keys: LockKeys, owner: string, notify: boolean): Promise<unknown> {
     const send = (sharded: boolean) =>
       this.client.stampedeGuardLockRelease(
         keys.lock,
@@ -188,7 +188,7 @@ export class RedisLockBackend implements LockBackend {
     return typeof sharded === 'boolean' ? send(sharded) : sharded.then(send)
   }
 
-  private held(keys: EntryKeys, owner: string, token: string, acquiredAt: number): HeldLock {
+  private held(keys: LockKeys, owner: string, token: string, acquiredAt: number): HeldLock {
     const value = `${owner}:${token}`
     let released: Promise<void> | undefined
     return {

@@ -1,8 +1,8 @@
-import { createHash, randomBytes } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
+import { hashTag } from '../../redis/keys.js'
 import { registerScripts } from '../../redis/scripts.js'
-import type { Claim, ClaimStore } from '../backend.js'
-import type { StoreSettings } from '../backend.js'
+import type { Claim, ClaimStore, StoreSettings } from '../backend.js'
 import { boundedCall } from './bounded-call.js'
 
 const SCRIPTS = {
@@ -15,9 +15,7 @@ const SCRIPTS = {
  * `{lh:…}` tags (and the cache's); a name with a brace is hashed, as lock keys are.
  */
 export function claimKey(namespace: string, name: string): string {
-  const tag =
-    name.includes('{') || name.includes('}') ? `oh:${createHash('sha256').update(name).digest('hex')}` : `o:${name}`
-  return `${namespace}:{${tag}}`
+  return `${namespace}:${hashTag('o', 'oh', name)}`
 }
 
 /**
@@ -26,7 +24,7 @@ export function claimKey(namespace: string, name: string): string {
  * (finish-claim.lua). A claim is a single key, so it lives on one node of a Cluster.
  */
 export function redisClaims(client: Redis | Cluster, settings: StoreSettings): ClaimStore {
-  const scripted = registerScripts(client, SCRIPTS, new URL('./', import.meta.url))
+  const scripted = registerScripts(client, SCRIPTS, new URL('./scripts/', import.meta.url))
   return {
     async claim(name: string, atMostMs: number): Promise<Claim | undefined> {
       const key = claimKey(settings.namespace, name)

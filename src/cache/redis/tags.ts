@@ -1,6 +1,6 @@
 import type { Cluster, Redis } from 'ioredis'
-import { hashTag, keyPrefixOf } from './keys.js'
-import { registerScripts, type ClientWith } from './scripts.js'
+import { hashTag, keyPrefixOf } from '../../redis/keys.js'
+import { registerScripts, type ClientWith } from '../../redis/scripts.js'
 import type { Broadcast, RedisStore } from './store.js'
 
 /**

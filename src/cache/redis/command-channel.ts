@@ -1,23 +1,18 @@
-import type { Cluster, Redis } from 'ioredis'
-import type { CacheEmitter } from '../events.js'
-import { RedisUnavailableError } from '../errors.js'
+import type { Cluster } from 'ioredis'
+import type { CacheEmitter } from '../../events.js'
+import { RedisUnavailableError } from '../../errors.js'
 import type { CircuitBreaker } from './breaker.js'
-import { delay } from '../timers.js'
-import { FailingClock } from './failing-clock.js'
-import { CommandBudget } from './command-budget.js'
+import { delay } from '../../timers.js'
+import { canFailOver, FailingClock } from '../../redis/failing-clock.js'
+import { CommandBudget } from '../../redis/command-budget.js'
 import { FreshReadBatch } from './fresh-reads.js'
-import { batchesOf } from './batches.js'
+import { batchesOf } from '../../redis/batches.js'
 import { Dispatch, InFlightList } from './in-flight.js'
-import { keyPrefixOf } from './keys.js'
+import { keyPrefixOf } from '../../redis/keys.js'
 import type { ScriptedClient } from './scripts.js'
 
 /** Commands of a process that holds a lock: they skip ahead of queued lookups. */
 const LOCK_HOLDER_OPERATIONS = new Set(['extend', 'commit', 'release'])
-
-/** Cluster, or a client that finds its primary through Sentinel. */
-export function canFailOver(client: Redis | Cluster): boolean {
-  return client.isCluster === true || ((client.options as { sentinels?: unknown[] }).sentinels?.length ?? 0) > 0
-}
 
 /**
  * How a command reaches Redis and is accounted: bounded by the command budget (lock holders'

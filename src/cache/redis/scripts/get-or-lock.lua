@@ -37,7 +37,7 @@
 --              has none (never written, or lost with Redis). A fallback the caller holds with a
 --              version below it was deleted, not lost: it must not be served (docs/resilience.md).
 
---# include fields.lua
+--# include ../../../redis/scripts/fields.lua
 
 local entry, lock, fresh = KEYS[1], KEYS[2], KEYS[3]
 local owner, lease, mode, retention = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
@@ -50,12 +50,8 @@ local CLOCK_SLACK_MS = 1000
 local MAX_LIFETIME_MS = 31536000000
 
 local corrupt = 0
-local kind = redis.call('TYPE', entry)['ok']
-if kind ~= 'hash' and kind ~= 'none' then
-  redis.call('DEL', entry)
-  corrupt = 1
-  kind = 'none'
-end
+local kind, plantedEntry = typeOrDelete(entry, 'hash')
+if plantedEntry then corrupt = 1 end
 
 local f = redis.call('HMGET', entry, 'd', 'x', 's', 'e', 'l', 'b', 'p', 'n', 'm', 't', 'f', 'c')
 
@@ -135,13 +131,9 @@ local function reply(lockState, lockArg)
   return {state, lockState, integer(lockArg), data, x - now, s - now, e - now, loadMs, corrupt, ttlMs, integer(now), version, fence and integer(fence) or ''}
 end
 
--- A token is the server time in microseconds, or the counter + 1 if that is higher
--- (two tokens in one microsecond), and always above the fence. So a counter that expired
--- with its hash, or that was lost with a master whose last writes never reached the
--- replica promoted in its place, still hands out tokens above every one given before:
--- tokens never repeat as long as the nodes' clocks agree to within the time a failover takes.
+-- The token rule (nextTokenAfter in fields.lua), and the counter that remembers it.
 local function nextToken()
-  counter = math.max((counter or 0) + 1, (fence or 0) + 1, nowMicros)
+  counter = nextTokenAfter(nowMicros, counter, fence)
   redis.call('HSET', entry, 'c', integer(counter))
   if state == 'miss' and redis.call('PTTL', entry) < retention then
     redis.call('PEXPIRE', entry, retention)
@@ -165,12 +157,8 @@ if mode ~= 'token' and state ~= 'miss' and now < backoffUntil then
 end
 if mode == 'token' then return reply('token', nextToken()) end
 
-local held = stringAt(lock)
-if held == nil then
-  -- A foreign type: nobody's lock.
-  redis.call('DEL', lock)
-  corrupt, held = 1, false
-end
+local held, foreignLock = lockValueAt(lock)
+if foreignLock then corrupt = 1 end
 -- Our own lock: an earlier attempt of this same lookup took it, and its reply was lost
 -- (the master failed over after replicating it). Waiting for it would wait out our own lease.
 local mine = owner .. ':'
@@ -180,12 +168,8 @@ if held and string.sub(held, 1, #mine) == mine then
 end
 
 if held then
-  local lockTtl = redis.call('PTTL', lock)
-  if lockTtl < 0 then
-    -- Planted without an expiry: it ends like any lease instead of blocking every load.
-    redis.call('PEXPIRE', lock, lease)
-    corrupt, lockTtl = 1, lease
-  end
+  local lockTtl, repaired = heldFor(lock, lease)
+  if repaired then corrupt = 1 end
   return reply('held', lockTtl)
 end
 local token = nextToken()

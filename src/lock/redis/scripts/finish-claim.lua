@@ -9,7 +9,7 @@
 -- Returns 0 when the claim was not ours (any more), 1 when it is kept a while longer,
 -- 2 when it was deleted.
 
---# include ../../redis/scripts/fields.lua
+--# include ../../../redis/scripts/fields.lua
 
 local claim, owner, atLeast = KEYS[1], ARGV[1], tonumber(ARGV[2])
 local value = stringAt(claim)

@@ -13,22 +13,21 @@
 -- Returns 1 when it found a foreign key type or an unreadable counter c or fence f (the
 -- fence is raised from the clock then, as from any counter it can read), else 0.
 
---# include fields.lua
+--# include ../../../redis/scripts/fields.lua
 
 local entry = KEYS[1]
 local _, nowMicros = serverClock()
 
 local corrupt = 0
 local highest = nowMicros
-local kind = redis.call('TYPE', entry)['ok']
+local kind, plantedEntry = typeOrDelete(entry, 'hash')
+if plantedEntry then corrupt = 1 end
 if kind == 'hash' then
   local stored = redis.call('HMGET', entry, 'c', 'f')
   for i = 1, 2 do
     local token = tokenField(stored[i], nowMicros)
     if token then highest = math.max(highest, token) elseif stored[i] then corrupt = 1 end
   end
-elseif kind ~= 'none' then
-  corrupt = 1
 end
 local highWater = integer(highest)
 redis.call('DEL', entry, KEYS[2])

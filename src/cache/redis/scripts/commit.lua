@@ -26,7 +26,7 @@
 -- output buffer would hold a copy, and past Redis's pub/sub limit the subscriber is dropped):
 -- 'n|now' (a notice) tells waiters to read the fresh copy with one GET instead.
 
---# include fields.lua
+--# include ../../../redis/scripts/fields.lua
 
 local entry, lock, channel, fresh = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local lockValue, data, publish = ARGV[1], ARGV[3], ARGV[8]
@@ -36,11 +36,8 @@ local now, nowMicros = serverClock()
 local NOTICE_ABOVE = 65536 -- bytes; docs/resilience.md
 
 local corrupt = 0
-local kind = redis.call('TYPE', entry)['ok']
-if kind ~= 'hash' and kind ~= 'none' then
-  redis.call('DEL', entry)
-  corrupt = 1
-end
+local _, plantedEntry = typeOrDelete(entry, 'hash')
+if plantedEntry then corrupt = 1 end
 
 local stored = redis.call('HMGET', entry, 'c', 'f')
 local counter, highWater = tokenField(stored[1], nowMicros), tokenField(stored[2], nowMicros)
@@ -55,8 +52,7 @@ highWater = highWater or 0
 
 local token = ARGV[2]
 if token == '' then
-  -- As get-or-lock.lua's nextToken: the server time in µs, or the counter + 1 if higher.
-  token = integer(math.max((counter or 0) + 1, highWater + 1, nowMicros))
+  token = integer(nextTokenAfter(nowMicros, counter, highWater))
 end
 
 local written = 0
@@ -79,11 +75,9 @@ if tonumber(token) > highWater then
 end
 
 local released = 0
-local held = stringAt(lock)
-if held == nil then
-  redis.call('DEL', lock) -- a foreign type: nobody's lock
-  corrupt = 1
-elseif lockValue ~= '' and held == lockValue then
+local held, foreignLock = lockValueAt(lock)
+if foreignLock then corrupt = 1 end
+if lockValue ~= '' and held == lockValue then
   redis.call('DEL', lock)
   released = 1
 end

@@ -1,4 +1,4 @@
-import { LeaseWatchdog } from '../lease/watchdog.js'
+import { LeaseWatchdog } from '../../lease/watchdog.js'
 import type { EntryKeys } from './keys.js'
 import type { RedisStore } from './store.js'
 

@@ -14,7 +14,7 @@
 -- Returns 1 (enrolled), 0 (invalidated at or after startedAt, or `at` unreadable: do not commit),
 -- -1 (the set already holds maxMembers other keys: do not commit).
 
---# include fields.lua
+--# include ../../../redis/scripts/fields.lua
 
 local members, at = KEYS[1], KEYS[2]
 local key, startedAt, lifeMs, maxMembers = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -29,8 +29,7 @@ if text ~= false and not invalidated then
 end
 if (invalidated or 0) >= startedAt then return 0 end
 
-local setKind = redis.call('TYPE', members)['ok']
-if setKind ~= 'set' and setKind ~= 'none' then redis.call('DEL', members) end
+typeOrDelete(members, 'set')
 if redis.call('SISMEMBER', members, key) == 0 then
   if redis.call('SCARD', members) >= maxMembers then return -1 end
   redis.call('SADD', members, key)

@@ -9,14 +9,13 @@
 -- Returns {1, token} when taken (token as a decimal string), {0, pttl} when another owner
 -- holds it (pttl in ms).
 --
--- The token is max(last + 1, server time in µs): strictly increasing per key, and still
--- increasing after the counter expired or Redis restarted empty, since it then starts from
--- the clock, which is past every token handed out before (those were at most a burst ahead
--- of it). The counter's expiry only bounds memory. A counter that is not a token (garbage,
+-- The token follows the shared rule (nextTokenAfter in src/redis/scripts/fields.lua): strictly
+-- increasing per key, and still increasing after the counter expired or Redis restarted empty,
+-- since it then starts from the clock. The counter's expiry only bounds memory. A counter that is not a token (garbage,
 -- a foreign type, or further ahead of the clock than any token issued) is corrupt and
 -- restarts from the clock too (src/redis/scripts/fields.lua).
 
---# include ../../redis/scripts/fields.lua
+--# include ../../../redis/scripts/fields.lua
 
 local lock, counter = KEYS[1], KEYS[2]
 local owner, lease, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -27,28 +26,16 @@ if not keep or keep < lease or keep % 1 ~= 0 then
   return redis.error_reply('ERR stampede-guard acquire: keep must be an integer >= lease')
 end
 
-local kind = redis.call('TYPE', lock)['ok']
-if kind == 'string' then
-  local pttl = redis.call('PTTL', lock)
-  if pttl < 0 then
-    -- Planted or left without an expiry: it ends like any lease instead of blocking forever.
-    redis.call('PEXPIRE', lock, lease)
-    pttl = lease
-  end
+-- A lock of a foreign type is not ours and is deleted; one without an expiry is given one.
+if typeOrDelete(lock, 'string') == 'string' then
+  local pttl = heldFor(lock, lease)
   return {0, pttl}
-elseif kind ~= 'none' then
-  redis.call('DEL', lock) -- not a lock of ours
 end
 
 local _, nowUs = serverClock()
 local last = nil
-local counterKind = redis.call('TYPE', counter)['ok']
-if counterKind == 'string' then
-  last = tokenField(redis.call('GET', counter), nowUs)
-elseif counterKind ~= 'none' then
-  redis.call('DEL', counter)
-end
-local text = integer(math.max((last or 0) + 1, nowUs))
+if typeOrDelete(counter, 'string') == 'string' then last = tokenField(redis.call('GET', counter), nowUs) end
+local text = integer(nextTokenAfter(nowUs, last))
 
 redis.call('SET', counter, text, 'PX', keep)
 redis.call('SET', lock, owner .. ':' .. text, 'PX', lease)

@@ -1,5 +1,5 @@
-import { MAX_LIFETIME_MS } from '../duration.js'
-import type { Lifetimes } from '../entry.js'
+import { MAX_LIFETIME_MS } from '../../duration.js'
+import type { Lifetimes } from '../../entry.js'
 
 /**
  * The stored form of a committed value, written by commit.lua (and restored by

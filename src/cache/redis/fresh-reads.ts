@@ -1,8 +1,8 @@
-import type { CacheEmitter } from '../events.js'
-import { RedisUnavailableError } from '../errors.js'
+import type { CacheEmitter } from '../../events.js'
+import { RedisUnavailableError } from '../../errors.js'
 import type { CircuitBreaker } from './breaker.js'
-import type { CommandBudget } from './command-budget.js'
-import { batchesOf } from './batches.js'
+import type { CommandBudget } from '../../redis/command-budget.js'
+import { batchesOf } from '../../redis/batches.js'
 import { Dispatch, type Dispatcher } from './in-flight.js'
 import type { ScriptedClient } from './scripts.js'
 

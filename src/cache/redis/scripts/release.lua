@@ -19,17 +19,14 @@
 -- corrupt 1 when a lock key of a foreign type, or an entry hash without an expiry, was found
 -- (the first is deleted, the second given one).
 
---# include fields.lua
+--# include ../../../redis/scripts/fields.lua
 
 local entry, lock, channel = KEYS[1], KEYS[2], KEYS[3]
 local lockValue, message, publish = ARGV[1], ARGV[2], ARGV[5]
 local backoffMs, passMs, negativeMs = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
 
-local held = stringAt(lock)
-if held == nil then
-  redis.call('DEL', lock) -- a foreign type: nobody's lock
-  return {0, 1}
-end
+local held, foreignLock = lockValueAt(lock)
+if foreignLock then return {0, 1} end
 if held ~= lockValue then return {0, 0} end
 redis.call('DEL', lock)
 

@@ -1,4 +1,4 @@
-import type { CacheEmitter } from '../events.js'
+import type { CacheEmitter } from '../../events.js'
 
 /**
  * Consecutive-failure circuit breaker. Closed: every command goes to Redis.

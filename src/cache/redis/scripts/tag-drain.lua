@@ -15,7 +15,7 @@
 --
 -- Returns the invalidation time (server ms).
 
---# include fields.lua
+--# include ../../../redis/scripts/fields.lua
 
 local members, at, drain = KEYS[1], KEYS[2], KEYS[3]
 local now = serverClock()
@@ -24,8 +24,8 @@ local now = serverClock()
 local invalidated = integer(math.max(now, counted(stringAt(at), math.huge) or 0))
 redis.call('SET', at, invalidated, 'PX', ARGV[1])
 
-if redis.call('TYPE', drain)['ok'] ~= 'set' then redis.call('DEL', drain) end
-if redis.call('TYPE', members)['ok'] == 'set' then
+typeOrDelete(drain, 'set')
+if typeOrDelete(members, 'set') == 'set' then
   local membersLeft, drainLeft = redis.call('PTTL', members), redis.call('PTTL', drain)
   if drainLeft == -2 then
     redis.call('RENAME', members, drain) -- keeps the members' expiry
@@ -36,8 +36,6 @@ if redis.call('TYPE', members)['ok'] == 'set' then
     redis.call('DEL', members)
     if membersLeft > drainLeft then redis.call('PEXPIRE', drain, membersLeft) end
   end
-else
-  redis.call('DEL', members)
 end
 
 if ARGV[2] ~= '' then redis.call('PUBLISH', ARGV[2], ARGV[3]) end

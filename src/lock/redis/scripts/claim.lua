@@ -8,7 +8,7 @@
 --
 -- Returns the claim time in server ms when claimed, or nil when a live claim exists.
 
---# include ../../redis/scripts/fields.lua
+--# include ../../../redis/scripts/fields.lua
 
 local claim, owner, atMost = KEYS[1], ARGV[1], tonumber(ARGV[2])
 if not atMost or atMost < 1 or string.find(owner, '|', 1, true) then
@@ -18,5 +18,5 @@ local now = serverClock()
 if redis.call('SET', claim, owner .. '|' .. integer(now), 'NX', 'PX', atMost) then return now end
 -- A claim without an expiry (planted, or of any foreign type) would block the job for ever:
 -- it ends like any claim, lockAtMostFor from now.
-if redis.call('PTTL', claim) == -1 then redis.call('PEXPIRE', claim, atMost) end
+heldFor(claim, atMost)
 return nil
