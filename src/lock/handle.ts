@@ -32,7 +32,10 @@ export interface LockContext<Resource = void> {
  * releases it when the block exits; `release()` does the same by hand and is idempotent.
  */
 export interface HeldLockHandle<Resource = void> extends LockContext<Resource>, AsyncDisposable {
-  /** Gives the lock back (compare-and-delete: never another holder's). Idempotent. Rejects only when the store could not be told; the lock then ends with its lease. */
+  /**
+   * Gives the lock back (compare-and-delete: never another holder's). Idempotent. Rejects only
+   * when the store could not be told; the lock then ends with its lease.
+   */
   release(): Promise<void>
 }
 

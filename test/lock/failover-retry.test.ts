@@ -1,7 +1,7 @@
 /**
  * The Redis lock backend's retry through a failover (src/lock/redis/failover-retry.ts):
  * which errors it retries, and that it never pauses past the caller's wait. The errors are
- * built as ioredis delivers them (its ReplyError, wrapped as boundedCall does);
+ * built as ioredis delivers them (its ReplyError, wrapped as boundedRedisCall does);
  * the failovers themselves are in redis-cluster.test.ts and redis-sentinel.test.ts.
  */
 import { ReplyError } from 'ioredis'

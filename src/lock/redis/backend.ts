@@ -13,7 +13,7 @@ import type { StoreSettings } from '../backend.js'
 import { acquireWaiting } from '../waiting.js'
 import { DEFAULT_MAX_POLL_RATE } from '../../redis/poll-scheduler.js'
 import { canFailOver } from '../../redis/failing-clock.js'
-import { boundedCall } from './bounded-call.js'
+import { boundedRedisCall } from './bounded-call.js'
 import { retryThroughFailover } from './failover-retry.js'
 import type { RedisLockSettings } from './options.js'
 import { defineLockScripts, type LockClient } from './scripts.js'
@@ -75,7 +75,7 @@ export class RedisLockBackend implements LockBackend {
     this.probe = new ServerProbe(client, redis.shardedPubSub, settings.commandTimeoutMs)
     this.notifier = new Notifier(client, settings.commandTimeoutMs, this.probe)
     const bounded = (operation: string, command: () => Promise<unknown>) =>
-      boundedCall(this.client, settings.commandTimeoutMs, operation, command)
+      boundedRedisCall(this.client, settings.commandTimeoutMs, operation, command)
     const keyOf = clusterKeyOf(client)
     this.renewals = new RenewalBatch(
       (locks, args) =>
@@ -121,7 +121,7 @@ export class RedisLockBackend implements LockBackend {
         if (wait && acknowledged! < wait.replicas) {
           // Strict: a lock a failover could lose is no lock. Give it back (waking whoever saw it
           // busy) and count this attempt as busy; each retry costs at most one WAIT timeout.
-          await boundedCall(this.client, this.settings.commandTimeoutMs, 'lock release', () =>
+          await boundedRedisCall(this.client, this.settings.commandTimeoutMs, 'lock release', () =>
             this.releaseCall(keys, owner, true),
           ).catch(() => {})
           return { busyForMs: wait.timeoutMs }
@@ -147,11 +147,11 @@ export class RedisLockBackend implements LockBackend {
     const wait = this.redis.replicaWait
     try {
       if (!wait)
-        return (await boundedCall(this.client, this.settings.commandTimeoutMs, 'lock acquire', () =>
+        return (await boundedRedisCall(this.client, this.settings.commandTimeoutMs, 'lock acquire', () =>
           this.client.stampedeGuardLockAcquire(...args),
         )) as [number, string | number]
       // WAIT waits on the server on purpose: its timeout is added to the bound.
-      const { replies, acknowledged } = await boundedCall(
+      const { replies, acknowledged } = await boundedRedisCall(
         this.client,
         this.settings.commandTimeoutMs + wait.timeoutMs,
         'lock acquire',
@@ -199,7 +199,7 @@ export class RedisLockBackend implements LockBackend {
       resource: undefined,
       renew: (leaseMs) => this.renewals.renew(keys.lock, value, leaseMs),
       release: () =>
-        (released ??= boundedCall(this.client, this.settings.commandTimeoutMs, 'lock release', () =>
+        (released ??= boundedRedisCall(this.client, this.settings.commandTimeoutMs, 'lock release', () =>
           this.releaseCall(keys, owner, true),
         ).then(() => {})),
     }

@@ -3,7 +3,7 @@ import type { Cluster, Redis } from 'ioredis'
 import { hashTag } from '../../redis/keys.js'
 import { registerScripts } from '../../redis/scripts.js'
 import type { Claim, ClaimStore, StoreSettings } from '../backend.js'
-import { boundedCall } from './bounded-call.js'
+import { boundedRedisCall } from './bounded-call.js'
 
 const SCRIPTS = {
   stampedeGuardClaim: { file: 'claim.lua', keys: 1 },
@@ -31,7 +31,7 @@ export function redisClaims(client: Redis | Cluster, settings: StoreSettings): C
       const owner = randomBytes(16).toString('hex')
       let claimedAt: unknown
       try {
-        claimedAt = await boundedCall(client, settings.commandTimeoutMs, 'run-once claim', () =>
+        claimedAt = await boundedRedisCall(client, settings.commandTimeoutMs, 'run-once claim', () =>
           scripted.stampedeGuardClaim(key, owner, atMostMs),
         )
       } catch (error) {
@@ -42,7 +42,7 @@ export function redisClaims(client: Redis | Cluster, settings: StoreSettings): C
       if (claimedAt === null) return undefined
       return {
         async finish(atLeastMs: number): Promise<void> {
-          await boundedCall(client, settings.commandTimeoutMs, 'run-once finish', () =>
+          await boundedRedisCall(client, settings.commandTimeoutMs, 'run-once finish', () =>
             scripted.stampedeGuardFinishClaim(key, owner, atLeastMs),
           )
         },

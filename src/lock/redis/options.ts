@@ -6,7 +6,10 @@ import { parseShardedPubSub } from '../../redis/server-probe.js'
 import { DEFAULT_MAX_POLL_RATE } from '../../redis/poll-scheduler.js'
 import { DEFAULT_MAX_SUBSCRIBED_WAITS } from './subscribed-waits.js'
 
-/** `createLocks({ redis: { client, shardedPubSub, waitForReplicas, maxPollRate, maxSubscribedWaits } })`; `createLocks({ redis: client })` takes every default. */
+/**
+ * `createLocks({ redis: { client, shardedPubSub, waitForReplicas, maxPollRate, maxSubscribedWaits } })`;
+ * `createLocks({ redis: client })` takes every default.
+ */
 export interface RedisLockOptions {
   /** An ioredis client: standalone, Sentinel (`new Redis({ sentinels, name })`) or Cluster. */
   client: Redis | Cluster

@@ -6,7 +6,7 @@ import { Notifier } from '../../redis/notifier.js'
 import { RenewalBatch } from '../../redis/renewals.js'
 import { ServerProbe } from '../../redis/server-probe.js'
 import type { AcquireRequest, HeldLock, LockBackend } from '../backend.js'
-import { boundedCall } from '../redis/bounded-call.js'
+import { boundedRedisCall } from '../redis/bounded-call.js'
 import { defineLockScripts, type LockClient } from '../redis/scripts.js'
 import { acquireWaiting, type Wakeup } from '../waiting.js'
 import { leaseMarginMs } from '../../lease/watchdog.js'
@@ -129,7 +129,7 @@ export class RedlockBackend implements LockBackend {
   private async ask(operation: string, command: (node: LockClient) => Promise<boolean>): Promise<Votes> {
     const answers = await Promise.allSettled(
       this.nodes.map((node) =>
-        boundedCall(
+        boundedRedisCall(
           node,
           this.connected.has(node) ? this.nodeTimeoutMs : Math.max(this.nodeTimeoutMs, this.firstConnectMs),
           operation,
