@@ -9,7 +9,7 @@
  *
  * Two lessons from the seed articles are in `issueCoupon`:
  * - Release after COMMIT. Released before, the next holder reads the stock as it was
- *   before our uncommitted decrement, and both sell the last coupon (test/lock/coupon-issue.test.ts
+ *   before our uncommitted decrement, and both sell the last coupon (test/lock/common/coupon-issue.test.ts
  *   shows it).
  * - Fence the write. If this holder stalled past its lease (GC, a paused VM), another one
  *   got the lock with a higher token; `WHERE fence < $token` then refuses our late write.

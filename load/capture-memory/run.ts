@@ -12,8 +12,8 @@
 import http from 'node:http'
 import type { ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { forkTs } from '../fork-ts.js'
-import { findRedisServer, startPrivateRedis } from '../redis-server.js'
+import { forkTs } from '../shared/fork-ts.js'
+import { findRedisServer, startPrivateRedis } from '../shared/redis-server.js'
 
 const args = new Map<string, string>()
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ''), process.argv[i + 1]!)

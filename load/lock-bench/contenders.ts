@@ -7,7 +7,7 @@
 import { Redis } from 'ioredis'
 import { Redlock as SesameRedlock } from '@sesamecare-oss/redlock'
 import { createLocks, type Locks } from '../../src/index.js'
-import { SpinLockBackend } from '../coupons/baseline-backends.js'
+import { SpinLockBackend } from '../shared/baseline-backends.js'
 import { CONSENSUS_BENCH_CONTENDERS } from './consensus-contenders.js'
 import { DB_BENCH_CONTENDERS } from './db-contenders.js'
 
