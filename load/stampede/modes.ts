@@ -1,7 +1,16 @@
 /**
  * The cache configurations compared side by side. One table row and one chart line each.
  */
-import type { ModeCacheOptions } from './app/protocol.js'
+
+/** The cache options a mode gets for one scenario (durations in ms). */
+export interface ModeCacheOptions {
+  ttl: number
+  staleTtl: number
+  staleIfError: number
+  earlyRefresh: false | number | 'xfetch'
+  /** false = every call goes to Redis, as the naive baseline does (isolates the lock's effect). */
+  l1: boolean
+}
 
 export const MODE_NAMES = ['none', 'naive', 'lock', 'full'] as const
 export type ModeName = (typeof MODE_NAMES)[number]

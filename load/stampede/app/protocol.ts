@@ -6,17 +6,7 @@
  * The primary only relays and sums: every decision (which mode, when the DB turns flaky)
  * is the harness's, so a run is described in one place (load/stampede/harness.ts).
  */
-import type { ModeName } from '../modes.js'
-
-/** The cache options a mode gets for one scenario (durations in ms). */
-export interface ModeCacheOptions {
-  ttl: number
-  staleTtl: number
-  staleIfError: number
-  earlyRefresh: false | number | 'xfetch'
-  /** false = every call goes to Redis, as the naive baseline does (isolates the lock's effect). */
-  l1: boolean
-}
+import type { ModeCacheOptions, ModeName } from '../modes.js'
 
 /** One (scenario, mode) run as the workers see it. */
 export interface RunConfig {

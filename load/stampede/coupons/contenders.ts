@@ -3,35 +3,11 @@
  * per call against the tables of examples/coupon-issue.ts. Add one with an entry here.
  */
 import { Redis } from 'ioredis'
-import type pg from 'pg'
 import { issueCoupon, type CouponStore } from '../../../examples/coupon-issue.js'
 import { createLocks, LockBusyError, type Locks } from '../../../src/index.js'
 import { NoLockBackend, SpinLockBackend } from '../../shared/baseline-backends.js'
+import type { ContenderContext, ContenderEntry, CouponContender } from './contender.js'
 import { DB_CONTENDERS } from './db-contenders.js'
-
-export interface CouponIssue {
-  outcome: 'issued' | 'sold-out' | 'fenced' | 'gave-up'
-  /** Extra attempts it took (optimistic retries); 0 for locks, whose waiting is inside. */
-  retries: number
-}
-
-export interface CouponContender {
-  issue(userId: number): Promise<CouponIssue>
-  close(): Promise<void>
-}
-
-export interface ContenderContext {
-  pool: pg.Pool
-  schema: string
-  couponId: number
-  redisUrl: string
-}
-
-export interface ContenderEntry {
-  /** One line for the report. */
-  describe: string
-  create(context: ContenderContext): Promise<CouponContender>
-}
 
 /** A contender that runs `issueCoupon` under the lock of `locks`; a lock that stayed busy counts as 'gave-up'. */
 function underLock(context: ContenderContext, locks: Locks<unknown>, redis: Redis, fence: boolean): CouponContender {

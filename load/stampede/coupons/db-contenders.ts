@@ -15,7 +15,7 @@
  */
 import type pg from 'pg'
 import { createLocks, type Locks } from '../../../src/index.js'
-import type { ContenderContext, ContenderEntry, CouponContender, CouponIssue } from './contenders.js'
+import type { ContenderContext, ContenderEntry, CouponContender, CouponIssue } from './contender.js'
 
 type DbContenderName = 'pg-advisory' | 'select-for-update' | 'optimistic-version'
 

@@ -1,6 +1,6 @@
 import type { Cluster, Redis } from 'ioredis'
 import { InvalidArgumentError } from '../../errors.js'
-import { positiveInteger } from '../../settings.js'
+import { positiveInteger } from '../../counts.js'
 import { parseReplicaWait, type ReplicaWait, type ReplicaWaitOption } from '../../redis/replicas.js'
 import { parseShardedPubSub } from '../../redis/server-probe.js'
 import { DEFAULT_MAX_POLL_RATE } from '../../redis/poll-scheduler.js'
