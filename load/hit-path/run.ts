@@ -96,7 +96,8 @@ async function compare(
   }
   const ratio = best.ours / best.base
   console.log(
-    `${label.padEnd(46)} ${fmt(best.ours)} ops/s  vs GET+decode ${fmt(best.base)} ops/s  = ${ratio.toFixed(2)}×  (goal ≥ ${goal}×: ${ratio >= goal ? 'met' : 'NOT met'})`,
+    `${label.padEnd(46)} ${fmt(best.ours)} ops/s  vs GET+decode ${fmt(best.base)} ops/s ` +
+      ` = ${ratio.toFixed(2)}×  (goal ≥ ${goal}×: ${ratio >= goal ? 'met' : 'NOT met'})`,
   )
   console.log(
     `${''.padEnd(46)} client CPU per call ${best.oursCpu.toFixed(1)} µs  vs GET+decode ${best.baseCpu.toFixed(1)} µs`,
@@ -178,7 +179,8 @@ await throughput(20_000, getDecode, CONCURRENCY)
 const { loadavg } = await import('node:os')
 
 console.log(
-  `hit path on Node ${process.version}, redis at ${url}, value ${JSON.stringify(product(1)).length} bytes, best of ${ROUNDS} alternating rounds, load average ${loadavg()[0]!.toFixed(1)}`,
+  `hit path on Node ${process.version}, redis at ${url}, value ${JSON.stringify(product(1)).length} ` +
+    `bytes, best of ${ROUNDS} alternating rounds, load average ${loadavg()[0]!.toFixed(1)}`,
 )
 let started = performance.now()
 for (let i = 0; i < 2_000_000; i++) await withL1.getOrLoad('p0', loader)
@@ -196,7 +198,8 @@ const ours = await redisCpuPerCall(admin, 20_000, hit)
 const get = await redisCpuPerCall(admin, 20_000, (i) => redis.get(`bench-get:${keyOf(i)}`))
 const cpuRatio = ours.usec / get.usec
 console.log(
-  `Redis CPU per fresh hit: ${ours.usec.toFixed(2)} µs (${ours.commands})  vs GET ${get.usec.toFixed(2)} µs (${get.commands})  = ${cpuRatio.toFixed(2)}×  (goal ≤ 2×: ${cpuRatio <= 2 ? 'met' : 'NOT met'})`,
+  `Redis CPU per fresh hit: ${ours.usec.toFixed(2)} µs (${ours.commands})  vs GET ${get.usec.toFixed(2)} ` +
+    `µs (${get.commands})  = ${cpuRatio.toFixed(2)}×  (goal ≤ 2×: ${cpuRatio <= 2 ? 'met' : 'NOT met'})`,
 )
 
 // Instrumented twins, created only now so the rows above run exactly as they would without

@@ -42,14 +42,16 @@ console.log('')
 console.log(bold('The setup'))
 console.log(`  ${WORKERS} Express server processes (node:cluster), all on one port, serving GET /item/:id`)
 console.log(
-  `  a "database" where every query takes ${DB_LATENCY_MS} ms (${sourceKindFromEnv().kind === 'postgres' ? 'PostgreSQL from DATABASE_URL' : 'built in, so the demo runs anywhere'})`,
+  `  a "database" where every query takes ${DB_LATENCY_MS} ms ` +
+    `(${sourceKindFromEnv().kind === 'postgres' ? 'PostgreSQL from DATABASE_URL' : 'built in, so the demo runs anywhere'})`,
 )
 if (redisUrl) console.log(`  Redis from REDIS_URL`)
 else if (sharedRedis)
   console.log(`  a private redis-server on a free 127.0.0.1 port, started now and stopped at the end`)
 else {
   console.log(
-    `  ${bold('no Redis')}: REDIS_URL is not set and ${noPrivateRedis ? '--no-private-redis was given' : 'redis-server is not installed'}, so this runs in IN-PROCESS mode:`,
+    `  ${bold('no Redis')}: REDIS_URL is not set and ` +
+      `${noPrivateRedis ? '--no-private-redis was given' : 'redis-server is not installed'}, so this runs in IN-PROCESS mode:`,
   )
   console.log(
     `  each process has its own cache, and "one loader per miss" holds per process, not across all ${WORKERS}.`,

@@ -70,7 +70,8 @@ for (let done = 0; done < rounds; done += 100) {
 const quantile = (list: number[], q: number) => [...list].sort((a, b) => a - b)[Math.floor(q * (list.length - 1))]!
 const report = (title: string, data: Record<'off' | 'on', number[]>, tail: string) => {
   const row = (mode: 'off' | 'on') =>
-    `${mode.padEnd(4)} p50 ${quantile(data[mode], 0.5).toFixed(3)} ms  p90 ${quantile(data[mode], 0.9).toFixed(3)} ms  p99 ${quantile(data[mode], 0.99).toFixed(3)} ms`
+    `${mode.padEnd(4)} p50 ${quantile(data[mode], 0.5).toFixed(3)} ms  p90 ` +
+    `${quantile(data[mode], 0.9).toFixed(3)} ms  p99 ${quantile(data[mode], 0.99).toFixed(3)} ms`
   console.log(title)
   console.log(row('off'))
   console.log(row('on'))

@@ -179,7 +179,8 @@ async function main(): Promise<void> {
     )
     console.log(
       dim(
-        `leader's commit round trip (loader return → getOrLoad resolves): stampede-guard p50 ${percentile(sg.commitMs, 50).toFixed(2)} ms, spin lock p50 ${percentile(spinR.commitMs, 50).toFixed(2)} ms`,
+        `leader's commit round trip (loader return → getOrLoad resolves): stampede-guard p50 ` +
+          `${percentile(sg.commitMs, 50).toFixed(2)} ms, spin lock p50 ${percentile(spinR.commitMs, 50).toFixed(2)} ms`,
       ),
     )
     const late = results.reduce((a, r) => a + r.lateStarts, 0)

@@ -113,7 +113,8 @@ function dbContender(name: DbContenderName, context: ContenderContext): CouponCo
       // One statement: the decrement happens only if nobody changed the row since we read
       // it, and the coupon row is inserted by the same statement, so both or neither land.
       const casSql =
-        `WITH won AS (UPDATE ${s}.coupon_stock SET remaining = remaining - 1, version = version + 1 WHERE id = $1 AND version = $2 AND remaining > 0 RETURNING id) ` +
+        `WITH won AS (UPDATE ${s}.coupon_stock SET remaining = remaining - 1, version ` +
+        `= version + 1 WHERE id = $1 AND version = $2 AND remaining > 0 RETURNING id) ` +
         `INSERT INTO ${s}.issued_coupons (coupon_id, user_id, fence) SELECT id, $3, 0 FROM won`
       return {
         async issue(userId) {

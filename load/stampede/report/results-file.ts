@@ -20,7 +20,9 @@ export async function writeResults(results: LoadResults, dir = RESULTS_DIR): Pro
   const stamp = timestampForFile(results.startedAt)
   const json = path.join(dir, `${stamp}.json`)
   await writeFile(json, JSON.stringify(results, null, 2) + '\n')
-  const subtitle = `${results.settings.workers} workers · ${results.settings.database.split(' (')[0]} at ${results.settings.dbLatencyMs} ms/query · ${results.machine.cpus} × ${results.machine.cpuModel}`
+  const subtitle =
+    `${results.settings.workers} workers · ${results.settings.database.split(' (')[0]} at ` +
+    `${results.settings.dbLatencyMs} ms/query · ${results.machine.cpus} × ${results.machine.cpuModel}`
   const svgs: string[] = []
   for (const scenario of results.scenarios) {
     if (scenario.modes.length === 0) continue

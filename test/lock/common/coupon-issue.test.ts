@@ -36,7 +36,8 @@ describe.skipIf(!redisAvailable || !postgresAvailable)('coupon issue: release af
     )
     await store.pool.query(`DROP TRIGGER IF EXISTS slow_commit ON ${s}.issued_coupons`)
     await store.pool.query(
-      `CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON ${s}.issued_coupons DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ${s}.slow_commit()`,
+      `CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON ${s}.issued_coupons ` +
+        `DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION ${s}.slow_commit()`,
     )
     const outcomes = await Promise.all(
       Array.from({ length: USERS }, (_, user) =>

@@ -65,7 +65,8 @@ describe.skipIf(!redisAvailable)('lease watchdog', () => {
       5_000,
     )
     console.log(
-      `[watchdog] cache loader: signal aborted ${heldMs.toFixed(0)} ms after the loader started (lease ${LEASE_MS} ms, renewal hanging for up to ${COMMAND_TIMEOUT_MS} ms)`,
+      `[watchdog] cache loader: signal aborted ${heldMs.toFixed(0)} ms after the loader ` +
+        `started (lease ${LEASE_MS} ms, renewal hanging for up to ${COMMAND_TIMEOUT_MS} ms)`,
     )
     cut.disconnect()
     await proxy.close()
@@ -91,7 +92,8 @@ describe.skipIf(!redisAvailable)('lease watchdog', () => {
     expect(held.signal.reason).toBeInstanceOf(LockLostError)
     expect(abortedAt - acquiredAt).toBeLessThan(LEASE_MS + 1_500)
     console.log(
-      `[watchdog] withLock: signal aborted at ${(abortedAt - acquiredAt).toFixed(0)} ms, next holder in at ${(otherAt - acquiredAt).toFixed(0)} ms (lease ${LEASE_MS} ms)`,
+      `[watchdog] withLock: signal aborted at ${(abortedAt - acquiredAt).toFixed(0)} ms, ` +
+        `next holder in at ${(otherAt - acquiredAt).toFixed(0)} ms (lease ${LEASE_MS} ms)`,
     )
     await other.release()
     cut.disconnect()

@@ -149,7 +149,8 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))(
         },
       })
       console.log(
-        `[cluster graceful failover] ${result.entries} entries, ${result.violations} violations, ${result.errors.length} failed calls, failover ${result.failoverMs.toFixed(0)} ms`,
+        `[cluster graceful failover] ${result.entries} entries, ${result.violations} violations, ` +
+          `${result.errors.length} failed calls, failover ${result.failoverMs.toFixed(0)} ms`,
         result.errors.slice(0, 3),
       )
       expect(result.violations).toBe(0)
@@ -179,7 +180,8 @@ describe.skipIf(!redisAvailable || (!redisCliBinary && !ci))(
         if (killed && !killed.running) await killed.restart()
       })
       console.log(
-        `[cluster sigkill, waitForReplicas] ${result.entries} entries, ${result.violations} violations, ${result.errors.length} failed calls, failover + rejoin ${result.failoverMs.toFixed(0)} ms`,
+        `[cluster sigkill, waitForReplicas] ${result.entries} entries, ${result.violations} violations, ` +
+          `${result.errors.length} failed calls, failover + rejoin ${result.failoverMs.toFixed(0)} ms`,
         result.errors.slice(0, 3),
       )
       expect(result.violations).toBe(0)

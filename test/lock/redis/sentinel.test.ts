@@ -87,7 +87,8 @@ describe.skipIf(!redisAvailable)('withLock through Redis Sentinel (primary + rep
       },
     })
     console.log(
-      `[sentinel failover, waitForReplicas] ${result.entries} entries, ${result.violations} violations, ${result.errors.length} failed calls, failover ${result.failoverMs.toFixed(0)} ms`,
+      `[sentinel failover, waitForReplicas] ${result.entries} entries, ${result.violations} ` +
+        `violations, ${result.errors.length} failed calls, failover ${result.failoverMs.toFixed(0)} ms`,
       result.errors.slice(0, 3),
     )
     expect(result.violations).toBe(0)

@@ -100,7 +100,8 @@ export async function runCouponContest(contest: CouponContest): Promise<ContestR
       durationMs,
     }
     console.log(
-      `[coupons] ${kind}: ${processes} processes × ${concurrency} in flight, ${users} users, ${coupons} coupons → issued ${result.issued} (rows ${rows}), sold out ${result.soldOut}, fenced ${result.fenced}, errors ${result.errors.length}, ${remaining} left, ${(durationMs / 1000).toFixed(1)} s (${((result.issued + result.soldOut) / (durationMs / 1000)).toFixed(0)} issues/s)`,
+      `[coupons] ${kind}: ${processes} processes × ${concurrency} in flight, ${users} users, ${coupons} coupons → issued ${result.issued} (rows ${rows}), sold out ${result.soldOut}, fenced ` +
+        `${result.fenced}, errors ${result.errors.length}, ${remaining} left, ${(durationMs / 1000).toFixed(1)} s (${((result.issued + result.soldOut) / (durationMs / 1000)).toFixed(0)} issues/s)`,
     )
     return result
   } finally {

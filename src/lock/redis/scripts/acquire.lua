@@ -11,9 +11,9 @@
 --
 -- The token follows the shared rule (nextTokenAfter in src/redis/scripts/fields.lua): strictly
 -- increasing per key, and still increasing after the counter expired or Redis restarted empty,
--- since it then starts from the clock. The counter's expiry only bounds memory. A counter that is not a token (garbage,
--- a foreign type, or further ahead of the clock than any token issued) is corrupt and
--- restarts from the clock too (src/redis/scripts/fields.lua).
+-- since it then starts from the clock. The counter's expiry only bounds memory. A counter that
+-- is not a token (garbage, a foreign type, or further ahead of the clock than any token issued)
+-- is corrupt and restarts from the clock too.
 
 --# include ../../../redis/scripts/fields.lua
 
