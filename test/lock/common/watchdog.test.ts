@@ -1,5 +1,5 @@
 /**
- * The shared lease watchdog (src/lock/watchdog.ts), through its two users: the lock API
+ * The shared lease watchdog (src/lease/watchdog.ts), through its two users: the lock API
  * and the cache's leader lease. Real redis-servers; the partition is a TCP proxy that
  * stops forwarding (test/support/blackhole-proxy.ts), so renewals hang instead of failing.
  */
