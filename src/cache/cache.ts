@@ -2,9 +2,9 @@ import { LoadContext, type Loader } from '../context.js'
 import { entryFrom } from '../entry.js'
 import { CacheClosedError, InvalidArgumentError } from '../errors.js'
 import type { CacheEventName, CacheEvents, CacheStats } from '../events.js'
-import { LOAD_SCOPE, type LoadScope } from '../observability/load-scope.js'
+import { LOAD_SCOPE, type LoadScope } from './load-scope.js'
 import type { CacheOptions, CallOptions, PolicyOptions } from '../options.js'
-import { entryKeys } from '../redis/keys.js'
+import { entryKeys } from './redis/keys.js'
 import { checkTags } from '../tag.js'
 import { Answers } from './answers.js'
 import { NEVER_ABORTED, type Call, type LoadResult, type Resolution } from './call.js'
@@ -65,7 +65,7 @@ export class Cache {
     const resolver: Resolver = (this.#resolver = new Resolver(core, leader, refresher, answers))
   }
 
-  /** The load scope `instrument()` installs (observability/load-scope.ts). */
+  /** The load scope `instrument()` installs (load-scope.ts). */
   get [LOAD_SCOPE](): LoadScope | undefined {
     return this.#core.loadScope
   }

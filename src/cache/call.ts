@@ -1,8 +1,8 @@
 import type { Loader } from '../context.js'
 import type { Entry } from '../entry.js'
 import type { Deadlines } from '../deadlines.js'
-import type { Policy } from '../options.js'
-import type { EntryKeys } from '../redis/keys.js'
+import type { Policy } from '../settings.js'
+import type { EntryKeys } from './redis/keys.js'
 
 /**
  * How a caller's value was obtained:

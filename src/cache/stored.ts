@@ -3,11 +3,11 @@ import { describeFailure } from '../loader-error.js'
 import { SerializationError, ValueTooLargeError } from '../errors.js'
 import type { CacheEmitter } from '../events.js'
 import type { MemoryTier } from '../memory/l1.js'
-import type { Settings } from '../options.js'
-import type { EntryKeys } from '../redis/keys.js'
-import { lifetimesOf, newerVersion, parseRecord, type StoredRecord } from '../redis/record.js'
-import { FOREIGN_TYPE, type FreshRead } from '../redis/fresh-reads.js'
-import type { Lookup, RedisStore } from '../redis/store.js'
+import type { Settings } from '../settings.js'
+import type { EntryKeys } from './redis/keys.js'
+import { lifetimesOf, newerVersion, parseRecord, type StoredRecord } from './redis/record.js'
+import { FOREIGN_TYPE, type FreshRead } from './redis/fresh-reads.js'
+import type { Lookup, RedisStore } from './redis/store.js'
 import { messageKind } from './call.js'
 
 /**
@@ -73,7 +73,7 @@ export class StoredEntries {
     }
   }
 
-  /** `c|<server now>|<record>` as published by commit.lua (see src/redis/record.ts). */
+  /** `c|<server now>|<record>` as published by commit.lua (see redis/record.ts). */
   decodeCommitMessage(key: string, message: Buffer): Entry | undefined {
     const bar = message.indexOf('|', 2)
     // The server time it was sent at places the record's deadlines: digits, or the message is corrupt

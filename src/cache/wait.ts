@@ -1,8 +1,8 @@
 import type { WaitOutcome } from '../events.js'
-import type { EntryKeys } from '../redis/keys.js'
+import type { EntryKeys } from './redis/keys.js'
 import type { Subscription } from '../redis/notifier.js'
 import type { PollWait } from '../redis/poll-scheduler.js'
-import type { Lookup } from '../redis/store.js'
+import type { Lookup } from './redis/store.js'
 import { messageKind } from './call.js'
 import type { CacheCore } from './core.js'
 

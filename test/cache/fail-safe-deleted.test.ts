@@ -115,7 +115,7 @@ describe.skipIf(!redisAvailable)("fail-safe after a delete (a waiter's Redis fal
 
 describe.skipIf(!redisAvailable)('fail-safe after a delete whose broadcast is lost (early refresh)', () => {
   const suite = useCacheSuite()
-  const invalidate = scriptSource(new URL('../../src/redis/scripts/invalidate.lua', import.meta.url))
+  const invalidate = scriptSource(new URL('../../src/cache/redis/scripts/invalidate.lua', import.meta.url))
 
   it("an early refresh that finds a delete's fence above its L1 copy drops the copy: a failing refresh does not keep it", async () => {
     const cache = suite.cache({ ttl: '10s', staleIfError: '1m', earlyRefresh: 0.01 })
