@@ -1,4 +1,5 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
+import { BodyBuffer } from './body-buffer.js'
 import { notModifiedHeaders } from './conditional.js'
 import type { CaptureBudget } from './capture-budget.js'
 import { HeaderMap, INVALID_REASON, type HeaderList, type HeaderValue } from './headers.js'
@@ -57,6 +58,12 @@ export interface CaptureOptions {
   /** Called once, synchronously, when the capture completes or is released, before anything reaches the client. */
   ended?(): void
   /**
+   * Called once, synchronously, when the handler ended normally, right after `ended`: the
+   * live client is answered here, before the handler's next statement runs (a second
+   * `res.json` would make Express destroy the socket of a client answered later).
+   */
+  completed?(response: ResponseSnapshot): void
+  /**
    * Do the client's validators, hidden from the handler, match this head? Then a released
    * capture answers the client 304 (as a replay would) and drops the body.
    */
@@ -79,8 +86,7 @@ export class ResponseCapture {
   private readonly headers: HeaderMap
   private committed = false
   private ended = false
-  private chunks: Buffer[] = []
-  private bytes = 0
+  private readonly body = new BodyBuffer()
   /** Bytes taken from the budget, given back when buffering stops. */
   private reserved = 0
   private readonly onClose: (() => void) | undefined
@@ -138,7 +144,7 @@ export class ResponseCapture {
     this.settle({ kind: 'released', reason, toClient })
     if (!toClient) {
       this.mode = 'discard'
-      this.chunks = []
+      this.body.clear()
       return
     }
     this.mode = 'flushing'
@@ -348,22 +354,17 @@ export class ResponseCapture {
 
   private append(chunk: unknown, encoding: unknown): void {
     if (this.mode === 'discard') return
-    let buffer: Buffer
-    if (typeof chunk === 'string')
-      buffer = Buffer.from(chunk, (typeof encoding === 'string' ? encoding : 'utf8') as BufferEncoding)
-    else if (chunk instanceof Uint8Array)
-      buffer = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
-    else
+    if (typeof chunk !== 'string' && !(chunk instanceof Uint8Array))
       throw Object.assign(
         new TypeError('The "chunk" argument must be of type string or an instance of Buffer or Uint8Array'),
         { code: 'ERR_INVALID_ARG_TYPE' },
       )
-    if (buffer.length === 0) return
-    this.chunks.push(buffer)
-    this.bytes += buffer.length
+    this.body.append(chunk, (typeof encoding === 'string' ? encoding : 'utf8') as BufferEncoding)
     if (this.mode !== 'buffer') return
-    if (this.bytes > this.options.maxBodyBytes) this.release('too-large')
-    else if (this.options.budget.reserve(buffer.length)) this.reserved += buffer.length
+    // The budget counts what the buffered body really holds (slabs included), not its payload.
+    if (this.body.length > this.options.maxBodyBytes) this.release('too-large')
+    else if (this.body.held === this.reserved) return
+    else if (this.options.budget.reserve(this.body.held - this.reserved)) this.reserved = this.body.held
     else this.release('over-budget')
   }
 
@@ -371,21 +372,17 @@ export class ResponseCapture {
   private framedAsDeclared(): boolean {
     const declared = this.headers.get('content-length')
     if (declared === undefined || this.status < 200 || this.status === 204 || this.status === 304) return true
-    return /^\d+$/.test(String(declared).trim()) && Number(String(declared).trim()) === this.bytes
+    return /^\d+$/.test(String(declared).trim()) && Number(String(declared).trim()) === this.body.length
   }
 
   private complete(): void {
     this.stopBuffering()
     this.mode = 'complete'
-    const response: ResponseSnapshot = {
-      status: this.status,
-      headers: this.headers.toList(),
-      body: Buffer.concat(this.chunks),
-    }
+    const response: ResponseSnapshot = { status: this.status, headers: this.headers.toList(), body: this.body.take() }
     if (this.statusMessage !== undefined) response.statusMessage = this.statusMessage
-    this.chunks = []
     this.options.ended?.()
     this.settle({ kind: 'complete', response })
+    this.options.completed?.(response)
   }
 
   /** Released to the client: make the live response what the handler has produced so far, then stream. */
@@ -405,7 +402,7 @@ export class ResponseCapture {
       upstream.writeHead.call(res, 304)
       upstream.end.call(res)
       this.mode = 'discard' // the rest of the body is not the client's
-      this.chunks = []
+      this.body.clear()
       return
     }
     for (const [name, value] of [...this.headers.toList(), ...(this.options.releasedHeaders ?? [])])
@@ -413,8 +410,8 @@ export class ResponseCapture {
     this.live.statusCode = this.status
     if (this.statusMessage !== undefined) this.live.statusMessage = this.statusMessage
     if (this.committed) upstream.writeHead.call(res, this.status)
-    for (const chunk of this.chunks) upstream.write.call(res, chunk)
-    this.chunks = []
+    // What was buffered goes out as one write, however many writes made it.
+    if (this.body.length > 0) upstream.write.call(res, this.body.take())
     if (this.ended) upstream.end.call(res)
   }
 }

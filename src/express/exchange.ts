@@ -10,7 +10,7 @@ import { requestCallOptions, type RouteSettings } from './options.js'
 import { replay, type CacheStatus, type Replayable } from './replay.js'
 import { forbiddenBy } from './storability.js'
 import { ownForm } from './stored-form.js'
-import type { StoredResponse } from './stored-response.js'
+import type { ResponseSnapshot, StoredResponse } from './stored-response.js'
 
 /** What one cacheRoute() learns while it serves, shared by its requests. */
 export interface RouteState {
@@ -48,6 +48,9 @@ export class Exchange {
   /** The URL the router matched, when the request reached us and when the handler finished (see key.ts). */
   private readonly routedAtStart: string[]
   private routedAtEnd: string[] | undefined
+  /** The method the handler was run with, and the one it had when it finished (method-override). */
+  private methodAtStart: string | undefined
+  private methodAtEnd: string | undefined
 
   constructor(
     readonly req: Request,
@@ -70,9 +73,14 @@ export class Exchange {
     return (this.requestOptions ??= requestCallOptions(this.settings, this.req))
   }
 
-  /** Did middleware after us rewrite the URL the router matched (an SPA fallback) while the handler ran? */
-  rewrittenSince(): boolean {
-    return this.routedAtEnd !== undefined && !sameRoutedUrl(this.routedAtStart, this.routedAtEnd)
+  /**
+   * Did middleware after us change what the handler answered while it ran: rewrite the URL
+   * the router matched (an SPA fallback), or change the method (method-override turning a
+   * GET into a POST or DELETE)? Then its response belongs to another request.
+   */
+  alteredSince(): boolean {
+    if (this.routedAtEnd === undefined) return false
+    return !sameRoutedUrl(this.routedAtStart, this.routedAtEnd) || this.methodAtEnd !== this.methodAtStart
   }
 
   /** Has this request's handler been started (captured)? */
@@ -89,11 +97,14 @@ export class Exchange {
   runHandler(options: {
     asOrigin: boolean
     beforeFlush?: (status: number | undefined) => Promise<void>
+    /** Called synchronously when the handler ends normally: answer the client there (see CaptureOptions). */
+    completed?: (response: ResponseSnapshot) => void
   }): Promise<CaptureEnd> {
     if (this.handlerRun) return this.handlerRun
     // next() already ran uncached (fail open): there is nothing to capture, and no client.
     if (this.nextCalled) return Promise.resolve({ kind: 'released', reason: 'timeout', toClient: false })
     const restoreRequest = options.asOrigin ? this.presentAsOrigin() : () => {}
+    this.methodAtStart = this.req.method
     this.capture = new ResponseCapture(this.res, {
       maxBodyBytes: this.settings.maxBodyBytes,
       timeoutMs: this.settings.handlerTimeout,
@@ -103,6 +114,7 @@ export class Exchange {
         ? { releasedHeaders: [['X-Cache', 'BYPASS']] as HeaderList }
         : {}),
       ...(options.beforeFlush ? { beforeFlush: options.beforeFlush } : {}),
+      ...(options.completed ? { completed: options.completed } : {}),
       // The validators were hidden: a released response answers them as a replay would.
       ...(options.asOrigin
         ? { notModified: (status: number, headers: HeaderList) => isNotModified(this.validators, status, headers) }
@@ -111,6 +123,7 @@ export class Exchange {
       // goes on to its client (a logger's 'finish' sees HEAD, not GET), and nothing more is stored.
       ended: () => {
         this.routedAtEnd = routedTargets(this.req)
+        this.methodAtEnd = this.req.method
         restoreRequest()
       },
       budget: this.settings.captureBudget,

@@ -61,9 +61,13 @@ function isHandlerFailure(error: unknown): boolean {
  */
 export async function serveAuthorized(exchange: Exchange): Promise<void> {
   const { cache, settings, key } = exchange
-  const end = await exchange.runHandler({ asOrigin: true })
-  if (end.kind !== 'complete') return
-  const answered = exchange.replayOwn(ownForm(end.response, exchange.upstreamHeaders), 'BYPASS')
+  let answered = false
+  // Answered as the handler ends, synchronously (see judgeAndAnswer in loaders.ts).
+  const end = await exchange.runHandler({
+    asOrigin: true,
+    completed: (snapshot) => (answered = exchange.replayOwn(ownForm(snapshot, exchange.upstreamHeaders), 'BYPASS')),
+  })
+  if (end.kind !== 'complete' || exchange.alteredSince()) return
   const verdict = judgeResponse(end.response, settings, true)
   if (!verdict.storable || verdict.vary.length > 0 || settings.fixedVariantHeaders.length > 0) return
   if (!answered || !exchange.sentStorable()) return // an upstream hook added Set-Cookie as it went out

@@ -4,11 +4,12 @@ import { StampedeGuardError } from '../errors.js'
 import type { Exchange } from './exchange.js'
 import { canonicalHeaderNames, variantKey } from './key.js'
 import { isFailure, judgeResponse, type Lifetimes } from './storability.js'
-import { storedForm } from './stored-form.js'
+import { ownForm, storedForm } from './stored-form.js'
 import {
   cachedForm,
   routeEntryOf,
   UNCACHED,
+  type ResponseSnapshot,
   type RouteEntry,
   type StoredResponse,
   type VariantList,
@@ -41,10 +42,23 @@ export class HandlerFailedError extends StampedeGuardError {
   }
 }
 
-/** What the handler produced, judged. */
+/**
+ * What the handler produced, judged. `sentStorable`: the client was answered with it as it
+ * ended; do the headers that went out still allow storing it (undefined: the client had
+ * been answered already, so they could not be seen)?
+ */
 type Produced =
   | { storable: false; entry: RouteEntry }
-  | { storable: true; response: StoredResponse; life: Lifetimes; variantHeaders: string[] }
+  | {
+      storable: true
+      response: StoredResponse
+      life: Lifetimes
+      variantHeaders: string[]
+      sentStorable: boolean | undefined
+    }
+
+/** A judged response, or the failure to throw once the handler's promise settles. */
+type Judged = { produced: Produced } | { failure: number }
 
 /** The loader for the URL key: a response, or the list of headers its variants are keyed on. */
 export function urlLoader(exchange: Exchange): Loader<unknown> {
@@ -59,7 +73,7 @@ export function urlLoader(exchange: Exchange): Loader<unknown> {
     const produced = await produce(exchange, context)
     if (!produced.storable) return produced.entry
     const { response, life, variantHeaders } = produced
-    const refusal = refusedAsSent(exchange, context, response)
+    const refusal = refusedAsSent(exchange, context, produced.sentStorable)
     if (refusal) return refusal
     exchange.storedOwn = response
     if (variantHeaders.length === 0) {
@@ -88,12 +102,9 @@ export function urlLoader(exchange: Exchange): Loader<unknown> {
 export function variantLoader(exchange: Exchange, list: VariantList): Loader<unknown> {
   return asCacheLoader(async (context) => {
     if (unobservable(exchange, context)) return skipped(context)
-    const produced = await produce(exchange, context)
+    const produced = await produce(exchange, context, list)
     if (!produced.storable) return produced.entry
-    // Vary now names a header the list does not key on: storing it under this key
-    // would serve it to requests it does not fit. Not stored, not shared.
-    if (!produced.variantHeaders.every((name) => list.headers.includes(name))) return uncacheable(exchange, context)
-    const refusal = refusedAsSent(exchange, context, produced.response)
+    const refusal = refusedAsSent(exchange, context, produced.sentStorable)
     if (refusal) return refusal
     exchange.storedOwn = produced.response
     context.cacheFor(produced.life)
@@ -108,8 +119,13 @@ function asCacheLoader(
   return async (context) => cachedForm(await load(context, routeEntryOf(context.staleValue)))
 }
 
-async function produce(exchange: Exchange, context: LoaderContext<unknown>): Promise<Produced> {
-  const end = await exchange.runHandler({ asOrigin: true })
+/** Runs the handler (for one variant of `list`, when given) and judges what it produced. */
+async function produce(exchange: Exchange, context: LoaderContext<unknown>, list?: VariantList): Promise<Produced> {
+  let judged: Judged | undefined
+  const end = await exchange.runHandler({
+    asOrigin: true,
+    completed: (snapshot) => (judged = judgeAndAnswer(exchange, context, snapshot, list)),
+  })
   if (end.kind === 'released') {
     if (end.reason === 'broken' || end.reason === 'truncated') throw new HandlerFailedError(end.reason)
     // Too large or streamed: the client got it directly, and so will the next ones
@@ -119,24 +135,56 @@ async function produce(exchange: Exchange, context: LoaderContext<unknown>): Pro
       entry: uncacheable(exchange, context, end.reason === 'too-large' || end.reason === 'streamed'),
     }
   }
-  const snapshot = end.response
-  // The URL the router matched was rewritten while the handler ran (an SPA fallback after
-  // cacheRoute): what it produced belongs to another URL. Not stored, not shared.
-  if (exchange.rewrittenSince()) return { storable: false, entry: uncacheable(exchange, context, false) }
+  judged ??= judgeAndAnswer(exchange, context, end.response, list)
+  if ('failure' in judged) throw new HandlerFailedError(judged.failure)
+  return judged.produced
+}
+
+/**
+ * Judges the handler's response the moment it ends and answers the live client there and
+ * then (MISS with the stored form, or BYPASS with its own), synchronously: the same
+ * response, cached or not. A failure is answered too, unless a stale response covers it
+ * (stale-if-error: the core serves that instead).
+ */
+function judgeAndAnswer(
+  exchange: Exchange,
+  context: LoaderContext<unknown>,
+  snapshot: ResponseSnapshot,
+  list: VariantList | undefined,
+): Judged {
+  const bypass = (entry: RouteEntry): Judged => {
+    exchange.replayOwn(ownForm(snapshot, exchange.upstreamHeaders), 'BYPASS')
+    return { produced: { storable: false, entry } }
+  }
+  // The URL the router matched, or the method, changed while the handler ran (an SPA
+  // fallback or method-override after cacheRoute): the response belongs to another request.
+  if (exchange.alteredSince()) return bypass(uncacheable(exchange, context, false))
   const verdict = judgeResponse(snapshot, exchange.settings)
   if (!verdict.storable) {
-    if (isFailure(snapshot.status)) throw new HandlerFailedError(snapshot.status)
+    if (isFailure(snapshot.status)) {
+      if (context.staleValue === undefined) exchange.replayOwn(ownForm(snapshot, exchange.upstreamHeaders), 'BYPASS')
+      return { failure: snapshot.status }
+    }
     // Uncacheable by nature (Set-Cookie, private, no-store, Vary: *, its status): hit-for-miss.
-    return { storable: false, entry: uncacheable(exchange, context) }
+    return bypass(uncacheable(exchange, context))
   }
   // The core stores nothing from this run (hit-for-miss, a follower of a response that
   // was not shared): the client gets BYPASS, and no variant is written either.
-  if (context.uncached) return { storable: false, entry: uncacheable(exchange, context) }
+  if (context.uncached) return bypass(uncacheable(exchange, context))
+  const variantHeaders = canonicalHeaderNames([...exchange.settings.fixedVariantHeaders, ...verdict.vary])
+  // Vary now names a header the variant list does not key on: storing it under this key
+  // would serve it to requests it does not fit. Not stored, not shared.
+  if (list && !variantHeaders.every((name) => list.headers.includes(name)))
+    return bypass(uncacheable(exchange, context))
+  const response = storedForm(snapshot, exchange.upstreamHeaders, exchange.settings.etag)
   return {
-    storable: true,
-    response: storedForm(snapshot, exchange.upstreamHeaders, exchange.settings.etag),
-    life: verdict.life,
-    variantHeaders: canonicalHeaderNames([...exchange.settings.fixedVariantHeaders, ...verdict.vary]),
+    produced: {
+      storable: true,
+      response,
+      life: verdict.life,
+      variantHeaders,
+      sentStorable: exchange.answerBeforeStoring(response),
+    },
   }
 }
 
@@ -150,9 +198,8 @@ async function produce(exchange: Exchange, context: LoaderContext<unknown>): Pro
 function refusedAsSent(
   exchange: Exchange,
   context: LoaderContext<unknown>,
-  response: StoredResponse,
+  storable: boolean | undefined,
 ): RouteEntry | undefined {
-  const storable = exchange.answerBeforeStoring(response)
   if (storable === false) return uncacheable(exchange, context)
   if (storable === undefined && exchange.route.upstreamForbidsStoring) return uncacheable(exchange, context, false)
   return undefined

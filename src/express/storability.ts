@@ -5,6 +5,7 @@ import { reducedAcceptEncoding } from './accept-encoding.js'
 import {
   customUrlKey,
   defaultUrlKey,
+  forwardedKeyPart,
   hasForeignForwardedHost,
   hasForeignForwardedProto,
   isRewritten,
@@ -36,6 +37,7 @@ export type BypassReason =
   | 'cookie'
   | 'bypass-option'
   | 'key-error'
+  | 'head-handler'
 
 export type RequestVerdict =
   /** GET/HEAD: look up `key`; on a miss, one request runs the handler. */
@@ -60,6 +62,10 @@ export function classifyRequest(req: Request, settings: RouteSettings): RequestV
   // A GET or HEAD with a body (fat GET): a handler behind express.json() reads req.body,
   // which no key can see. Never stored, never served from the cache.
   if (lookup && hasBody(req)) return { action: 'bypass', reason: 'request-body' }
+  // The route has a HEAD handler of its own, which Express has already chosen: run as a
+  // GET it would still answer with an empty body, stored for every GET (RFC 9111 §4.3.5:
+  // a HEAD response never replaces a stored GET response). Its own handler answers it.
+  if (method === 'HEAD' && routeHandlesHead(req)) return { action: 'bypass', reason: 'head-handler' }
   const host = validatedHost(req, settings.allowedHosts)
   if (host === undefined) return lookup ? { action: 'bypass', reason: 'host' } : { action: 'ignore' }
   let key: string
@@ -72,9 +78,12 @@ export function classifyRequest(req: Request, settings: RouteSettings): RequestV
     }
     if (!lookup) return { action: 'invalidate', keys: [key] }
   } else {
-    // A write invalidates the URL whichever scheme it came in by.
-    if (!lookup)
-      return { action: 'invalidate', keys: [defaultUrlKey(req, host, 'http'), defaultUrlKey(req, host, 'https')] }
+    // A write invalidates the URL whichever scheme it came in by, as its proxy sent it and bare.
+    const forwarded = forwardedKeyPart(req)
+    if (!lookup) {
+      const bare = [defaultUrlKey(req, host, 'http'), defaultUrlKey(req, host, 'https')]
+      return { action: 'invalidate', keys: forwarded ? [...bare, ...bare.map((key) => key + forwarded)] : bare }
+    }
     // The default key trusts Host alone, so a request that claims another host is not
     // allowed near the cache. A custom key function decides for itself.
     if (hasForeignForwardedHost(req, host)) return { action: 'bypass', reason: 'forwarded-host' }
@@ -91,7 +100,7 @@ export function classifyRequest(req: Request, settings: RouteSettings): RequestV
     // Middleware before us rewrote the URL the router matched (X-Original-URL, an SPA
     // fallback to /index.html): the response depends on what drove the rewrite.
     if (isRewritten(req)) return { action: 'bypass', reason: 'rewritten' }
-    key = defaultUrlKey(req, host, scheme)
+    key = defaultUrlKey(req, host, scheme) + forwarded
   }
 
   // Only whole responses are stored, and a handler that would answer 206 (sendFile)
@@ -110,6 +119,19 @@ export function classifyRequest(req: Request, settings: RouteSettings): RequestV
     if (req.headers.authorization !== undefined) return { action: 'authorized', key }
   }
   return { action: 'cache', key }
+}
+
+/**
+ * Did Express route this request to a route with a HEAD handler of its own (`app.head`,
+ * `route().head`)? `app.all` registers the same handlers for HEAD as for GET: not its own.
+ */
+function routeHandlesHead(req: Request): boolean {
+  const route = (req as { route?: { stack?: Array<{ method?: string; handle?: unknown }> } }).route
+  if (!Array.isArray(route?.stack)) return false
+  const handles = (method: string) => route.stack!.filter((layer) => layer.method === method).map((l) => l.handle)
+  const head = handles('head')
+  const get = handles('get')
+  return head.length > 0 && (head.length !== get.length || head.some((handle, i) => handle !== get[i]))
 }
 
 /** Does the request carry a body (RFC 9112 §6.3: Transfer-Encoding, or a Content-Length other than 0)? */
