@@ -87,6 +87,7 @@ export class ResponseCapture {
   private committed = false
   private ended = false
   private readonly body = new BodyBuffer()
+  private readonly startedAt = Date.now()
   /** Bytes taken from the budget, given back when buffering stops. */
   private reserved = 0
   private readonly onClose: (() => void) | undefined
@@ -378,7 +379,13 @@ export class ResponseCapture {
   private complete(): void {
     this.stopBuffering()
     this.mode = 'complete'
-    const response: ResponseSnapshot = { status: this.status, headers: this.headers.toList(), body: this.body.take() }
+    const response: ResponseSnapshot = {
+      status: this.status,
+      headers: this.headers.toList(),
+      body: this.body.take(),
+      requestTime: this.startedAt,
+      responseTime: Date.now(),
+    }
     if (this.statusMessage !== undefined) response.statusMessage = this.statusMessage
     this.options.ended?.()
     this.settle({ kind: 'complete', response })

@@ -1,6 +1,7 @@
 import type { NextFunction, Request, Response } from 'express'
 import type { Cache } from '../cache.js'
 import { reducedAcceptEncoding } from './accept-encoding.js'
+import { currentAgeSeconds } from './age.js'
 import { ResponseCapture, type CaptureEnd } from './capture.js'
 import { isNotModified, type Validators } from './conditional.js'
 import { HeaderMap, type HeaderList } from './headers.js'
@@ -173,15 +174,18 @@ export class Exchange {
   }
 
   /**
-   * Sends a stored response, with the validators answered, and `Age` unless it is this
-   * request's own (`MISS`): a response made for this request has no age (RFC 9111 §5.1).
+   * Sends a stored response, with the validators answered, and its current `Age` (RFC
+   * 9111 §4.2.3: its age when stored plus its time in the cache). This request's own
+   * (`MISS`) gets one only if it was already a second old (the handler sent `Age`): a
+   * response made for this request has no age (RFC 9111 §5.1).
    * False if the client was answered already, or the replay failed.
    */
   replayStored(stored: StoredResponse, status: CacheStatus): boolean {
+    const age = currentAgeSeconds(stored.initialAgeMs ?? 0, stored.storedAt)
     return this.answer(stored, {
       head: this.head,
       validators: this.validators,
-      ...(status === 'MISS' ? {} : { ageSeconds: (Date.now() - stored.storedAt) / 1000 }),
+      ...(status !== 'MISS' || age > 0 ? { ageSeconds: age } : {}),
       ...this.cacheStatus(status),
     })
   }

@@ -19,7 +19,7 @@ export interface ReplayOptions {
   head: boolean
   /** The client's validators; when given, a matching 2xx becomes a 304. */
   validators?: Validators
-  /** Seconds since stored; set for responses served from the cache. */
+  /** `Age` to send, replacing the response's own (current age, RFC 9111 §4.2.3); otherwise its own `Age` is kept. */
   ageSeconds?: number
   /** `X-Cache` value, when the route enables it. */
   cacheStatus?: CacheStatus
@@ -38,7 +38,10 @@ function bodyless(status: number): boolean {
  */
 export function replay(res: ServerResponse, response: Replayable, options: ReplayOptions): void {
   let status = response.status
-  let headers = withoutFields(withoutHopByHop(response.headers), ['age', 'content-length'])
+  let headers = withoutFields(withoutHopByHop(response.headers), [
+    'content-length',
+    ...(options.ageSeconds === undefined ? [] : ['age']),
+  ])
   const notModified = options.validators !== undefined && isNotModified(options.validators, status, headers)
   if (notModified) {
     status = 304

@@ -1,4 +1,5 @@
 import type { Request } from 'express'
+import { initialAgeMs } from './age.js'
 import { deltaSeconds, forbidsStale, parseCacheControl, responseLifetime } from './cache-control.js'
 import { headerOf, tokensOf, type HeaderList } from './headers.js'
 import { reducedAcceptEncoding } from './accept-encoding.js'
@@ -184,10 +185,13 @@ export function judgeResponse(
   // Expires; RFC 9111 §4.2.1). By default it can only shorten the route's ttl; with
   // honorCacheControl it decides, up to maxTtl. Already stale (max-age=0): not stored.
   const life: Lifetimes = {}
+  // Its freshness left is the lifetime minus the age it already had (RFC 9111 §4.2.3):
+  // `max-age=3600` with `Age: 7200` is stale on arrival.
   const stated = responseLifetime(directives, headerOf(headers, 'expires'), headerOf(headers, 'date'), Date.now())
   if (stated !== undefined) {
-    if (stated <= 0) return { storable: false, reason: 'expired' }
-    life.ttl = settings.honorCacheControl ? Math.min(stated, settings.maxTtl) : Math.min(stated, settings.ttl)
+    const left = stated - initialAgeMs(headers, response)
+    if (left <= 0) return { storable: false, reason: 'expired' }
+    life.ttl = settings.honorCacheControl ? Math.min(left, settings.maxTtl) : Math.min(left, settings.ttl)
   }
   if (settings.honorCacheControl) {
     const revalidateWindow = deltaSeconds(directives, 'stale-while-revalidate')

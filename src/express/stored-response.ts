@@ -14,6 +14,9 @@ export interface ResponseSnapshot {
   statusMessage?: string
   headers: HeaderList
   body: Buffer
+  /** When the handler started and ended, ms since the epoch (for its age, age.ts); unknown means now. */
+  requestTime?: number
+  responseTime?: number
 }
 
 /** A stored response. `headers` are what the handler chain set, minus what must not be replayed. */
@@ -25,8 +28,10 @@ export interface StoredResponse {
   removedHeaders?: string[]
   /** The exact body bytes. */
   body: Buffer
-  /** When it was produced (ms since the epoch); `Age` is counted from here. */
+  /** When it was produced (ms since the epoch); its resident time is counted from here. */
   storedAt: number
+  /** Its age when stored (`corrected_initial_age`, RFC 9111 §4.2.3), ms; absent means 0. */
+  initialAgeMs?: number
 }
 
 /**
@@ -102,9 +107,10 @@ export function routeEntryOf(value: unknown): RouteEntry | undefined {
  */
 function replayableHead(response: unknown): response is Omit<StoredResponse, 'body'> {
   if (typeof response !== 'object' || response === null) return false
-  const { status, statusMessage, headers, removedHeaders, storedAt } = response as Record<string, unknown>
+  const { status, statusMessage, headers, removedHeaders, storedAt, initialAgeMs } = response as Record<string, unknown>
   if (!Number.isInteger(status) || (status as number) < 100 || (status as number) > 999 || typeof storedAt !== 'number')
     return false
+  if (initialAgeMs !== undefined && !(typeof initialAgeMs === 'number' && initialAgeMs >= 0)) return false
   if (statusMessage !== undefined && (typeof statusMessage !== 'string' || INVALID_REASON.test(statusMessage)))
     return false
   if (
