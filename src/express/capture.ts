@@ -2,7 +2,7 @@ import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
 import { BodyBuffer } from './body-buffer.js'
 import { notModifiedHeaders } from './conditional.js'
 import type { CaptureBudget } from './capture-budget.js'
-import { HeaderMap, INVALID_REASON, type HeaderList, type HeaderValue } from './headers.js'
+import { HeaderMap, INVALID_REASON, withoutFields, type HeaderList, type HeaderValue } from './headers.js'
 import { Interception, type AnyFunction, type MethodName } from './interception.js'
 import type { ResponseSnapshot } from './stored-response.js'
 
@@ -49,10 +49,12 @@ export interface CaptureOptions {
   budget: CaptureBudget
   /** Headers already set by middleware before us; the handler sees them, as it would. */
   initialHeaders: HeaderList
+  /** Fields a released response never sends on (the route's own targeted cache-control field). */
+  omitHeaders?: readonly string[]
   /** May a released capture stream to the live client? Called once, at release; true claims it. */
   claimClient(): boolean
-  /** Added to the live response when a released capture streams to it (`X-Cache: BYPASS`). */
-  releasedHeaders?: HeaderList
+  /** Added to the live response when a released capture streams to it (`X-Cache: BYPASS`), given why. */
+  releasedHeaders?(reason: ReleaseReason): HeaderList
   /** Awaited before anything is flushed to the client (an unsafe method invalidates first). */
   beforeFlush?(status: number | undefined): Promise<void>
   /** Called once, synchronously, when the capture completes or is released, before anything reaches the client. */
@@ -88,6 +90,7 @@ export class ResponseCapture {
   private ended = false
   private readonly body = new BodyBuffer()
   private readonly startedAt = Date.now()
+  private releaseReason: ReleaseReason = 'streamed'
   /** Bytes taken from the budget, given back when buffering stops. */
   private reserved = 0
   private readonly onClose: (() => void) | undefined
@@ -140,6 +143,7 @@ export class ResponseCapture {
     if (this.mode !== 'buffer') return
     this.stopBuffering()
     // A broken response's client is gone: claimed, so nothing else tries to answer it.
+    this.releaseReason = reason
     const toClient = this.options.claimClient() && reason !== 'broken'
     this.options.ended?.()
     this.settle({ kind: 'released', reason, toClient })
@@ -401,7 +405,7 @@ export class ResponseCapture {
     if (this.committed && this.options.notModified?.(this.status, this.headers.toList())) {
       for (const [name, value] of [
         ...notModifiedHeaders(this.headers.toList()),
-        ...(this.options.releasedHeaders ?? []),
+        ...(this.options.releasedHeaders?.(this.releaseReason) ?? []),
       ])
         upstream.setHeader.call(res, name, value)
       upstream.removeHeader.call(res, 'content-length')
@@ -412,7 +416,8 @@ export class ResponseCapture {
       this.body.clear()
       return
     }
-    for (const [name, value] of [...this.headers.toList(), ...(this.options.releasedHeaders ?? [])])
+    const own = withoutFields(this.headers.toList(), this.options.omitHeaders ?? [])
+    for (const [name, value] of [...own, ...(this.options.releasedHeaders?.(this.releaseReason) ?? [])])
       upstream.setHeader.call(res, name, value)
     this.live.statusCode = this.status
     if (this.statusMessage !== undefined) this.live.statusMessage = this.statusMessage

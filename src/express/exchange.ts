@@ -2,6 +2,7 @@ import type { NextFunction, Request, Response } from 'express'
 import type { Cache } from '../cache.js'
 import { reducedAcceptEncoding } from './accept-encoding.js'
 import { currentAgeSeconds } from './age.js'
+import { cacheStatusValue, forwardOf, type CacheOutcome, type Forward } from './cache-status.js'
 import { ResponseCapture, type CaptureEnd } from './capture.js'
 import { isNotModified, type Validators } from './conditional.js'
 import { HeaderMap, type HeaderList } from './headers.js'
@@ -9,7 +10,7 @@ import { routedTargets, sameRoutedUrl } from './key.js'
 import type { CallOptions } from '../options.js'
 import { requestCallOptions, type RouteSettings } from './options.js'
 import { replay, type CacheStatus, type Replayable } from './replay.js'
-import { forbiddenBy } from './storability.js'
+import { forbiddenBy } from './response-policy.js'
 import { ownForm } from './stored-form.js'
 import type { ResponseSnapshot, StoredResponse } from './stored-response.js'
 
@@ -40,6 +41,8 @@ export class Exchange {
   readonly validators: Validators
   /** Headers set by middleware before cacheRoute: per-request, so never stored. */
   readonly upstreamHeaders: HeaderList
+  /** Why this request went forward (or waited), for `Cache-Status`: set along the way. */
+  readonly note: { fwd?: Forward; detail?: string; fwdStatus?: number; collapsed?: boolean } = {}
   /** Set by the loader when this request's handler produced a stored response (`X-Cache: MISS`). */
   storedOwn: StoredResponse | undefined
   private handlerRun: Promise<CaptureEnd> | undefined
@@ -66,6 +69,11 @@ export class Exchange {
     this.validators = { ifNoneMatch: req.headers['if-none-match'], ifModifiedSince: req.headers['if-modified-since'] }
     this.upstreamHeaders = HeaderMap.from(res.getHeaders()).toList()
     this.routedAtStart = routedTargets(req)
+  }
+
+  /** The route's own targeted field (RFC 9213): for this cache only, never sent on. */
+  private get ownTargetedFields(): string[] {
+    return this.settings.targetedFields.filter((name) => name !== 'cdn-cache-control')
   }
 
   private requestOptions: CallOptions | undefined
@@ -110,9 +118,15 @@ export class Exchange {
       maxBodyBytes: this.settings.maxBodyBytes,
       timeoutMs: this.settings.handlerTimeout,
       initialHeaders: this.upstreamHeaders,
+      omitHeaders: this.ownTargetedFields,
       claimClient: () => this.claimClient(),
-      ...(this.settings.xCacheHeader && options.asOrigin
-        ? { releasedHeaders: [['X-Cache', 'BYPASS']] as HeaderList }
+      ...(options.asOrigin
+        ? {
+            releasedHeaders: (reason: string) => {
+              this.note.detail ??= reason
+              return this.statusHeaders('BYPASS')
+            },
+          }
         : {}),
       ...(options.beforeFlush ? { beforeFlush: options.beforeFlush } : {}),
       ...(options.completed ? { completed: options.completed } : {}),
@@ -144,7 +158,7 @@ export class Exchange {
     if (!this.handlerRun) {
       this.nextCalled = true
       this.clientClaimed = true
-      passThrough(this.res, this.next, this.settings)
+      passThrough(this.res, this.next, this.settings, this.note.detail)
       return
     }
     this.capture?.release('timeout')
@@ -160,15 +174,18 @@ export class Exchange {
    */
   answerBeforeStoring(stored: StoredResponse): boolean | undefined {
     if (this.clientClaimed) return undefined
-    return this.replayStored(stored, 'MISS') && this.sentStorable()
+    return this.replayStored(stored, 'MISS') && this.sentStorable(stored.headers)
   }
 
   /**
    * After this request's (storable) response went out: do the headers sent still allow
    * storing it? What forbids it now was added as the head went out; remembered for the route.
    */
-  sentStorable(): boolean {
-    if (forbiddenBy(HeaderMap.from(this.res.getHeaders()).toList()) === undefined) return true
+  sentStorable(own: HeaderList): boolean {
+    // The route's own targeted field was judged but not sent (replay omits it): judge it again.
+    const kept = own.filter(([name]) => this.ownTargetedFields.includes(name.toLowerCase()))
+    const sent = HeaderMap.from(this.res.getHeaders()).toList()
+    if (forbiddenBy([...sent, ...kept], this.settings.targetedFields) === undefined) return true
     this.route.upstreamForbidsStoring = true
     return false
   }
@@ -186,7 +203,7 @@ export class Exchange {
       head: this.head,
       validators: this.validators,
       ...(status !== 'MISS' || age > 0 ? { ageSeconds: age } : {}),
-      ...this.cacheStatus(status),
+      statusHeaders: this.statusHeaders(status, stored),
     })
   }
 
@@ -195,7 +212,7 @@ export class Exchange {
     return this.answer(response, {
       head: this.head,
       ...(conditional ? { validators: this.validators } : {}),
-      ...(status ? this.cacheStatus(status) : {}),
+      ...(status ? { statusHeaders: this.statusHeaders(status) } : {}),
     })
   }
 
@@ -203,8 +220,28 @@ export class Exchange {
     reportError(this.settings, error, this.req)
   }
 
-  private cacheStatus(status: CacheStatus): { cacheStatus?: CacheStatus } {
-    return this.settings.xCacheHeader ? { cacheStatus: status } : {}
+  /**
+   * `X-Cache` and `Cache-Status` (RFC 9211) for an answer, as the route enables them;
+   * `note` says why the request went forward, and `stored` gives a hit its ttl.
+   */
+  statusHeaders(status: CacheStatus, stored?: StoredResponse): HeaderList {
+    const headers: HeaderList = []
+    if (this.settings.xCacheHeader) headers.push(['X-Cache', status])
+    const name = this.settings.cacheStatus
+    if (name === undefined) return headers
+    const { note } = this
+    let outcome: CacheOutcome
+    if (status === 'HIT' || status === 'STALE') {
+      outcome = note.collapsed ? { fwd: note.fwd ?? 'uri-miss', collapsed: true } : { hit: true }
+      if (stored?.freshUntil !== undefined) outcome.ttl = (stored.freshUntil - Date.now()) / 1000
+      if (status === 'STALE') outcome.detail = note.detail ?? 'stale'
+    } else {
+      outcome = { fwd: note.fwd ?? 'uri-miss', ...(status === 'BYPASS' ? {} : { stored: true }) }
+      if (note.fwdStatus !== undefined) outcome.fwdStatus = note.fwdStatus
+      if (note.detail !== undefined && status === 'BYPASS') outcome.detail = note.detail
+    }
+    headers.push(['Cache-Status', cacheStatusValue(name, outcome)])
+    return headers
   }
 
   private claimClient(): boolean {
@@ -223,7 +260,7 @@ export class Exchange {
     const capture = this.capture
     const send = () => {
       try {
-        replay(this.res, response, options)
+        replay(this.res, response, { ...options, omit: this.ownTargetedFields })
         return true
       } catch (error) {
         this.reportError(error)
@@ -268,9 +305,19 @@ export class Exchange {
   }
 }
 
-/** The route runs uncached for this request (`X-Cache: BYPASS`). */
-export function passThrough(res: Response, next: NextFunction, settings: RouteSettings): void {
-  if (settings.xCacheHeader && !res.headersSent) res.setHeader('X-Cache', 'BYPASS')
+/** The route runs uncached for this request (`X-Cache: BYPASS`, `Cache-Status` with `reason`). */
+export function passThrough(res: Response, next: NextFunction, settings: RouteSettings, reason?: string): void {
+  if (!res.headersSent) {
+    if (settings.xCacheHeader) res.setHeader('X-Cache', 'BYPASS')
+    if (settings.cacheStatus !== undefined)
+      res.setHeader(
+        'Cache-Status',
+        cacheStatusValue(settings.cacheStatus, {
+          fwd: reason ? forwardOf(reason) : 'bypass',
+          ...(reason ? { detail: reason } : { detail: 'error' }),
+        }),
+      )
+  }
   next()
 }
 

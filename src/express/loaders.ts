@@ -3,7 +3,7 @@ import type { Loader, LoaderContext } from '../context.js'
 import { StampedeGuardError } from '../errors.js'
 import type { Exchange } from './exchange.js'
 import { canonicalHeaderNames, variantKey } from './key.js'
-import { isFailure, judgeResponse, type Lifetimes } from './storability.js'
+import { isFailure, judgeResponse, type Lifetimes } from './response-policy.js'
 import { ownForm, storedForm } from './stored-form.js'
 import {
   cachedForm,
@@ -83,13 +83,15 @@ export function urlLoader(exchange: Exchange): Loader<unknown> {
     // Store our own variant first, so requests woken by the list find it. The list lives
     // exactly as long as that variant (ttl + grace + staleIfError), never longer: one
     // list per distinct URL must not outlive what it lists (junk query strings).
+    const generation = randomBytes(6).toString('base64url')
+    const key = variantKey(exchange.key, generation, variantHeaders, exchange.req)
     const list: VariantList = {
       kind: 'variants',
-      generation: randomBytes(6).toString('base64url'),
+      generation,
       headers: variantHeaders,
+      variants: [key],
       life: { ...life, ttl: life.ttl ?? exchange.settings.ttl },
     }
-    const key = variantKey(exchange.key, list.generation, list.headers, exchange.req)
     await exchange.cache
       .set(key, cachedForm({ kind: 'response', response }), { ...exchange.callOptions, ...life })
       .catch((error) => exchange.reportError(error))
@@ -98,8 +100,27 @@ export function urlLoader(exchange: Exchange): Loader<unknown> {
   })
 }
 
-/** The loader for one variant of a URL whose variant list is `list`. */
-export function variantLoader(exchange: Exchange, list: VariantList): Loader<unknown> {
+/**
+ * May `variant` be looked up (and stored) under `list`? Yes if it is listed, or the list
+ * has room. Lists are updated by read-modify-write without a lock, so concurrent first
+ * requests for new variants may each add theirs: the bound can be passed by as many.
+ */
+export function admitsVariant(list: VariantList, variant: string, maxVariants: number): boolean {
+  const known = list.variants
+  return known === undefined || known.includes(variant) || known.length < maxVariants
+}
+
+/** Records a newly stored variant in its URL's list, so the next requests count it. */
+async function recordVariant(exchange: Exchange, list: VariantList, variant: string): Promise<void> {
+  if (list.variants === undefined || list.variants.includes(variant)) return
+  const updated: VariantList = { ...list, variants: [...list.variants, variant] }
+  await exchange.cache
+    .set(exchange.key, cachedForm(updated), { ...exchange.callOptions, ...list.life })
+    .catch((error) => exchange.reportError(error))
+}
+
+/** The loader for one variant (key `variant`) of a URL whose variant list is `list`. */
+export function variantLoader(exchange: Exchange, list: VariantList, variant: string): Loader<unknown> {
   return asCacheLoader(async (context) => {
     if (unobservable(exchange, context)) return skipped(context)
     const produced = await produce(exchange, context, list)
@@ -108,6 +129,7 @@ export function variantLoader(exchange: Exchange, list: VariantList): Loader<unk
     if (refusal) return refusal
     exchange.storedOwn = produced.response
     context.cacheFor(produced.life)
+    await recordVariant(exchange, list, variant)
     return { kind: 'response', response: produced.response }
   })
 }
@@ -122,6 +144,8 @@ function asCacheLoader(
 /** Runs the handler (for one variant of `list`, when given) and judges what it produced. */
 async function produce(exchange: Exchange, context: LoaderContext<unknown>, list?: VariantList): Promise<Produced> {
   let judged: Judged | undefined
+  if (list) exchange.note.fwd = 'vary-miss'
+  if (context.staleValue !== undefined) exchange.note.fwd = 'stale'
   const end = await exchange.runHandler({
     asOrigin: true,
     completed: (snapshot) => (judged = judgeAndAnswer(exchange, context, snapshot, list)),
@@ -158,25 +182,27 @@ function judgeAndAnswer(
   }
   // The URL the router matched, or the method, changed while the handler ran (an SPA
   // fallback or method-override after cacheRoute): the response belongs to another request.
-  if (exchange.alteredSince()) return bypass(uncacheable(exchange, context, false))
+  if (exchange.alteredSince()) return bypass(uncacheable(exchange, context, false, 'altered'))
   const verdict = judgeResponse(snapshot, exchange.settings)
   if (!verdict.storable) {
+    exchange.note.detail = verdict.reason
     if (isFailure(snapshot.status)) {
       if (context.staleValue === undefined) exchange.replayOwn(ownForm(snapshot, exchange.upstreamHeaders), 'BYPASS')
       return { failure: snapshot.status }
     }
     // Uncacheable by nature (Set-Cookie, private, no-store, Vary: *, its status): hit-for-miss.
-    return bypass(uncacheable(exchange, context))
+    return bypass(uncacheable(exchange, context, true, verdict.reason))
   }
   // The core stores nothing from this run (hit-for-miss, a follower of a response that
   // was not shared): the client gets BYPASS, and no variant is written either.
-  if (context.uncached) return bypass(uncacheable(exchange, context))
+  if (context.uncached) return bypass(uncacheable(exchange, context, true, 'hit-for-miss'))
   const variantHeaders = canonicalHeaderNames([...exchange.settings.fixedVariantHeaders, ...verdict.vary])
   // Vary now names a header the variant list does not key on: storing it under this key
   // would serve it to requests it does not fit. Not stored, not shared.
   if (list && !variantHeaders.every((name) => list.headers.includes(name)))
-    return bypass(uncacheable(exchange, context))
+    return bypass(uncacheable(exchange, context, true, 'vary-mismatch'))
   const response = storedForm(snapshot, exchange.upstreamHeaders, exchange.settings.etag)
+  response.freshUntil = response.storedAt + (verdict.life.ttl ?? exchange.settings.ttl)
   return {
     produced: {
       storable: true,
@@ -217,8 +243,14 @@ function skipped(context: LoaderContext<unknown>): RouteEntry {
 }
 
 /** Not stored, not shared, and (by default) remembered briefly as hit-for-miss. */
-function uncacheable(exchange: Exchange, context: LoaderContext<unknown>, hitForMiss = true): RouteEntry {
+function uncacheable(
+  exchange: Exchange,
+  context: LoaderContext<unknown>,
+  hitForMiss = true,
+  reason?: string,
+): RouteEntry {
   exchange.storedOwn = undefined
+  if (reason) exchange.note.detail = reason
   context.doNotCache({ share: false, passFor: hitForMiss ? exchange.settings.hitForMiss : 0 })
   return UNCACHED
 }

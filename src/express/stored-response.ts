@@ -32,6 +32,8 @@ export interface StoredResponse {
   storedAt: number
   /** Its age when stored (`corrected_initial_age`, RFC 9111 §4.2.3), ms; absent means 0. */
   initialAgeMs?: number
+  /** When it stops being fresh (ms since the epoch), for `Cache-Status: ttl=`. */
+  freshUntil?: number
 }
 
 /**
@@ -49,6 +51,8 @@ export type RouteEntry =
       kind: 'variants'
       generation: string
       headers: string[]
+      /** The variant keys stored under this list so far (bounded by `maxVariantsPerUrl`); absent in lists written before. */
+      variants?: string[]
       life: { ttl: number; staleTtl?: number; staleIfError?: number }
     }
   /** Returned with `doNotCache`, to this request only: its own handler's result is in hand. */
@@ -92,6 +96,9 @@ export function routeEntryOf(value: unknown): RouteEntry | undefined {
   const kind = (value as { kind?: unknown }).kind
   if (kind === 'variants') {
     const list = value as Partial<VariantList>
+    const variants = list.variants
+    if (variants !== undefined && !(Array.isArray(variants) && variants.every((key) => typeof key === 'string')))
+      return undefined
     return typeof list.generation === 'string' && Array.isArray(list.headers) && typeof list.life?.ttl === 'number'
       ? (value as VariantList)
       : undefined
