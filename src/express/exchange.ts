@@ -108,11 +108,13 @@ export class Exchange {
     beforeFlush?: (status: number | undefined) => Promise<void>
     /** Called synchronously when the handler ends normally: answer the client there (see CaptureOptions). */
     completed?: (response: ResponseSnapshot) => void
+    /** Revalidate a stale stored response: the handler sees its validators instead of the client's. */
+    conditional?: { ifNoneMatch?: string; ifModifiedSince?: string }
   }): Promise<CaptureEnd> {
     if (this.handlerRun) return this.handlerRun
     // next() already ran uncached (fail open): there is nothing to capture, and no client.
     if (this.nextCalled) return Promise.resolve({ kind: 'released', reason: 'timeout', toClient: false })
-    const restoreRequest = options.asOrigin ? this.presentAsOrigin() : () => {}
+    const restoreRequest = options.asOrigin ? this.presentAsOrigin(options.conditional) : () => {}
     this.methodAtStart = this.req.method
     this.capture = new ResponseCapture(this.res, {
       maxBodyBytes: this.settings.maxBodyBytes,
@@ -172,9 +174,9 @@ export class Exchange {
    * still be stored: on-headers hooks of middleware before cacheRoute have now run (see
    * RouteState). `undefined`: the client was answered already, nothing to learn.
    */
-  answerBeforeStoring(stored: StoredResponse): boolean | undefined {
+  answerBeforeStoring(stored: StoredResponse, status: CacheStatus = 'MISS'): boolean | undefined {
     if (this.clientClaimed) return undefined
-    return this.replayStored(stored, 'MISS') && this.sentStorable(stored.headers)
+    return this.replayStored(stored, status) && this.sentStorable(stored.headers)
   }
 
   /**
@@ -202,7 +204,7 @@ export class Exchange {
     return this.answer(stored, {
       head: this.head,
       validators: this.validators,
-      ...(status !== 'MISS' || age > 0 ? { ageSeconds: age } : {}),
+      ...((status !== 'MISS' && status !== 'REVALIDATED') || age > 0 ? { ageSeconds: age } : {}),
       statusHeaders: this.statusHeaders(status, stored),
     })
   }
@@ -279,7 +281,7 @@ export class Exchange {
   }
 
   /** Hides what a cache's fetch would not send; returns the undo. */
-  private presentAsOrigin(): () => void {
+  private presentAsOrigin(conditional: { ifNoneMatch?: string; ifModifiedSince?: string } = {}): () => void {
     const { req } = this
     const method = req.method
     const hidden: Array<[string, string | string[] | undefined]> = []
@@ -290,6 +292,8 @@ export class Exchange {
         delete req.headers[name]
       }
     }
+    if (conditional.ifNoneMatch !== undefined) req.headers['if-none-match'] = conditional.ifNoneMatch
+    if (conditional.ifModifiedSince !== undefined) req.headers['if-modified-since'] = conditional.ifModifiedSince
     if (method.toUpperCase() === 'HEAD') req.method = 'GET'
     // The handler makes the variant for the reduced Accept-Encoding (accept-encoding.ts),
     // so whatever it picks is acceptable to every client reduced to the same value.
@@ -298,6 +302,8 @@ export class Exchange {
     if (coding !== undefined) req.headers['accept-encoding'] = coding
     return () => {
       req.method = method
+      delete req.headers['if-none-match']
+      delete req.headers['if-modified-since']
       for (const [name, value] of hidden) req.headers[name] = value
       if (acceptEncoding === undefined) delete req.headers['accept-encoding']
       else req.headers['accept-encoding'] = acceptEncoding

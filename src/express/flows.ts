@@ -41,6 +41,13 @@ export async function serveCached(exchange: Exchange): Promise<void> {
       if (found.outcome === 'coalesced') exchange.note.collapsed = true
       const entry = routeEntryOf(found.value)
       if (entry?.kind !== 'response') throw new TypeError(`cacheRoute: unexpected value at "${key}"`)
+      // Kept only to be revalidated (no-cache, must-revalidate, ...): never served stale, even
+      // when the core would (its refresh failed, a wait timed out). Answered by its own handler.
+      const { mustRevalidate, freshUntil } = entry.response
+      if (mustRevalidate && (found.outcome === 'stale' || (freshUntil !== undefined && freshUntil <= Date.now()))) {
+        exchange.note.detail = 'must-revalidate'
+        return await exchange.failOpen()
+      }
       exchange.replayStored(entry.response, found.outcome === 'stale' ? 'STALE' : 'HIT')
       return
     } catch (error) {
@@ -82,6 +89,7 @@ export async function serveAuthorized(exchange: Exchange): Promise<void> {
   if (!verdict.storable || verdict.vary.length > 0 || settings.fixedVariantHeaders.length > 0) return
   if (!answered || !exchange.sentStorable(end.response.headers)) return // an upstream hook added Set-Cookie as it went out
   const response = storedForm(end.response, exchange.upstreamHeaders, settings.etag)
+  if (verdict.mustRevalidate) response.mustRevalidate = true
   let options
   try {
     options = exchange.callOptions // the route's tags function may throw: the client has its answer already

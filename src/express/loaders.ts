@@ -4,6 +4,8 @@ import { StampedeGuardError } from '../errors.js'
 import type { Exchange } from './exchange.js'
 import { canonicalHeaderNames, variantKey } from './key.js'
 import { isFailure, judgeResponse, type Lifetimes } from './response-policy.js'
+import { headerOf, withoutFields } from './headers.js'
+import { conditionalFor, updatedByNotModified } from './revalidation.js'
 import { ownForm, storedForm } from './stored-form.js'
 import {
   cachedForm,
@@ -141,14 +143,43 @@ function asCacheLoader(
   return async (context) => cachedForm(await load(context, routeEntryOf(context.staleValue)))
 }
 
+/**
+ * A 304 to a revalidation is the stored response updated with the 304's headers (RFC 9111
+ * §4.3.4), its body and status kept, its freshness counted from now.
+ */
+function refreshedBy(stored: StoredResponse | undefined, exchange: Exchange) {
+  return (snapshot: ResponseSnapshot): ResponseSnapshot => {
+    if (snapshot.status !== 304 || !stored) return snapshot
+    exchange.note.fwdStatus = 304
+    // A 304 without Date (Node adds it only as the head goes out) is as new as this moment.
+    const base =
+      headerOf(snapshot.headers, 'date') === undefined ? withoutFields(stored.headers, ['date']) : stored.headers
+    const updated: ResponseSnapshot = {
+      ...snapshot,
+      status: stored.status,
+      headers: updatedByNotModified(base, snapshot.headers),
+      body: stored.body,
+    }
+    if (stored.statusMessage !== undefined) updated.statusMessage = stored.statusMessage
+    return updated
+  }
+}
+
 /** Runs the handler (for one variant of `list`, when given) and judges what it produced. */
 async function produce(exchange: Exchange, context: LoaderContext<unknown>, list?: VariantList): Promise<Produced> {
   let judged: Judged | undefined
   if (list) exchange.note.fwd = 'vary-miss'
   if (context.staleValue !== undefined) exchange.note.fwd = 'stale'
+  // A stale response with a validator is revalidated: the handler sees its If-None-Match /
+  // If-Modified-Since, and a 304 renews it (RFC 9111 §4.3).
+  const stale = routeEntryOf(context.staleValue)
+  const revalidating = stale?.kind === 'response' ? stale.response : undefined
+  const conditional = revalidating && conditionalFor(revalidating.headers)
+  const refreshed = refreshedBy(conditional ? revalidating : undefined, exchange)
   const end = await exchange.runHandler({
     asOrigin: true,
-    completed: (snapshot) => (judged = judgeAndAnswer(exchange, context, snapshot, list)),
+    completed: (snapshot) => (judged = judgeAndAnswer(exchange, context, refreshed(snapshot), list)),
+    ...(conditional ? { conditional } : {}),
   })
   if (end.kind === 'released') {
     if (end.reason === 'broken' || end.reason === 'truncated') throw new HandlerFailedError(end.reason)
@@ -159,7 +190,7 @@ async function produce(exchange: Exchange, context: LoaderContext<unknown>, list
       entry: uncacheable(exchange, context, end.reason === 'too-large' || end.reason === 'streamed'),
     }
   }
-  judged ??= judgeAndAnswer(exchange, context, end.response, list)
+  judged ??= judgeAndAnswer(exchange, context, refreshed(end.response), list)
   if ('failure' in judged) throw new HandlerFailedError(judged.failure)
   return judged.produced
 }
@@ -203,13 +234,14 @@ function judgeAndAnswer(
     return bypass(uncacheable(exchange, context, true, 'vary-mismatch'))
   const response = storedForm(snapshot, exchange.upstreamHeaders, exchange.settings.etag)
   response.freshUntil = response.storedAt + (verdict.life.ttl ?? exchange.settings.ttl)
+  if (verdict.mustRevalidate) response.mustRevalidate = true
   return {
     produced: {
       storable: true,
       response,
       life: verdict.life,
       variantHeaders,
-      sentStorable: exchange.answerBeforeStoring(response),
+      sentStorable: exchange.answerBeforeStoring(response, exchange.note.fwdStatus === 304 ? 'REVALIDATED' : 'MISS'),
     },
   }
 }

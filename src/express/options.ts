@@ -99,6 +99,14 @@ export interface CacheRouteOptions extends Omit<PolicyOptions, 'ttl' | 'staleTtl
    * the keys of one URL without bound, and nothing is evicted. Default 32.
    */
   maxVariantsPerUrl?: number
+  /**
+   * How long a response that must be revalidated before reuse (`no-cache`,
+   * `must-revalidate`, `proxy-revalidate`, `s-maxage`, or already stale such as
+   * `max-age=0`) is kept once stale, when it has an `ETag` or `Last-Modified`: the next
+   * request runs the handler with `If-None-Match`/`If-Modified-Since`, and a 304 renews
+   * it. It is never served stale. Default `'5m'`; `0` stores no such response.
+   */
+  revalidateTtl?: Duration
   /** Largest body that is stored, in bytes. A larger response streams to its client uncached. Default 1 MiB. */
   maxBodyBytes?: number
   /**
@@ -160,6 +168,7 @@ export interface RouteSettings {
   /** Targeted fields in precedence order (lower case): the route's own, then `cdn-cache-control`. */
   targetedFields: readonly string[]
   maxVariantsPerUrl: number
+  revalidateTtl: number
   maxBodyBytes: number
   captureBudget: CaptureBudget
   hitForMiss: number
@@ -186,6 +195,7 @@ const KNOWN = new Set([
   'cacheStatus',
   'targetedCacheControl',
   'maxVariantsPerUrl',
+  'revalidateTtl',
   'maxBodyBytes',
   'captureBudget',
   'hitForMiss',
@@ -296,6 +306,7 @@ export function resolveRouteOptions(options: CacheRouteOptions): RouteSettings {
     cacheStatus,
     targetedCacheControl,
     maxVariantsPerUrl,
+    revalidateTtl,
     maxBodyBytes: _m,
     captureBudget,
     hitForMiss,
@@ -324,6 +335,7 @@ export function resolveRouteOptions(options: CacheRouteOptions): RouteSettings {
       'cdn-cache-control',
     ],
     maxVariantsPerUrl: checkedCount('cacheRoute.maxVariantsPerUrl', maxVariantsPerUrl ?? 32),
+    revalidateTtl: parseDuration('cacheRoute.revalidateTtl', revalidateTtl ?? '5m', true),
     maxBodyBytes,
     captureBudget: captureBudget ?? defaultCaptureBudget,
     hitForMiss: parseDuration('cacheRoute.hitForMiss', hitForMiss ?? '5s', true),

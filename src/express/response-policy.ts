@@ -2,6 +2,7 @@ import { initialAgeMs } from './age.js'
 import { deltaSeconds, forbidsStale, parseCacheControl, responseLifetime, type Directives } from './cache-control.js'
 import { headerOf, tokensOf, type HeaderList } from './headers.js'
 import type { ResponseSnapshot } from './stored-response.js'
+import { hasValidator } from './revalidation.js'
 import { targetedDirectives } from './targeted.js'
 
 /**
@@ -17,6 +18,10 @@ export interface ResponsePolicy {
   statuses: ReadonlySet<number>
   /** Targeted cache-control fields (RFC 9213), in precedence order, lower case. */
   targetedFields: readonly string[]
+  /** How long a response that must be revalidated before reuse is kept for it, ms (0: such responses are not stored). */
+  revalidateTtl: number
+  /** The route's ETag policy: with `false` no ETag is stored, so only `Last-Modified` can revalidate. */
+  etag: 'keep' | 'strong' | false
 }
 
 /**
@@ -46,8 +51,12 @@ export interface Lifetimes {
 
 export type ResponseVerdict =
   | { storable: false; reason: UncacheableReason }
-  /** `vary`: the request headers the response says it varies on (lower case). */
-  | { storable: true; life: Lifetimes; vary: string[] }
+  /**
+   * `vary`: the request headers the response says it varies on (lower case).
+   * `mustRevalidate`: once stale it is never served stale, only revalidated (no-cache,
+   * must-revalidate, proxy-revalidate, s-maxage, or stale on arrival, with a validator).
+   */
+  | { storable: true; life: Lifetimes; vary: string[]; mustRevalidate: boolean }
 
 /**
  * May this response be stored, and for how long? `toAuthorizedRequest`: the request
@@ -61,8 +70,12 @@ export function judgeResponse(
 ): ResponseVerdict {
   const { status, headers } = response
   if (!settings.statuses.has(status)) return { storable: false, reason: 'status' }
-  const forbidden = forbiddenBy(headers, settings.targetedFields)
+  const forbidden = forbiddenBy(headers, settings.targetedFields, settings.revalidateTtl > 0)
   if (forbidden) return { storable: false, reason: forbidden }
+  // Kept once stale, to be revalidated (RFC 9111 §4.3) rather than fetched again.
+  const revalidatable =
+    settings.revalidateTtl > 0 &&
+    hasValidator(settings.etag === false ? headers.filter(([name]) => name.toLowerCase() !== 'etag') : headers)
   const { directives, targeted } = effectiveDirectives(headers, settings.targetedFields)
   const vary = tokensOf(headerOf(headers, 'vary'))
   if (
@@ -80,22 +93,28 @@ export function judgeResponse(
   // `max-age=3600` with `Age: 7200` is stale on arrival.
   const expires = targeted ? undefined : headerOf(headers, 'expires')
   const stated = responseLifetime(directives, expires, headerOf(headers, 'date'), Date.now())
+  if (directives.has('no-cache') && !revalidatable) return { storable: false, reason: 'no-cache' }
+  let mustRevalidate = revalidatable && (directives.has('no-cache') || forbidsStale(directives))
   if (stated !== undefined) {
     const left = stated - initialAgeMs(headers, response)
-    if (left <= 0) return { storable: false, reason: 'expired' }
+    if (left <= 0 && !revalidatable) return { storable: false, reason: 'expired' }
+    if (left <= 0) mustRevalidate = true
     life.ttl = settings.honorCacheControl ? Math.min(left, settings.maxTtl) : Math.min(left, settings.ttl)
   }
+  // no-cache: "revalidate before every reuse": stored stale at once (the core's shortest ttl).
+  if (directives.has('no-cache') || (life.ttl !== undefined && life.ttl <= 0)) life.ttl = 1
   if (settings.honorCacheControl) {
     const revalidateWindow = deltaSeconds(directives, 'stale-while-revalidate')
     if (revalidateWindow !== undefined) life.staleTtl = revalidateWindow
     const errorWindow = deltaSeconds(directives, 'stale-if-error')
     if (errorWindow !== undefined) life.staleIfError = errorWindow
   }
-  if (forbidsStale(directives)) {
+  if (forbidsStale(directives) || mustRevalidate) {
     life.staleTtl = 0
-    life.staleIfError = 0
+    // Kept past its freshness only to be revalidated: never served stale (see flows.ts).
+    life.staleIfError = mustRevalidate ? settings.revalidateTtl : 0
   }
-  return { storable: true, life, vary }
+  return { storable: true, life, vary, mustRevalidate }
 }
 
 /**
@@ -103,13 +122,17 @@ export function judgeResponse(
  * response, and again on the headers that went out (middleware before cacheRoute may
  * add some as the head goes out).
  */
-export function forbiddenBy(headers: HeaderList, targetedFields: readonly string[]): UncacheableReason | undefined {
+export function forbiddenBy(
+  headers: HeaderList,
+  targetedFields: readonly string[],
+  revalidates = true,
+): UncacheableReason | undefined {
   const { directives } = effectiveDirectives(headers, targetedFields)
   // Response directives are obeyed whatever the route says (RFC 9111 §5.2.2).
   if (directives.has('no-store')) return 'no-store'
   if (directives.has('private')) return 'private'
-  // no-cache: "revalidate before every reuse". Not storing it is the simple, safe reading.
-  if (directives.has('no-cache')) return 'no-cache'
+  // no-cache: "revalidate before every reuse": stored only if it can be revalidated.
+  if (directives.has('no-cache') && !(revalidates && hasValidator(headers))) return 'no-cache'
   if (tokensOf(headerOf(headers, 'vary')).includes('*')) return 'vary-star'
   if (headerOf(headers, 'set-cookie') !== undefined) return 'set-cookie'
   return undefined

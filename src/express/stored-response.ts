@@ -34,6 +34,8 @@ export interface StoredResponse {
   initialAgeMs?: number
   /** When it stops being fresh (ms since the epoch), for `Cache-Status: ttl=`. */
   freshUntil?: number
+  /** Once stale, never served stale: only revalidated (response-policy.ts). */
+  mustRevalidate?: boolean
 }
 
 /**
