@@ -6,8 +6,6 @@
  * The primary only relays and sums: every decision (which mode, when the DB turns flaky)
  * is the harness's, so a run is described in one place (load/harness.ts).
  */
-import type { ModeName } from '../modes.js'
-
 /** The cache options a mode gets for one scenario (durations in ms). */
 export interface ModeCacheOptions {
   ttl: number
@@ -22,7 +20,8 @@ export interface ModeCacheOptions {
 export interface RunConfig {
   /** Unique per run: DB queries are attributed to the run whose cache started them. */
   runId: string
-  mode: ModeName
+  /** A ModeName for load/app/item-loader.ts; a loader module named by LOAD_ITEM_LOADER (load/compare/) has its own names. */
+  mode: string
   /** Prefix of every Redis key this run writes, so runs never see each other's entries. */
   namespace: string
   cache: ModeCacheOptions

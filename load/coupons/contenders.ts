@@ -34,7 +34,12 @@ export interface ContenderEntry {
 }
 
 /** A contender that runs `issueCoupon` under the lock of `locks`; a lock that stayed busy counts as 'gave-up'. */
-function underLock(context: ContenderContext, locks: Locks<unknown>, redis: Redis, fence: boolean): CouponContender {
+export function underLock(
+  context: ContenderContext,
+  locks: Locks<unknown>,
+  redis: Redis,
+  fence: boolean,
+): CouponContender {
   const store: CouponStore = { pool: context.pool, schema: context.schema }
   return {
     async issue(userId) {

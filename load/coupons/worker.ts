@@ -3,17 +3,25 @@
  * issues a coupon to each of its users, `concurrency` at a time, timing each issue.
  * env: COUPON_DATABASE_URL, COUPON_SCHEMA, COUPON_REDIS_URL.
  */
+import { pathToFileURL } from 'node:url'
 import pg from 'pg'
-import { CONTENDERS } from './contenders.js'
+import { CONTENDERS, type ContenderEntry } from './contenders.js'
 import type { FromWorker, ToWorker } from './protocol.js'
 
 const send = (message: FromWorker) => process.send?.(message)
 const pool = new pg.Pool({ connectionString: process.env.COUPON_DATABASE_URL, max: 8 })
 const context = { pool, schema: process.env.COUPON_SCHEMA!, couponId: 1, redisUrl: process.env.COUPON_REDIS_URL! }
 
+/** COUPON_CONTENDER_MODULE: contenders registered elsewhere (load/compare/). */
+async function moreContenders(): Promise<Record<string, ContenderEntry>> {
+  const module = process.env.COUPON_CONTENDER_MODULE
+  if (!module) return {}
+  return ((await import(pathToFileURL(module).href)) as { CONTENDERS: Record<string, ContenderEntry> }).CONTENDERS
+}
+
 process.on('message', async (message: ToWorker) => {
   if (message.type !== 'run') return
-  const entry = CONTENDERS[message.contender]!
+  const entry = CONTENDERS[message.contender] ?? (await moreContenders())[message.contender]!
   const contender = await entry.create(context)
   const latenciesMs: number[] = []
   const outcomes: Record<string, number> = {}

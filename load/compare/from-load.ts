@@ -1,0 +1,28 @@
+/**
+ * Everything `npm run compare` reuses from the load harness (load/) and the library (src/),
+ * re-exported from this one file: when load/ moves, only these lines change.
+ */
+export { pathSampler, scheduleTimeline } from '../harness.js'
+export { startAppCluster, type AppCluster } from '../app/cluster.js'
+export type { ItemLoader, ItemLoaderDeps } from '../app/item-loader.js'
+export type { ModeCacheOptions, RunConfig } from '../app/protocol.js'
+export { ITEM_COUNT, describeSource, type Item } from '../db/source.js'
+export { absoluteNow } from '../db/query-counter.js'
+export { getScenario, type Scenario, type ScenarioName } from '../scenarios.js'
+export { runTraffic, type TrafficResult } from '../traffic.js'
+export { zipfSampler } from '../zipf.js'
+export { binsFromStart, machineInfo, peakPerSecond, type MachineInfo } from '../results.js'
+export { startPrivateRedis, findRedisServer, type PrivateRedis } from '../redis-server.js'
+export { bold, dim, factor, int, ms } from '../report/format.js'
+export { renderGrid } from '../report/table.js'
+export { RESULTS_DIR, timestampForFile } from '../report/results-file.js'
+export { NaiveCache } from '../naive-cache.js'
+export { SpinLockCache } from '../wakeup/spin-lock-cache.js'
+export { SpinLockBackend } from '../coupons/baseline-backends.js'
+export { runCouponScenario, type ContenderResult } from '../coupons/scenario.js'
+export { underLock, type ContenderEntry } from '../coupons/contenders.js'
+export { BENCH_CONTENDERS, LEASE_MS, type BenchLock } from '../lock-bench/contenders.js'
+export { forkTs } from '../fork-ts.js'
+export { createCache, createLocks, type CacheOptions } from '../../src/index.js'
+export { fromLocks } from '../lock-bench/contenders.js'
+export type { AcquireRequest, HeldLock, LockBackend } from '../../src/lock/backend.js'

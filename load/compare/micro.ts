@@ -1,0 +1,175 @@
+/**
+ * Benchmark 2, the hit-path micro-benchmark (mitata), in this process against one Redis:
+ *
+ * - L1 hit (the peers that keep a copy in the process), L2-only hit (a Redis round trip;
+ *   peers with an L1 get a second instance without it) with 1 and with 64 calls in flight
+ *   on distinct keys, and a cold miss with an instant loader, for each cache peer;
+ * - the floors: raw `lru-cache` `get`, and raw `GET` + `JSON.parse`;
+ * - Redis CPU per L2 hit from INFO commandstats (usec of the commands one hit sends;
+ *   a script's usec already includes what it calls), at concurrency 1 and 64.
+ *
+ * Times are mitata's median sample; at concurrency 64 a sample is 64 calls in flight, so
+ * the time per call is the sample divided by 64.
+ */
+import { measure } from 'mitata'
+import { LRUCache } from 'lru-cache'
+import { Redis } from 'ioredis'
+import { cachePeer, type CacheContext, type PeerCache } from './caches.js'
+
+export interface MicroOptions {
+  redisUrl: string
+  peers: string[]
+  /** Sampling time per row (mitata's min_cpu_time), ms. */
+  sampleMs: number
+}
+
+export interface MicroRow {
+  peer: string
+  l1HitNs?: number
+  l2HitNs?: { c1: number; c64: number }
+  coldMissNs?: number
+  redisUsecPerHit?: number
+  /** At concurrency 64 (ioredis pipelines commands sent in the same tick: fewer reads, same commands). */
+  redisUsecPerHitC64?: number
+  redisCommandsPerHit?: string
+}
+
+export interface MicroResult {
+  valueBytes: number
+  keys: number
+  rows: MicroRow[]
+}
+
+const KEYS = 1_000
+const CONCURRENCY = 64
+
+/** A typical API payload, ~600 bytes of JSON (as in bench-hit-path). */
+const product = (id: number) => ({
+  id,
+  name: `widget ${id}`,
+  price: 9.99,
+  currency: 'EUR',
+  stock: 42,
+  tags: ['blue', 'small', 'metal', 'sale'],
+  description: 'A small blue metal widget. '.repeat(12),
+  updatedAt: '2026-01-01T00:00:00.000Z',
+})
+const instantLoad = async (key: string) => product(Number(key.replace(/\D/g, '')) || 0)
+
+export async function runMicro(options: MicroOptions): Promise<MicroResult> {
+  const admin = new Redis(options.redisUrl).on('error', () => {})
+  const floorClient = new Redis(options.redisUrl).on('error', () => {})
+  const sample = { min_cpu_time: options.sampleMs * 1e6, max_samples: 1e6 }
+  /** Median ns per call of `call(i)`, with `concurrency` calls in flight per sample. */
+  const perCall = async (call: (i: number) => unknown, concurrency = 1) => {
+    let i = 0
+    const stats = await measure(() => call(i++), { ...sample, ...(concurrency > 1 ? { concurrency } : {}) })
+    return stats.p50 / concurrency
+  }
+  /** Redis usec per call over `runs` calls, `concurrency` in flight (INFO commandstats). */
+  const redisCost = async (call: (i: number) => Promise<unknown>, concurrency: number, runs = 4_000) => {
+    await admin.config('RESETSTAT')
+    let next = 0
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        for (let i = next++; i < runs; i = next++) await call(i)
+      }),
+    )
+    return commandStats(await admin.info('commandstats'), runs)
+  }
+  const context = (namespace: string, l1Max: number): CacheContext => ({
+    redisUrl: options.redisUrl,
+    namespace,
+    ttlMs: 3_600_000,
+    staleMs: 60_000,
+    l1Max,
+  })
+  const rows: MicroRow[] = []
+  try {
+    for (const name of options.peers) {
+      const peer = cachePeer(name)
+      if (!peer.hasL1 && !peer.hasL2) continue // `none` has no hit path
+      const row: MicroRow = { peer: name }
+      const slug = name.replace(/\W+/g, '-')
+      const opened: PeerCache[] = []
+      try {
+        const withL1 = await peer.create(context(`sg-micro:${slug}`, 10_000), instantLoad)
+        opened.push(withL1)
+        if (peer.hasL1) {
+          await withL1.get('k0')
+          row.l1HitNs = await perCall(() => withL1.get('k0'))
+        }
+        if (peer.hasL2) {
+          // The L2-only instance: same keys in Redis, no copy in the process.
+          const l2 = peer.hasL1 ? await peer.create(context(`sg-micro:${slug}`, 0), instantLoad) : withL1
+          if (l2 !== withL1) opened.push(l2)
+          const key = (i: number) => `k${i % KEYS}`
+          for (let i = 0; i < KEYS; i++) await l2.get(key(i))
+          const hit = (i: number) => l2.get(key(i))
+          row.l2HitNs = { c1: await perCall(hit), c64: await perCall(hit, CONCURRENCY) }
+          const c1 = await redisCost(hit, 1)
+          const c64 = await redisCost(hit, CONCURRENCY)
+          row.redisUsecPerHit = c1.usec
+          row.redisUsecPerHitC64 = c64.usec
+          row.redisCommandsPerHit = c1.commands
+        }
+        let miss = 0
+        row.coldMissNs = await perCall(() => withL1.get(`miss${miss++}`))
+      } finally {
+        await Promise.all(opened.map((cache) => cache.close()))
+      }
+      rows.push(row)
+    }
+
+    // The floors: what any cache's hit costs at least.
+    const lru = new LRUCache<string, object>({ max: 10_000 })
+    lru.set('k0', product(0))
+    rows.push({ peer: 'floor: lru-cache get', l1HitNs: await perCall(() => lru.get('k0')) })
+    for (let i = 0; i < KEYS; i++) await floorClient.set(`sg-micro:floor:k${i}`, JSON.stringify(product(i)))
+    const getDecode = (i: number) =>
+      floorClient.get(`sg-micro:floor:k${i % KEYS}`).then((text) => JSON.parse(text!) as unknown)
+    const c1 = await redisCost(getDecode, 1)
+    rows.push({
+      peer: 'floor: GET + JSON.parse',
+      l2HitNs: { c1: await perCall(getDecode), c64: await perCall(getDecode, CONCURRENCY) },
+      redisUsecPerHit: c1.usec,
+      redisUsecPerHitC64: (await redisCost(getDecode, CONCURRENCY)).usec,
+      redisCommandsPerHit: c1.commands,
+    })
+  } finally {
+    admin.disconnect()
+    floorClient.disconnect()
+  }
+  return { valueBytes: JSON.stringify(product(1)).length, keys: KEYS, rows }
+}
+
+/**
+ * Redis usec per call and the commands per call, from INFO commandstats after RESETSTAT.
+ * Commands a script calls are listed too, but its own usec includes them: they are named
+ * ("calling …"), not added.
+ */
+export function commandStats(info: string, runs: number): { usec: number; commands: string } {
+  const sent: { name: string; calls: number; usec: number }[] = []
+  for (const line of info.split('\n')) {
+    const match = /^cmdstat_([\w|]+):calls=(\d+),usec=(\d+)/.exec(line.trim())
+    if (!match || ['config', 'info', 'ping', 'client', 'select'].includes(match[1]!)) continue
+    sent.push({ name: match[1]!, calls: Number(match[2]), usec: Number(match[3]) })
+  }
+  const scripted = sent.some((c) => c.name.startsWith('eval') || c.name.startsWith('fcall'))
+  const isScript = (name: string) => name.startsWith('eval') || name.startsWith('fcall')
+  let usec = 0
+  const top: string[] = []
+  const inner: string[] = []
+  for (const c of sent) {
+    const label = `${c.name} ×${(c.calls / runs).toFixed(2)}`
+    // Under a script, plain commands are either called by it (usec inside the script's) or
+    // sent alongside; counting them too would double-count, so a scripted peer counts scripts only.
+    if (scripted && !isScript(c.name)) {
+      inner.push(label)
+      continue
+    }
+    usec += c.usec
+    top.push(label)
+  }
+  return { usec: usec / runs, commands: top.join(' + ') + (inner.length ? ` (+ ${inner.join(' + ')})` : '') }
+}
