@@ -22,6 +22,7 @@ import {
   type ContenderEntry,
   type HeldLock,
   type LockBackend,
+  type Locks,
 } from './from-load.js'
 
 export interface LockEnv {
@@ -132,6 +133,7 @@ export const CONTENDERS: Record<string, ContenderEntry> = {
 }
 
 const ROW_LOCK_TABLE = 'sg_compare_row_locks'
+const PG_LOCK_SCHEMA = 'sg_compare_locks'
 
 /** BEGIN; SELECT … FOR UPDATE on the key's row (lock_timeout = the wait); release = COMMIT. One pooled connection per hold. */
 async function rowLock(env: LockEnv): Promise<BenchLock> {
@@ -229,8 +231,21 @@ export const LOCK_PEERS: LockPeer[] = [
     name: 'stampede-guard postgres',
     package: '',
     config: "createLocks({ postgres: { pool, mode: 'transaction' } }): pg_advisory_xact_lock, token row",
-    create: () => benchEntry('stampede-guard postgres (xact)').create({ redisUrls: [] }),
+    // Not load/lock-bench's entry: that one drops its schema on close, and here 5 processes share it.
+    async create(env) {
+      const pool = new pg.Pool({ connectionString: env.databaseUrl, max: 4 })
+      const locks = createLocks({
+        postgres: { pool, mode: 'transaction', schema: PG_LOCK_SCHEMA },
+        namespace: 'compare-pg',
+      })
+      return fromLocks(locks as Locks<unknown>, () => pool.end())
+    },
     coupon: 'pg-advisory',
+    async cleanup(env) {
+      const pool = new pg.Pool({ connectionString: env.databaseUrl, max: 1 })
+      await pool.query(`DROP SCHEMA IF EXISTS ${PG_LOCK_SCHEMA} CASCADE`).catch(() => {})
+      await pool.end()
+    },
   },
 ]
 

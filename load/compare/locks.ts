@@ -3,11 +3,11 @@
  *
  * 1. acquire and release latency, uncontended, in this process;
  * 2. hand-off under contention: 4 processes loop acquire → hold 2 ms → release → 5 ms of
- *    other work, on one key, for a fixed time. Sorted by acquisition time, the hand-off is
- *    the gap between one holder starting its release and the NEXT holder (another process)
- *    having the lock: how long the lock sits idle while someone waits. Holds by the process
- *    that just released are left out of the hand-offs (no one was handed anything), counted
- *    in holds/s. A hold that starts before the previous one ended is counted as an overlap;
+ *    other work, on one key, for a fixed time. For every release while another process
+ *    was waiting, the hand-off is the time from the release starting to the first of those
+ *    waiters having the lock (the releaser re-taking it in between does not count as
+ *    serving them: a polling lock's waiters keep waiting). Holds/s is the lock's throughput;
+ *    a hold that starts before the previous one ended is counted as an overlap;
  *  3. the coupon scenario (load/coupons/): issued/s with each lock around the same
  *    PostgreSQL transaction.
  */
@@ -149,15 +149,21 @@ async function contention(
     }),
   )
   const holds = replies
-    .flatMap((reply, process) => reply.holds.map(([acquiredAt, releasedAt]) => ({ process, acquiredAt, releasedAt })))
+    .flatMap((reply, process) =>
+      reply.holds.map(([askedAt, acquiredAt, releasedAt]) => ({ process, askedAt, acquiredAt, releasedAt })),
+    )
     .sort((a, b) => a.acquiredAt - b.acquiredAt)
-  const handoffs: number[] = []
   let overlaps = 0
-  for (let i = 1; i < holds.length; i++) {
-    const previous = holds[i - 1]!
-    const hold = holds[i]!
-    if (hold.acquiredAt < previous.releasedAt) overlaps++
-    else if (hold.process !== previous.process) handoffs.push(hold.acquiredAt - previous.releasedAt)
+  for (let i = 1; i < holds.length; i++) if (holds[i]!.acquiredAt < holds[i - 1]!.releasedAt) overlaps++
+  // For each release with another process waiting (asked before it, not yet served): the
+  // time until the first of those waiters has the lock. The releaser taking it back in the
+  // meantime does not end the wait.
+  const handoffs: number[] = []
+  for (const release of holds) {
+    const served = holds.find(
+      (h) => h.process !== release.process && h.askedAt < release.releasedAt && h.acquiredAt >= release.releasedAt,
+    )
+    if (served) handoffs.push(served.acquiredAt - release.releasedAt)
   }
   const span = holds.length > 1 ? holds.at(-1)!.releasedAt - holds[0]!.acquiredAt : durationMs
   const firstError = replies.find((r) => r.firstError)?.firstError

@@ -116,7 +116,7 @@ async function main(): Promise<void> {
     }
     if (benches.includes('micro')) {
       console.log(bold('■ 2. hit-path micro-benchmark (mitata), this process, one Redis'))
-      micro = await runMicro({ redisUrl: redis.url, peers: caches, sampleMs: quick ? 100 : 400 })
+      micro = await runMicro({ redisUrl: redis.url, peers: caches, sampleMs: quick ? 40 : 120, rounds: quick ? 2 : 4 })
       show([microTable(micro)])
     }
     if (benches.includes('locks')) {
@@ -132,8 +132,8 @@ async function main(): Promise<void> {
         iterations: quick ? 50 : 300,
         contentionMs: quick ? 1_000 : 3_000,
         coupons: true,
-        couponCount: quick ? 200 : 1_000,
-        couponUsers: quick ? 240 : 1_200,
+        couponCount: quick ? 60 : 200,
+        couponUsers: quick ? 80 : 240,
       })
       show(lockTables(lockResults))
       for (const row of lockResults.rows.filter((r) => r.firstError))

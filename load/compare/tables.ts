@@ -87,6 +87,7 @@ export function lockTables(locks: LockResults): Table[] {
         'hand-off p50 ms',
         'hand-off p99 ms',
         'holds/s (4 processes)',
+        'two holders at once',
       ],
       rows: locks.rows.map((r) => [
         r.lock,
@@ -95,6 +96,7 @@ export function lockTables(locks: LockResults): Table[] {
         r.handoffP50Ms.toFixed(2),
         r.handoffP99Ms.toFixed(2),
         int(r.holdsPerSecond),
+        int(r.overlaps),
       ]),
     },
   ]
