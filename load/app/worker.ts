@@ -60,12 +60,11 @@ function queryDatabase(id: number): Promise<Item> {
   })
 }
 
-/** LOAD_ITEM_LOADER: another module's `createItemLoader` with modes of its own (load/compare/). */
-async function loaderFactory(): Promise<typeof createItemLoader> {
-  const module = process.env.LOAD_ITEM_LOADER
-  if (!module) return createItemLoader
-  return ((await import(pathToFileURL(module).href)) as { createItemLoader: typeof createItemLoader }).createItemLoader
-}
+/** LOAD_ITEM_LOADER: another module's `createItemLoader`, with modes of its own (load/compare/); imported before listening. */
+const loaderModule = process.env.LOAD_ITEM_LOADER
+const createLoader: typeof createItemLoader = loaderModule
+  ? ((await import(pathToFileURL(loaderModule).href)) as { createItemLoader: typeof createItemLoader }).createItemLoader
+  : createItemLoader
 
 async function configure(next: RunConfig): Promise<void> {
   const previous = loader
@@ -75,7 +74,7 @@ async function configure(next: RunConfig): Promise<void> {
   run = next
   oldestServedMs = 0
   counter = new QueryCounter(next.runId)
-  loader = await (await loaderFactory())(next, { queryDatabase, redis, naiveRedis: getNaiveRedis })
+  loader = await createLoader(next, { queryDatabase, redis, naiveRedis: getNaiveRedis })
   send({ type: 'configured', runId: next.runId })
 }
 

@@ -17,6 +17,7 @@ import {
   runTraffic,
   scheduleTimeline,
   startAppCluster,
+  type AppCluster,
   type ScenarioName,
   type TrafficResult,
 } from './from-load.js'
@@ -67,14 +68,19 @@ export async function runMacro(options: MacroOptions): Promise<MacroScenario[]> 
     redisUrl: options.redisUrl,
     source: { kind: 'builtin' },
     itemLoaderModule: fileURLToPath(new URL('./app-loader.ts', import.meta.url)),
+    // Every worker imports every peer before it listens: slow on a busy machine.
+    startTimeoutMs: 120_000,
   })
   const results: MacroScenario[] = []
   try {
-    for (const name of options.scenarios) {
+    await warmUp(app, options)
+    for (const [index, name] of options.scenarios.entries()) {
       const scenario = getScenario(name, options.timeScale)
       const { ttlMs, staleTtlMs: staleMs } = scenario.cache
       const rows: MacroRow[] = []
-      for (const peer of options.peers) {
+      // Each scenario starts with the next peer: no peer always runs first (cold JIT) or last.
+      const order = options.peers.map((_, i) => options.peers[(i + index) % options.peers.length]!)
+      for (const peer of order) {
         cachePeer(peer) // an unknown name fails here, before any traffic
         const runId = `${name}-${peer.replace(/\W+/g, '-')}-${randomBytes(4).toString('hex')}`
         await app.configure({
@@ -116,6 +122,7 @@ export async function runMacro(options: MacroOptions): Promise<MacroScenario[]> 
         rows.push(row)
         options.onRun?.(name, peer, row)
       }
+      rows.sort((a, b) => options.peers.indexOf(a.peer) - options.peers.indexOf(b.peer))
       const ours = rows.find((r) => r.peer === OURS)
       if (ours) for (const r of rows) r.queriesVsOurs = ours.dbQueries > 0 ? r.dbQueries / ours.dbQueries : null
       results.push({
@@ -132,4 +139,24 @@ export async function runMacro(options: MacroOptions): Promise<MacroScenario[]> 
     await app.stop()
   }
   return results
+}
+
+/**
+ * Half a second of zipf traffic through every peer, not measured: each worker has imported
+ * and JIT-compiled every peer's hit and miss paths before the first measured run, so no
+ * peer pays for being first.
+ */
+async function warmUp(app: AppCluster, options: MacroOptions): Promise<void> {
+  const scenario = getScenario('zipf')
+  for (const peer of options.peers) {
+    const runId = `warm-up-${peer.replace(/\W+/g, '-')}-${randomBytes(4).toString('hex')}`
+    await app.configure({
+      runId,
+      mode: peer,
+      namespace: `sg-compare:${runId}`,
+      cache: { ttl: 200, staleTtl: 200, staleIfError: 200, earlyRefresh: false, l1: true },
+      dbLatencyMs: options.dbLatencyMs,
+    })
+    await runTraffic({ url: app.url, connections: 20, durationMs: 500, pathFor: pathSampler(scenario) })
+  }
 }
