@@ -43,6 +43,8 @@ export interface LockRow {
 export interface LockResults {
   processes: number
   rows: LockRow[]
+  /** Locks (or the coupon scenario) that could not run, and why. */
+  failed: { lock: string; error: string }[]
   coupons: ContenderResult[]
   couponCount: number
   couponUsers: number
@@ -64,19 +66,20 @@ export async function runLocks(options: LockOptions): Promise<LockResults> {
     forkTs(file, { COMPARE_REDIS_URL: env.redisUrl, COMPARE_DATABASE_URL: env.databaseUrl }),
   )
   const rows: LockRow[] = []
+  const failed: { lock: string; error: string }[] = []
   try {
     await Promise.all(children.map((child) => next(child, 'ready', 60_000)))
     for (const name of options.peers) {
       const peer = lockPeer(name)
-      await peer.prepare?.(env)
       try {
-        rows.push({
-          lock: name,
-          ...(await latency(await peer.create(env), options.iterations)),
-          ...(await contention(children, name, options.contentionMs)),
-        })
+        await peer.prepare?.(env)
+        const measured = await latency(await peer.create(env), options.iterations)
+        rows.push({ lock: name, ...measured, ...(await contention(children, name, options.contentionMs)) })
+      } catch (error) {
+        // A lock whose server is missing (PostgreSQL down) is a line that says so, not a lost run.
+        failed.push({ lock: name, error: String((error as Error)?.message ?? error) })
       } finally {
-        await peer.cleanup?.(env)
+        await peer.cleanup?.(env).catch(() => {})
       }
     }
   } finally {
@@ -85,18 +88,29 @@ export async function runLocks(options: LockOptions): Promise<LockResults> {
   let coupons: ContenderResult[] = []
   if (options.coupons) {
     const peers = options.peers.map(lockPeer)
-    // The peers' coupon entries are named by their lock, in the table.
-    const named = await runCouponScenario({
-      redisUrl: env.redisUrl,
-      databaseUrl: env.databaseUrl,
-      contenders: peers.map((p) => p.coupon),
-      contenderModule: fileURLToPath(new URL('./lock-peers.ts', import.meta.url)),
-      coupons: options.couponCount,
-      users: options.couponUsers,
-    })
-    coupons = named.map((r, i) => ({ ...r, contender: peers[i]!.name }))
+    try {
+      const named = await runCouponScenario({
+        redisUrl: env.redisUrl,
+        databaseUrl: env.databaseUrl,
+        contenders: peers.map((p) => p.coupon),
+        contenderModule: fileURLToPath(new URL('./lock-peers.ts', import.meta.url)),
+        coupons: options.couponCount,
+        users: options.couponUsers,
+      })
+      // In the table, each coupon contender is named by its lock.
+      coupons = named.map((r, i) => ({ ...r, contender: peers[i]!.name }))
+    } catch (error) {
+      failed.push({ lock: 'coupon scenario', error: String((error as Error)?.message ?? error) })
+    }
   }
-  return { processes: PROCESSES, rows, coupons, couponCount: options.couponCount, couponUsers: options.couponUsers }
+  return {
+    processes: PROCESSES,
+    rows,
+    failed,
+    coupons,
+    couponCount: options.couponCount,
+    couponUsers: options.couponUsers,
+  }
 }
 
 async function latency(

@@ -7,7 +7,15 @@
 import { loadavg } from 'node:os'
 import path from 'node:path'
 import { parseArgs } from 'node:util'
-import { bold, describeSource, dim, machineInfo, startPrivateRedis, type ScenarioName } from './from-load.js'
+import {
+  bold,
+  describeSource,
+  dim,
+  findRedisServer,
+  machineInfo,
+  startPrivateRedis,
+  type ScenarioName,
+} from './from-load.js'
 import { CACHE_PEER_NAMES, CACHE_PEERS } from './caches.js'
 import { LOCK_PEERS } from './lock-peers.js'
 import { MACRO_SCENARIOS, runMacro, type MacroScenario } from './macro.js'
@@ -87,6 +95,7 @@ async function main(): Promise<void> {
   )
   console.log(dim(`  ${quick ? 'quick mode: short runs, not for publishing' : 'full run'}`))
 
+  if (!findRedisServer()) throw new Error('npm run compare needs redis-server on PATH (or REDIS_SERVER_BIN)')
   const redis = await startPrivateRedis()
   console.log(`  redis:    private redis-server on ${redis.url} (started by this run)\n`)
   const tables: Table[] = []
@@ -106,7 +115,7 @@ async function main(): Promise<void> {
         scenarios,
         workers: 4,
         dbLatencyMs: 50,
-        timeScale: quick ? 0.25 : 0.5,
+        timeScale: quick ? 0.25 : 0.4,
         onRun: (scenario, peer, row) =>
           console.log(
             dim(`  ${scenario} · ${peer}: ${row.dbQueries} DB queries, ${Math.round(row.traffic.reqPerSec)} req/s`),
@@ -116,7 +125,7 @@ async function main(): Promise<void> {
     }
     if (benches.includes('micro')) {
       console.log(bold('■ 2. hit-path micro-benchmark (mitata), this process, one Redis'))
-      micro = await runMicro({ redisUrl: redis.url, peers: caches, sampleMs: quick ? 40 : 120, rounds: quick ? 2 : 4 })
+      micro = await runMicro({ redisUrl: redis.url, peers: caches, sampleMs: quick ? 40 : 100, rounds: quick ? 2 : 3 })
       show([microTable(micro)])
     }
     if (benches.includes('locks')) {
@@ -132,12 +141,13 @@ async function main(): Promise<void> {
         iterations: quick ? 50 : 300,
         contentionMs: quick ? 1_000 : 3_000,
         coupons: true,
-        couponCount: quick ? 60 : 200,
-        couponUsers: quick ? 80 : 240,
+        couponCount: quick ? 40 : 100,
+        couponUsers: quick ? 50 : 120,
       })
       show(lockTables(lockResults))
       for (const row of lockResults.rows.filter((r) => r.firstError))
         console.log(dim(`  ${row.lock}: ${row.failures} failed acquisitions, first: ${row.firstError}`))
+      for (const { lock, error } of lockResults.failed) console.log(`  ${lock} could not run: ${error}`)
     }
   } finally {
     await redis.stop()
