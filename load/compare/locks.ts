@@ -13,6 +13,7 @@
  */
 import type { ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
+import { handoffs, quantile, type Hold } from './arithmetic.js'
 import { forkTs, runCouponScenario, type ContenderResult } from './from-load.js'
 import { HANDOFF_KEY, LATENCY_KEY, lockPeer, type LockEnv } from './lock-peers.js'
 import type { FromContender, ToContender } from './lock-contender.js'
@@ -53,11 +54,6 @@ export interface LockResults {
 const PROCESSES = 4
 const HOLD_MS = 2
 const THINK_MS = 5
-
-export function quantile(values: number[], q: number): number {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN
-}
 
 export async function runLocks(options: LockOptions): Promise<LockResults> {
   const env: LockEnv = { redisUrl: options.redisUrl, databaseUrl: options.databaseUrl }
@@ -162,29 +158,19 @@ async function contention(
       return done
     }),
   )
-  const holds = replies
-    .flatMap((reply, process) =>
-      reply.holds.map(([askedAt, acquiredAt, releasedAt]) => ({ process, askedAt, acquiredAt, releasedAt })),
-    )
-    .sort((a, b) => a.acquiredAt - b.acquiredAt)
-  let overlaps = 0
-  for (let i = 1; i < holds.length; i++) if (holds[i]!.acquiredAt < holds[i - 1]!.releasedAt) overlaps++
-  // For each release with another process waiting (asked before it, not yet served): the
-  // time until the first of those waiters has the lock. The releaser taking it back in the
-  // meantime does not end the wait.
-  const handoffs: number[] = []
-  for (const release of holds) {
-    const served = holds.find(
-      (h) => h.process !== release.process && h.askedAt < release.releasedAt && h.acquiredAt >= release.releasedAt,
-    )
-    if (served) handoffs.push(served.acquiredAt - release.releasedAt)
-  }
-  const span = holds.length > 1 ? holds.at(-1)!.releasedAt - holds[0]!.acquiredAt : durationMs
+  const holds: Hold[] = replies.flatMap((reply, process) =>
+    reply.holds.map(([askedAt, acquiredAt, releasedAt]) => ({ process, askedAt, acquiredAt, releasedAt })),
+  )
+  const { handoffMs, overlaps } = handoffs(holds)
+  const span =
+    holds.length > 1
+      ? Math.max(...holds.map((h) => h.releasedAt)) - Math.min(...holds.map((h) => h.acquiredAt))
+      : durationMs
   const firstError = replies.find((r) => r.firstError)?.firstError
   return {
-    handoffP50Ms: quantile(handoffs, 0.5),
-    handoffP99Ms: quantile(handoffs, 0.99),
-    handoffs: handoffs.length,
+    handoffP50Ms: quantile(handoffMs, 0.5),
+    handoffP99Ms: quantile(handoffMs, 0.99),
+    handoffs: handoffMs.length,
     holdsPerSecond: holds.length / (span / 1000),
     overlaps,
     failures: replies.reduce((sum, r) => sum + r.failures, 0),

@@ -16,6 +16,7 @@
 import { measure } from 'mitata'
 import { LRUCache } from 'lru-cache'
 import { Redis } from 'ioredis'
+import { commandStats } from './arithmetic.js'
 import { cachePeer, type CacheContext, type PeerCache } from './caches.js'
 
 export interface MicroOptions {
@@ -192,35 +193,4 @@ export async function runMicro(options: MicroOptions): Promise<MicroResult> {
     floorClient.disconnect()
   }
   return { valueBytes: JSON.stringify(product(1)).length, keys: KEYS, rounds: options.rounds, rows }
-}
-
-/**
- * Redis usec per call and the commands per call, from INFO commandstats after RESETSTAT.
- * Commands a script calls are listed too, but its own usec includes them: they are named
- * ("calling …"), not added.
- */
-export function commandStats(info: string, runs: number): { usec: number; commands: string } {
-  const sent: { name: string; calls: number; usec: number }[] = []
-  for (const line of info.split('\n')) {
-    const match = /^cmdstat_([\w|]+):calls=(\d+),usec=(\d+)/.exec(line.trim())
-    if (!match || /^(config|info|ping|client|select)\b/.test(match[1]!)) continue
-    sent.push({ name: match[1]!, calls: Number(match[2]), usec: Number(match[3]) })
-  }
-  const scripted = sent.some((c) => c.name.startsWith('eval') || c.name.startsWith('fcall'))
-  const isScript = (name: string) => name.startsWith('eval') || name.startsWith('fcall')
-  let usec = 0
-  const top: string[] = []
-  const inner: string[] = []
-  for (const c of sent) {
-    const label = `${c.name} ×${(c.calls / runs).toFixed(2)}`
-    // Under a script, plain commands are either called by it (usec inside the script's) or
-    // sent alongside; counting them too would double-count, so a scripted peer counts scripts only.
-    if (scripted && !isScript(c.name)) {
-      inner.push(label)
-      continue
-    }
-    usec += c.usec
-    top.push(label)
-  }
-  return { usec: usec / runs, commands: top.join(' + ') + (inner.length ? ` (+ ${inner.join(' + ')})` : '') }
 }
