@@ -12,16 +12,15 @@ const send = (message: FromWorker) => process.send?.(message)
 const pool = new pg.Pool({ connectionString: process.env.COUPON_DATABASE_URL, max: 8 })
 const context = { pool, schema: process.env.COUPON_SCHEMA!, couponId: 1, redisUrl: process.env.COUPON_REDIS_URL! }
 
-/** COUPON_CONTENDER_MODULE: contenders registered elsewhere (load/compare/). */
-async function moreContenders(): Promise<Record<string, ContenderEntry>> {
-  const module = process.env.COUPON_CONTENDER_MODULE
-  if (!module) return {}
-  return ((await import(pathToFileURL(module).href)) as { CONTENDERS: Record<string, ContenderEntry> }).CONTENDERS
-}
+/** COUPON_CONTENDER_MODULE: contenders registered elsewhere (load/compare/), imported before `ready` so no run pays for it. */
+const contenderModule = process.env.COUPON_CONTENDER_MODULE
+const moreContenders: Record<string, ContenderEntry> = contenderModule
+  ? ((await import(pathToFileURL(contenderModule).href)) as { CONTENDERS: Record<string, ContenderEntry> }).CONTENDERS
+  : {}
 
 process.on('message', async (message: ToWorker) => {
   if (message.type !== 'run') return
-  const entry = CONTENDERS[message.contender] ?? (await moreContenders())[message.contender]!
+  const entry = CONTENDERS[message.contender] ?? moreContenders[message.contender]!
   const contender = await entry.create(context)
   const latenciesMs: number[] = []
   const outcomes: Record<string, number> = {}
