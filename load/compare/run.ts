@@ -21,7 +21,16 @@ import { LOCK_PEERS } from './lock-peers.js'
 import { MACRO_SCENARIOS, runMacro, type MacroScenario } from './macro.js'
 import { runMicro, type MicroResult } from './micro.js'
 import { runLocks, type LockResults } from './locks.js'
-import { lockTables, macroTables, microTable, renderMarkdown, renderTerminal, type Table } from './tables.js'
+import {
+  lockSummaryTable,
+  lockTables,
+  macroSummaryTable,
+  macroTables,
+  microTable,
+  renderMarkdown,
+  renderTerminal,
+  type Table,
+} from './tables.js'
 import { peerVersions } from './versions.js'
 import { writeCompareResults } from './results-file.js'
 
@@ -153,7 +162,13 @@ async function main(): Promise<void> {
     await redis.stop()
   }
 
-  if (values.markdown) for (const table of tables) console.log(`${renderMarkdown(table)}\n`)
+  if (values.markdown) {
+    const summaries = [
+      ...(macro ? [macroSummaryTable(macro)] : []),
+      ...(lockResults ? [lockSummaryTable(lockResults)] : []),
+    ]
+    for (const table of [...summaries, ...tables]) console.log(`${renderMarkdown(table)}\n`)
+  }
   const elapsedMs = Date.now() - startedAt.getTime()
   if (!values['no-files']) {
     const files = await writeCompareResults({

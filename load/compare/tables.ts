@@ -116,3 +116,56 @@ export function lockTables(locks: LockResults): Table[] {
     })
   return tables
 }
+
+/**
+ * One row per cache over every scenario, for the README: DB queries (× ours) per scenario,
+ * errors served in flaky, and the zipf latency and throughput.
+ */
+export function macroSummaryTable(scenarios: MacroScenario[]): Table {
+  const peers = scenarios[0]?.rows.map((r) => r.peer) ?? []
+  const row = (s: MacroScenario, peer: string) => s.rows.find((r) => r.peer === peer)
+  const zipf = scenarios.find((s) => s.name === 'zipf')
+  const flaky = scenarios.find((s) => s.name === 'flaky')
+  return {
+    title: 'stampede macro-benchmark: DB queries (× ours) per scenario, errors served, zipf latency',
+    headers: [
+      'cache',
+      ...scenarios.map((s) => `${s.name} queries`),
+      ...(flaky ? ['flaky errors served'] : []),
+      ...(zipf ? ['zipf p50 / p99 ms', 'zipf req/s'] : []),
+    ],
+    rows: peers.map((peer) => [
+      peer,
+      ...scenarios.map((s) => {
+        const r = row(s, peer)
+        return r ? `${int(r.dbQueries)} (${factor(r.queriesVsOurs)})` : '—'
+      }),
+      ...(flaky ? [int(row(flaky, peer)?.errorsServed ?? NaN)] : []),
+      ...(zipf
+        ? [
+            `${ms(row(zipf, peer)?.traffic.latencyMs.p50 ?? NaN)} / ${ms(row(zipf, peer)?.traffic.latencyMs.p99 ?? NaN)}`,
+            int(row(zipf, peer)?.traffic.reqPerSec ?? NaN),
+          ]
+        : []),
+    ]),
+  }
+}
+
+/** One row per lock, for the README: latency, hand-off, throughput and coupons together. */
+export function lockSummaryTable(locks: LockResults): Table {
+  return {
+    title: `locks: uncontended latency, hand-off with ${locks.processes} processes, coupons issued/s (${locks.couponCount} coupons)`,
+    headers: ['lock', 'acquire + release p50 ms', 'hand-off p50 / p99 ms', 'holds/s', 'coupons issued/s', 'oversold'],
+    rows: locks.rows.map((r) => {
+      const coupon = locks.coupons.find((c) => c.contender === r.lock)
+      return [
+        r.lock,
+        (r.acquireP50Ms + r.releaseP50Ms).toFixed(2),
+        `${r.handoffP50Ms.toFixed(1)} / ${r.handoffP99Ms.toFixed(0)}`,
+        int(r.holdsPerSecond),
+        coupon ? int(coupon.issuedPerSecond) : '—',
+        coupon ? int(coupon.oversold) : '—',
+      ]
+    }),
+  }
+}
