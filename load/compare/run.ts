@@ -31,7 +31,7 @@ import {
   renderTerminal,
   type Table,
 } from './tables.js'
-import { peerVersions } from './versions.js'
+import { peerVersions, serverVersions } from './versions.js'
 import { writeCompareResults } from './results-file.js'
 
 const BENCHES = ['macro', 'micro', 'locks'] as const
@@ -106,7 +106,9 @@ async function main(): Promise<void> {
 
   if (!findRedisServer()) throw new Error('npm run compare needs redis-server on PATH (or REDIS_SERVER_BIN)')
   const redis = await startPrivateRedis()
-  console.log(`  redis:    private redis-server on ${redis.url} (started by this run)\n`)
+  Object.assign(versions, await serverVersions(redis.url, databaseUrl))
+  console.log(`  redis:    private redis-server ${versions['redis-server']} on ${redis.url} (started by this run)`)
+  console.log(`  postgres: ${versions.postgresql} at ${describeSource({ kind: 'postgres', url: databaseUrl })}\n`)
   const tables: Table[] = []
   const show = (more: Table[]) => {
     for (const table of more) console.log(`${renderTerminal(table)}\n`)

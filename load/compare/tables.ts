@@ -61,7 +61,7 @@ export function microTable(micro: MicroResult): Table {
       'L2 hit c1',
       'L2 hit c64 (per call)',
       'cold miss c1',
-      'Redis µs per L2 hit',
+      'Redis µs per L2 hit c1 / c64',
       'Redis commands per L2 hit',
     ],
     rows: micro.rows.map((r) => [
@@ -70,7 +70,7 @@ export function microTable(micro: MicroResult): Table {
       orDash(r.l2HitNs?.c1, nanos),
       orDash(r.l2HitNs?.c64, nanos),
       orDash(r.coldMissNs, nanos),
-      orDash(r.redisUsecPerHit, (n) => n.toFixed(2)),
+      r.redisUsecPerHit === undefined ? '—' : `${r.redisUsecPerHit.toFixed(2)} / ${r.redisUsecPerHitC64!.toFixed(2)}`,
       r.redisCommandsPerHit ?? '—',
     ]),
   }
