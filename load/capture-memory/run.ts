@@ -12,8 +12,8 @@
 import http from 'node:http'
 import type { ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { forkTs } from '../fork-ts.js'
-import { findRedisServer, startPrivateRedis } from '../redis-server.js'
+import { forkTs } from '../shared/fork-ts.js'
+import { findRedisServer, startPrivateRedis } from '../shared/redis-server.js'
 
 const args = new Map<string, string>()
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ''), process.argv[i + 1]!)
@@ -96,7 +96,8 @@ const privateRedis = process.env.REDIS_URL ? undefined : await startPrivateRedis
 const redisUrl = process.env.REDIS_URL ?? privateRedis!.url
 try {
   console.log(
-    `capture memory: ${requests} concurrent requests on ${requests} cold URLs, ${bodyKib} KiB each written in ${chunks} chunks over ${writeMs} ms; Node ${process.version}`,
+    `capture memory: ${requests} concurrent requests on ${requests} cold URLs, ${bodyKib} ` +
+      `KiB each written in ${chunks} chunks over ${writeMs} ms; Node ${process.version}`,
   )
   const rows = []
   for (const mode of ['none', 'cacheRoute', 'cacheRoute, L1 64'] as const) rows.push(await measure(mode, redisUrl))
@@ -139,7 +140,8 @@ try {
     }
     const bound = 2 * none.peakRss + row.budgetBytes
     console.log(
-      `${row.mode}: peak RSS ${mib(row.peakRss)} ≤ 2 × ${mib(none.peakRss)} + budget ${mib(row.budgetBytes)} = ${mib(bound)}: ${row.peakRss <= bound ? 'met' : 'NOT met'} (${mib(stored)} of bodies stored, all kept in L1 unless it is bounded)`,
+      `${row.mode}: peak RSS ${mib(row.peakRss)} ≤ 2 × ${mib(none.peakRss)} + budget ${mib(row.budgetBytes)} = ${mib(bound)}: ` +
+        `${row.peakRss <= bound ? 'met' : 'NOT met'} (${mib(stored)} of bodies stored, all kept in L1 unless it is bounded)`,
     )
   }
 } finally {

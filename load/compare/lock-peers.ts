@@ -1,7 +1,7 @@
 /**
  * The locks `npm run compare` puts side by side (benchmark 3), each as a `BenchLock`
  * (acquire/release and the 4-process hand-off) and, where it has one, a coupon contender
- * (load/coupons/, issuing coupons from one PostgreSQL row).
+ * (load/stampede/coupons/, issuing coupons from one PostgreSQL row).
  *
  * Ours and the seed spin lock are load/lock-bench's own entries; the peers from npm get a
  * `LockBackend` adapter here, so the coupon scenario runs the very same critical section
@@ -36,7 +36,7 @@ export interface LockPeer {
   /** The package whose version the results record ('' = this repository). */
   package: string
   create(env: LockEnv): Promise<BenchLock>
-  /** The coupon contender (load/coupons/ name) that runs under this lock. */
+  /** The coupon contender (load/stampede/coupons/ name) that runs under this lock. */
   coupon: string
   /** Run once in the parent before any process creates the lock; undone by `cleanup`. */
   prepare?(env: LockEnv): Promise<void>

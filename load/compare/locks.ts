@@ -8,7 +8,7 @@
  *    waiters having the lock (the releaser re-taking it in between does not count as
  *    serving them: a polling lock's waiters keep waiting). Holds/s is the lock's throughput;
  *    a hold that starts before the previous one ended is counted as an overlap;
- *  3. the coupon scenario (load/coupons/): issued/s with each lock around the same
+ *  3. the coupon scenario (load/stampede/coupons/): issued/s with each lock around the same
  *    PostgreSQL transaction.
  */
 import type { ChildProcess } from 'node:child_process'

@@ -1,7 +1,7 @@
 /**
  * Benchmark 1, the stampede macro-benchmark: the load/ scenarios (cold, expiry, zipf, flaky)
  * with every cache peer as a mode, behind the same W-worker Express app and the same slow
- * database (load/app/, with app-loader.ts as its item loader). Per scenario and peer: DB
+ * database (load/stampede/app/, with app-loader.ts as its item loader). Per scenario and peer: DB
  * queries and their ratio to ours, p50/p99 and req/s, errors served, the oldest age served
  * and the stale share.
  */

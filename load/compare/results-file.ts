@@ -1,7 +1,7 @@
 /**
  * Writes a comparison run under load/results/ (git-ignored): compare-<stamp>.json with
  * everything measured, and one SVG bar chart per benchmark that ran (Vega-Lite rendered
- * headlessly, as load/report/svg-chart.ts does).
+ * headlessly, as load/stampede/report/svg-chart.ts does).
  */
 import { mkdir, writeFile } from 'node:fs/promises'
 import path from 'node:path'

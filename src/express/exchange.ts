@@ -1,5 +1,5 @@
 import type { NextFunction, Request, Response } from 'express'
-import type { Cache } from '../cache.js'
+import type { Cache } from '../cache/cache.js'
 import { reducedAcceptEncoding } from './accept-encoding.js'
 import { ResponseCapture, type CaptureEnd } from './capture.js'
 import { isNotModified, type Validators } from './conditional.js'

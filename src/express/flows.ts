@@ -1,4 +1,4 @@
-import type { LoadResult } from '../cache.js'
+import type { LoadResult } from '../cache/call.js'
 import { RemoteLoaderError } from '../errors.js'
 import type { Exchange } from './exchange.js'
 import { variantKey } from './key.js'

@@ -1,6 +1,6 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express'
-import type { Cache } from '../cache.js'
-import { resolvePolicy } from '../options.js'
+import type { Cache } from '../cache/cache.js'
+import { resolvePolicy } from '../settings.js'
 import { Exchange, passThrough, reportError, type RouteState } from './exchange.js'
 import { serveAuthorized, serveCached, serveUnsafe } from './flows.js'
 import { resolveRouteOptions, type CacheRouteOptions } from './options.js'

@@ -9,8 +9,6 @@ export type { RunOnceContext, RunOnceOptions, RunOnceResult } from './run-once.j
 export { schedule, type Schedule, type ScheduleOptions, type ScheduleStats, type Tick } from './schedule.js'
 export { createPostgresBackend, type PostgresLockOptions, type PostgresKeyMapping } from './postgres/backend.js'
 export { createMysqlBackend, type MysqlLockOptions } from './mysql/backend.js'
-export { LeaseWatchdog, leaseMarginMs, type WatchdogOptions } from './watchdog.js'
-export { WaitBudget, type Wakeup } from './waiting.js'
 export type { EtcdFencedWrites } from './etcd/held-lock.js'
 export type { ZooKeeperFencedWrites } from './zookeeper/held-lock.js'
 export {
