@@ -239,7 +239,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
 }
 
 /** The request path for each request of a scenario. */
-function pathSampler(scenario: Scenario): () => string {
+export function pathSampler(scenario: Scenario): () => string {
   const keys = scenario.keys
   if (keys.kind === 'single') {
     const path = `/item/${keys.id}`
@@ -250,7 +250,7 @@ function pathSampler(scenario: Scenario): () => string {
 }
 
 /** Starts the scenario's timed events; `done` settles when the last one has finished. */
-function scheduleTimeline(
+export function scheduleTimeline(
   scenario: Scenario,
   app: AppCluster,
   privateRedis: PrivateRedis | undefined,

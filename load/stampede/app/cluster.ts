@@ -12,6 +12,8 @@ export interface AppClusterOptions {
   /** undefined = in-process mode (no Redis). */
   redisUrl: string | undefined
   source: SourceKind
+  /** A module whose `createItemLoader` the workers use instead of load/app/item-loader.ts (absolute path). */
+  itemLoaderModule?: string
   /** How long to wait for the workers to start listening. */
   startTimeoutMs?: number
 }
@@ -42,6 +44,7 @@ export async function startAppCluster(options: AppClusterOptions): Promise<AppCl
     LOAD_WORKERS: String(options.workers),
     LOAD_REDIS_URL: options.redisUrl ?? '',
     LOAD_SOURCE: JSON.stringify(options.source),
+    LOAD_ITEM_LOADER: options.itemLoaderModule ?? '',
   })
 
   let fatal: Error | undefined

@@ -6,6 +6,7 @@
 import type { Redis } from 'ioredis'
 import { NaiveCache } from '../naive-cache.js'
 import type { Item } from '../db/source.js'
+import { isModeName } from '../modes.js'
 import type { RunConfig } from './protocol.js'
 
 export interface ItemLoader {
@@ -26,7 +27,9 @@ export interface ItemLoaderDeps {
 
 export async function createItemLoader(run: RunConfig, deps: ItemLoaderDeps): Promise<ItemLoader> {
   const { queryDatabase } = deps
-  switch (run.mode) {
+  const mode = run.mode
+  if (!isModeName(mode)) throw new Error(`unknown load-test mode '${mode}'`)
+  switch (mode) {
     case 'none':
       return { get: queryDatabase, stats: () => ({}), close: async () => {} }
 

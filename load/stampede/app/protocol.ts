@@ -6,13 +6,14 @@
  * The primary only relays and sums: every decision (which mode, when the DB turns flaky)
  * is the harness's, so a run is described in one place (load/stampede/harness.ts).
  */
-import type { ModeCacheOptions, ModeName } from '../modes.js'
+import type { ModeCacheOptions } from '../modes.js'
 
 /** One (scenario, mode) run as the workers see it. */
 export interface RunConfig {
   /** Unique per run: DB queries are attributed to the run whose cache started them. */
   runId: string
-  mode: ModeName
+  /** A ModeName for load/stampede/app/item-loader.ts; a loader module named by LOAD_ITEM_LOADER (load/compare/) has its own names. */
+  mode: string
   /** Prefix of every Redis key this run writes, so runs never see each other's entries. */
   namespace: string
   cache: ModeCacheOptions

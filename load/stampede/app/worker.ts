@@ -5,6 +5,7 @@
  * to run (a fresh cache per run, so every run starts cold) and collects its DB query
  * counts and cache counters at the end of each run.
  */
+import { pathToFileURL } from 'node:url'
 import express from 'express'
 import { Redis } from 'ioredis'
 import { FaultInjectingSource } from '../db/fault-injection.js'
@@ -59,6 +60,12 @@ function queryDatabase(id: number): Promise<Item> {
   })
 }
 
+/** LOAD_ITEM_LOADER: another module's `createItemLoader`, with modes of its own (load/compare/); imported before listening. */
+const loaderModule = process.env.LOAD_ITEM_LOADER
+const createLoader: typeof createItemLoader = loaderModule
+  ? ((await import(pathToFileURL(loaderModule).href)) as { createItemLoader: typeof createItemLoader }).createItemLoader
+  : createItemLoader
+
 async function configure(next: RunConfig): Promise<void> {
   const previous = loader
   loader = undefined
@@ -67,7 +74,7 @@ async function configure(next: RunConfig): Promise<void> {
   run = next
   oldestServedMs = 0
   counter = new QueryCounter(next.runId)
-  loader = await createItemLoader(next, { queryDatabase, redis, naiveRedis: getNaiveRedis })
+  loader = await createLoader(next, { queryDatabase, redis, naiveRedis: getNaiveRedis })
   send({ type: 'configured', runId: next.runId })
 }
 

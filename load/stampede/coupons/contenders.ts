@@ -10,7 +10,12 @@ import type { ContenderContext, ContenderEntry, CouponContender } from './conten
 import { DB_CONTENDERS } from './db-contenders.js'
 
 /** A contender that runs `issueCoupon` under the lock of `locks`; a lock that stayed busy counts as 'gave-up'. */
-function underLock(context: ContenderContext, locks: Locks<unknown>, redis: Redis, fence: boolean): CouponContender {
+export function underLock(
+  context: ContenderContext,
+  locks: Locks<unknown>,
+  redis: Redis,
+  fence: boolean,
+): CouponContender {
   const store: CouponStore = { pool: context.pool, schema: context.schema }
   return {
     async issue(userId) {

@@ -18,6 +18,8 @@ export interface CouponScenarioOptions {
   redisUrl: string
   databaseUrl: string
   contenders: string[]
+  /** A module (absolute path) exporting more `CONTENDERS` by name, for the worker processes (load/compare/). */
+  contenderModule?: string
   coupons?: number
   users?: number
   processes?: number
@@ -45,7 +47,12 @@ export async function runCouponScenario(options: CouponScenarioOptions): Promise
   const { coupons = 1_000, users = 1_200, processes = 4, concurrency = 4 } = options
   const schema = `sg_load_coupons_${process.pid}`
   const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 2 })
-  const env = { COUPON_DATABASE_URL: options.databaseUrl, COUPON_SCHEMA: schema, COUPON_REDIS_URL: options.redisUrl }
+  const env = {
+    COUPON_DATABASE_URL: options.databaseUrl,
+    COUPON_SCHEMA: schema,
+    COUPON_REDIS_URL: options.redisUrl,
+    COUPON_CONTENDER_MODULE: options.contenderModule ?? '',
+  }
   const workerFile = fileURLToPath(new URL('./worker.ts', import.meta.url))
   const workers: ChildProcess[] = []
   const results: ContenderResult[] = []
