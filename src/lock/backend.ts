@@ -75,6 +75,13 @@ export interface HeldLock<Resource = void> {
    */
   renew(leaseMs: number): Promise<boolean>
   /**
+   * `'session'` backends that confirm their session or lease by a local deadline (etcd,
+   * ZooKeeper): ms left before it, by the monotonic clock, 0 once lost. The front's
+   * `validForMs` / `assertHeld()` read it; absent, a session lock counts as valid until
+   * `signal` aborts. (`'lease'` backends need not: the front's watchdog knows.)
+   */
+  validForMs?(): number
+  /**
    * Gives the lock back. Idempotent, and never removes another holder's lock (compare
    * and delete). Rejects with a backend error when the store could not be told (the lock
    * then ends by itself with its lease or session), or when the critical section's work

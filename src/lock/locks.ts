@@ -85,9 +85,11 @@ export class Locks<Resource = void> implements LockEventSource {
    * Rejects with the backend's error if the release failed after `fn` succeeded (the
    * store could not be told, so the lock lingers until its lease ends; or a transactional
    * backend could not commit `fn`'s work).
-   * If the lock is lost meanwhile, `signal` aborts with `LockLostError`; `fn`'s result is
-   * still returned, since what it already did cannot be undone here: check the signal, and
-   * fence your writes with `token`.
+   * If the lock is lost meanwhile, `signal` aborts with `LockLostError`, and when `fn`
+   * settles `withLock` rejects with that `LockLostError` instead of returning its result
+   * (checked with `assertHeld()`, so right even after a pause): what `fn` already did
+   * cannot be undone here (a transactional backend rolls it back), so call `assertHeld()`
+   * before each side effect, and fence your writes with `token`.
    */
   async withLock<T>(
     key: string,
@@ -105,6 +107,9 @@ export class Locks<Resource = void> implements LockEventSource {
     let result: T
     try {
       result = await this.chain.run(chain, () => fn(handle))
+      // A result computed by a holder that outlived its lease (a pause) is not returned as
+      // if it were exclusive: LockLostError, and a transactional backend rolls it back.
+      handle.assertHeld()
     } catch (error) {
       await handle.release(error ?? new Error('the critical section threw a nullish value')).catch(() => {})
       throw error
