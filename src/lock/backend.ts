@@ -10,6 +10,8 @@
  * Node's timer range (1 .. 2^31 − 1) before calling it.
  */
 
+import type { SemaphoreStore } from './semaphore/contract.js'
+
 /**
  * How a held lock stays held.
  * - `'lease'`: it expires after `leaseMs` unless renewed (Redis, Redlock). The front runs
@@ -127,6 +129,8 @@ export interface LockBackend<Resource = void> {
   acquire(request: AcquireRequest): Promise<HeldLock<Resource> | undefined>
   /** Run-once claims, for backends that offer them. */
   readonly claims?: ClaimStore
+  /** Counting semaphores (`locks.semaphore()`), for backends that offer them. */
+  readonly semaphores?: SemaphoreStore
   /** Stops timers and subscriptions the backend opened. The caller's own clients stay open. */
   close(): Promise<void>
 }

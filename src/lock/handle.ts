@@ -165,7 +165,8 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
         await this.watchdog?.stop()
         await (failure === undefined ? this.held.release() : this.held.release(failure))
       } catch (error) {
-        this.failed('release', error)
+        // A store that answered "already expired" (a semaphore's permits) did not fail.
+        if (!(error instanceof LockLostError)) this.failed('release', error)
         throw error
       } finally {
         this.onReleased()

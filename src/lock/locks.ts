@@ -16,6 +16,8 @@ import {
 import { linkedSignal } from './linked-signal.js'
 import { resolveBackend, SHORTCUT_OPTIONS, type BackendShortcuts, type StoreOptions } from './resolve-backend.js'
 import { runOnce, type RunOnceContext, type RunOnceOptions, type RunOnceResult } from './run-once.js'
+import { parseSemaphore, type SemaphoreOptions } from './semaphore/options.js'
+import { Semaphore } from './semaphore/semaphore.js'
 
 const CREATE_KEYS = new Set([
   'backend',
@@ -165,6 +167,28 @@ export class Locks<Resource = void> implements LockEventSource {
   }
 
   /**
+   * A counting semaphore named `name`: at most `permits` permits held at once across every
+   * process sharing the store (see `Semaphore`). Backends: Redis, PostgreSQL, etcd and
+   * ZooKeeper; others throw `InvalidArgumentError` (`backend`). Creating one sends nothing.
+   */
+  semaphore(name: string, options: SemaphoreOptions): Semaphore {
+    if (this.closing.signal.aborted) throw new LocksClosedError()
+    const settings = parseSemaphore(name, options, this.settings)
+    const store = this.backend.semaphores
+    if (!store)
+      throw new InvalidArgumentError('backend', `the ${this.backend.name} backend has no semaphore (see docs/locks.md)`)
+    // Permits hold no resource: the handle's Resource is void whatever this backend's is.
+    return new Semaphore(
+      settings,
+      store,
+      (key, call, acquire) =>
+        this.take(key, { ...this.settings, ...call, reentrant: false }, acquire as never) as Promise<
+          LockHandle<void> | undefined
+        >,
+    )
+  }
+
+  /**
    * Stops accepting calls, ends waits in progress (`LocksClosedError`), aborts the
    * `signal` of every lock still held through this object with `LockLostError` and
    * releases it, then closes the backend. The clients you passed stay open.
@@ -226,6 +250,8 @@ export class Locks<Resource = void> implements LockEventSource {
   private async take(
     key: string,
     settings: LockSettings & { signal?: AbortSignal },
+    /** What to hold instead of the backend's lock on `key` (a semaphore's permits). */
+    acquire?: (waitMs: number, signal: AbortSignal) => Promise<HeldLock<Resource> | undefined>,
   ): Promise<LockHandle<Resource> | undefined> {
     const linked = settings.signal ? linkedSignal([settings.signal, this.closing.signal]) : undefined
     const signal = linked?.signal ?? this.closing.signal
@@ -233,9 +259,11 @@ export class Locks<Resource = void> implements LockEventSource {
     const startedAt = performance.now()
     let held: HeldLock<Resource> | undefined
     try {
-      held = await this.inTurn(key, settings.waitMs, signal, (waitMs) =>
-        this.backend.acquire({ key, leaseMs: settings.leaseMs, waitMs, signal }),
-      )
+      held = acquire
+        ? await acquire(settings.waitMs, signal)
+        : await this.inTurn(key, settings.waitMs, signal, (waitMs) =>
+            this.backend.acquire({ key, leaseMs: settings.leaseMs, waitMs, signal }),
+          )
     } catch (error) {
       if (error !== signal.reason && this.events.listening('backend-error'))
         this.events.emit('backend-error', { key, backend: this.backend.name, operation: 'acquire', error })

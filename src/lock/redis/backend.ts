@@ -18,6 +18,7 @@ import { retryThroughFailover } from './failover-retry.js'
 import type { RedisLockSettings } from './options.js'
 import { defineLockScripts, type LockClient } from './scripts.js'
 import { DEFAULT_MAX_SUBSCRIBED_WAITS, POLL_ONLY, SubscribedWaits } from './subscribed-waits.js'
+import { RedisSemaphores } from '../semaphore/redis/store.js'
 
 /** How long a key's token counter outlives its last acquisition (memory bound; fencing does not depend on it). */
 const COUNTER_KEEP_MS = 60_000
@@ -59,6 +60,8 @@ export class RedisLockBackend implements LockBackend {
   private readonly subscribed: SubscribedWaits
   /** Cluster or Sentinel: an acquisition retries a failover's errors (see failover-retry.ts). */
   private readonly failsOver: boolean
+  /** `locks.semaphore()`: the same client, subscriber and subscription budget. */
+  readonly semaphores: RedisSemaphores
 
   constructor(
     client: Redis | Cluster,
@@ -91,6 +94,13 @@ export class RedisLockBackend implements LockBackend {
     // A release published while the subscriber was down is gone: without this, its waiter
     // slept on to its next safety-net poll (up to 5 s; measured 5.0 s after CLIENT KILL TYPE pubsub).
     this.notifier.onLoss(() => this.polls.pollAllNow())
+    this.semaphores = new RedisSemaphores({
+      client,
+      notifier: this.notifier,
+      probe: this.probe,
+      subscribed: this.subscribed,
+      settings,
+    })
   }
 
   async acquire(request: AcquireRequest): Promise<HeldLock | undefined> {
