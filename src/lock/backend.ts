@@ -37,6 +37,11 @@ export interface AcquireRequest {
   readonly waitMs: number
   /** Aborted when the caller gives up (its own AbortSignal, or `close()`): stop waiting, take nothing. */
   readonly signal: AbortSignal
+  /**
+   * Waiters are served in the order they started waiting (the `fair` option). Sent only
+   * to a backend whose `fifo` is `'optional'`; `'always'` backends are FIFO anyway.
+   */
+  readonly fair?: boolean
 }
 
 /** A lock the backend holds on the caller's behalf. */
@@ -129,6 +134,12 @@ export interface LockBackend<Resource = void> {
   acquire(request: AcquireRequest): Promise<HeldLock<Resource> | undefined>
   /** Run-once claims, for backends that offer them. */
   readonly claims?: ClaimStore
+  /**
+   * Whether waiters are served first come, first served: `'always'` (etcd, ZooKeeper: their
+   * queue recipes), `'optional'` (Redis: `fair: true` asks for it). Absent: no order is
+   * promised, and the front refuses `fair: true` (`InvalidArgumentError`) before sending anything.
+   */
+  readonly fifo?: 'always' | 'optional'
   /** Counting semaphores (`locks.semaphore()`), for backends that offer them. */
   readonly semaphores?: SemaphoreStore
   /** Stops timers and subscriptions the backend opened. The caller's own clients stay open. */

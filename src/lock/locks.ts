@@ -25,6 +25,7 @@ const CREATE_KEYS = new Set([
   'wait',
   'reentrant',
   'maxKeyLength',
+  'fair',
   'namespace',
   'commandTimeout',
   ...SHORTCUT_OPTIONS,
@@ -253,6 +254,9 @@ export class Locks<Resource = void> implements LockEventSource {
     /** What to hold instead of the backend's lock on `key` (a semaphore's permits). */
     acquire?: (waitMs: number, signal: AbortSignal) => Promise<HeldLock<Resource> | undefined>,
   ): Promise<LockHandle<Resource> | undefined> {
+    const fair = settings.fair && !acquire
+    if (fair && !this.backend.fifo)
+      throw new InvalidArgumentError('fair', `the ${this.backend.name} backend serves waiters in no promised order`)
     const linked = settings.signal ? linkedSignal([settings.signal, this.closing.signal]) : undefined
     const signal = linked?.signal ?? this.closing.signal
     if (signal.aborted) throw signal.reason
@@ -261,9 +265,12 @@ export class Locks<Resource = void> implements LockEventSource {
     try {
       held = acquire
         ? await acquire(settings.waitMs, signal)
-        : await this.inTurn(key, settings.waitMs, signal, (waitMs) =>
-            this.backend.acquire({ key, leaseMs: settings.leaseMs, waitMs, signal }),
-          )
+        : fair && this.backend.fifo === 'optional'
+          ? // Every waiter joins the store's line itself: a local line in front would reorder them.
+            await this.backend.acquire({ key, leaseMs: settings.leaseMs, waitMs: settings.waitMs, signal, fair })
+          : await this.inTurn(key, settings.waitMs, signal, (waitMs) =>
+              this.backend.acquire({ key, leaseMs: settings.leaseMs, waitMs, signal }),
+            )
     } catch (error) {
       if (error !== signal.reason && this.events.listening('backend-error'))
         this.events.emit('backend-error', { key, backend: this.backend.name, operation: 'acquire', error })
@@ -306,8 +313,8 @@ export function createLocks<Resource = void>(options: CreateLocksOptions<Resourc
     if (!CREATE_KEYS.has(name))
       throw new InvalidArgumentError(name, `unknown createLocks option (known: ${[...CREATE_KEYS].join(', ')})`)
   }
-  const { lease, wait, reentrant, maxKeyLength } = options
-  const defaults = { lease, wait, reentrant, maxKeyLength }
+  const { lease, wait, reentrant, maxKeyLength, fair } = options
+  const defaults = { lease, wait, reentrant, maxKeyLength, fair }
   parseDefaults(defaults) // before a backend opens anything
   return new Locks<Resource>(resolveBackend(options as never) as LockBackend<Resource>, defaults)
 }

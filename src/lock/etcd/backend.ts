@@ -44,6 +44,8 @@ export function createEtcdBackend(client: Namespace, settings: EtcdBackendSettin
 
 class EtcdBackend implements LockBackend<EtcdFencedWrites> {
   readonly name = 'etcd'
+  /** Its queue recipe: each waiter watches its predecessor. */
+  readonly fifo = 'always'
   private readonly closing = new AbortController()
   private readonly held = new Set<EtcdHeldLock>()
   private readonly calls = {
