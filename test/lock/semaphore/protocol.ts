@@ -10,6 +10,8 @@ export interface SemaphoreWorkerConfig {
   namespace?: string
   /** ioredis' `autoResendUnfulfilledCommands` (default true). */
   resend?: boolean
+  /** Use the PostgreSQL backend on this database instead of Redis (`port` is then unused). */
+  postgresDatabase?: string
 }
 
 export type SemaphoreWorkerRequest =

@@ -30,7 +30,12 @@ const client = new Redis({
 })
 client.on('error', () => {}) // resets in the tests: commands report them
 const resource = config.resourcePort ? new Redis({ host: '127.0.0.1', port: config.resourcePort }) : undefined
-const locks = createLocks({ redis: client, namespace: config.namespace ?? 'sem' })
+const locks = config.postgresDatabase
+  ? createLocks({
+      postgres: await (await import('../../support/databases.js')).pgPool(config.postgresDatabase, { max: 60 }),
+      namespace: config.namespace ?? 'sem',
+    })
+  : createLocks({ redis: client, namespace: config.namespace ?? 'sem' })
 const held = new Map<string, HeldPermitsHandle>()
 
 serveRequests(async (request: SemaphoreWorkerRequest) => {
