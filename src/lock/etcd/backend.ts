@@ -8,6 +8,7 @@ import { linkedSignal } from '../linked-signal.js'
 import { readWhileWaiting, WATCH_POLL_CAP_MS, WATCH_POLL_START_MS } from '../queue-wait.js'
 import { LeaseWatchdog } from '../watchdog.js'
 import { EtcdHeldLock, type EtcdFencedWrites } from './held-lock.js'
+import { EtcdSemaphores } from '../semaphore/etcd/store.js'
 
 export interface EtcdBackendSettings {
   /** Prefix of every lock key: `<namespace>/<encoded key>/<lease id>`. */
@@ -52,12 +53,23 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
     call: <T>(what: string, promise: Promise<T>) => boundedCall('etcd', what, promise, this.settings.commandTimeoutMs),
   }
 
+  /** `locks.semaphore()`: the same recipe, counts in the keys (src/lock/semaphore/etcd/). */
+  readonly semaphores: EtcdSemaphores
+
   constructor(
     private readonly client: Namespace,
     private readonly settings: EtcdBackendSettings,
   ) {
     // One listener per acquisition in progress (linkedSignal): no leak to warn of.
     setMaxListeners(0, this.closing.signal)
+    this.semaphores = new EtcdSemaphores({
+      client,
+      namespace: settings.namespace,
+      call: this.calls.call,
+      keepAlive: (lease, key, ttlMs, at) => this.keepAlive(lease, key, ttlMs, at),
+      giveUp: (lease, lifetime) => this.giveUp(lease, lifetime),
+      closing: this.closing.signal,
+    })
   }
 
   async acquire(request: AcquireRequest): Promise<EtcdHeldLock | undefined> {

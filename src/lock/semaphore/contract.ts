@@ -45,3 +45,12 @@ export const MAX_PERMITS = 10_000
 export function tokensFrom(first: bigint, count: number): bigint[] {
   return Array.from({ length: count }, (_, i) => first + BigInt(i))
 }
+
+/**
+ * Tokens for a holder whose store issues one number per holder (etcd's `create_revision`,
+ * ZooKeeper's `czxid`): `number × MAX_PERMITS + i`, so they are distinct per permit and still
+ * strictly increasing from holder to holder.
+ */
+export function tokensOfHolder(number: bigint, count: number): bigint[] {
+  return tokensFrom(number * BigInt(MAX_PERMITS), count)
+}

@@ -12,6 +12,8 @@ export interface SemaphoreWorkerConfig {
   resend?: boolean
   /** Use the PostgreSQL backend on this database instead of Redis (`port` is then unused). */
   postgresDatabase?: string
+  /** Use the etcd backend on these client URLs instead. */
+  etcdHosts?: string[]
 }
 
 export type SemaphoreWorkerRequest =

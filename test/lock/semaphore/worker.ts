@@ -30,12 +30,18 @@ const client = new Redis({
 })
 client.on('error', () => {}) // resets in the tests: commands report them
 const resource = config.resourcePort ? new Redis({ host: '127.0.0.1', port: config.resourcePort }) : undefined
-const locks = config.postgresDatabase
-  ? createLocks({
-      postgres: await (await import('../../support/databases.js')).pgPool(config.postgresDatabase, { max: 60 }),
-      namespace: config.namespace ?? 'sem',
-    })
-  : createLocks({ redis: client, namespace: config.namespace ?? 'sem' })
+async function etcdClient(hosts: string[]) {
+  const { Etcd3 } = await import('etcd3')
+  return new Etcd3({ hosts })
+}
+const locks = config.etcdHosts
+  ? createLocks({ etcd: await etcdClient(config.etcdHosts), namespace: config.namespace ?? 'sem' })
+  : config.postgresDatabase
+    ? createLocks({
+        postgres: await (await import('../../support/databases.js')).pgPool(config.postgresDatabase, { max: 60 }),
+        namespace: config.namespace ?? 'sem',
+      })
+    : createLocks({ redis: client, namespace: config.namespace ?? 'sem' })
 const held = new Map<string, HeldPermitsHandle>()
 
 serveRequests(async (request: SemaphoreWorkerRequest) => {
