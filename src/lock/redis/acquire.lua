@@ -6,8 +6,8 @@
 -- ARGV[2]  lease    ms, integer in 1 .. 2^31-1
 -- ARGV[3]  keep     ms to keep the counter after this acquisition
 --
--- Returns {1, token} when taken (token as a decimal string), {0, pttl} when another owner
--- holds it (pttl in ms).
+-- Returns {1, token} when taken (token as a decimal string), or when this owner took it
+-- already (a resent attempt); {0, pttl} when another owner holds it (pttl in ms).
 --
 -- The token is max(last + 1, server time in µs): strictly increasing per key, and still
 -- increasing after the counter expired or Redis restarted empty, since it then starts from
@@ -29,6 +29,10 @@ end
 
 local kind = redis.call('TYPE', lock)['ok']
 if kind == 'string' then
+  -- This very attempt, run a second time (ioredis resends a command whose reply a connection
+  -- reset lost): the same answer, its lock, not "busy" and a lock nobody owns for a lease.
+  local value = redis.call('GET', lock)
+  if string.sub(value, 1, #owner + 1) == owner .. ':' then return {1, string.sub(value, #owner + 2)} end
   local pttl = redis.call('PTTL', lock)
   if pttl < 0 then
     -- Planted or left without an expiry: it ends like any lease instead of blocking forever.
