@@ -8,6 +8,7 @@ import { linkedSignal } from '../linked-signal.js'
 import { readWhileWaiting, WATCH_POLL_CAP_MS, WATCH_POLL_START_MS } from '../queue-wait.js'
 import { LeaseWatchdog } from '../watchdog.js'
 import { EtcdHeldLock, type EtcdFencedWrites } from './held-lock.js'
+import { untilDeleted } from './watch.js'
 import { EtcdSemaphores } from '../semaphore/etcd/store.js'
 
 export interface EtcdBackendSettings {
@@ -195,24 +196,7 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
     signal: AbortSignal,
   ): Promise<'deleted' | 'silent'> {
     if (signal.aborted) return Promise.reject(signal.reason)
-    const watcher = this.client.watch().key(key).startRevision(fromRevision.toString()).watcher()
-    return new Promise<'deleted' | 'silent'>((resolve, reject) => {
-      const finish = (outcome: 'deleted' | 'silent' | Error) => {
-        clearTimeout(timer)
-        signal.removeEventListener('abort', onAbort)
-        watcher.removeAllListeners()
-        watcher.cancel().catch(() => {})
-        if (outcome instanceof Error) reject(outcome)
-        else resolve(outcome)
-      }
-      const onAbort = () => finish(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)))
-      const timer = setTimeout(() => finish('silent'), ms)
-      timer.unref()
-      signal.addEventListener('abort', onAbort, { once: true })
-      watcher.on('delete', () => finish('deleted'))
-      // A watch that failed (compaction, stream error) is a wake-up: the caller re-reads.
-      watcher.on('error', () => finish('silent'))
-    })
+    return untilDeleted(this.client.watch().key(key).startRevision(fromRevision.toString()).watcher(), ms, signal)
   }
 
   /**

@@ -17,6 +17,7 @@
 -- restarts from the clock too (src/redis/scripts/fields.lua).
 
 --# include ../../redis/scripts/fields.lua
+--# include token.lua
 
 local lock, counter = KEYS[1], KEYS[2]
 local owner, lease, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -45,15 +46,6 @@ elseif kind ~= 'none' then
 end
 
 local _, nowUs = serverClock()
-local last = nil
-local counterKind = redis.call('TYPE', counter)['ok']
-if counterKind == 'string' then
-  last = tokenField(redis.call('GET', counter), nowUs)
-elseif counterKind ~= 'none' then
-  redis.call('DEL', counter)
-end
-local text = integer(math.max((last or 0) + 1, nowUs))
-
-redis.call('SET', counter, text, 'PX', keep)
+local text = integer(issueTokens(counter, nowUs, 1, keep))
 redis.call('SET', lock, owner .. ':' .. text, 'PX', lease)
 return {1, text}

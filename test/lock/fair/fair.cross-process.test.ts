@@ -9,7 +9,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { createLocks, type Locks } from '../../../src/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../../support/redis.js'
 import { sleep, until } from '../../support/timing.js'
-import { forkWorker, type Worker } from '../../support/workers.js'
+import type { Worker } from '../../support/workers.js'
+import { forkTwoAtATime } from '../semaphore/fork.js'
 import type { FairWorkerRequest } from './worker.js'
 
 const WORKER = new URL('./worker.ts', import.meta.url)
@@ -35,13 +36,7 @@ describe.skipIf(!redisAvailable)('fair Redis lock across processes', () => {
 
   async function fork(count: number): Promise<Worker[]> {
     const env = { FAIR_WORKER: JSON.stringify({ port: server.port, fair: true }) }
-    const started: Worker[] = []
-    while (started.length < count)
-      started.push(
-        ...(await Promise.all(
-          Array.from({ length: Math.min(2, count - started.length) }, () => forkWorker(WORKER, { env })),
-        )),
-      )
+    const started = await forkTwoAtATime(WORKER, count, env)
     workers.push(...started)
     return started
   }

@@ -11,7 +11,8 @@ import { createLocks, LockBusyError, LockLostError, type Locks } from '../../../
 import { etcdAvailable, startEtcd, type EtcdCluster } from '../../support/etcd.js'
 import { redisAvailable, startRedis, type RedisServer } from '../../support/redis.js'
 import { sleep, until } from '../../support/timing.js'
-import { forkWorker, type Worker } from '../../support/workers.js'
+import type { Worker } from '../../support/workers.js'
+import { forkTwoAtATime } from './fork.js'
 import type { AcquireReply, ContendReply, SemaphoreWorkerRequest } from './protocol.js'
 
 describe.skipIf(!etcdAvailable || !redisAvailable)('locks.semaphore() on etcd', () => {
@@ -40,15 +41,7 @@ describe.skipIf(!etcdAvailable || !redisAvailable)('locks.semaphore() on etcd', 
     const env = {
       SEMAPHORE_WORKER: JSON.stringify({ port: 0, resourcePort: resourceServer.port, etcdHosts: etcd.hosts }),
     }
-    const started: Worker[] = []
-    while (started.length < n)
-      started.push(
-        ...(await Promise.all(
-          Array.from({ length: Math.min(2, n - started.length) }, () =>
-            forkWorker(new URL('./worker.ts', import.meta.url), { env }),
-          ),
-        )),
-      )
+    const started = await forkTwoAtATime(new URL('./worker.ts', import.meta.url), n, env)
     workers.push(...started)
     return started
   }

@@ -11,7 +11,8 @@ import { createLocks, LockBusyError, LockLostError, type Locks } from '../../../
 import { createPostgresDatabase, postgresAvailable, type TestDatabase } from '../../support/databases.js'
 import { redisAvailable, startRedis, type RedisServer } from '../../support/redis.js'
 import { sleep, until } from '../../support/timing.js'
-import { forkWorker, type Worker } from '../../support/workers.js'
+import type { Worker } from '../../support/workers.js'
+import { forkTwoAtATime } from './fork.js'
 import type { AcquireReply, ContendReply, SemaphoreWorkerRequest } from './protocol.js'
 
 describe.skipIf(!postgresAvailable || !redisAvailable)('locks.semaphore() on PostgreSQL', () => {
@@ -45,15 +46,7 @@ describe.skipIf(!postgresAvailable || !redisAvailable)('locks.semaphore() on Pos
     const env = {
       SEMAPHORE_WORKER: JSON.stringify({ port: 0, resourcePort: resourceServer.port, postgresDatabase: db.name }),
     }
-    const started: Worker[] = []
-    while (started.length < n)
-      started.push(
-        ...(await Promise.all(
-          Array.from({ length: Math.min(2, n - started.length) }, () =>
-            forkWorker(new URL('./worker.ts', import.meta.url), { env }),
-          ),
-        )),
-      )
+    const started = await forkTwoAtATime(new URL('./worker.ts', import.meta.url), n, env)
     workers.push(...started)
     return started
   }

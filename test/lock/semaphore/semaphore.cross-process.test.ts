@@ -10,7 +10,8 @@ import { createLocks, type Locks } from '../../../src/index.js'
 import { semaphoreKeys } from '../../../src/lock/semaphore/redis/store.js'
 import { redisAvailable, startRedis, type RedisServer } from '../../support/redis.js'
 import { sleep, until } from '../../support/timing.js'
-import { forkWorker, type Worker } from '../../support/workers.js'
+import type { Worker } from '../../support/workers.js'
+import { forkTwoAtATime } from './fork.js'
 import type {
   AcquireReply,
   ContendReply,
@@ -49,15 +50,7 @@ describe.skipIf(!redisAvailable)('Redis semaphore across processes', () => {
     const env = {
       SEMAPHORE_WORKER: JSON.stringify({ port: server.port, resourcePort: resourceServer.port, ...config }),
     }
-    const started: Worker[] = []
-    while (started.length < count) {
-      // Two at a time: tsx start-up on a loaded 2-core machine is slow.
-      started.push(
-        ...(await Promise.all(
-          Array.from({ length: Math.min(2, count - started.length) }, () => forkWorker(WORKER, { env })),
-        )),
-      )
-    }
+    const started = await forkTwoAtATime(WORKER, count, env)
     workers.push(...started)
     return started
   }

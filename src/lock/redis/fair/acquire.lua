@@ -19,6 +19,7 @@
 -- lost its reply) answers {1, token} again: its lock, not "busy" and a lock nobody owns.
 
 --# include ../../../redis/scripts/fields.lua
+--# include ../token.lua
 --# include ../../semaphore/redis/queue.lua
 
 local lock, counter, queue, beats, prefix = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -59,15 +60,7 @@ if head ~= nil and head ~= owner then
   return {0, -1}
 end
 
-local last = nil
-local counterKind = redis.call('TYPE', counter)['ok']
-if counterKind == 'string' then
-  last = tokenField(redis.call('GET', counter), nowUs)
-elseif counterKind ~= 'none' then
-  redis.call('DEL', counter)
-end
-local text = integer(math.max((last or 0) + 1, nowUs))
-redis.call('SET', counter, text, 'PX', keep)
+local text = integer(issueTokens(counter, nowUs, 1, keep))
 redis.call('SET', lock, owner .. ':' .. text, 'PX', lease)
 leave(queue, beats, owner)
 return {1, text}

@@ -5,6 +5,7 @@ import { linkedSignal } from '../../linked-signal.js'
 import { readWhileWaiting, WATCH_POLL_CAP_MS, WATCH_POLL_START_MS } from '../../queue-wait.js'
 import type { LeaseWatchdog } from '../../watchdog.js'
 import { WatchdogHeldLock } from '../../watchdog-hold.js'
+import { untilDeleted } from '../../etcd/watch.js'
 import { tokensOfHolder, type HeldPermits, type SemaphoreRequest, type SemaphoreStore } from '../contract.js'
 
 /** What the etcd lock backend lends its semaphores: its bounded calls and its lease keep-alive. */
@@ -118,27 +119,10 @@ export class EtcdSemaphores implements SemaphoreStore {
       .prefix(line)
       .startRevision(fromRevision.toString())
       .withPreviousKV()
-      .ignore('put')
+      .only('delete') // not ignore('put'): in etcd3 1.1.2 ignore is an alias of only, which would drop the deletes
       .watcher()
-    return new Promise<'deleted' | 'silent'>((resolve, reject) => {
-      const finish = (outcome: 'deleted' | 'silent' | Error) => {
-        clearTimeout(timer)
-        signal.removeEventListener('abort', onAbort)
-        watcher.removeAllListeners()
-        watcher.cancel().catch(() => {})
-        if (outcome instanceof Error) reject(outcome)
-        else resolve(outcome)
-      }
-      const onAbort = () => finish(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)))
-      const timer = setTimeout(() => finish('silent'), ms)
-      timer.unref()
-      signal.addEventListener('abort', onAbort, { once: true })
-      watcher.on('delete', (_kv, previous) => {
-        // No previous value (compacted): re-read to be safe.
-        if (!previous || BigInt(previous.create_revision) < revision) finish('deleted')
-      })
-      watcher.on('error', () => finish('silent'))
-    })
+    // A release behind us does not wake us; no previous value (compacted): re-read to be safe.
+    return untilDeleted(watcher, ms, signal, (previous) => !previous || BigInt(previous.create_revision) < revision)
   }
 }
 

@@ -28,6 +28,7 @@
 -- or a restart (fields.lua).
 
 --# include ../../../redis/scripts/fields.lua
+--# include ../../redis/token.lua
 --# include queue.lua
 --# include chunks.lua
 --# include permits.lua
@@ -65,14 +66,7 @@ local head = headOf(queue)
 local free = permits - redis.call('ZCARD', holders)
 
 if (head == nil or head == owner) and count <= free then
-  local last = nil
-  local counterKind = redis.call('TYPE', counter)['ok']
-  if counterKind == 'string' then
-    last = tokenField(redis.call('GET', counter), nowUs)
-  elseif counterKind ~= 'none' then
-    redis.call('DEL', counter)
-  end
-  local first = math.max((last or 0) + 1, nowUs)
+  local first = issueTokens(counter, nowUs, count, keep)
   local args = {}
   for i = 0, count - 1 do
     args[#args + 1] = nowMs + lease
@@ -83,7 +77,6 @@ if (head == nil or head == owner) and count <= free then
   for _, key in ipairs({holders, tokens}) do
     if redis.call('PTTL', key) < lease then redis.call('PEXPIRE', key, lease) end
   end
-  redis.call('SET', counter, integer(first + count - 1), 'PX', keep)
   leave(queue, beats, owner)
   -- Permits left over go to the next in line: wake it (it may want more than are free:
   -- then it waits on, having cost one attempt).
