@@ -149,6 +149,7 @@ async function main(): Promise<void> {
         f(quantile(contended.handoffMs, 0.99)),
         f(Math.max(...contended.handoffMs)),
         contended.holdsPerSecond.toFixed(0),
+        `${(contended.toOtherProcess * 100).toFixed(0)} %`,
       ])
     }
     console.log('')
@@ -167,6 +168,7 @@ async function main(): Promise<void> {
           'p99',
           'max',
           'holds/s',
+          'to another process',
         ],
         rows,
       ),

@@ -25,7 +25,7 @@ process.once('message', async (message: Extract<ToContention, { type: 'start' }>
       await sleep(3 + Math.random() * 4)
       const releasedAt = now()
       await release()
-      holds.push({ acquiredAt, releasedAt })
+      holds.push({ acquiredAt, releasedAt, pid: process.pid })
     }
   } catch (caught) {
     error = String((caught as Error)?.message ?? caught)

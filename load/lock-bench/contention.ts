@@ -12,6 +12,8 @@ import type { ContentionReport, ToContention } from './protocol.js'
 
 export interface ContentionResult {
   handoffMs: number[]
+  /** Share of hand-offs that went to another process (the rest: the releasing process took it again). */
+  toOtherProcess: number
   /** Consecutive holds that overlapped (the next got it before the previous began to release): two holders. */
   overlaps: number
   holdsPerSecond: number
@@ -53,6 +55,7 @@ export async function measureContention(
     return {
       handoffMs,
       overlaps: handoffMs.filter((ms) => ms < 0).length,
+      toOtherProcess: all.slice(1).filter((hold, i) => hold.pid !== all[i]!.pid).length / Math.max(1, all.length - 1),
       holdsPerSecond: all.length / spanS,
       errors: reports.flatMap((report) => (report.error ? [report.error] : [])),
     }

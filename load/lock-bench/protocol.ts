@@ -13,6 +13,6 @@ export type ToContention = { type: 'start'; contender: string; key: string; hold
 /** A contention process's holds, in its order; `error`: why it stopped early. */
 export interface ContentionReport {
   type: 'done'
-  holds: { acquiredAt: number; releasedAt: number }[]
+  holds: { acquiredAt: number; releasedAt: number; pid: number }[]
   error?: string
 }

@@ -11,7 +11,10 @@ import {
   LockBusyError,
   LockLostError,
   LocksClosedError,
+  RedisUnavailableError,
 } from '../../../src/index.js'
+import { Redis } from 'ioredis'
+import { startBlackholeProxy } from '../../support/blackhole-proxy.js'
 import type { LockBackend } from '../../../src/lock/index.js'
 import { semaphoreKeys } from '../../../src/lock/semaphore/redis/store.js'
 import { useRedisServer } from '../../support/redis-suite.js'
@@ -164,6 +167,43 @@ describe.skipIf(!redisAvailable)('locks.semaphore() on Redis', () => {
     expect(await redis.admin().zcard(keys('ev').holders)).toBe(0)
     expect(() => locks.semaphore('ev', { permits: 1 })).toThrow(LocksClosedError)
     expect(seen).toEqual(['acquired ev', 'busy ev', 'released ev', 'acquired ev', 'lost ev', 'acquired ev', 'lost ev'])
+  })
+
+  it('data planted in the semaphore keys (foreign types, garbage counter) is repaired, not fatal', async () => {
+    const locks = locksOf()
+    const admin = redis.admin()
+    const k = keys('planted')
+    await admin.set(k.holders, 'garbage')
+    await admin.set(k.queue, 'garbage')
+    await admin.hset(k.beats, 'x', '1')
+    await admin.lpush(k.tokens, 'x')
+    await admin.set(k.counter, 'not-a-token')
+    const sem = locks.semaphore('planted', { permits: 2 })
+    const held = await sem.acquire(2)
+    expect(held.token).toBeGreaterThan(1_000_000_000_000_000n) // restarted from the server clock in µs
+    expect(await admin.type(k.holders)).toBe('zset')
+    await held.release()
+    expect(await admin.zcard(k.holders)).toBe(0)
+    await locks.close()
+  })
+
+  it('Redis silent (black-holed): acquire fails with RedisUnavailableError within commandTimeout, never hangs', async () => {
+    const proxy = await startBlackholeProxy(redis.server().port)
+    const client = new Redis({ host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: null })
+    client.on('error', () => {})
+    const locks = createLocks({ redis: client, namespace: 'sem1', commandTimeout: 300 })
+    try {
+      const sem = locks.semaphore('silent', { permits: 1 })
+      await (await sem.acquire()).release() // connected, probed
+      proxy.blackhole()
+      const startedAt = performance.now()
+      await expect(sem.acquire(1, { wait: '5s' })).rejects.toBeInstanceOf(RedisUnavailableError)
+      expect(performance.now() - startedAt).toBeLessThan(3_000) // one bounded attempt, not the 5 s wait
+    } finally {
+      await locks.close()
+      client.disconnect()
+      await proxy.close()
+    }
   })
 
   it('a backend without semaphores: InvalidArgumentError (backend) at semaphore(), nothing sent', () => {
