@@ -28,7 +28,9 @@ describe.skipIf(!redisAvailable)('assertHeld() after a real pause', () => {
     })
     const locks = createLocks({ redis: redis.client(), namespace: 'pause' })
     try {
-      const request: PauseRequest = { key: 'job', lease: 600, workAt: 150 }
+      // The work timer must come due before the watchdog's first timer: its renewal, at lease/3
+      // aligned down by up to lease/12 (225 ms here), counted from when the acquire was sent.
+      const request: PauseRequest = { key: 'job', lease: 900, workAt: 20 }
       const reply = worker.request<PauseReply>(request, 60_000)
       await until(() => stateOf(worker.pid) === 'T', 'the holder to stop itself', 30_000)
       // Another process gets the lock once the paused holder's lease ran out on the server.

@@ -14,7 +14,7 @@ export interface PauseRequest {
   key: string
   /** Lease of the lock, ms (renewal at lease/3, deadline at lease − 1 % − 2 ms). */
   lease: number
-  /** When the work timer fires after acquisition, ms: before lease/3. */
+  /** When the work timer fires after acquisition, ms: before the renewal (lease/3 − lease/12 at the earliest). */
   workAt: number
 }
 

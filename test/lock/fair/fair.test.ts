@@ -37,14 +37,18 @@ describe.skipIf(!redisAvailable)('fair: true on Redis', () => {
     const locks = locksOf()
     const holder = await locks.acquire('q', { lease: '5s' })
     const order: number[] = []
-    const waits = [0, 1, 2].map(async (i) => {
-      await sleep(i * 60) // arrival order
-      const held = await locks.acquire('q', { wait: '10s' })
-      order.push(i)
-      await sleep(5)
-      await held.release()
-    })
-    await until(async () => (await inLine('q')) === 3, 'three in line')
+    const waits: Promise<void>[] = []
+    for (const i of [0, 1, 2]) {
+      waits.push(
+        (async () => {
+          const held = await locks.acquire('q', { wait: '10s' })
+          order.push(i)
+          await sleep(5)
+          await held.release()
+        })(),
+      )
+      await until(async () => (await inLine('q')) === i + 1, `waiter ${i} in line`) // arrival order
+    }
     await expect(locks.acquire('q', { wait: 50 })).rejects.toBeInstanceOf(LockBusyError)
     await until(async () => (await inLine('q')) === 3, 'the one that gave up to leave', 2_000)
     await holder.release()
