@@ -167,8 +167,13 @@ describe.skipIf(!redisAvailable)('Redis semaphore across processes', () => {
   it('a renewal racing a release never resurrects a permit (redis-semaphore #205, #206): 2 processes × 150 rounds', async () => {
     const racers = await fork(2)
     const name = 'race'
-    await Promise.all(
-      racers.map((worker) => ask(worker, { op: 'race-release', name, rounds: 150, lease: 60 }, 120_000)),
+    const results = await Promise.all(
+      racers.map((worker) =>
+        ask<{ lost: number }>(worker, { op: 'race-release', name, rounds: 150, lease: 150 }, 120_000),
+      ),
+    )
+    console.log(
+      `[semaphore race] releases reported lost (paused past the lease): ${results.map((r) => r.lost).join(', ')}`,
     )
     expect(await held(name)).toBe(0)
     await sleep(300) // several leases: a renewal landing late would show as a member now
