@@ -42,6 +42,14 @@ export {
   type LockContext,
   type LockDefaults,
 } from './lock/index.js'
+export type {
+  HeldPermitsHandle,
+  PermitContext,
+  Semaphore,
+  SemaphoreCallOptions,
+  SemaphoreOptions,
+  WithPermitOptions,
+} from './lock/index.js'
 export {
   schedule,
   type RunOnceContext,

@@ -45,6 +45,14 @@ export const BENCH_CONTENDERS: BenchContender[] = [
     },
   },
   {
+    name: 'stampede-guard redis (fair)',
+    describe: "createLocks({ redis, fair: true }): FIFO line in the lock's keys, the head woken alone",
+    async create(env) {
+      const redis = client(env.redisUrls[0]!)
+      return fromLocks(createLocks({ redis, namespace: 'bench-sg', fair: true }), disconnect([redis]))
+    },
+  },
+  {
     name: 'seed spin lock',
     describe: 'SET NX PX, else sleep 100 ms and retry; compare-and-delete release',
     async create(env) {

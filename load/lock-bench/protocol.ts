@@ -7,3 +7,12 @@ export type FromWaiter =
   | { type: 'acquired'; key: string; at: number }
   | { type: 'released'; key: string }
   | { type: 'error'; message: string }
+
+/** The contention phase: the parent tells each process which contender and key, then 'go'. */
+export type ToContention = { type: 'start'; contender: string; key: string; holds: number } | { type: 'go' }
+/** A contention process's holds, in its order; `error`: why it stopped early. */
+export interface ContentionReport {
+  type: 'done'
+  holds: { acquiredAt: number; releasedAt: number; pid: number }[]
+  error?: string
+}

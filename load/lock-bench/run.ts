@@ -9,6 +9,10 @@
  *    The release comes 20–220 ms after the waiter started waiting, so it falls at a
  *    uniform point of a polling lock's retry cycle (a fair baseline).
  *
+ * 3. hand-off under contention (load/lock-bench/contention.ts): `--contention` processes
+ *    (default 4) take one key `--holds` times each (default 25), holding it 3–7 ms; the
+ *    idle time between consecutive holders, and holds per second.
+ *
  * Clocks: both processes report performance.timeOrigin + performance.now(), on one host.
  * Contenders are in load/lock-bench/contenders.ts; add one there.
  */
@@ -20,6 +24,7 @@ import { forkTs } from '../shared/fork-ts.js'
 import { startConsensusServers } from './consensus-contenders.js'
 import type { BenchEnv } from './contender.js'
 import { BENCH_CONTENDERS } from './contenders.js'
+import { measureContention } from './contention.js'
 import type { FromWaiter, ToWaiter } from './protocol.js'
 import { findRedisServer, startPrivateRedis, type PrivateRedis } from '../shared/redis-server.js'
 import { bold, dim } from '../shared/format.js'
@@ -30,10 +35,14 @@ const { values: args } = parseArgs({
     iterations: { type: 'string', default: '300' },
     rounds: { type: 'string', default: '60' },
     contenders: { type: 'string' },
+    contention: { type: 'string', default: '4' },
+    holds: { type: 'string', default: '25' },
   },
 })
 const ITERATIONS = Number(args.iterations)
 const ROUNDS = Number(args.rounds)
+const CONTENTION = Number(args.contention)
+const HOLDS = Number(args.holds)
 const now = () => performance.timeOrigin + performance.now()
 
 function quantile(values: number[], q: number): number {
@@ -74,10 +83,8 @@ async function main(): Promise<void> {
   const env: BenchEnv = { redisUrls: servers.map((server) => server.url), ...consensus.env }
   const requested = args.contenders?.split(',').map((name) => name.trim())
   const contenders = BENCH_CONTENDERS.filter((c) => !requested || requested.includes(c.name))
-  const waiter = forkTs(fileURLToPath(new URL('./waiter.ts', import.meta.url)), {
-    BENCH_REDIS_URLS: env.redisUrls.join(','),
-    ...consensus.waiterEnv,
-  })
+  const childEnv = { BENCH_REDIS_URLS: env.redisUrls.join(','), ...consensus.waiterEnv }
+  const waiter = forkTs(fileURLToPath(new URL('./waiter.ts', import.meta.url)), childEnv)
   const send = (message: ToWaiter) => waiter.send(message)
   const rows: string[][] = []
   try {
@@ -85,7 +92,7 @@ async function main(): Promise<void> {
     console.log(bold('stampede-guard lock benchmark'))
     console.log(
       dim(
-        `  ${ITERATIONS} uncontended acquire/release pairs and ${ROUNDS} cross-process hand-offs per lock; 5 private redis-servers`,
+        `  ${ITERATIONS} uncontended acquire/release pairs, ${ROUNDS} cross-process hand-offs, and ${CONTENTION} processes × ${HOLDS} holds of 3–7 ms on one key per lock; 5 private redis-servers`,
       ),
     )
     for (const contender of contenders) {
@@ -125,6 +132,10 @@ async function main(): Promise<void> {
         await released
       }
       await lock.close()
+      const contended = await measureContention(contender.name, childEnv, CONTENTION, HOLDS)
+      if (contended.errors.length > 0)
+        console.log(dim(`  ${contender.name} contention errors: ${contended.errors.join('; ')}`))
+      if (contended.overlaps > 0) console.log(bold(`  ${contender.name}: ${contended.overlaps} OVERLAPPING holds`))
       const f = (n: number) => n.toFixed(2)
       rows.push([
         contender.name,
@@ -135,6 +146,11 @@ async function main(): Promise<void> {
         f(quantile(handoffMs, 0.5)),
         f(quantile(handoffMs, 0.99)),
         f(Math.max(...handoffMs)),
+        f(quantile(contended.handoffMs, 0.5)),
+        f(quantile(contended.handoffMs, 0.99)),
+        f(Math.max(...contended.handoffMs)),
+        contended.holdsPerSecond.toFixed(0),
+        `${(contended.toOtherProcess * 100).toFixed(0)} %`,
       ])
     }
     console.log('')
@@ -149,6 +165,11 @@ async function main(): Promise<void> {
           'hand-off p50',
           'hand-off p99',
           'hand-off max',
+          `${CONTENTION}-proc hand-off p50`,
+          'p99',
+          'max',
+          'holds/s',
+          'to another process',
         ],
         rows,
       ),

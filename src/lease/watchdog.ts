@@ -104,6 +104,32 @@ export class LeaseWatchdog {
   }
 
   /**
+   * ms left before the local deadline (`last confirmed renewal sent + lease − margin`), by
+   * the monotonic clock, read now: 0 once it has passed, even if the deadline's timer has
+   * not run yet (a process resumed after a pause runs its timers in expiry order, so an
+   * earlier timer of its own runs first). 0 once lost or stopped.
+   */
+  get validForMs(): number {
+    if (this.lostWith || this.stopped) return 0
+    return Math.max(0, this.deadline - performance.now())
+  }
+
+  /**
+   * Gives the lease up now if its deadline has passed by the monotonic clock but its timer
+   * has not run yet (as the timer would: renewals go on). `assertHeld()` calls it, so a
+   * holder resumed after a pause learns of the loss at its first check, not at the timer.
+   */
+  expireIfDue(): void {
+    if (!this.lostWith && !this.stopped && performance.now() >= this.deadline)
+      this.lose('the lease ran out before a renewal was confirmed', true)
+  }
+
+  /** `performance.now()` instant at which the lease is given up, unless a renewal is confirmed first. */
+  private get deadline(): number {
+    return this.confirmedSentAt + this.leaseMs - leaseMarginMs(this.leaseMs)
+  }
+
+  /**
    * Renews now, after any renewal in flight (a user's `extend`). Resolves `true` when
    * extended, `false` when the lease is lost (or was already); rejects with the store's
    * error when it could not be reached (the deadline still stands).
@@ -144,11 +170,10 @@ export class LeaseWatchdog {
 
   private armDeadline(): void {
     this.deadlineTimer?.()
-    const deadline = this.confirmedSentAt + this.leaseMs - leaseMarginMs(this.leaseMs)
     // Renewals go on after this loss: compare-and-PEXPIRE only keeps a lock that is still
     // ours, so a holder that carries on regardless (a loader ignoring its signal) is not
     // joined by a second one while it does, and a late confirmation wastes nothing.
-    this.deadlineTimer = timer(deadline, () => this.lose('the lease ran out before a renewal was confirmed', true))
+    this.deadlineTimer = timer(this.deadline, () => this.lose('the lease ran out before a renewal was confirmed', true))
   }
 
   private scheduleRenewal(at: number): void {

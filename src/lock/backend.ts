@@ -10,6 +10,8 @@
  * Node's timer range (1 .. 2^31 − 1) before calling it.
  */
 
+import type { SemaphoreStore } from './semaphore/contract.js'
+
 /**
  * How a held lock stays held.
  * - `'lease'`: it expires after `leaseMs` unless renewed (Redis, Redlock). The front runs
@@ -35,6 +37,11 @@ export interface AcquireRequest {
   readonly waitMs: number
   /** Aborted when the caller gives up (its own AbortSignal, or `close()`): stop waiting, take nothing. */
   readonly signal: AbortSignal
+  /**
+   * Waiters are served in the order they started waiting (the `fair` option). Sent only
+   * to a backend whose `fifo` is `'optional'`; `'always'` backends are FIFO anyway.
+   */
+  readonly fair?: boolean
 }
 
 /** A lock the backend holds on the caller's behalf. */
@@ -74,6 +81,13 @@ export interface HeldLock<Resource = void> {
    * `'session'` backends resolve `true` while they still hold it.
    */
   renew(leaseMs: number): Promise<boolean>
+  /**
+   * `'session'` backends that confirm their session or lease by a local deadline (etcd,
+   * ZooKeeper): ms left before it, by the monotonic clock, 0 once lost. The front's
+   * `validForMs` / `assertHeld()` read it; absent, a session lock counts as valid until
+   * `signal` aborts. (`'lease'` backends need not: the front's watchdog knows.)
+   */
+  validForMs?(): number
   /**
    * Gives the lock back. Idempotent, and never removes another holder's lock (compare
    * and delete). Rejects with a backend error when the store could not be told (the lock
@@ -120,6 +134,14 @@ export interface LockBackend<Resource = void> {
   acquire(request: AcquireRequest): Promise<HeldLock<Resource> | undefined>
   /** Run-once claims, for backends that offer them. */
   readonly claims?: ClaimStore
+  /**
+   * Whether waiters are served first come, first served: `'always'` (etcd, ZooKeeper: their
+   * queue recipes), `'optional'` (Redis: `fair: true` asks for it). Absent: no order is
+   * promised, and the front refuses `fair: true` (`InvalidArgumentError`) before sending anything.
+   */
+  readonly fifo?: 'always' | 'optional'
+  /** Counting semaphores (`locks.semaphore()`), for backends that offer them. */
+  readonly semaphores?: SemaphoreStore
   /** Stops timers and subscriptions the backend opened. The caller's own clients stay open. */
   close(): Promise<void>
 }

@@ -25,6 +25,21 @@ export interface LockContext<Resource = void> {
   extend(lease?: Duration): Promise<void>
   /** The backend's handle for the critical section (the PostgreSQL transaction client, …); `undefined` for Redis. */
   readonly resource: Resource
+  /**
+   * ms the lock is still ours for certain, read now from the monotonic clock against the
+   * watchdog's deadline (`last confirmed renewal sent + lease − margin`): right at the first
+   * instruction after a pause (GC, SIGSTOP), before the deadline's timer has run. 0 once
+   * lost or released. `Infinity` where the lock lives as long as a connection rather than a
+   * lease (PostgreSQL, MariaDB), until that backend reports the connection lost.
+   */
+  readonly validForMs: number
+  /**
+   * Throws `LockLostError` unless the lock is still ours by {@link validForMs} (and aborts
+   * `signal` then, if its timer had not yet). Call it right before a side effect: unlike
+   * `signal.aborted`, it is right after a pause. A pause *between* this check and the write
+   * can still let a write land late: that gap is what the fencing `token` closes.
+   */
+  assertHeld(): void
 }
 
 /**
@@ -103,6 +118,20 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
     return this.held.resource
   }
 
+  get validForMs(): number {
+    if (this.signal.aborted || this.released) return 0
+    if (this.watchdog) return this.watchdog.validForMs
+    return this.held.validForMs?.() ?? Infinity
+  }
+
+  assertHeld(): void {
+    this.watchdog?.expireIfDue() // aborts signal (through onLost) when the deadline passed unseen
+    if (!this.signal.aborted && !this.released && this.validForMs <= 0)
+      this.lose(new LockLostError(this.key, 'its lease or session ran out before a confirmation'))
+    if (this.signal.aborted) throw this.signal.reason
+    if (this.released) throw new LockLostError(this.key, 'it was released')
+  }
+
   /** True once released or lost. */
   get ended(): boolean {
     return this.released !== undefined || this.signal.aborted
@@ -139,7 +168,8 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
         await this.watchdog?.stop()
         await (failure === undefined ? this.held.release() : this.held.release(failure))
       } catch (error) {
-        this.failed('release', error)
+        // A store that answered "already expired" (a semaphore's permits) did not fail.
+        if (!(error instanceof LockLostError)) this.failed('release', error)
         throw error
       } finally {
         this.onReleased()
@@ -194,13 +224,21 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
   nested(): HeldLockHandle<Resource> {
     const outer = this
     const done = () => Promise.resolve()
+    const signal = AbortSignal.any([outer.signal, outer.ending.signal])
     return {
       key: outer.key,
       get token() {
         return outer.token
       },
-      signal: AbortSignal.any([outer.signal, outer.ending.signal]),
+      signal,
       extend: (lease) => outer.extend(lease),
+      get validForMs() {
+        return signal.aborted ? 0 : outer.validForMs
+      },
+      assertHeld() {
+        outer.assertHeld()
+        if (signal.aborted) throw signal.reason
+      },
       get resource() {
         return outer.resource
       },

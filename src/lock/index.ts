@@ -9,6 +9,9 @@ export type { RunOnceContext, RunOnceOptions, RunOnceResult } from './run-once.j
 export { schedule, type Schedule, type ScheduleOptions, type ScheduleStats, type Tick } from './schedule.js'
 export { createPostgresBackend, type PostgresLockOptions, type PostgresKeyMapping } from './postgres/backend.js'
 export { createMysqlBackend, type MysqlLockOptions } from './mysql/backend.js'
+export type { Semaphore, HeldPermitsHandle, PermitContext } from './semaphore/semaphore.js'
+export type { SemaphoreOptions, SemaphoreCallOptions, WithPermitOptions } from './semaphore/options.js'
+export type { HeldPermits, SemaphoreRequest, SemaphoreStore } from './semaphore/contract.js'
 export type { EtcdFencedWrites } from './etcd/held-lock.js'
 export type { ZooKeeperFencedWrites } from './zookeeper/held-lock.js'
 export {

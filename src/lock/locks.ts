@@ -16,6 +16,8 @@ import {
 import { linkedSignal } from './linked-signal.js'
 import { resolveBackend, SHORTCUT_OPTIONS, type BackendShortcuts, type StoreOptions } from './resolve-backend.js'
 import { runOnce, type RunOnceContext, type RunOnceOptions, type RunOnceResult } from './run-once.js'
+import { parseSemaphore, type SemaphoreOptions } from './semaphore/options.js'
+import { Semaphore } from './semaphore/semaphore.js'
 
 const CREATE_KEYS = new Set([
   'backend',
@@ -23,6 +25,7 @@ const CREATE_KEYS = new Set([
   'wait',
   'reentrant',
   'maxKeyLength',
+  'fair',
   'namespace',
   'commandTimeout',
   ...SHORTCUT_OPTIONS,
@@ -85,9 +88,11 @@ export class Locks<Resource = void> implements LockEventSource {
    * Rejects with the backend's error if the release failed after `fn` succeeded (the
    * store could not be told, so the lock lingers until its lease ends; or a transactional
    * backend could not commit `fn`'s work).
-   * If the lock is lost meanwhile, `signal` aborts with `LockLostError`; `fn`'s result is
-   * still returned, since what it already did cannot be undone here: check the signal, and
-   * fence your writes with `token`.
+   * If the lock is lost meanwhile, `signal` aborts with `LockLostError`, and when `fn`
+   * settles `withLock` rejects with that `LockLostError` instead of returning its result
+   * (checked with `assertHeld()`, so right even after a pause): what `fn` already did
+   * cannot be undone here (a transactional backend rolls it back), so call `assertHeld()`
+   * before each side effect, and fence your writes with `token`.
    */
   async withLock<T>(
     key: string,
@@ -105,6 +110,9 @@ export class Locks<Resource = void> implements LockEventSource {
     let result: T
     try {
       result = await this.chain.run(chain, () => fn(handle))
+      // A result computed by a holder that outlived its lease (a pause) is not returned as
+      // if it were exclusive: LockLostError, and a transactional backend rolls it back.
+      handle.assertHeld()
     } catch (error) {
       await handle.release(error ?? new Error('the critical section threw a nullish value')).catch(() => {})
       throw error
@@ -157,6 +165,28 @@ export class Locks<Resource = void> implements LockEventSource {
   ): Promise<RunOnceResult<T>> {
     if (this.closing.signal.aborted) return Promise.reject(new LocksClosedError())
     return runOnce(this.backend.claims, this.backend.name, name, fn, options, this.settings.maxKeyLength)
+  }
+
+  /**
+   * A counting semaphore named `name`: at most `permits` permits held at once across every
+   * process sharing the store (see `Semaphore`). Backends: Redis, PostgreSQL and etcd;
+   * others throw `InvalidArgumentError` (`backend`). Creating one sends nothing.
+   */
+  semaphore(name: string, options: SemaphoreOptions): Semaphore {
+    if (this.closing.signal.aborted) throw new LocksClosedError()
+    const settings = parseSemaphore(name, options, this.settings)
+    const store = this.backend.semaphores
+    if (!store)
+      throw new InvalidArgumentError('backend', `the ${this.backend.name} backend has no semaphore (see docs/locks.md)`)
+    // Permits hold no resource: the handle's Resource is void whatever this backend's is.
+    return new Semaphore(
+      settings,
+      store,
+      (key, call, acquire) =>
+        this.take(key, { ...this.settings, ...call, reentrant: false }, acquire as never) as Promise<
+          LockHandle<void> | undefined
+        >,
+    )
   }
 
   /**
@@ -221,16 +251,26 @@ export class Locks<Resource = void> implements LockEventSource {
   private async take(
     key: string,
     settings: LockSettings & { signal?: AbortSignal },
+    /** What to hold instead of the backend's lock on `key` (a semaphore's permits). */
+    acquire?: (waitMs: number, signal: AbortSignal) => Promise<HeldLock<Resource> | undefined>,
   ): Promise<LockHandle<Resource> | undefined> {
+    const fair = settings.fair && !acquire
+    if (fair && !this.backend.fifo)
+      throw new InvalidArgumentError('fair', `the ${this.backend.name} backend serves waiters in no promised order`)
     const linked = settings.signal ? linkedSignal([settings.signal, this.closing.signal]) : undefined
     const signal = linked?.signal ?? this.closing.signal
     if (signal.aborted) throw signal.reason
     const startedAt = performance.now()
     let held: HeldLock<Resource> | undefined
     try {
-      held = await this.inTurn(key, settings.waitMs, signal, (waitMs) =>
-        this.backend.acquire({ key, leaseMs: settings.leaseMs, waitMs, signal }),
-      )
+      held = acquire
+        ? await acquire(settings.waitMs, signal)
+        : fair && this.backend.fifo === 'optional'
+          ? // Every waiter joins the store's line itself: a local line in front would reorder them.
+            await this.backend.acquire({ key, leaseMs: settings.leaseMs, waitMs: settings.waitMs, signal, fair })
+          : await this.inTurn(key, settings.waitMs, signal, (waitMs) =>
+              this.backend.acquire({ key, leaseMs: settings.leaseMs, waitMs, signal }),
+            )
     } catch (error) {
       if (error !== signal.reason && this.events.listening('backend-error'))
         this.events.emit('backend-error', { key, backend: this.backend.name, operation: 'acquire', error })
@@ -273,8 +313,8 @@ export function createLocks<Resource = void>(options: CreateLocksOptions<Resourc
     if (!CREATE_KEYS.has(name))
       throw new InvalidArgumentError(name, `unknown createLocks option (known: ${[...CREATE_KEYS].join(', ')})`)
   }
-  const { lease, wait, reentrant, maxKeyLength } = options
-  const defaults = { lease, wait, reentrant, maxKeyLength }
+  const { lease, wait, reentrant, maxKeyLength, fair } = options
+  const defaults = { lease, wait, reentrant, maxKeyLength, fair }
   parseDefaults(defaults) // before a backend opens anything
   return new Locks<Resource>(resolveBackend(options as never) as LockBackend<Resource>, defaults)
 }

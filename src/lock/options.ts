@@ -24,6 +24,16 @@ export interface LockCallOptions {
   reentrant?: boolean
   /** Abort to stop waiting (the call rejects with the signal's reason). Does not end a lock already held. */
   signal?: AbortSignal
+  /**
+   * Serve waiters in the order they started waiting, across processes (FIFO), and wake only
+   * the next one at a release. On Redis the line lives in the lock's own keys; each waiter
+   * re-checks (beats) every lease/3 and a waiter silent for a whole lease is dropped, so a
+   * dead one holds the line up for at most one lease. etcd and ZooKeeper are always FIFO;
+   * Redlock, PostgreSQL and MariaDB/MySQL refuse `true`. Every process must use the same
+   * setting on a key: mixed, they still exclude each other, but an unfair acquire ignores
+   * the line. `tryAcquire` never joins the line and fails while anyone is in it. Default `false`.
+   */
+  fair?: boolean
 }
 
 /** The defaults `createLocks` accepts for every call. */
@@ -36,6 +46,8 @@ export interface LockDefaults {
   reentrant?: boolean
   /** Longest key accepted, in UTF-16 code units. Default `1024`. */
   maxKeyLength?: number
+  /** Default fairness (see {@link LockCallOptions.fair}). Default `false`. */
+  fair?: boolean
 }
 
 export interface LockSettings {
@@ -43,12 +55,13 @@ export interface LockSettings {
   waitMs: number
   reentrant: boolean
   maxKeyLength: number
+  fair: boolean
 }
 
 /** Shortest lease: renewal runs every lease/3 and the margin is 1 % + 2 ms. */
 export const MIN_LEASE_MS = 30
 
-const CALL_KEYS = new Set(['lease', 'wait', 'reentrant', 'signal'])
+const CALL_KEYS = new Set(['lease', 'wait', 'reentrant', 'signal', 'fair'])
 
 /** `fallback` when the option was not given; anything else, `null` included, is checked as given. */
 export function orDefault<T>(value: T | undefined, fallback: T): T {
@@ -64,6 +77,7 @@ export function parseDefaults(defaults: LockDefaults): LockSettings {
     waitMs: parseDuration('wait', orDefault(defaults.wait, 10_000), true),
     reentrant: parseFlag('reentrant', orDefault(defaults.reentrant, false)),
     maxKeyLength,
+    fair: parseFlag('fair', orDefault(defaults.fair, false)),
   }
 }
 
@@ -90,6 +104,7 @@ export function parseCallOptions(
     waitMs: !waits ? 0 : options.wait === undefined ? defaults.waitMs : parseDuration('wait', options.wait, true),
     reentrant: options.reentrant === undefined ? defaults.reentrant : parseFlag('reentrant', options.reentrant),
     maxKeyLength: defaults.maxKeyLength,
+    fair: options.fair === undefined ? defaults.fair : parseFlag('fair', options.fair),
     signal,
   }
 }

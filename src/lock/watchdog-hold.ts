@@ -28,6 +28,10 @@ export abstract class WatchdogHeldLock<Resource> implements HeldLock<Resource> {
     return this.lifetime.extend()
   }
 
+  validForMs(): number {
+    return this.released ? 0 : this.lifetime.validForMs
+  }
+
   release(): Promise<void> {
     this.released ??= (async () => {
       await this.lifetime.stop()

@@ -60,6 +60,13 @@ export const CONTENDERS: Record<string, ContenderEntry> = {
       return underLock(context, createLocks({ redis, namespace: `coupons-${context.schema}` }), redis, true)
     },
   },
+  'with-lock-fair': {
+    describe: 'stampede-guard withLock on Redis with fair: true: FIFO line, the head woken alone, fenced row',
+    async create(context) {
+      const redis = new Redis(context.redisUrl)
+      return underLock(context, createLocks({ redis, namespace: `coupons-${context.schema}`, fair: true }), redis, true)
+    },
+  },
   // the database patterns and the PostgreSQL lock (issue 12)
   ...DB_CONTENDERS,
 }

@@ -8,6 +8,8 @@ import { linkedSignal } from '../linked-signal.js'
 import { readWhileWaiting, WATCH_POLL_CAP_MS, WATCH_POLL_START_MS } from '../queue-wait.js'
 import { LeaseWatchdog } from '../../lease/watchdog.js'
 import { EtcdHeldLock, type EtcdFencedWrites } from './held-lock.js'
+import { untilDeleted } from './watch.js'
+import { EtcdSemaphores } from '../semaphore/etcd/store.js'
 
 export interface EtcdBackendSettings {
   /** Prefix of every lock key: `<namespace>/<encoded key>/<lease id>`. */
@@ -44,6 +46,8 @@ export function createEtcdBackend(client: Namespace, settings: EtcdBackendSettin
 
 class EtcdBackend implements LockBackend<EtcdFencedWrites> {
   readonly name = 'etcd'
+  /** Its queue recipe: each waiter watches its predecessor. */
+  readonly fifo = 'always'
   private readonly closing = new AbortController()
   private readonly held = new Set<EtcdHeldLock>()
   private readonly calls = {
@@ -51,12 +55,23 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
       boundedBackendCall('etcd', what, promise, this.settings.commandTimeoutMs),
   }
 
+  /** `locks.semaphore()`: the same recipe, counts in the keys (src/lock/semaphore/etcd/). */
+  readonly semaphores: EtcdSemaphores
+
   constructor(
     private readonly client: Namespace,
     private readonly settings: EtcdBackendSettings,
   ) {
     // One listener per acquisition in progress (linkedSignal): no leak to warn of.
     setMaxListeners(0, this.closing.signal)
+    this.semaphores = new EtcdSemaphores({
+      client,
+      namespace: settings.namespace,
+      call: this.calls.call,
+      keepAlive: (lease, key, ttlMs, at) => this.keepAlive(lease, key, ttlMs, at),
+      giveUp: (lease, lifetime) => this.giveUp(lease, lifetime),
+      closing: this.closing.signal,
+    })
   }
 
   async acquire(request: AcquireRequest): Promise<EtcdHeldLock | undefined> {
@@ -182,24 +197,7 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
     signal: AbortSignal,
   ): Promise<'deleted' | 'silent'> {
     if (signal.aborted) return Promise.reject(signal.reason)
-    const watcher = this.client.watch().key(key).startRevision(fromRevision.toString()).watcher()
-    return new Promise<'deleted' | 'silent'>((resolve, reject) => {
-      const finish = (outcome: 'deleted' | 'silent' | Error) => {
-        clearTimeout(timer)
-        signal.removeEventListener('abort', onAbort)
-        watcher.removeAllListeners()
-        watcher.cancel().catch(() => {})
-        if (outcome instanceof Error) reject(outcome)
-        else resolve(outcome)
-      }
-      const onAbort = () => finish(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)))
-      const timer = setTimeout(() => finish('silent'), ms)
-      timer.unref()
-      signal.addEventListener('abort', onAbort, { once: true })
-      watcher.on('delete', () => finish('deleted'))
-      // A watch that failed (compaction, stream error) is a wake-up: the caller re-reads.
-      watcher.on('error', () => finish('silent'))
-    })
+    return untilDeleted(this.client.watch().key(key).startRevision(fromRevision.toString()).watcher(), ms, signal)
   }
 
   /**

@@ -4,6 +4,7 @@ import { parsePostgresOptions, type PgPoolClientLike, type PgPoolLike, type Post
 import { postgresTables } from './schema.js'
 import { acquireSessionLock } from './session-lock.js'
 import { acquireTransactionLock } from './transaction-lock.js'
+import { PostgresSemaphores } from '../semaphore/postgres/store.js'
 
 /**
  * `createLocks({ postgres: pool })`: PostgreSQL advisory locks through the application's
@@ -24,16 +25,20 @@ export function createPostgresBackend(
     warned = true
     process.emitWarning(message, { code: 'SG_PG_SESSION_BEHIND_PROXY' })
   }
+  const semaphores = new PostgresSemaphores(settings)
   return {
     name: 'postgres',
     claims: postgresClaims(settings, tables),
+    semaphores,
     acquire(request: AcquireRequest): Promise<HeldLock<PgPoolClientLike | undefined> | undefined> {
       return settings.mode === 'session'
         ? acquireSessionLock(settings, tables, request, warnOnce)
         : acquireTransactionLock(settings, tables, request)
     },
-    // Every connection is the caller's pool's or closed with its hold: nothing of ours to stop.
-    async close() {},
+    // Every connection is the caller's pool's or closed with its hold; the semaphores' listener goes back to it.
+    async close() {
+      semaphores.close()
+    },
   }
 }
 

@@ -18,6 +18,8 @@ import { retryThroughFailover } from './failover-retry.js'
 import type { RedisLockSettings } from './options.js'
 import { defineLockScripts, type LockClient } from './scripts.js'
 import { DEFAULT_MAX_SUBSCRIBED_WAITS, POLL_ONLY, SubscribedWaits } from './subscribed-waits.js'
+import { RedisSemaphores } from '../semaphore/redis/store.js'
+import { FairRedisLocks } from './fair/fair-locks.js'
 
 /** How long a key's token counter outlives its last acquisition (memory bound; fencing does not depend on it). */
 const COUNTER_KEEP_MS = 60_000
@@ -51,6 +53,7 @@ const COUNTER_KEEP_MS = 60_000
  */
 export class RedisLockBackend implements LockBackend {
   readonly name = 'redis'
+  readonly fifo = 'optional'
   private readonly client: LockClient
   private readonly notifier: Notifier
   private readonly probe: ServerProbe
@@ -59,6 +62,10 @@ export class RedisLockBackend implements LockBackend {
   private readonly subscribed: SubscribedWaits
   /** Cluster or Sentinel: an acquisition retries a failover's errors (see failover-retry.ts). */
   private readonly failsOver: boolean
+  /** `locks.semaphore()`: the same client, subscriber and subscription budget. */
+  readonly semaphores: RedisSemaphores
+  /** `fair: true`: the FIFO line in the lock's keys. */
+  private readonly fair: FairRedisLocks
 
   constructor(
     client: Redis | Cluster,
@@ -91,10 +98,14 @@ export class RedisLockBackend implements LockBackend {
     // A release published while the subscriber was down is gone: without this, its waiter
     // slept on to its next safety-net poll (up to 5 s; measured 5.0 s after CLIENT KILL TYPE pubsub).
     this.notifier.onLoss(() => this.polls.pollAllNow())
+    const parts = { client, notifier: this.notifier, probe: this.probe, subscribed: this.subscribed, settings }
+    this.semaphores = new RedisSemaphores(parts)
+    this.fair = new FairRedisLocks({ ...parts, renew: (lock, value, ms) => this.renewals.renew(lock, value, ms) })
   }
 
   async acquire(request: AcquireRequest): Promise<HeldLock | undefined> {
     const keys = lockKeys(this.settings.namespace, request.key)
+    if (request.fair) return this.fair.acquire(keys, request)
     let owner = randomBytes(16).toString('hex')
     const retry = {
       failsOver: this.failsOver,

@@ -56,6 +56,8 @@ export function createZooKeeperBackend(
 
 class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
   readonly name = 'zookeeper'
+  /** Its queue recipe: each waiter watches its predecessor. */
+  readonly fifo = 'always'
   private readonly calls: ZooKeeperCalls
   private readonly closing = new AbortController()
   private readonly expired = new AbortController()

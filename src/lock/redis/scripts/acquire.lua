@@ -6,16 +6,17 @@
 -- ARGV[2]  lease    ms, integer in 1 .. 2^31-1
 -- ARGV[3]  keep     ms to keep the counter after this acquisition
 --
--- Returns {1, token} when taken (token as a decimal string), {0, pttl} when another owner
--- holds it (pttl in ms).
+-- Returns {1, token} when taken (token as a decimal string), or when this owner took it
+-- already (a resent attempt); {0, pttl} when another owner holds it (pttl in ms).
 --
--- The token follows the shared rule (nextTokenAfter in src/redis/scripts/fields.lua): strictly
+-- The token follows the shared rule (issueTokens in token.lua, nextTokenAfter in src/redis/scripts/fields.lua): strictly
 -- increasing per key, and still increasing after the counter expired or Redis restarted empty,
 -- since it then starts from the clock. The counter's expiry only bounds memory. A counter that
 -- is not a token (garbage, a foreign type, or further ahead of the clock than any token issued)
 -- is corrupt and restarts from the clock too.
 
 --# include ../../../redis/scripts/fields.lua
+--# include token.lua
 
 local lock, counter = KEYS[1], KEYS[2]
 local owner, lease, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -28,15 +29,15 @@ end
 
 -- A lock of a foreign type is not ours and is deleted; one without an expiry is given one.
 if typeOrDelete(lock, 'string') == 'string' then
+  -- This very attempt, run a second time (ioredis resends a command whose reply a connection
+  -- reset lost): the same answer, its lock, not "busy" and a lock nobody owns for a lease.
+  local value = redis.call('GET', lock)
+  if string.sub(value, 1, #owner + 1) == owner .. ':' then return {1, string.sub(value, #owner + 2)} end
   local pttl = heldFor(lock, lease)
   return {0, pttl}
 end
 
 local _, nowUs = serverClock()
-local last = nil
-if typeOrDelete(counter, 'string') == 'string' then last = tokenField(redis.call('GET', counter), nowUs) end
-local text = integer(nextTokenAfter(nowUs, last))
-
-redis.call('SET', counter, text, 'PX', keep)
+local text = integer(issueTokens(counter, nowUs, 1, keep))
 redis.call('SET', lock, owner .. ':' .. text, 'PX', lease)
 return {1, text}

@@ -1,0 +1,65 @@
+/**
+ * bench:lock's contention phase: `processes` processes take one key `holds` times each,
+ * holding it 3–7 ms (the issue's setting: 4 × 25). Hand-off = when the next holder got the
+ * lock − when the previous one began to release it, over every consecutive pair of holds,
+ * whichever processes they were in: how long the lock sat idle between holders while
+ * others were waiting. Throughput = holds per second of the whole run.
+ */
+import type { ChildProcess } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { forkTs } from '../shared/fork-ts.js'
+import type { ContentionReport, ToContention } from './protocol.js'
+
+export interface ContentionResult {
+  handoffMs: number[]
+  /** Share of hand-offs that went to another process (the rest: the releasing process took it again). */
+  toOtherProcess: number
+  /** Consecutive holds that overlapped (the next got it before the previous began to release): two holders. */
+  overlaps: number
+  holdsPerSecond: number
+  errors: string[]
+}
+
+function next<T>(child: ChildProcess, type: string, timeoutMs: number): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`contention process: no '${type}' in ${timeoutMs} ms`)), timeoutMs)
+    const listener = (message: { type: string }) => {
+      if (message.type !== type) return
+      clearTimeout(timer)
+      child.off('message', listener)
+      resolve(message as T)
+    }
+    child.on('message', listener)
+  })
+}
+
+export async function measureContention(
+  contender: string,
+  env: NodeJS.ProcessEnv,
+  processes: number,
+  holds: number,
+): Promise<ContentionResult> {
+  const file = fileURLToPath(new URL('./contention-process.ts', import.meta.url))
+  const children = Array.from({ length: processes }, () => forkTs(file, env))
+  const key = `bench:contention:${contender.replace(/[^a-z0-9]+/gi, '-')}:${process.pid}`
+  try {
+    const ready = children.map((child) => next(child, 'ready', 60_000))
+    for (const child of children) child.send({ type: 'start', contender, key, holds } satisfies ToContention)
+    await Promise.all(ready)
+    const done = children.map((child) => next<ContentionReport>(child, 'done', 300_000))
+    for (const child of children) child.send({ type: 'go' } satisfies ToContention)
+    const reports = await Promise.all(done)
+    const all = reports.flatMap((report) => report.holds).sort((a, b) => a.acquiredAt - b.acquiredAt)
+    const handoffMs = all.slice(1).map((hold, i) => hold.acquiredAt - all[i]!.releasedAt)
+    const spanS = all.length > 1 ? (all.at(-1)!.releasedAt - all[0]!.acquiredAt) / 1000 : Number.NaN
+    return {
+      handoffMs,
+      overlaps: handoffMs.filter((ms) => ms < 0).length,
+      toOtherProcess: all.slice(1).filter((hold, i) => hold.pid !== all[i]!.pid).length / Math.max(1, all.length - 1),
+      holdsPerSecond: all.length / spanS,
+      errors: reports.flatMap((report) => (report.error ? [report.error] : [])),
+    }
+  } finally {
+    for (const child of children) if (child.connected) child.disconnect()
+  }
+}

@@ -1,0 +1,152 @@
+import { randomBytes } from 'node:crypto'
+import type { Cluster, Redis } from 'ioredis'
+import type { LockKeys } from '../keys.js'
+import type { Notifier } from '../../../redis/notifier.js'
+import { registerScripts, type ClientWith } from '../../../redis/scripts.js'
+import type { ServerProbe } from '../../../redis/server-probe.js'
+import type { AcquireRequest, HeldLock } from '../../backend.js'
+import type { StoreSettings } from '../../backend.js'
+import { acquireWaiting } from '../../waiting.js'
+import { boundedRedisCall } from '../bounded-call.js'
+import type { SubscribedWaits } from '../subscribed-waits.js'
+
+const SCRIPTS = {
+  stampedeGuardFairAcquire: { file: 'acquire.lua', keys: 5 },
+  stampedeGuardFairRelease: { file: 'release.lua', keys: 5 },
+} as const
+
+type FairClient = ClientWith<keyof typeof SCRIPTS>
+
+/** How long a key's token counter outlives its last acquisition (as the unfair lock's). */
+const COUNTER_KEEP_MS = 60_000
+
+/** The line of a fair lock, in the lock's own hash tag next to its `:lock` string. */
+interface LineKeys {
+  queue: string
+  beats: string
+  wake: string
+}
+
+function lineOf(keys: LockKeys): LineKeys {
+  return { queue: `${keys.counter}:q`, beats: `${keys.counter}:b`, wake: `${keys.counter}:w:` }
+}
+
+/** What the Redis lock backend lends its fair mode. */
+export interface FairLockParts {
+  readonly client: Redis | Cluster
+  readonly notifier: Notifier
+  readonly probe: ServerProbe
+  readonly subscribed: SubscribedWaits
+  readonly settings: StoreSettings
+  /** Compare-and-PEXPIRE of the lock string, batched with the unfair locks' renewals. */
+  renew(lock: string, value: string, leaseMs: number): Promise<boolean>
+}
+
+/**
+ * The fair (FIFO) mode of the Redis lock (`fair: true`): the same `:lock` string and token
+ * counter as the unfair lock, plus a line of waiters in the lock's own keys (queue.lua).
+ * A waiter joins the line at its first attempt and beats at every attempt (at least every
+ * lease/3 while it waits); one whose beat ran out (a lease without an attempt: a dead
+ * process) is dropped from the line, so it holds the line up for at most one lease, and a
+ * live one is never dropped. A release wakes the waiter at the head alone, on its own
+ * channel; only the head may take a free lock, so no contender races it.
+ */
+export class FairRedisLocks {
+  private readonly client: FairClient
+
+  constructor(private readonly parts: FairLockParts) {
+    this.client = registerScripts(parts.client, SCRIPTS, new URL('./', import.meta.url))
+  }
+
+  async acquire(keys: LockKeys, request: AcquireRequest): Promise<HeldLock | undefined> {
+    const line = lineOf(keys)
+    const owner = randomBytes(16).toString('hex')
+    const beatMs = request.waitMs === 0 ? 0 : request.leaseMs
+    let held: HeldLock | undefined
+    try {
+      held = await acquireWaiting(
+        request,
+        async () => {
+          const sentAt = performance.now()
+          const [won, value] = await this.attempt(keys, line, owner, request.leaseMs, beatMs)
+          if (won === 1) return { held: this.held(keys, line, owner, String(value), sentAt) }
+          // The next attempt is also the heartbeat: at least every lease/3.
+          return { busyForMs: Math.min(Number(value) < 0 ? Infinity : Number(value), request.leaseMs / 3) }
+        },
+        () => this.parts.subscribed.take(() => this.parts.notifier.subscribe(`${line.wake}${owner}`)),
+      )
+      return held
+    } finally {
+      // Gave up, failed or aborted while in line: leave it now, not a lease later.
+      if (!held && beatMs > 0) this.release(keys, line, owner).catch(() => {})
+    }
+  }
+
+  private async attempt(
+    keys: LockKeys,
+    line: LineKeys,
+    owner: string,
+    leaseMs: number,
+    beatMs: number,
+  ): Promise<[number, string | number]> {
+    const publish = await this.publishCommand()
+    const keep = Math.max(COUNTER_KEEP_MS, 2 * leaseMs)
+    try {
+      return (await boundedRedisCall(this.parts.client, this.parts.settings.commandTimeoutMs, 'lock acquire', () =>
+        this.client.stampedeGuardFairAcquire(
+          keys.lock,
+          keys.counter,
+          line.queue,
+          line.beats,
+          line.wake,
+          owner,
+          leaseMs,
+          keep,
+          beatMs,
+          publish,
+        ),
+      )) as [number, string | number]
+    } catch (error) {
+      // No reply: the script may still run later; this release runs after it on the same connection.
+      this.sendRelease(keys, line, owner, publish).catch(() => {})
+      throw error
+    }
+  }
+
+  private async release(keys: LockKeys, line: LineKeys, owner: string): Promise<void> {
+    const publish = await this.publishCommand()
+    await boundedRedisCall(this.parts.client, this.parts.settings.commandTimeoutMs, 'lock release', () =>
+      this.sendRelease(keys, line, owner, publish),
+    )
+  }
+
+  private sendRelease(keys: LockKeys, line: LineKeys, owner: string, publish: string) {
+    return this.client.stampedeGuardFairRelease(
+      keys.lock,
+      line.queue,
+      line.beats,
+      line.wake,
+      keys.channel,
+      `${owner}:`,
+      publish,
+    )
+  }
+
+  private async publishCommand(): Promise<'PUBLISH' | 'SPUBLISH'> {
+    return (await this.parts.probe.shardedPubSub()) ? 'SPUBLISH' : 'PUBLISH'
+  }
+
+  private held(keys: LockKeys, line: LineKeys, owner: string, token: string, acquiredAt: number): HeldLock {
+    const value = `${owner}:${token}`
+    let released: Promise<void> | undefined
+    return {
+      token: BigInt(token),
+      liveness: 'lease',
+      acquiredAt,
+      signal: new AbortController().signal, // loss is the watchdog's to detect
+      resource: undefined,
+      renew: (leaseMs) => this.parts.renew(keys.lock, value, leaseMs),
+      release: () => (released ??= this.release(keys, line, owner)),
+    }
+  }
+}

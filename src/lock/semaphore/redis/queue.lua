@@ -1,0 +1,48 @@
+-- queue: the FIFO line of waiters kept in a lock's or semaphore's own keys, for the fair
+-- Redis lock (src/lock/redis/fair/) and the Redis semaphore. Included (`--# include`);
+-- defines functions only: it sends no command by itself and takes no KEYS or ARGV.
+--
+-- queue  zset  member = waiter (owner hex), score = arrival (server µs): the line, in order
+-- beats  zset  member = waiter, score = server ms at which it is presumed dead
+--
+-- Waiters heartbeat (each attempt renews its beat), so a dead waiter leaves the line within
+-- its beat; a live one re-beats every beat/3 and is never dropped while it does.
+
+-- A key of a foreign type planted here would fail every call with WRONGTYPE: remove it.
+local function zsetOnly(key)
+  local kind = redis.call('TYPE', key)['ok']
+  if kind ~= 'zset' and kind ~= 'none' then redis.call('DEL', key) end
+end
+
+-- Drops the waiters whose beat ran out.
+local function pruneWaiters(queue, beats, nowMs)
+  local dead = redis.call('ZRANGEBYSCORE', beats, '-inf', nowMs)
+  if #dead > 0 then
+    redis.call('ZREM', queue, unpack(dead))
+    redis.call('ZREMRANGEBYSCORE', beats, '-inf', nowMs)
+  end
+end
+
+-- The first waiter in line, or nil.
+local function headOf(queue)
+  return redis.call('ZRANGE', queue, 0, 0)[1]
+end
+
+-- Joins the line at its end (keeps its place when already in it) and renews its beat.
+local function enqueue(queue, beats, owner, nowUs, nowMs, beatMs)
+  redis.call('ZADD', queue, 'NX', nowUs, owner)
+  redis.call('ZADD', beats, nowMs + beatMs, owner)
+  local keep = beatMs * 2
+  redis.call('PEXPIRE', queue, keep)
+  redis.call('PEXPIRE', beats, keep)
+end
+
+local function leave(queue, beats, owner)
+  redis.call('ZREM', queue, owner)
+  redis.call('ZREM', beats, owner)
+end
+
+-- Wakes one waiter alone, on its own channel `<prefix><owner>`.
+local function wake(prefix, waiter, publish)
+  redis.call(publish == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH', prefix .. waiter, 'r')
+end

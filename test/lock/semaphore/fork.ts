@@ -1,0 +1,13 @@
+/** Forks `count` workers of `module` with `env`, two at a time (tsx start-up on a loaded 2-core machine is slow). */
+import { forkWorker, type Worker } from '../../support/workers.js'
+
+export async function forkTwoAtATime(module: URL, count: number, env: Record<string, string>): Promise<Worker[]> {
+  const started: Worker[] = []
+  while (started.length < count)
+    started.push(
+      ...(await Promise.all(
+        Array.from({ length: Math.min(2, count - started.length) }, () => forkWorker(module, { env })),
+      )),
+    )
+  return started
+}
