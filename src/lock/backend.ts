@@ -1,3 +1,5 @@
+import type { ElectionStore } from './election/store.js'
+
 /**
  * The contract every lock backend implements: Redis, Redlock, PostgreSQL, MariaDB/MySQL,
  * etcd and ZooKeeper. The front (`createLocks`, `withLock`, `acquire`, `tryAcquire`,
@@ -35,6 +37,12 @@ export interface AcquireRequest {
   readonly waitMs: number
   /** Aborted when the caller gives up (its own AbortSignal, or `close()`): stop waiting, take nothing. */
   readonly signal: AbortSignal
+  /**
+   * Who asks (an election candidate's id): a backend that can store it with the lock does
+   * (Redis in the value, etcd as the key's value, ZooKeeper as the node's data), so an
+   * observer reading the store can tell who holds it. Validated by the front.
+   */
+  readonly label?: string
 }
 
 /** A lock the backend holds on the caller's behalf. */
@@ -85,6 +93,13 @@ export interface HeldLock<Resource = void> {
    * backends ignore it.
    */
   release(failure?: unknown): Promise<void>
+  /**
+   * The `performance.now()` instant until which the store cannot give this lock to anyone
+   * else, by this process's monotonic clock (last confirmed renewal sent + lease − margin),
+   * for backends whose hold is bounded that way (etcd lease, ZooKeeper session). `'lease'`
+   * holds get it from the front's watchdog. Absent for connection-bound locks.
+   */
+  validUntil?(): number
 }
 
 /**
@@ -120,6 +135,8 @@ export interface LockBackend<Resource = void> {
   acquire(request: AcquireRequest): Promise<HeldLock<Resource> | undefined>
   /** Run-once claims, for backends that offer them. */
   readonly claims?: ClaimStore
+  /** Leader election (`locks.elect`, `locks.observe`), for backends where a leader can step down by its own clock. */
+  readonly election?: ElectionStore
   /** Stops timers and subscriptions the backend opened. The caller's own clients stay open. */
   close(): Promise<void>
 }

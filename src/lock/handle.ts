@@ -100,6 +100,14 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
     return this.held.resource
   }
 
+  /**
+   * The `performance.now()` instant until which no one else can get this lock, by this
+   * process's clock (see `HeldLock.validUntil`); `undefined` for connection-bound locks.
+   */
+  get validUntil(): number | undefined {
+    return this.watchdog ? this.watchdog.deadline : this.held.validUntil?.()
+  }
+
   /** True once released or lost. */
   get ended(): boolean {
     return this.released !== undefined || this.signal.aborted

@@ -13,6 +13,7 @@ export { LeaseWatchdog, leaseMarginMs, type WatchdogOptions } from './watchdog.j
 export { WaitBudget, type Wakeup } from './waiting.js'
 export type { EtcdFencedWrites } from './etcd/held-lock.js'
 export type { ZooKeeperFencedWrites } from './zookeeper/held-lock.js'
+export * from './election/index.js'
 export {
   FencingUnsupportedError,
   InvalidArgumentError,

@@ -16,6 +16,10 @@ import {
 import { linkedSignal } from './linked-signal.js'
 import { resolveBackend, SHORTCUT_OPTIONS, type BackendShortcuts, type StoreOptions } from './resolve-backend.js'
 import { runOnce, type RunOnceContext, type RunOnceOptions, type RunOnceResult } from './run-once.js'
+import { elect } from './election/elect.js'
+import { LeaderObserver } from './election/observer.js'
+import { electionName, parseElect, type ElectOptions, type Leadership } from './election/options.js'
+import { parseObserve, type ObserveOptions } from './election/observe-options.js'
 
 const CREATE_KEYS = new Set([
   'backend',
@@ -160,6 +164,60 @@ export class Locks<Resource = void> implements LockEventSource {
   }
 
   /**
+   * Campaigns for leadership of `name` and resolves once this candidate leads: the
+   * `Leadership` (`term`, a fencing token strictly greater than every earlier leader's;
+   * `signal`, aborted when the leadership ends without `resign()`; `leading`, the same by
+   * the clock read now; `resign()`, `await using`). The leadership is a lease renewed by the
+   * watchdog and given up by this process's monotonic clock before the store can elect
+   * anyone else. Store failures while campaigning are retried (and reported as
+   * `backend-error`); `signal` and `close()` end the campaign. Emits `acquired` when
+   * elected, then `released` (resigned) or `lost` (deposed), keyed by `name`. Redis, etcd
+   * and ZooKeeper; other backends reject with `InvalidArgumentError` (docs/locks.md says why).
+   */
+  elect(name: string, options?: ElectOptions): Promise<Leadership> {
+    try {
+      if (this.closing.signal.aborted) throw new LocksClosedError()
+      const store = this.electionStore()
+      const checked = parseElect(name, options, this.settings.leaseMs, this.settings.maxKeyLength)
+      return elect(checked.name, checked.settings, {
+        closing: this.closing.signal,
+        announce: (leader) => store.announce?.(leader) ?? Promise.resolve(),
+        take: async (key, leaseMs, waitMs, signal, label) =>
+          (await this.take(
+            key,
+            { ...this.settings, leaseMs, waitMs, reentrant: false, signal },
+            { backend: store.candidates, line: '\u0000election\u0000', label },
+          ))!,
+      })
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  /**
+   * Reports who leads `name`, and each change, without campaigning: iterate the observer
+   * (the leader at start, then each change; `undefined` while nobody leads) or read its
+   * `leader`. Close it with `close()`, `await using` or `signal`. See `LeaderObserver`.
+   */
+  observe(name: string, options?: ObserveOptions): LeaderObserver {
+    if (this.closing.signal.aborted) throw new LocksClosedError()
+    const store = this.electionStore()
+    const checkedName = electionName(name, this.settings.maxKeyLength)
+    const { signal, onError } = parseObserve(options)
+    return new LeaderObserver(checkedName, store, signal, this.closing.signal, onError)
+  }
+
+  private electionStore(): NonNullable<LockBackend['election']> {
+    const store = this.backend.election
+    if (!store)
+      throw new InvalidArgumentError(
+        'elect',
+        `the ${this.backend.name} backend holds no elections (redis, etcd and zookeeper do; see docs/locks.md)`,
+      )
+    return store
+  }
+
+  /**
    * Stops accepting calls, ends waits in progress (`LocksClosedError`), aborts the
    * `signal` of every lock still held through this object with `LockLostError` and
    * releases it, then closes the backend. The clients you passed stay open.
@@ -175,6 +233,7 @@ export class Locks<Resource = void> implements LockEventSource {
           return handle.release(lost).catch(() => {})
         }),
       )
+      await this.backend.election?.close()
       await this.backend.close()
     })()
     return this.closed
@@ -217,19 +276,24 @@ export class Locks<Resource = void> implements LockEventSource {
     }
   }
 
-  /** Resolves the handle, `undefined` when busy after no wait; rejects `LockBusyError` when a wait ran out. */
+  /**
+   * Resolves the handle, `undefined` when busy after no wait; rejects `LockBusyError` when a wait ran out.
+   * `route`: another backend of the same store (an election's candidates), and the label to store.
+   */
   private async take(
     key: string,
     settings: LockSettings & { signal?: AbortSignal },
+    route?: { backend: LockBackend<unknown>; line: string; label?: string },
   ): Promise<LockHandle<Resource> | undefined> {
+    const backend = (route?.backend ?? this.backend) as LockBackend<Resource>
     const linked = settings.signal ? linkedSignal([settings.signal, this.closing.signal]) : undefined
     const signal = linked?.signal ?? this.closing.signal
     if (signal.aborted) throw signal.reason
     const startedAt = performance.now()
     let held: HeldLock<Resource> | undefined
     try {
-      held = await this.inTurn(key, settings.waitMs, signal, (waitMs) =>
-        this.backend.acquire({ key, leaseMs: settings.leaseMs, waitMs, signal }),
+      held = await this.inTurn((route?.line ?? '') + key, settings.waitMs, signal, (waitMs) =>
+        backend.acquire({ key, leaseMs: settings.leaseMs, waitMs, signal, label: route?.label }),
       )
     } catch (error) {
       if (error !== signal.reason && this.events.listening('backend-error'))

@@ -28,6 +28,10 @@ export abstract class WatchdogHeldLock<Resource> implements HeldLock<Resource> {
     return this.lifetime.extend()
   }
 
+  validUntil(): number {
+    return this.lifetime.deadline
+  }
+
   release(): Promise<void> {
     this.released ??= (async () => {
       await this.lifetime.stop()

@@ -98,6 +98,11 @@ export class LeaseWatchdog {
     return this.controller.signal
   }
 
+  /** The `performance.now()` instant the lease is given up at, unless a renewal is confirmed first. */
+  get deadline(): number {
+    return this.confirmedSentAt + this.leaseMs - leaseMarginMs(this.leaseMs)
+  }
+
   /** The error the lease was lost with, if it was. */
   get lost(): LockLostError | undefined {
     return this.lostWith
@@ -144,7 +149,7 @@ export class LeaseWatchdog {
 
   private armDeadline(): void {
     this.deadlineTimer?.()
-    const deadline = this.confirmedSentAt + this.leaseMs - leaseMarginMs(this.leaseMs)
+    const deadline = this.deadline
     // Renewals go on after this loss: compare-and-PEXPIRE only keeps a lock that is still
     // ours, so a holder that carries on regardless (a loader ignoring its signal) is not
     // joined by a second one while it does, and a late confirmation wastes nothing.

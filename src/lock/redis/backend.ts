@@ -95,13 +95,15 @@ export class RedisLockBackend implements LockBackend {
 
   async acquire(request: AcquireRequest): Promise<HeldLock | undefined> {
     const keys = lockKeys(this.settings.namespace, request.key)
-    let owner = randomBytes(16).toString('hex')
+    // An election candidate's id rides in the value (`<owner>|<id>:<token>`), for observers.
+    const newOwner = () => randomBytes(16).toString('hex') + (request.label === undefined ? '' : `|${request.label}`)
+    let owner = newOwner()
     const retry = {
       failsOver: this.failsOver,
       deadline: performance.now() + request.waitMs,
       signal: request.signal,
       // The failed attempt may still run, and its release is queued behind it for its owner: take a new one.
-      onRetry: () => (owner = randomBytes(16).toString('hex')),
+      onRetry: () => (owner = newOwner()),
     }
     /** Past `maxSubscribedWaits`: no message will come, the poll is all (a failed subscribe keeps the usual backoff). */
     let pollOnly = false

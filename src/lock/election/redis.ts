@@ -1,0 +1,69 @@
+import type { Cluster, Redis } from 'ioredis'
+import { lockKeys } from '../../redis/keys.js'
+import { Notifier } from '../../redis/notifier.js'
+import { ServerProbe } from '../../redis/server-probe.js'
+import { RedisLockBackend } from '../redis/backend.js'
+import { boundedCall } from '../redis/bounded-call.js'
+import type { RedisLockSettings } from '../redis/options.js'
+import type { StoreSettings } from '../resolve-backend.js'
+import type { ElectionStore, Leader, LeaderFeed, LeaderReading } from './store.js'
+
+/**
+ * Leader election on Redis: a candidate holds the Redis lock `<namespace>:election:{l:<name>}`
+ * for as long as it leads (the same lock as `createLocks({ redis })`'s: fencing token from
+ * the acquire script, compare-and-PEXPIRE renewals, compare-and-delete release that
+ * publishes). Its id rides in the lock's value, `<owner>|<id>:<term>`. A new leader
+ * publishes `e` on the lock's channel, a resignation publishes `r`; an observer re-reads
+ * on either, and at the leader's PTTL (a crashed leader publishes nothing).
+ */
+export function redisElection(
+  client: Redis | Cluster,
+  settings: StoreSettings,
+  redis: RedisLockSettings,
+): ElectionStore {
+  const namespace = `${settings.namespace}:election`
+  const candidates = new RedisLockBackend(client, { ...settings, namespace }, redis)
+  const probe = new ServerProbe(client, redis.shardedPubSub, settings.commandTimeoutMs)
+  const notifier = new Notifier(client, settings.commandTimeoutMs, probe)
+  const bounded = <T>(operation: string, command: () => Promise<T>) =>
+    boundedCall(client, settings.commandTimeoutMs, operation, command)
+  return {
+    candidates,
+    async announce(name) {
+      const { channel } = lockKeys(namespace, name)
+      const sharded = await probe.shardedPubSub()
+      await bounded('election announce', () =>
+        sharded ? (client as Cluster).spublish(channel, 'e') : client.publish(channel, 'e'),
+      )
+    },
+    async feed(name): Promise<LeaderFeed> {
+      const subscription = await notifier.subscribe(lockKeys(namespace, name).channel)
+      return {
+        next: async (timeoutMs) => void (await subscription.next(timeoutMs)),
+        close: () => subscription.release(),
+      }
+    },
+    async read(name): Promise<LeaderReading> {
+      const { lock } = lockKeys(namespace, name)
+      const replies = await bounded('election read', () => client.multi().get(lock).pttl(lock).exec())
+      const [[getError, value], [pttlError, pttl]] = replies as [[Error | null, string | null], [Error | null, number]]
+      if (getError || pttlError) throw getError ?? pttlError
+      const leader = value === null ? undefined : leaderOf(value)
+      return { leader, recheckInMs: leader && pttl > 0 ? pttl : Infinity }
+    },
+    async close() {
+      notifier.close()
+      probe.close()
+      await candidates.close()
+    },
+  }
+}
+
+/** `<owner>|<id>:<term>` → the leader; `undefined` for a value no candidate wrote (it expires like any lock). */
+function leaderOf(value: string): Leader | undefined {
+  const bar = value.indexOf('|')
+  const colon = value.lastIndexOf(':')
+  const term = value.slice(colon + 1)
+  if (bar < 0 || colon < bar || !/^\d{1,20}$/.test(term)) return undefined
+  return { id: value.slice(bar + 1, colon), term: BigInt(term) }
+}
