@@ -5,7 +5,7 @@
  */
 import type { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { createLocks, type Locks } from '../../../src/lock/index.js'
+import { createLocks, type Leader, type Locks } from '../../../src/lock/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../../support/redis.js'
 import { sleep, until } from '../../support/timing.js'
 import { exactlyOneLeader, expectNoOverlap, nextLeader, startCandidate, type Candidate } from './candidates.js'
@@ -47,7 +47,7 @@ describe.skipIf(!redisAvailable)('leader election across processes (Redis)', () 
       const first = await nextLeader(observer)
       const paused = candidates.find((c) => c.id === first.id)!
       paused.worker.kill('SIGSTOP')
-      let second
+      let second: Leader | undefined
       try {
         second = await nextLeader(observer, first)
         // Let the new leader write a few times while the old one is still stopped.
