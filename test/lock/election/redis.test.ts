@@ -6,6 +6,8 @@
 import { describe, expect, it } from 'vitest'
 import { InvalidArgumentError, LockLostError, LocksClosedError } from '../../../src/errors.js'
 import { createLocks, type Leader } from '../../../src/lock/index.js'
+import { Redis } from 'ioredis'
+import { startBlackholeProxy } from '../../support/blackhole-proxy.js'
 import { useRedisServer } from '../../support/redis-suite.js'
 import { abortReason, until } from '../../support/timing.js'
 
@@ -89,6 +91,33 @@ describe('leader election (Redis)', () => {
     } finally {
       await admin.client('UNPAUSE')
       await locks.close()
+    }
+  })
+
+  it('a partitioned leader (traffic black-holed, "suspended") steps down before the next leader is elected', async () => {
+    const name = fresh()
+    const proxy = await startBlackholeProxy(redis.server().port)
+    const cutOff = new Redis({ port: proxy.port, host: '127.0.0.1', maxRetriesPerRequest: 1 })
+    cutOff.on('error', () => {})
+    const [a, b] = [createLocks({ redis: cutOff, lease: 600, namespace: 'el' }), newLocks()]
+    try {
+      const leader = await a.elect(name, { id: 'partitioned' })
+      let steppedDownAt = 0
+      leader.signal.addEventListener('abort', () => (steppedDownAt = performance.now()), { once: true })
+      const next = b.elect(name, { id: 'next', lease: 600 }).then((l) => ({ l, at: performance.now() }))
+      proxy.blackhole()
+      const { l: successor, at: electedAt } = await next
+      expect(steppedDownAt).toBeGreaterThan(0)
+      expect(steppedDownAt).toBeLessThan(electedAt)
+      expect(successor.term).toBeGreaterThan(leader.term)
+      console.log(
+        `[election redis partition] the cut-off leader stepped down ${(electedAt - steppedDownAt).toFixed(0)} ms before the next was elected`,
+      )
+      await successor.resign()
+    } finally {
+      await Promise.all([a.close(), b.close()])
+      cutOff.disconnect()
+      await proxy.close()
     }
   })
 
