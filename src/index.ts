@@ -52,3 +52,12 @@ export {
   type ScheduleStats,
   type Tick,
 } from './lock/index.js'
+export {
+  LeaderObserver,
+  LockUpgradeError,
+  ReadWriteLock,
+  type ElectOptions,
+  type Leader,
+  type Leadership,
+  type ObserveOptions,
+} from './lock/index.js'

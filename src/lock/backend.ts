@@ -1,4 +1,5 @@
 import type { ElectionStore } from './election/store.js'
+import type { ReadWriteStore } from './read-write/store.js'
 
 /**
  * The contract every lock backend implements: Redis, Redlock, PostgreSQL, MariaDB/MySQL,
@@ -137,6 +138,8 @@ export interface LockBackend<Resource = void> {
   readonly claims?: ClaimStore
   /** Leader election (`locks.elect`, `locks.observe`), for backends where a leader can step down by its own clock. */
   readonly election?: ElectionStore
+  /** Read-write locks (`locks.readWrite`), for backends that offer them. */
+  readonly readWrite?: ReadWriteStore
   /** Stops timers and subscriptions the backend opened. The caller's own clients stay open. */
   close(): Promise<void>
 }

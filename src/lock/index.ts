@@ -14,6 +14,8 @@ export { WaitBudget, type Wakeup } from './waiting.js'
 export type { EtcdFencedWrites } from './etcd/held-lock.js'
 export type { ZooKeeperFencedWrites } from './zookeeper/held-lock.js'
 export * from './election/index.js'
+export { ReadWriteLock } from './read-write/read-write.js'
+export type { ReadWriteStore } from './read-write/store.js'
 export {
   FencingUnsupportedError,
   InvalidArgumentError,
@@ -21,6 +23,7 @@ export {
   LockBusyError,
   LockLostError,
   LocksClosedError,
+  LockUpgradeError,
   RedisUnavailableError,
   StampedeGuardError,
 } from '../errors.js'

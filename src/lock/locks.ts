@@ -6,6 +6,7 @@ import type { HeldLock, LockBackend } from './backend.js'
 import { LockEmitter, type LockEventName, type LockEvents, type LockEventSource } from './events.js'
 import { LockHandle, type HeldLockHandle, type LockContext } from './handle.js'
 import {
+  namedKey,
   parseCallOptions,
   parseDefaults,
   validateKey,
@@ -17,6 +18,7 @@ import { linkedSignal } from './linked-signal.js'
 import { resolveBackend, SHORTCUT_OPTIONS, type BackendShortcuts, type StoreOptions } from './resolve-backend.js'
 import { runOnce, type RunOnceContext, type RunOnceOptions, type RunOnceResult } from './run-once.js'
 import { elect } from './election/elect.js'
+import { ReadWriteLock } from './read-write/read-write.js'
 import { LeaderObserver } from './election/observer.js'
 import { electionName, parseElect, type ElectOptions, type Leadership } from './election/options.js'
 import { parseObserve, type ObserveOptions } from './election/observe-options.js'
@@ -105,17 +107,32 @@ export class Locks<Resource = void> implements LockEventSource {
     if (outer) return fn(outer.nested())
     const handle = await this.take(checkedKey, settings)
     if (!handle) throw new LockBusyError(checkedKey, settings.waitMs) // unreachable: take() throws when waiting
-    const chain = new Map(this.chain.getStore()).set(checkedKey, handle)
+    return this.holding([[checkedKey, handle]], () => fn(handle))
+  }
+
+  /**
+   * Runs `fn` with `held` in the call chain (by chain key), then releases them all: after
+   * `fn`'s promise settles, as a failure when it threw (a transactional backend rolls back).
+   */
+  private async holding<T>(
+    held: readonly (readonly [string, LockHandle<Resource>])[],
+    fn: () => T | Promise<T>,
+  ): Promise<T> {
+    const chain = new Map(this.chain.getStore())
+    for (const [key, handle] of held) chain.set(key, handle)
     let result: T
     try {
-      result = await this.chain.run(chain, () => fn(handle))
+      result = await this.chain.run(chain, fn)
     } catch (error) {
-      await handle.release(error ?? new Error('the critical section threw a nullish value')).catch(() => {})
+      const failure = error ?? new Error('the critical section threw a nullish value')
+      await Promise.all(held.map(([, handle]) => handle.release(failure).catch(() => {})))
       throw error
     }
     // A release that failed is surfaced: the transaction in `resource` may not have
     // committed, or the lock lingers until its lease ends.
-    await handle.release()
+    const released = await Promise.allSettled(held.map(([, handle]) => handle.release()))
+    const failed = released.find((outcome) => outcome.status === 'rejected')
+    if (failed) throw failed.reason
     return result
   }
 
@@ -161,6 +178,35 @@ export class Locks<Resource = void> implements LockEventSource {
   ): Promise<RunOnceResult<T>> {
     if (this.closing.signal.aborted) return Promise.reject(new LocksClosedError())
     return runOnce(this.backend.claims, this.backend.name, name, fn, options, this.settings.maxKeyLength)
+  }
+
+  /**
+   * A read-write lock on `name`: `read(fn)` runs `fn` sharing the lock with other readers,
+   * `write(fn)` alone; `acquireRead()`/`acquireWrite()` give a handle (`await using`).
+   * Writers go first (a waiting writer keeps new readers out), each holder renews only its
+   * own lease, and asking for the write lock while the call chain holds the read lock
+   * rejects at once with `LockUpgradeError`. Redis only; see docs/locks.md.
+   */
+  readWrite(name: string): ReadWriteLock<Resource> {
+    if (this.closing.signal.aborted) throw new LocksClosedError()
+    const store = this.backend.readWrite
+    if (!store)
+      throw new InvalidArgumentError(
+        'readWrite',
+        `the ${this.backend.name} backend has no read-write locks (redis has; see docs/locks.md)`,
+      )
+    const checkedName = namedKey('name', name, this.settings.maxKeyLength)
+    return new ReadWriteLock<Resource>(checkedName, {
+      held: (chainKey) => this.heldInChain(chainKey),
+      take: async (side, chainKey, options) => {
+        const settings = { ...parseCallOptions(options, this.settings, true), reentrant: false }
+        const backend = side === 'read' ? store.readers : store.writers
+        const handle = await this.take(checkedName, settings, { backend, line: chainKey })
+        if (!handle) throw new LockBusyError(checkedName, 0)
+        return handle
+      },
+      holding: (chainKey, handle, fn) => this.holding([[chainKey, handle]], fn),
+    })
   }
 
   /**
@@ -233,6 +279,7 @@ export class Locks<Resource = void> implements LockEventSource {
           return handle.release(lost).catch(() => {})
         }),
       )
+      await this.backend.readWrite?.close()
       await this.backend.election?.close()
       await this.backend.close()
     })()

@@ -1,7 +1,7 @@
 import { parseDuration, type Duration } from '../duration.js'
 import { InvalidArgumentError, LockLostError } from '../errors.js'
 import type { ClaimStore } from './backend.js'
-import { orDefault, validateKey } from './options.js'
+import { namedKey, orDefault } from './options.js'
 import { leaseMarginMs } from './watchdog.js'
 
 /** Options of `locks.runOnce` (ShedLock's names and meaning). */
@@ -76,7 +76,7 @@ export async function runOnce<T>(
   options: RunOnceOptions,
   maxKeyLength: number,
 ): Promise<RunOnceResult<T>> {
-  renamed('name', () => validateKey(name, maxKeyLength))
+  namedKey('name', name, maxKeyLength)
   if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `expected a function, got ${typeof fn}`)
   const { atMostMs, atLeastMs } = parseRunOnceOptions(options)
   if (!claims)
@@ -113,15 +113,5 @@ export async function runOnce<T>(
     return { ran: true, value }
   } catch (error) {
     return { ran: true, value, finishError: error as Error }
-  }
-}
-
-function renamed(argument: string, check: () => unknown): void {
-  try {
-    check()
-  } catch (error) {
-    if (error instanceof InvalidArgumentError)
-      throw new InvalidArgumentError(argument, error.message.replace(/^key: /, ''))
-    throw error
   }
 }

@@ -2,7 +2,7 @@ import os from 'node:os'
 import { randomBytes } from 'node:crypto'
 import type { Duration } from '../../duration.js'
 import { InvalidArgumentError } from '../../errors.js'
-import { parseLease, validateKey } from '../options.js'
+import { namedKey, parseLease, validateKey } from '../options.js'
 
 /** Longest candidate id, in UTF-16 code units: it is stored with the lock and sent to every observer. */
 export const MAX_CANDIDATE_ID_LENGTH = 256
@@ -95,13 +95,7 @@ export function parseElect(
 
 /** An election's name follows the lock key rules, reported as `name`. */
 export function electionName(name: unknown, maxKeyLength: number): string {
-  try {
-    return validateKey(name, maxKeyLength)
-  } catch (error) {
-    if (error instanceof InvalidArgumentError)
-      throw new InvalidArgumentError('name', error.message.replace(/^key: /, ''))
-    throw error
-  }
+  return namedKey('name', name, maxKeyLength)
 }
 
 function candidateId(id: unknown): string {

@@ -1,7 +1,7 @@
 import type { Cluster, Redis } from 'ioredis'
 import { lockKeys } from '../../redis/keys.js'
-import { Notifier } from '../../redis/notifier.js'
-import { ServerProbe } from '../../redis/server-probe.js'
+import type { Notifier } from '../../redis/notifier.js'
+import type { ServerProbe } from '../../redis/server-probe.js'
 import { RedisLockBackend } from '../redis/backend.js'
 import { boundedCall } from '../redis/bounded-call.js'
 import type { RedisLockSettings } from '../redis/options.js'
@@ -20,11 +20,11 @@ export function redisElection(
   client: Redis | Cluster,
   settings: StoreSettings,
   redis: RedisLockSettings,
+  notifier: Notifier,
+  probe: ServerProbe,
 ): ElectionStore {
   const namespace = `${settings.namespace}:election`
   const candidates = new RedisLockBackend(client, { ...settings, namespace }, redis)
-  const probe = new ServerProbe(client, redis.shardedPubSub, settings.commandTimeoutMs)
-  const notifier = new Notifier(client, settings.commandTimeoutMs, probe)
   const bounded = <T>(operation: string, command: () => Promise<T>) =>
     boundedCall(client, settings.commandTimeoutMs, operation, command)
   return {
@@ -51,11 +51,7 @@ export function redisElection(
       const leader = value === null ? undefined : leaderOf(value)
       return { leader, recheckInMs: leader && pttl > 0 ? pttl : Infinity }
     },
-    async close() {
-      notifier.close()
-      probe.close()
-      await candidates.close()
-    },
+    close: () => candidates.close(),
   }
 }
 

@@ -1,5 +1,8 @@
 import type { BackendShortcut } from '../resolve-backend.js'
+import { Notifier } from '../../redis/notifier.js'
+import { ServerProbe } from '../../redis/server-probe.js'
 import { redisElection } from '../election/redis.js'
+import { redisReadWrite } from '../read-write/redis.js'
 import { RedisLockBackend } from './backend.js'
 import { redisClaims } from './claims.js'
 import { parseRedisLockOption } from './options.js'
@@ -9,10 +12,21 @@ export const redisShortcut: BackendShortcut = {
   option: 'redis',
   create(value, settings) {
     const { client, settings: redis } = parseRedisLockOption(value)
-    // run-once claims (claims.ts) and elections ride along on the same client
-    return Object.assign(new RedisLockBackend(client, settings, redis), {
+    // Run-once claims, elections and read-write locks ride along on the same client; the
+    // last two share one subscriber connection, opened on first use and closed with the backend.
+    const backend = new RedisLockBackend(client, settings, redis)
+    const probe = new ServerProbe(client, redis.shardedPubSub, settings.commandTimeoutMs)
+    const notifier = new Notifier(client, settings.commandTimeoutMs, probe)
+    const close = backend.close.bind(backend)
+    return Object.assign(backend, {
       claims: redisClaims(client, settings),
-      election: redisElection(client, settings, redis),
+      election: redisElection(client, settings, redis, notifier, probe),
+      readWrite: redisReadWrite(client, settings, notifier, probe),
+      async close() {
+        notifier.close()
+        probe.close()
+        await close()
+      },
     })
   },
 }
