@@ -59,5 +59,6 @@ export {
   type ElectOptions,
   type Leader,
   type Leadership,
+  type MultiLockContext,
   type ObserveOptions,
 } from './lock/index.js'

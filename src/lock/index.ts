@@ -15,6 +15,7 @@ export type { EtcdFencedWrites } from './etcd/held-lock.js'
 export type { ZooKeeperFencedWrites } from './zookeeper/held-lock.js'
 export * from './election/index.js'
 export { ReadWriteLock } from './read-write/read-write.js'
+export type { MultiLockContext } from './multi/multi.js'
 export type { ReadWriteStore } from './read-write/store.js'
 export {
   FencingUnsupportedError,

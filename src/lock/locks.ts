@@ -19,6 +19,7 @@ import { resolveBackend, SHORTCUT_OPTIONS, type BackendShortcuts, type StoreOpti
 import { runOnce, type RunOnceContext, type RunOnceOptions, type RunOnceResult } from './run-once.js'
 import { elect } from './election/elect.js'
 import { ReadWriteLock } from './read-write/read-write.js'
+import { canonicalKeys, multiContext, type MultiLockContext } from './multi/multi.js'
 import { LeaderObserver } from './election/observer.js'
 import { electionName, parseElect, type ElectOptions, type Leadership } from './election/options.js'
 import { parseObserve, type ObserveOptions } from './election/observe-options.js'
@@ -134,6 +135,51 @@ export class Locks<Resource = void> implements LockEventSource {
     const failed = released.find((outcome) => outcome.status === 'rejected')
     if (failed) throw failed.reason
     return result
+  }
+
+  /**
+   * Runs `fn` holding the locks on every key of `keys`, all or none: they are taken one by
+   * one in one canonical order (so `[a, b]` and `[b, a]` cannot deadlock), `wait` bounds the
+   * whole call, and a busy key past it (`LockBusyError` naming it), an abort, `close()` or a
+   * backend error mid-way releases every key already taken before the call rejects. `fn`
+   * gets each key's token (`tokens`) and lock (`lock(key)`); `signal` aborts when any lock is
+   * lost. All are released after `fn` settles. At most 100 keys per call.
+   */
+  async withLocks<T>(
+    keys: readonly string[],
+    fn: (locks: MultiLockContext<Resource>) => T | Promise<T>,
+    options?: LockCallOptions,
+  ): Promise<T> {
+    if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `expected a function, got ${typeof fn}`)
+    if (this.closing.signal.aborted) throw new LocksClosedError()
+    const sorted = canonicalKeys(keys, this.settings.maxKeyLength)
+    const settings = parseCallOptions(options, this.settings, true)
+    const deadline = performance.now() + settings.waitMs
+    const contexts = new Map<string, LockContext<Resource>>()
+    const taken: [string, LockHandle<Resource>][] = []
+    try {
+      for (const key of sorted) {
+        const outer = settings.reentrant ? this.heldInChain(key) : undefined
+        if (outer) {
+          contexts.set(key, outer.nested())
+          continue
+        }
+        const waitMs = Math.max(0, Math.round(deadline - performance.now()))
+        const handle = await this.take(key, { ...settings, waitMs })
+        if (!handle) throw new LockBusyError(key, settings.waitMs)
+        taken.push([key, handle])
+        contexts.set(key, handle)
+      }
+    } catch (error) {
+      await Promise.all(taken.map(([, handle]) => handle.release(error).catch(() => {})))
+      throw error
+    }
+    const lost = linkedSignal([...contexts.values()].map((lock) => lock.signal))
+    try {
+      return await this.holding(taken, () => fn(multiContext(sorted, contexts, lost.signal)))
+    } finally {
+      lost.dispose()
+    }
   }
 
   /**
