@@ -1,3 +1,4 @@
+import type { CoalesceStore } from './coalesce/store.js'
 import type { ElectionStore } from './election/store.js'
 import type { ReadWriteStore } from './read-write/store.js'
 
@@ -122,6 +123,11 @@ export interface Claim {
    * instance whose timer fires a little late does not run the same tick again.
    */
   finish(atLeastMs: number): Promise<void>
+  /**
+   * Keeps the claim for `atMostMs` from now (the store's clock) while it is still ours and
+   * not yet run out (runOnce `keepAlive`). `false` when it is not: never takes it back.
+   */
+  extend?(atMostMs: number): Promise<boolean>
 }
 
 export interface LockBackend<Resource = void> {
@@ -138,6 +144,8 @@ export interface LockBackend<Resource = void> {
   readonly claims?: ClaimStore
   /** Leader election (`locks.elect`, `locks.observe`), for backends where a leader can step down by its own clock. */
   readonly election?: ElectionStore
+  /** Coalesced runs (`locks.coalesce`), for backends that offer them. */
+  readonly coalesce?: CoalesceStore
   /** Read-write locks (`locks.readWrite`), for backends that offer them. */
   readonly readWrite?: ReadWriteStore
   /** Stops timers and subscriptions the backend opened. The caller's own clients stay open. */

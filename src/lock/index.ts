@@ -16,6 +16,8 @@ export type { ZooKeeperFencedWrites } from './zookeeper/held-lock.js'
 export * from './election/index.js'
 export { ReadWriteLock } from './read-write/read-write.js'
 export type { MultiLockContext } from './multi/multi.js'
+export type { CoalesceContext, CoalesceOptions, CoalesceResult } from './coalesce/coalesce.js'
+export type { CoalesceStore, CoalescedRun } from './coalesce/store.js'
 export type { ReadWriteStore } from './read-write/store.js'
 export {
   FencingUnsupportedError,

@@ -16,6 +16,7 @@ import {
 } from './options.js'
 import { linkedSignal } from './linked-signal.js'
 import { resolveBackend, SHORTCUT_OPTIONS, type BackendShortcuts, type StoreOptions } from './resolve-backend.js'
+import { coalesce, type CoalesceContext, type CoalesceOptions, type CoalesceResult } from './coalesce/coalesce.js'
 import { runOnce, type RunOnceContext, type RunOnceOptions, type RunOnceResult } from './run-once.js'
 import { elect } from './election/elect.js'
 import { ReadWriteLock } from './read-write/read-write.js'
@@ -307,6 +308,21 @@ export class Locks<Resource = void> implements LockEventSource {
         `the ${this.backend.name} backend holds no elections (redis, etcd and zookeeper do; see docs/locks.md)`,
       )
     return store
+  }
+
+  /**
+   * Runs `fn` now, then once more after the last trigger that arrived while it ran, never
+   * two at once across every instance (a debounce for "something changed, recompute"):
+   * each call is a trigger; the instance running the job gets `{ ran: true, runs, value }`,
+   * every other trigger `{ ran: false }` at once. Redis only. See `coalesce()`.
+   */
+  coalesce<T>(
+    name: string,
+    fn: (context: CoalesceContext) => T | Promise<T>,
+    options?: CoalesceOptions,
+  ): Promise<CoalesceResult<T>> {
+    if (this.closing.signal.aborted) return Promise.reject(new LocksClosedError())
+    return coalesce(this.backend.coalesce, this.backend.name, name, fn, options, this.settings)
   }
 
   /**

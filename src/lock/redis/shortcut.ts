@@ -1,6 +1,7 @@
 import type { BackendShortcut } from '../resolve-backend.js'
 import { Notifier } from '../../redis/notifier.js'
 import { ServerProbe } from '../../redis/server-probe.js'
+import { redisCoalesce } from '../coalesce/redis.js'
 import { redisElection } from '../election/redis.js'
 import { redisReadWrite } from '../read-write/redis.js'
 import { RedisLockBackend } from './backend.js'
@@ -20,6 +21,7 @@ export const redisShortcut: BackendShortcut = {
     const close = backend.close.bind(backend)
     return Object.assign(backend, {
       claims: redisClaims(client, settings),
+      coalesce: redisCoalesce(client, settings),
       election: redisElection(client, settings, redis, notifier, probe),
       readWrite: redisReadWrite(client, settings, notifier, probe),
       async close() {
