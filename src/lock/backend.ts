@@ -47,6 +47,14 @@ export interface AcquireRequest {
   readonly label?: string
 }
 
+/** Several keys at once (`LockBackend.acquireAll`): like `AcquireRequest`, for every key of `keys`. */
+export interface MultiAcquireRequest {
+  readonly keys: readonly string[]
+  readonly leaseMs: number
+  readonly waitMs: number
+  readonly signal: AbortSignal
+}
+
 /** A lock the backend holds on the caller's behalf. */
 export interface HeldLock<Resource = void> {
   /**
@@ -140,6 +148,19 @@ export interface LockBackend<Resource = void> {
    * never hangs, whatever the store does (every call has its own bound).
    */
   acquire(request: AcquireRequest): Promise<HeldLock<Resource> | undefined>
+  /**
+   * Takes several keys in one step, all or none (`withLocks`), waiting up to `waitMs`:
+   * one lock per key, in the order given, or `{ busy }` naming a key still held by another
+   * owner at the deadline (nothing taken). Only for the runs `atomicRuns` made. Optional:
+   * without it, keys are taken one by one.
+   */
+  acquireAll?(request: MultiAcquireRequest): Promise<HeldLock<Resource>[] | { busy: string }>
+  /**
+   * Splits keys in canonical order into runs of consecutive keys that `acquireAll` takes in
+   * one step (Redis: keys of one slot). Consecutive only: taking a later key together with
+   * an earlier one before a key between them could deadlock against another caller.
+   */
+  atomicRuns?(keys: readonly string[]): string[][]
   /** Run-once claims, for backends that offer them. */
   readonly claims?: ClaimStore
   /** Leader election (`locks.elect`, `locks.observe`), for backends where a leader can step down by its own clock. */

@@ -158,19 +158,28 @@ export class Locks<Resource = void> implements LockEventSource {
     const deadline = performance.now() + settings.waitMs
     const contexts = new Map<string, LockContext<Resource>>()
     const taken: [string, LockHandle<Resource>][] = []
+    const toTake: string[] = []
+    for (const key of sorted) {
+      const outer = settings.reentrant ? this.heldInChain(key) : undefined
+      if (outer) contexts.set(key, outer.nested())
+      else toTake.push(key)
+    }
+    // Runs the backend takes in one step (Redis: consecutive keys of one slot), else one key at a time.
+    const runs =
+      this.backend.acquireAll && this.backend.atomicRuns ? this.backend.atomicRuns(toTake) : toTake.map((k) => [k])
     try {
-      for (const key of sorted) {
-        const outer = settings.reentrant ? this.heldInChain(key) : undefined
-        if (outer) {
-          contexts.set(key, outer.nested())
-          continue
-        }
+      for (const run of runs) {
         const waitMs = Math.max(0, Math.round(deadline - performance.now()))
-        const handle = await this.take(key, { ...settings, waitMs })
-        if (!handle) throw new LockBusyError(key, settings.waitMs)
-        taken.push([key, handle])
-        contexts.set(key, handle)
+        if (run.length === 1) {
+          const handle = await this.take(run[0]!, { ...settings, waitMs })
+          if (!handle) throw new LockBusyError(run[0]!, settings.waitMs)
+          taken.push([run[0]!, handle])
+        } else {
+          const handles = await this.takeAll(run, { ...settings, waitMs })
+          handles.forEach((handle, i) => taken.push([run[i]!, handle]))
+        }
       }
+      for (const [key, handle] of taken) contexts.set(key, handle)
     } catch (error) {
       await Promise.all(taken.map(([, handle]) => handle.release(error).catch(() => {})))
       throw error
@@ -422,17 +431,59 @@ export class Locks<Resource = void> implements LockEventSource {
       if (settings.waitMs === 0) return undefined
       throw new LockBusyError(key, Math.round(waitedMs))
     }
+    return this.adopt(key, held, settings.leaseMs, startedAt)
+  }
+
+  /** The front's handle (watchdog, events, `close()`) for a lock the backend took. */
+  private adopt(key: string, held: HeldLock<Resource>, leaseMs: number, startedAt: number): LockHandle<Resource> {
     const handle: LockHandle<Resource> = new LockHandle(
       key,
       this.backend.name,
       held,
-      settings.leaseMs,
+      leaseMs,
       this.events,
       startedAt,
       () => this.live.delete(handle),
     )
     this.live.add(handle)
     return handle
+  }
+
+  /**
+   * Takes `keys` (consecutive in the canonical order, one atomic run of the backend) in one
+   * step with `acquireAll`, waiting up to `waitMs`; the handles in key order. Busy at the
+   * deadline: `LockBusyError` naming the key still held.
+   */
+  private async takeAll(
+    keys: readonly string[],
+    settings: LockSettings & { signal?: AbortSignal },
+  ): Promise<LockHandle<Resource>[]> {
+    const linked = settings.signal ? linkedSignal([settings.signal, this.closing.signal]) : undefined
+    const signal = linked?.signal ?? this.closing.signal
+    const startedAt = performance.now()
+    let held: HeldLock<Resource>[] | { busy: string }
+    try {
+      if (signal.aborted) throw signal.reason
+      held = await this.backend.acquireAll!({ keys, leaseMs: settings.leaseMs, waitMs: settings.waitMs, signal })
+    } catch (error) {
+      if (error !== signal.reason && this.events.listening('backend-error'))
+        this.events.emit('backend-error', { key: keys[0]!, backend: this.backend.name, operation: 'acquire', error })
+      throw error
+    } finally {
+      linked?.dispose()
+    }
+    if (Array.isArray(held) && signal.aborted) {
+      await Promise.all(held.map((lock) => lock.release().catch(() => {})))
+      throw signal.reason
+    }
+    if (!Array.isArray(held)) {
+      if (signal.aborted) throw signal.reason
+      const waitedMs = performance.now() - startedAt
+      if (this.events.listening('busy'))
+        this.events.emit('busy', { key: held.busy, backend: this.backend.name, waitedMs })
+      throw new LockBusyError(held.busy, Math.round(waitedMs))
+    }
+    return held.map((lock, i) => this.adopt(keys[i]!, lock, settings.leaseMs, startedAt))
   }
 }
 

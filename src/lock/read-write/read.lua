@@ -13,6 +13,7 @@
 -- dropped when its own lease ends, whatever the other readers renew.
 
 --# include ../../redis/scripts/fields.lua
+--# include ../tokens.lua
 --# include rw-common.lua
 
 local readers, writer, wanted, counter = KEYS[1], KEYS[2], KEYS[3], KEYS[4]

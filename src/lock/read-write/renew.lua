@@ -10,6 +10,7 @@
 -- Returns 1 when extended, 0 when the lock is no longer this holder's.
 
 --# include ../../redis/scripts/fields.lua
+--# include ../tokens.lua
 --# include rw-common.lua
 
 local readers, writer, kind, holder = KEYS[1], KEYS[2], ARGV[1], ARGV[2]

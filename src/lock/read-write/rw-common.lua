@@ -3,14 +3,6 @@
 
 
 
-local function checkedMs(text, name)
-  local ms = tonumber(text)
-  if not ms or ms < 1 or ms > 2147483647 or ms % 1 ~= 0 then
-    error('stampede-guard read-write: ' .. name .. ' must be an integer in 1..2^31-1 ms')
-  end
-  return ms
-end
-
 -- A zset of ours, or nothing: a key of a foreign type (planted) is dropped, not fatal.
 local function ownZset(key)
   local kind = redis.call('TYPE', key)['ok']
@@ -42,18 +34,4 @@ end
 local function keepUntilLast(key, now)
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if last[2] then redis.call('PEXPIRE', key, math.max(1, tonumber(last[2]) - now)) end
-end
-
--- The next fencing token, as acquire.lua issues them: max(last + 1, server time in µs).
-local function nextToken(counter, nowUs, keep)
-  local last = nil
-  local kind = redis.call('TYPE', counter)['ok']
-  if kind == 'string' then
-    last = tokenField(redis.call('GET', counter), nowUs)
-  elseif kind ~= 'none' then
-    redis.call('DEL', counter)
-  end
-  local text = integer(math.max((last or 0) + 1, nowUs))
-  redis.call('SET', counter, text, 'PX', keep)
-  return text
 end

@@ -10,6 +10,7 @@
 -- Returns {1, token} when taken, {0, ms} when busy (ms: when to try again at the latest).
 
 --# include ../../redis/scripts/fields.lua
+--# include ../tokens.lua
 --# include rw-common.lua
 
 local readers, writer, wanted, counter = KEYS[1], KEYS[2], KEYS[3], KEYS[4]

@@ -8,7 +8,8 @@ import { PollScheduler } from '../../redis/poll-scheduler.js'
 import { RenewalBatch } from '../../redis/renewals.js'
 import { execWithReplicaWait } from '../../redis/replicas.js'
 import { ServerProbe } from '../../redis/server-probe.js'
-import type { AcquireRequest, HeldLock, LockBackend } from '../backend.js'
+import type { AcquireRequest, HeldLock, LockBackend, MultiAcquireRequest } from '../backend.js'
+import { acquireMany, slotRuns } from '../multi/redis.js'
 import type { StoreSettings } from '../resolve-backend.js'
 import { acquireWaiting } from '../waiting.js'
 import { DEFAULT_MAX_POLL_RATE } from '../../redis/poll-scheduler.js'
@@ -205,6 +206,17 @@ export class RedisLockBackend implements LockBackend {
           this.releaseCall(keys, owner, true),
         ).then(() => {})),
     }
+  }
+
+  /** `withLocks`: keys of one slot in one acquire-many.lua call per attempt (src/lock/multi/redis.ts). */
+  acquireAll(request: MultiAcquireRequest): Promise<HeldLock[] | { busy: string }> {
+    const { namespace, commandTimeoutMs } = this.settings
+    const held = (keys: EntryKeys, owner: string, token: string, at: number) => this.held(keys, owner, token, at)
+    return acquireMany({ client: this.client, namespace, commandTimeoutMs, notifier: this.notifier, held }, request)
+  }
+
+  atomicRuns(keys: readonly string[]): string[][] {
+    return slotRuns(this.client, this.settings.namespace, keys)
   }
 
   async close(): Promise<void> {

@@ -7,7 +7,12 @@ import fc from 'fast-check'
 import { afterEach, describe, expect, it } from 'vitest'
 import { InvalidArgumentError, LockBusyError } from '../../../src/errors.js'
 import { createLocks, type Locks } from '../../../src/lock/index.js'
+import { slotRuns } from '../../../src/lock/multi/redis.js'
+import { RedisLockBackend } from '../../../src/lock/redis/backend.js'
+import { keySlot } from '../../../src/redis/failing-clock.js'
+import { lockKeys } from '../../../src/redis/keys.js'
 import { useRedisServer } from '../../support/redis-suite.js'
+import { countScripts } from '../../support/script-calls.js'
 import { sleep, until } from '../../support/timing.js'
 
 describe('multi-key locks (Redis)', () => {
@@ -59,9 +64,37 @@ describe('multi-key locks (Redis)', () => {
     await blocker.release()
   })
 
-  it('an abort mid-acquisition (holding a, waiting for b) rejects with its reason and leaves a free', async () => {
+  it('one acquire-many.lua call takes every key of one slot: nothing is held while it waits', async () => {
+    const [a, b, c] = [fresh('a'), fresh('b'), fresh('c')]
+    const client = redis.server().client()
+    const locks = createLocks({ redis: client, lease: '1s', namespace: 'ml' })
+    opened.push(locks)
+    await locks.withLocks([fresh('warm-up'), fresh('warm-up')], () => {}) // the script is loaded (EVAL once)
+    const scripts = countScripts(client)
+    const acquired: string[] = []
+    locks.on('acquired', (e) => acquired.push(e.key))
+    await locks.withLocks([c, b, a], () => {})
+    expect(scripts['acquire-many.lua']).toEqual({ calls: 1, keys: 6 })
+    expect(scripts['acquire.lua']).toBeUndefined()
+    expect(acquired).toEqual([a, b, c])
+    // Busy: it waits holding none of them, then takes all three in one call after the release.
+    const blocker = await newLocks().acquire(b)
+    const call = locks.withLocks([a, b, c], () => 'done', { wait: '5s' })
+    await sleep(200)
+    expect(await redis.admin().exists(`ml:{l:${a}}:lock`, `ml:{l:${c}}:lock`)).toBe(0)
+    await blocker.release()
+    await expect(call).resolves.toBe('done')
+  })
+
+  it('an abort mid-acquisition (one key at a time: holding a, waiting for b) rejects with its reason and leaves a free', async () => {
     const [a, b] = [fresh('a'), fresh('b')]
-    const [locks, holder] = [newLocks(), newLocks()]
+    // A backend without the one-step acquisition takes the keys one by one.
+    const backend = new RedisLockBackend(redis.server().client(), { namespace: 'ml', commandTimeoutMs: 1_000 })
+    const locks = createLocks({
+      backend: { name: 'redis', acquire: (r) => backend.acquire(r), close: () => backend.close() },
+    })
+    opened.push(locks)
+    const holder = newLocks()
     const blocker = await holder.acquire(b)
     const abort = new AbortController()
     const call = locks.withLocks([a, b], () => 'never', { wait: '10s', signal: abort.signal })
@@ -164,5 +197,23 @@ describe('multi-key locks (Redis)', () => {
       )
       expect(await redis.admin().exists(`ml:{l:${a}}:lock`)).toBe(1) // still the outer call's
     })
+  })
+})
+
+describe('multi-key runs on a Cluster (slotRuns)', () => {
+  const cluster = { isCluster: true, options: {} } as never
+  const slotOf = (key: string) => keySlot(lockKeys('ml', key).lock)
+  // Two keys whose locks share a slot, found by search (each key has a hash tag of its own).
+  const first = 'k0'
+  let twin = ''
+  for (let i = 1; !twin; i++) if (slotOf(`k${i}`) === slotOf(first)) twin = `k${i}`
+  // 'k0' < 'k0-<n>' < 'k<m>' for any m ≥ 1: a key sorting between the two, in another slot.
+  const between = [...Array(100).keys()].map((n) => `k0-${n}`).find((key) => slotOf(key) !== slotOf(first))!
+
+  it('groups only consecutive keys of one slot: a key of another slot between them splits the run', () => {
+    expect(slotRuns(cluster, 'ml', [first, twin].sort())).toEqual([[first, twin].sort()])
+    expect(between > first && between < twin).toBe(true)
+    expect(slotRuns(cluster, 'ml', [first, between, twin])).toEqual([[first], [between], [twin]])
+    expect(slotRuns({ isCluster: false, options: {} } as never, 'ml', ['a', 'b', 'c'])).toEqual([['a', 'b', 'c']])
   })
 })
