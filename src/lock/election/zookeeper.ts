@@ -29,17 +29,26 @@ export function zookeeperElection(client: Client, settings: ZooKeeperBackendSett
   const candidates = createZooKeeperBackend(client, { ...settings, namespace })
   const calls = new ZooKeeperCalls(client, settings.commandTimeoutMs)
   const parentOf = (name: string) => `${rootPath(namespace)}/${nodeName(name)}`
-  const armed = new WeakMap<LeaderFeed, { children: boolean; parent: boolean }>()
+  const armed = new Map<NewsLatch, { children: boolean; parent: boolean }>()
+  // After a reconnect the server may not have our watches (a restarted server, another one of
+  // the ensemble): every observer re-reads and arms them again.
+  const onConnected = () => {
+    for (const [latch, watches] of armed) {
+      watches.children = watches.parent = false
+      latch.notify()
+    }
+  }
+  client.on('connected', onConnected)
   return {
     candidates,
     async feed(): Promise<LeaderFeed> {
-      const latch = new NewsLatch()
+      const latch: NewsLatch = new NewsLatch(() => armed.delete(latch))
       armed.set(latch, { children: false, parent: false })
       return latch
     },
     async read(name, feed): Promise<LeaderReading> {
       const parent = parentOf(name)
-      const watches = armed.get(feed)!
+      const watches = armed.get(feed as NewsLatch) ?? { children: false, parent: false }
       const notify = (which: 'children' | 'parent') => () => {
         watches[which] = false
         ;(feed as NewsLatch).notify()
@@ -90,6 +99,9 @@ export function zookeeperElection(client: Client, settings: ZooKeeperBackendSett
           }
       }
     },
-    close: () => candidates.close(),
+    async close() {
+      client.removeListener('connected', onConnected)
+      await candidates.close()
+    },
   }
 }

@@ -80,27 +80,12 @@ export function redisReadWrite(
         async () => {
           sentAt = performance.now()
           answered = false
+          // write.lua takes one more argument: how long a waiting writer's claim stands (a lease).
+          const args = [keys.readers, keys.writer, keys.wanted, keys.counter, owner, request.leaseMs, keep] as const
           const [won, arg] = (await call(kind === 'r' ? 'read lock acquire' : 'write lock acquire', () =>
             kind === 'r'
-              ? scripts.stampedeGuardRwRead(
-                  keys.readers,
-                  keys.writer,
-                  keys.wanted,
-                  keys.counter,
-                  owner,
-                  request.leaseMs,
-                  keep,
-                )
-              : scripts.stampedeGuardRwWrite(
-                  keys.readers,
-                  keys.writer,
-                  keys.wanted,
-                  keys.counter,
-                  owner,
-                  request.leaseMs,
-                  keep,
-                  request.leaseMs,
-                ),
+              ? scripts.stampedeGuardRwRead(...args)
+              : scripts.stampedeGuardRwWrite(...args, request.leaseMs),
           )) as [number, string | number]
           answered = true
           return won === 1 ? { held: String(arg) } : { busyForMs: Number(arg) }

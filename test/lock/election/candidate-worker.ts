@@ -41,6 +41,9 @@ const id = process.env.CANDIDATE_ID ?? `candidate-${process.pid}`
 const commandTimeout = Number(process.env.COMMAND_TIMEOUT_MS ?? 1_000)
 let sessionExpired = false
 
+/** The campaign asked for, so a ZooKeeper candidate whose session expired campaigns again on a new client. */
+let campaign: { name: string; lease: number } | undefined
+
 async function connect(): Promise<Locks<unknown>> {
   if (backend === 'redis') return createLocks({ redis: new Redis(process.env.REDIS_URL!), commandTimeout })
   if (backend === 'etcd')
@@ -49,13 +52,22 @@ async function connect(): Promise<Locks<unknown>> {
     const client = await connectZooKeeper(process.env.ZK_CONNECT!, {
       sessionTimeout: Number(process.env.ZK_SESSION_MS ?? 2_000),
     })
-    client.once('expired', () => (sessionExpired = true))
+    client.once('expired', () => {
+      // An expired client is dead ("create a new client"): as an app would, start over on a new one.
+      sessionExpired = true
+      const old = locks
+      void old.close().finally(() => client.close())
+      void connect().then((fresh) => {
+        locks = fresh
+        if (campaign) startCampaign(campaign.name, campaign.lease)
+      })
+    })
     return createLocks<unknown>({ zookeeper: client, commandTimeout })
   }
   throw new Error(`LOCK_BACKEND must be redis, etcd or zookeeper, got ${backend}`)
 }
 
-const locks = await connect()
+let locks = await connect()
 const check = new Redis(process.env.CHECK_URL!)
 check.defineCommand('fence', { numberOfKeys: 1, lua: FENCE_LUA })
 const fence = (term: bigint, checkedAt: number) =>
@@ -94,12 +106,15 @@ async function lead(leadership: Leadership): Promise<void> {
   }
 }
 
+function startCampaign(name: string, lease: number): void {
+  void locks.elect(name, { id, lease, signal: candidacy.signal, onElected: lead }).catch(() => {})
+}
+
 async function handle(request: CandidateRequest): Promise<unknown> {
   switch (request.op) {
     case 'campaign': {
-      void locks
-        .elect(request.name, { id, lease: request.lease, signal: candidacy.signal, onElected: lead })
-        .catch(() => {})
+      campaign = { name: request.name, lease: request.lease }
+      startCampaign(request.name, request.lease)
       return true
     }
     case 'status':

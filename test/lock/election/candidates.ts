@@ -1,10 +1,11 @@
 /** Candidate processes for the cross-process election tests (candidate-worker.ts), and the checks they share. */
+import type { Redis } from 'ioredis'
 import { expect } from 'vitest'
 import type { Leader, LeaderObserver } from '../../../src/lock/index.js'
 import { until } from '../../support/timing.js'
 import { forkWorker, type Worker } from '../../support/workers.js'
 import type { CandidateStatus } from './candidate-worker.js'
-import type { FenceState } from './fenced-resource.js'
+import { readFence, type FenceState } from './fenced-resource.js'
 
 const WORKER = new URL('./candidate-worker.ts', import.meta.url)
 
@@ -49,8 +50,14 @@ export async function exactlyOneLeader(
   await until(
     async () => {
       const statuses = await Promise.all(candidates.map((c) => c.status()))
+      const leading = statuses.filter((status) => status.leading)
       leaders = candidates.filter((_, i) => statuses[i]!.leading)
-      return leaders.length === 1 && observer.leader?.id === leaders[0]!.id
+      // The observer reports that candidate, with the term it was told.
+      return (
+        leading.length === 1 &&
+        observer.leader?.id === leading[0]!.id &&
+        observer.leader.term.toString() === leading[0]!.terms.at(-1)?.term
+      )
     },
     'exactly one candidate leading, as observed',
     timeoutMs,
@@ -64,4 +71,36 @@ export function expectNoOverlap(fence: FenceState): void {
   const terms = fence.log.map((line) => BigInt(line.split(' ')[0]!))
   expect([...terms].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))).toEqual(terms)
   expect(new Set(terms).size).toBe(terms.length)
+}
+
+/**
+ * The leader (one of `candidates`) is SIGSTOPped until the observer reports a new leader
+ * and that term has written to the fence, then resumed. Returns both leaders and what the
+ * resumed one says of itself; the caller checks its own backend's details.
+ */
+export async function pauseTheLeader(
+  candidates: Candidate[],
+  observer: LeaderObserver,
+  check: Redis,
+): Promise<{ first: Leader; second: Leader; status: CandidateStatus }> {
+  const first = await nextLeader(observer)
+  const paused = candidates.find((c) => c.id === first.id)!
+  paused.worker.kill('SIGSTOP')
+  let second: Leader
+  try {
+    second = await nextLeader(observer, first)
+    await until(async () => (await readFence(check)).terms === 2, 'the new term to write')
+  } finally {
+    paused.worker.kill('SIGCONT')
+  }
+  expect(second.id).not.toBe(first.id)
+  expect(second.term).toBeGreaterThan(first.term)
+  const status = await paused.status()
+  expect(status.leading).toBe(false)
+  expect(status.refused).toBe(0) // it never wrote after the new term began: its first check said no
+  expect(status.terms.find((t) => t.term === first.term.toString())?.endedAt).toBeDefined()
+  const fence = await readFence(check)
+  expectNoOverlap(fence)
+  expect(fence.fenced).toBe(0)
+  return { first, second, status }
 }

@@ -5,10 +5,17 @@
  */
 import type { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { createLocks, type Leader, type Locks } from '../../../src/lock/index.js'
+import { createLocks, type Locks } from '../../../src/lock/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../../support/redis.js'
 import { sleep, until } from '../../support/timing.js'
-import { exactlyOneLeader, expectNoOverlap, nextLeader, startCandidate, type Candidate } from './candidates.js'
+import {
+  exactlyOneLeader,
+  expectNoOverlap,
+  nextLeader,
+  pauseTheLeader,
+  startCandidate,
+  type Candidate,
+} from './candidates.js'
 import { readFence, resetFence } from './fenced-resource.js'
 
 const LEASE_MS = 1_000
@@ -46,32 +53,8 @@ describe.skipIf(!redisAvailable)('leader election across processes (Redis)', () 
     const observer = locks.observe(name)
     try {
       candidates = await Promise.all(['a', 'b'].map((id) => startCandidate(id, env(), name, LEASE_MS)))
-      const first = await nextLeader(observer)
-      const paused = candidates.find((c) => c.id === first.id)!
-      paused.worker.kill('SIGSTOP')
-      let second: Leader | undefined
-      try {
-        second = await nextLeader(observer, first)
-        // Let the new leader write a few times while the old one is still stopped.
-        await until(async () => (await readFence(check)).terms === 2, 'the new term to write').catch(
-          async (error: Error) => {
-            throw new Error(
-              `${error.message}: fence ${JSON.stringify(await readFence(check))}, second ${String(second?.term)} ${second?.id}; statuses ${JSON.stringify(await Promise.all(candidates.filter((c) => c !== paused).map((c) => c.status())))}`,
-            )
-          },
-        )
-      } finally {
-        paused.worker.kill('SIGCONT')
-      }
-      expect(second.id).not.toBe(first.id)
-      expect(second.term).toBeGreaterThan(first.term)
-      const status = await paused.status()
-      const term = status.terms.find((t) => t.term === first.term.toString())!
-      expect(term.endedAt).toBeDefined()
-      expect(status.refused).toBe(0) // it never wrote after the new term began: its first check said no
+      const { first, second, status } = await pauseTheLeader(candidates, observer, check)
       const fence = await readFence(check)
-      expectNoOverlap(fence)
-      expect(fence.fenced).toBe(0)
       expect(fence.log).toEqual([`${first.term} ${first.id}`, `${second.term} ${second.id}`])
       console.log(
         `[election redis SIGSTOP] term ${first.term} (${first.id}) → ${second.term} (${second.id}); old leader learnt it by ${status.clockStepDowns > 0 ? 'its clock check' : 'its signal'}; fence ${JSON.stringify({ ...fence, log: undefined })}`,

@@ -74,19 +74,20 @@ describe('leader election (Redis)', () => {
 
   it('a leader whose lease cannot be renewed steps down by its own clock, before the store frees it', async () => {
     const name = fresh()
-    const client = redis.server().client()
-    const locks = createLocks({ redis: client, lease: 300, namespace: 'el' })
-    const leadership = await locks.elect(name, { id: 'paused' })
-    const pttlAtStart = await redis.admin().pttl(`el:election:{l:${name}}:lock`)
-    expect(pttlAtStart).toBeGreaterThan(0)
-    // No renewal reaches Redis from here on (the connection is paused by CLIENT PAUSE for writes).
+    const lock = `el:election:{l:${name}}:lock`
+    const locks = createLocks({ redis: redis.server().client(), lease: 1_000, namespace: 'el' })
     const admin = redis.admin()
-    await admin.client('PAUSE', 1_000, 'WRITE')
+    const leadership = await locks.elect(name, { id: 'paused' })
+    // Asked the moment the signal aborts (the command is written at once; reads are not paused).
+    let pttlAtStepDown: Promise<number> | undefined
+    leadership.signal.addEventListener('abort', () => (pttlAtStepDown = admin.pttl(lock)), { once: true })
+    // No renewal reaches Redis from here on: writes are paused for longer than the lease.
+    await admin.client('PAUSE', 2_500, 'WRITE')
     try {
       const reason = await abortReason(leadership.signal, 'the leadership to end')
       expect(reason).toBeInstanceOf(LockLostError)
       // Stepped down while the store still held the key: nobody else could be elected yet.
-      expect(await admin.pttl(`el:election:{l:${name}}:lock`)).toBeGreaterThan(0)
+      expect(await pttlAtStepDown).toBeGreaterThan(0)
       expect(leadership.leading).toBe(false)
     } finally {
       await admin.client('UNPAUSE')
