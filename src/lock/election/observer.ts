@@ -36,10 +36,6 @@ export class LeaderObserver implements AsyncIterable<Leader | undefined>, AsyncD
   ) {
     this.ready = new Promise((resolve) => (this.markReady = resolve))
     const stop = () => this.controller.abort()
-    for (const source of [signal, closing]) {
-      if (source?.aborted) stop()
-      source?.addEventListener('abort', stop, { once: true })
-    }
     this.controller.signal.addEventListener(
       'abort',
       () => {
@@ -49,6 +45,10 @@ export class LeaderObserver implements AsyncIterable<Leader | undefined>, AsyncD
       },
       { once: true },
     )
+    for (const source of [signal, closing]) {
+      if (source?.aborted) stop()
+      else source?.addEventListener('abort', stop, { once: true })
+    }
     this.running = this.run()
   }
 
@@ -116,8 +116,10 @@ export class LeaderObserver implements AsyncIterable<Leader | undefined>, AsyncD
           feed?.close()
           feed = undefined
           const pause = delay(pauseMs)
-          signal.addEventListener('abort', () => pause.cancel(), { once: true })
+          const cancel = () => pause.cancel()
+          signal.addEventListener('abort', cancel, { once: true })
           await pause.promise
+          signal.removeEventListener('abort', cancel)
           pauseMs = nextBackoff(pauseMs, RETRY_MAX_MS)
         }
       }

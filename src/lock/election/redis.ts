@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis'
-import { lockKeys } from '../../redis/keys.js'
+import { keyPrefixOf, lockKeys } from '../../redis/keys.js'
 import type { Notifier } from '../../redis/notifier.js'
 import type { ServerProbe } from '../../redis/server-probe.js'
 import { RedisLockBackend } from '../redis/backend.js'
@@ -30,7 +30,8 @@ export function redisElection(
   return {
     candidates,
     async announce(name) {
-      const { channel } = lockKeys(namespace, name)
+      // PUBLISH arguments get no keyPrefix from ioredis; the release script's channel (a key) and the subscriber's do.
+      const channel = keyPrefixOf(client) + lockKeys(namespace, name).channel
       const sharded = await probe.shardedPubSub()
       await bounded('election announce', () =>
         sharded ? (client as Cluster).spublish(channel, 'e') : client.publish(channel, 'e'),

@@ -72,6 +72,39 @@ describe('leader election (Redis)', () => {
     }
   })
 
+  it('with an ioredis keyPrefix, observers still hear a new leader at once (not at the 5 s safety re-read)', async () => {
+    const name = fresh()
+    const prefixed = () => createLocks({ redis: redis.server().client({ keyPrefix: 'app:' }), namespace: 'el' })
+    const [candidate, watcher] = [prefixed(), prefixed()]
+    const observer = watcher.observe(name)
+    try {
+      await observer.ready
+      expect(observer.leader).toBeUndefined()
+      const startedAt = performance.now()
+      const leadership = await candidate.elect(name, { id: 'prefixed' })
+      await until(() => observer.leader?.term === leadership.term, 'the leader observed', 4_000)
+      expect(performance.now() - startedAt).toBeLessThan(4_000)
+      expect(await redis.admin().exists(`app:el:election:{l:${name}}:lock`)).toBe(1)
+    } finally {
+      await observer.close()
+      await Promise.all([candidate.close(), watcher.close()])
+    }
+  })
+
+  it('an observer given an aborted signal ends at once', async () => {
+    const locks = newLocks()
+    try {
+      const observer = locks.observe(fresh(), { signal: AbortSignal.abort() })
+      await observer.ready
+      expect(observer.closed).toBe(true)
+      const seen: unknown[] = []
+      for await (const leader of observer) seen.push(leader)
+      expect(seen).toEqual([])
+    } finally {
+      await locks.close()
+    }
+  })
+
   it('a leader whose lease cannot be renewed steps down by its own clock, before the store frees it', async () => {
     const name = fresh()
     const lock = `el:election:{l:${name}}:lock`
