@@ -8,6 +8,9 @@ import { InvalidArgumentError, LockLostError, LocksClosedError } from '../../../
 import { createLocks, type Leader } from '../../../src/lock/index.js'
 import { Redis } from 'ioredis'
 import { startBlackholeProxy } from '../../support/blackhole-proxy.js'
+import { LOCK_ACQUIRES, LOCK_LOST } from '../../../src/observability/locks.js'
+import { instrumentLocks } from '../../../src/observability/index.js'
+import { metricsHarness, valueOf } from '../../support/otel.js'
 import { useRedisServer } from '../../support/redis-suite.js'
 import { abortReason, until } from '../../support/timing.js'
 
@@ -271,6 +274,31 @@ describe('leader election (Redis)', () => {
       expect(() => locks.observe('x')).toThrow(/holds no elections/)
     } finally {
       await locks.close()
+    }
+  })
+})
+
+describe('leader election metrics (instrumentLocks)', () => {
+  const redis = useRedisServer()
+
+  it('counts each term as an acquisition, and a deposed leader as a lost lock, like the mutex', async () => {
+    const metrics = metricsHarness()
+    const locks = createLocks({ redis: redis.server().client(), namespace: 'el-otel', lease: 300 })
+    const instrumentation = instrumentLocks(locks, { meter: metrics.provider.getMeter('test') })
+    try {
+      const first = await locks.elect('metered')
+      await first.resign()
+      const second = await locks.elect('metered')
+      await redis.admin().del('el-otel:election:{l:metered}:lock') // deposed: its renewal finds it gone
+      await abortReason(second.signal, 'the leader to be deposed')
+      const m = await metrics.collect()
+      const backend = { 'stampede_guard.lock.backend': 'redis' }
+      expect(valueOf(m, LOCK_ACQUIRES, { ...backend, 'stampede_guard.lock.result': 'acquired' })).toBe(2)
+      expect(valueOf(m, LOCK_LOST, backend)).toBe(1)
+    } finally {
+      instrumentation.stop()
+      await locks.close()
+      await metrics.shutdown()
     }
   })
 })
