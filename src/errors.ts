@@ -176,3 +176,19 @@ export class LocksClosedError extends StampedeGuardError {
     super('ERR_SG_LOCKS_CLOSED', 'the lock service is closed')
   }
 }
+
+/**
+ * A holder of a read lock asked for the write lock of the same read-write lock (in the same
+ * async call chain). Waiting would deadlock: the write lock waits for every reader to leave,
+ * itself included. Rejected at once; release the read lock first (Redisson #4796).
+ */
+export class LockUpgradeError extends StampedeGuardError {
+  readonly key: string
+  constructor(key: string) {
+    super(
+      'ERR_SG_LOCK_UPGRADE',
+      `read-write lock "${key}": this call chain holds its read lock, so write() would wait for itself; release the read lock first`,
+    )
+    this.key = key
+  }
+}

@@ -60,3 +60,16 @@ export {
   type ScheduleStats,
   type Tick,
 } from './lock/index.js'
+export {
+  LeaderObserver,
+  LockUpgradeError,
+  ReadWriteLock,
+  type CoalesceContext,
+  type CoalesceOptions,
+  type CoalesceResult,
+  type ElectOptions,
+  type Leader,
+  type Leadership,
+  type MultiLockContext,
+  type ObserveOptions,
+} from './lock/index.js'

@@ -98,6 +98,11 @@ export class LeaseWatchdog {
     return this.controller.signal
   }
 
+  /** The `performance.now()` instant the lease is given up at, unless a renewal is confirmed first. */
+  get deadline(): number {
+    return this.confirmedSentAt + this.leaseMs - leaseMarginMs(this.leaseMs)
+  }
+
   /** The error the lease was lost with, if it was. */
   get lost(): LockLostError | undefined {
     return this.lostWith
@@ -122,11 +127,6 @@ export class LeaseWatchdog {
   expireIfDue(): void {
     if (!this.lostWith && !this.stopped && performance.now() >= this.deadline)
       this.lose('the lease ran out before a renewal was confirmed', true)
-  }
-
-  /** `performance.now()` instant at which the lease is given up, unless a renewal is confirmed first. */
-  private get deadline(): number {
-    return this.confirmedSentAt + this.leaseMs - leaseMarginMs(this.leaseMs)
   }
 
   /**

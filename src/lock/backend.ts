@@ -1,3 +1,7 @@
+import type { CoalesceStore } from './coalesce/store.js'
+import type { ElectionStore } from './election/store.js'
+import type { ReadWriteStore } from './read-write/store.js'
+
 /**
  * The contract every lock backend implements: Redis, Redlock, PostgreSQL, MariaDB/MySQL,
  * etcd and ZooKeeper. The front (`createLocks`, `withLock`, `acquire`, `tryAcquire`,
@@ -42,6 +46,20 @@ export interface AcquireRequest {
    * to a backend whose `fifo` is `'optional'`; `'always'` backends are FIFO anyway.
    */
   readonly fair?: boolean
+  /**
+   * Who asks (an election candidate's id): a backend that can store it with the lock does
+   * (Redis in the value, etcd as the key's value, ZooKeeper as the node's data), so an
+   * observer reading the store can tell who holds it. Validated by the front.
+   */
+  readonly label?: string
+}
+
+/** Several keys at once (`LockBackend.acquireAll`): like `AcquireRequest`, for every key of `keys`. */
+export interface MultiAcquireRequest {
+  readonly keys: readonly string[]
+  readonly leaseMs: number
+  readonly waitMs: number
+  readonly signal: AbortSignal
 }
 
 /** A lock the backend holds on the caller's behalf. */
@@ -82,13 +100,6 @@ export interface HeldLock<Resource = void> {
    */
   renew(leaseMs: number): Promise<boolean>
   /**
-   * `'session'` backends that confirm their session or lease by a local deadline (etcd,
-   * ZooKeeper): ms left before it, by the monotonic clock, 0 once lost. The front's
-   * `validForMs` / `assertHeld()` read it; absent, a session lock counts as valid until
-   * `signal` aborts. (`'lease'` backends need not: the front's watchdog knows.)
-   */
-  validForMs?(): number
-  /**
    * Gives the lock back. Idempotent, and never removes another holder's lock (compare
    * and delete). Rejects with a backend error when the store could not be told (the lock
    * then ends by itself with its lease or session), or when the critical section's work
@@ -99,6 +110,13 @@ export interface HeldLock<Resource = void> {
    * backends ignore it.
    */
   release(failure?: unknown): Promise<void>
+  /**
+   * The `performance.now()` instant until which the store cannot give this lock to anyone
+   * else, by this process's monotonic clock (last confirmed renewal sent + lease − margin),
+   * for backends whose hold is bounded that way (etcd lease, ZooKeeper session). `'lease'`
+   * holds get it from the front's watchdog. Absent for connection-bound locks.
+   */
+  validUntil?(): number
 }
 
 /**
@@ -120,6 +138,11 @@ export interface Claim {
    * instance whose timer fires a little late does not run the same tick again.
    */
   finish(atLeastMs: number): Promise<void>
+  /**
+   * Keeps the claim for `atMostMs` from now (the store's clock) while it is still ours and
+   * not yet run out (runOnce `keepAlive`). `false` when it is not: never takes it back.
+   */
+  extend?(atMostMs: number): Promise<boolean>
 }
 
 export interface LockBackend<Resource = void> {
@@ -132,6 +155,19 @@ export interface LockBackend<Resource = void> {
    * never hangs, whatever the store does (every call has its own bound).
    */
   acquire(request: AcquireRequest): Promise<HeldLock<Resource> | undefined>
+  /**
+   * Takes several keys in one step, all or none (`withLocks`), waiting up to `waitMs`:
+   * one lock per key, in the order given, or `{ busy }` naming a key still held by another
+   * owner at the deadline (nothing taken). Only for the runs `atomicRuns` made. Optional:
+   * without it, keys are taken one by one.
+   */
+  acquireAll?(request: MultiAcquireRequest): Promise<HeldLock<Resource>[] | { busy: string }>
+  /**
+   * Splits keys in canonical order into runs of consecutive keys that `acquireAll` takes in
+   * one step (Redis: keys of one slot). Consecutive only: taking a later key together with
+   * an earlier one before a key between them could deadlock against another caller.
+   */
+  atomicRuns?(keys: readonly string[]): string[][]
   /** Run-once claims, for backends that offer them. */
   readonly claims?: ClaimStore
   /**
@@ -142,6 +178,12 @@ export interface LockBackend<Resource = void> {
   readonly fifo?: 'always' | 'optional'
   /** Counting semaphores (`locks.semaphore()`), for backends that offer them. */
   readonly semaphores?: SemaphoreStore
+  /** Leader election (`locks.elect`, `locks.observe`), for backends where a leader can step down by its own clock. */
+  readonly election?: ElectionStore
+  /** Coalesced runs (`locks.coalesce`), for backends that offer them. */
+  readonly coalesce?: CoalesceStore
+  /** Read-write locks (`locks.readWrite`), for backends that offer them. */
+  readonly readWrite?: ReadWriteStore
   /** Stops timers and subscriptions the backend opened. The caller's own clients stay open. */
   close(): Promise<void>
 }

@@ -121,7 +121,8 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
   get validForMs(): number {
     if (this.signal.aborted || this.released) return 0
     if (this.watchdog) return this.watchdog.validForMs
-    return this.held.validForMs?.() ?? Infinity
+    const until = this.validUntil
+    return until === undefined ? Infinity : Math.max(0, until - performance.now())
   }
 
   assertHeld(): void {
@@ -130,6 +131,14 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
       this.lose(new LockLostError(this.key, 'its lease or session ran out before a confirmation'))
     if (this.signal.aborted) throw this.signal.reason
     if (this.released) throw new LockLostError(this.key, 'it was released')
+  }
+
+  /**
+   * The `performance.now()` instant until which no one else can get this lock, by this
+   * process's clock (see `HeldLock.validUntil`); `undefined` for connection-bound locks.
+   */
+  get validUntil(): number | undefined {
+    return this.watchdog ? this.watchdog.deadline : this.held.validUntil?.()
   }
 
   /** True once released or lost. */

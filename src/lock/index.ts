@@ -14,6 +14,12 @@ export type { SemaphoreOptions, SemaphoreCallOptions, WithPermitOptions } from '
 export type { HeldPermits, SemaphoreRequest, SemaphoreStore } from './semaphore/contract.js'
 export type { EtcdFencedWrites } from './etcd/held-lock.js'
 export type { ZooKeeperFencedWrites } from './zookeeper/held-lock.js'
+export * from './election/index.js'
+export { ReadWriteLock } from './read-write/read-write.js'
+export type { MultiLockContext } from './multi/multi.js'
+export type { CoalesceContext, CoalesceOptions, CoalesceResult } from './coalesce/coalesce.js'
+export type { CoalesceStore, CoalescedRun } from './coalesce/store.js'
+export type { ReadWriteStore } from './read-write/store.js'
 export {
   FencingUnsupportedError,
   InvalidArgumentError,
@@ -21,6 +27,7 @@ export {
   LockBusyError,
   LockLostError,
   LocksClosedError,
+  LockUpgradeError,
   RedisUnavailableError,
   StampedeGuardError,
 } from '../errors.js'

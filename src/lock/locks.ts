@@ -6,6 +6,7 @@ import type { HeldLock, LockBackend } from './backend.js'
 import { LockEmitter, type LockEventName, type LockEvents, type LockEventSource } from './events.js'
 import { LockHandle, type HeldLockHandle, type LockContext } from './handle.js'
 import {
+  namedKey,
   parseCallOptions,
   parseDefaults,
   validateKey,
@@ -15,9 +16,16 @@ import {
 } from './options.js'
 import { linkedSignal } from './linked-signal.js'
 import { resolveBackend, SHORTCUT_OPTIONS, type BackendShortcuts, type StoreOptions } from './resolve-backend.js'
+import { coalesce, type CoalesceContext, type CoalesceOptions, type CoalesceResult } from './coalesce/coalesce.js'
 import { runOnce, type RunOnceContext, type RunOnceOptions, type RunOnceResult } from './run-once.js'
 import { parseSemaphore, type SemaphoreOptions } from './semaphore/options.js'
 import { Semaphore } from './semaphore/semaphore.js'
+import { elect } from './election/elect.js'
+import { ReadWriteLock } from './read-write/read-write.js'
+import { canonicalKeys, multiContext, type MultiLockContext } from './multi/multi.js'
+import { LeaderObserver } from './election/observer.js'
+import { electionName, parseElect, type ElectOptions, type Leadership } from './election/options.js'
+import { parseObserve, type ObserveOptions } from './election/observe-options.js'
 
 const CREATE_KEYS = new Set([
   'backend',
@@ -106,21 +114,90 @@ export class Locks<Resource = void> implements LockEventSource {
     if (outer) return fn(outer.nested())
     const handle = await this.take(checkedKey, settings)
     if (!handle) throw new LockBusyError(checkedKey, settings.waitMs) // unreachable: take() throws when waiting
-    const chain = new Map(this.chain.getStore()).set(checkedKey, handle)
+    return this.holding([[checkedKey, handle]], () => fn(handle))
+  }
+
+  /**
+   * Runs `fn` with `held` in the call chain (by chain key), then releases them all: after
+   * `fn`'s promise settles, as a failure when it threw (a transactional backend rolls back).
+   */
+  private async holding<T>(
+    held: readonly (readonly [string, LockHandle<Resource>])[],
+    fn: () => T | Promise<T>,
+  ): Promise<T> {
+    const chain = new Map(this.chain.getStore())
+    for (const [key, handle] of held) chain.set(key, handle)
     let result: T
     try {
-      result = await this.chain.run(chain, () => fn(handle))
+      result = await this.chain.run(chain, fn)
       // A result computed by a holder that outlived its lease (a pause) is not returned as
       // if it were exclusive: LockLostError, and a transactional backend rolls it back.
-      handle.assertHeld()
+      for (const [, handle] of held) handle.assertHeld()
     } catch (error) {
-      await handle.release(error ?? new Error('the critical section threw a nullish value')).catch(() => {})
+      const failure = error ?? new Error('the critical section threw a nullish value')
+      await Promise.all(held.map(([, handle]) => handle.release(failure).catch(() => {})))
       throw error
     }
     // A release that failed is surfaced: the transaction in `resource` may not have
     // committed, or the lock lingers until its lease ends.
-    await handle.release()
+    const released = await Promise.allSettled(held.map(([, handle]) => handle.release()))
+    const failed = released.find((outcome) => outcome.status === 'rejected')
+    if (failed) throw failed.reason
     return result
+  }
+
+  /**
+   * Runs `fn` holding the locks on every key of `keys`, all or none: they are taken one by
+   * one in one canonical order (so `[a, b]` and `[b, a]` cannot deadlock), `wait` bounds the
+   * whole call, and a busy key past it (`LockBusyError` naming it), an abort, `close()` or a
+   * backend error mid-way releases every key already taken before the call rejects. `fn`
+   * gets each key's token (`tokens`) and lock (`lock(key)`); `signal` aborts when any lock is
+   * lost. All are released after `fn` settles. At most 100 keys per call.
+   */
+  async withLocks<T>(
+    keys: readonly string[],
+    fn: (locks: MultiLockContext<Resource>) => T | Promise<T>,
+    options?: LockCallOptions,
+  ): Promise<T> {
+    if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `expected a function, got ${typeof fn}`)
+    if (this.closing.signal.aborted) throw new LocksClosedError()
+    const sorted = canonicalKeys(keys, this.settings.maxKeyLength)
+    const settings = parseCallOptions(options, this.settings, true)
+    const deadline = performance.now() + settings.waitMs
+    const contexts = new Map<string, LockContext<Resource>>()
+    const taken: [string, LockHandle<Resource>][] = []
+    const toTake: string[] = []
+    for (const key of sorted) {
+      const outer = settings.reentrant ? this.heldInChain(key) : undefined
+      if (outer) contexts.set(key, outer.nested())
+      else toTake.push(key)
+    }
+    // Runs the backend takes in one step (Redis: consecutive keys of one slot), else one key at a time.
+    const runs =
+      this.backend.acquireAll && this.backend.atomicRuns ? this.backend.atomicRuns(toTake) : toTake.map((k) => [k])
+    try {
+      for (const run of runs) {
+        const waitMs = Math.max(0, Math.round(deadline - performance.now()))
+        if (run.length === 1) {
+          const handle = await this.take(run[0]!, { ...settings, waitMs })
+          if (!handle) throw new LockBusyError(run[0]!, settings.waitMs)
+          taken.push([run[0]!, handle])
+        } else {
+          const handles = await this.takeAll(run, { ...settings, waitMs })
+          handles.forEach((handle, i) => taken.push([run[i]!, handle]))
+        }
+      }
+      for (const [key, handle] of taken) contexts.set(key, handle)
+    } catch (error) {
+      await Promise.all(taken.map(([, handle]) => handle.release(error).catch(() => {})))
+      throw error
+    }
+    const lost = linkedSignal([...contexts.values()].map((lock) => lock.signal))
+    try {
+      return await this.holding(taken, () => fn(multiContext(sorted, contexts, lost.signal)))
+    } finally {
+      lost.dispose()
+    }
   }
 
   /**
@@ -183,10 +260,108 @@ export class Locks<Resource = void> implements LockEventSource {
       settings,
       store,
       (key, call, acquire) =>
-        this.take(key, { ...this.settings, ...call, reentrant: false }, acquire as never) as Promise<
+        this.take(key, { ...this.settings, ...call, reentrant: false }, { acquire: acquire as never }) as Promise<
           LockHandle<void> | undefined
         >,
     )
+  }
+
+  /**
+   * A read-write lock on `name`: `read(fn)` runs `fn` sharing the lock with other readers,
+   * `write(fn)` alone; `acquireRead()`/`acquireWrite()` give a handle (`await using`).
+   * Writers go first (a waiting writer keeps new readers out), each holder renews only its
+   * own lease, and asking for the write lock while the call chain holds the read lock
+   * rejects at once with `LockUpgradeError`. Redis only; see docs/locks.md.
+   */
+  readWrite(name: string): ReadWriteLock<Resource> {
+    if (this.closing.signal.aborted) throw new LocksClosedError()
+    const store = this.backend.readWrite
+    if (!store)
+      throw new InvalidArgumentError(
+        'readWrite',
+        `the ${this.backend.name} backend has no read-write locks (redis has; see docs/locks.md)`,
+      )
+    const checkedName = namedKey('name', name, this.settings.maxKeyLength)
+    return new ReadWriteLock<Resource>(checkedName, {
+      held: (chainKey) => this.heldInChain(chainKey),
+      take: async (side, chainKey, options) => {
+        const settings = { ...parseCallOptions(options, this.settings, true), reentrant: false }
+        const backend = side === 'read' ? store.readers : store.writers
+        const handle = await this.take(checkedName, settings, { backend, line: chainKey })
+        if (!handle) throw new LockBusyError(checkedName, 0)
+        return handle
+      },
+      holding: (chainKey, handle, fn) => this.holding([[chainKey, handle]], fn),
+    })
+  }
+
+  /**
+   * Campaigns for leadership of `name` and resolves once this candidate leads: the
+   * `Leadership` (`term`, a fencing token strictly greater than every earlier leader's;
+   * `signal`, aborted when the leadership ends without `resign()`; `leading`, the same by
+   * the clock read now; `resign()`, `await using`). The leadership is a lease renewed by the
+   * watchdog and given up by this process's monotonic clock before the store can elect
+   * anyone else. Store failures while campaigning are retried (and reported as
+   * `backend-error`); `signal` and `close()` end the campaign. Emits `acquired` when
+   * elected, then `released` (resigned) or `lost` (deposed), keyed by `name`. Redis, etcd
+   * and ZooKeeper; other backends reject with `InvalidArgumentError` (docs/locks.md says why).
+   */
+  elect(name: string, options?: ElectOptions): Promise<Leadership> {
+    try {
+      if (this.closing.signal.aborted) throw new LocksClosedError()
+      const store = this.electionStore()
+      const checked = parseElect(name, options, this.settings.leaseMs, this.settings.maxKeyLength)
+      return elect(checked.name, checked.settings, {
+        closing: this.closing.signal,
+        announce: (leader) => store.announce?.(leader) ?? Promise.resolve(),
+        take: async (key, leaseMs, waitMs, signal, label) =>
+          (await this.take(
+            key,
+            { ...this.settings, leaseMs, waitMs, reentrant: false, signal },
+            { backend: store.candidates, line: '\u0000election\u0000', label },
+          ))!,
+      })
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  /**
+   * Reports who leads `name`, and each change, without campaigning: iterate the observer
+   * (the leader at start, then each change; `undefined` while nobody leads) or read its
+   * `leader`. Close it with `close()`, `await using` or `signal`. See `LeaderObserver`.
+   */
+  observe(name: string, options?: ObserveOptions): LeaderObserver {
+    if (this.closing.signal.aborted) throw new LocksClosedError()
+    const store = this.electionStore()
+    const checkedName = electionName(name, this.settings.maxKeyLength)
+    const { signal, onError } = parseObserve(options)
+    return new LeaderObserver(checkedName, store, signal, this.closing.signal, onError)
+  }
+
+  private electionStore(): NonNullable<LockBackend['election']> {
+    const store = this.backend.election
+    if (!store)
+      throw new InvalidArgumentError(
+        'elect',
+        `the ${this.backend.name} backend holds no elections (redis, etcd and zookeeper do; see docs/locks.md)`,
+      )
+    return store
+  }
+
+  /**
+   * Runs `fn` now, then once more after the last trigger that arrived while it ran, never
+   * two at once across every instance (a debounce for "something changed, recompute"):
+   * each call is a trigger; the instance running the job gets `{ ran: true, runs, value }`,
+   * every other trigger `{ ran: false }` at once. Redis only. See `coalesce()`.
+   */
+  coalesce<T>(
+    name: string,
+    fn: (context: CoalesceContext) => T | Promise<T>,
+    options?: CoalesceOptions,
+  ): Promise<CoalesceResult<T>> {
+    if (this.closing.signal.aborted) return Promise.reject(new LocksClosedError())
+    return coalesce(this.backend.coalesce, this.backend.name, name, fn, options, this.settings)
   }
 
   /**
@@ -205,6 +380,8 @@ export class Locks<Resource = void> implements LockEventSource {
           return handle.release(lost).catch(() => {})
         }),
       )
+      await this.backend.readWrite?.close()
+      await this.backend.election?.close()
       await this.backend.close()
     })()
     return this.closed
@@ -251,12 +428,23 @@ export class Locks<Resource = void> implements LockEventSource {
   private async take(
     key: string,
     settings: LockSettings & { signal?: AbortSignal },
-    /** What to hold instead of the backend's lock on `key` (a semaphore's permits). */
-    acquire?: (waitMs: number, signal: AbortSignal) => Promise<HeldLock<Resource> | undefined>,
+    /**
+     * How to take it, when not the plain way: `acquire`, what to hold instead of the backend's
+     * lock on `key` (a semaphore's permits); `backend`, another backend of the same store (an
+     * election's candidates), with its own waiting `line` and the `label` to store.
+     */
+    route?: {
+      acquire?: (waitMs: number, signal: AbortSignal) => Promise<HeldLock<Resource> | undefined>
+      backend?: LockBackend<unknown>
+      line?: string
+      label?: string
+    },
   ): Promise<LockHandle<Resource> | undefined> {
+    const backend = (route?.backend ?? this.backend) as LockBackend<Resource>
+    const acquire = route?.acquire
     const fair = settings.fair && !acquire
-    if (fair && !this.backend.fifo)
-      throw new InvalidArgumentError('fair', `the ${this.backend.name} backend serves waiters in no promised order`)
+    if (fair && !backend.fifo)
+      throw new InvalidArgumentError('fair', `the ${backend.name} backend serves waiters in no promised order`)
     const linked = settings.signal ? linkedSignal([settings.signal, this.closing.signal]) : undefined
     const signal = linked?.signal ?? this.closing.signal
     if (signal.aborted) throw signal.reason
@@ -265,11 +453,11 @@ export class Locks<Resource = void> implements LockEventSource {
     try {
       held = acquire
         ? await acquire(settings.waitMs, signal)
-        : fair && this.backend.fifo === 'optional'
+        : fair && backend.fifo === 'optional'
           ? // Every waiter joins the store's line itself: a local line in front would reorder them.
-            await this.backend.acquire({ key, leaseMs: settings.leaseMs, waitMs: settings.waitMs, signal, fair })
-          : await this.inTurn(key, settings.waitMs, signal, (waitMs) =>
-              this.backend.acquire({ key, leaseMs: settings.leaseMs, waitMs, signal }),
+            await backend.acquire({ key, leaseMs: settings.leaseMs, waitMs: settings.waitMs, signal, fair })
+          : await this.inTurn((route?.line ?? '') + key, settings.waitMs, signal, (waitMs) =>
+              backend.acquire({ key, leaseMs: settings.leaseMs, waitMs, signal, label: route?.label }),
             )
     } catch (error) {
       if (error !== signal.reason && this.events.listening('backend-error'))
@@ -289,17 +477,59 @@ export class Locks<Resource = void> implements LockEventSource {
       if (settings.waitMs === 0) return undefined
       throw new LockBusyError(key, Math.round(waitedMs))
     }
+    return this.adopt(key, held, settings.leaseMs, startedAt)
+  }
+
+  /** The front's handle (watchdog, events, `close()`) for a lock the backend took. */
+  private adopt(key: string, held: HeldLock<Resource>, leaseMs: number, startedAt: number): LockHandle<Resource> {
     const handle: LockHandle<Resource> = new LockHandle(
       key,
       this.backend.name,
       held,
-      settings.leaseMs,
+      leaseMs,
       this.events,
       startedAt,
       () => this.live.delete(handle),
     )
     this.live.add(handle)
     return handle
+  }
+
+  /**
+   * Takes `keys` (consecutive in the canonical order, one atomic run of the backend) in one
+   * step with `acquireAll`, waiting up to `waitMs`; the handles in key order. Busy at the
+   * deadline: `LockBusyError` naming the key still held.
+   */
+  private async takeAll(
+    keys: readonly string[],
+    settings: LockSettings & { signal?: AbortSignal },
+  ): Promise<LockHandle<Resource>[]> {
+    const linked = settings.signal ? linkedSignal([settings.signal, this.closing.signal]) : undefined
+    const signal = linked?.signal ?? this.closing.signal
+    const startedAt = performance.now()
+    let held: HeldLock<Resource>[] | { busy: string }
+    try {
+      if (signal.aborted) throw signal.reason
+      held = await this.backend.acquireAll!({ keys, leaseMs: settings.leaseMs, waitMs: settings.waitMs, signal })
+    } catch (error) {
+      if (error !== signal.reason && this.events.listening('backend-error'))
+        this.events.emit('backend-error', { key: keys[0]!, backend: this.backend.name, operation: 'acquire', error })
+      throw error
+    } finally {
+      linked?.dispose()
+    }
+    if (Array.isArray(held) && signal.aborted) {
+      await Promise.all(held.map((lock) => lock.release().catch(() => {})))
+      throw signal.reason
+    }
+    if (!Array.isArray(held)) {
+      if (signal.aborted) throw signal.reason
+      const waitedMs = performance.now() - startedAt
+      if (this.events.listening('busy'))
+        this.events.emit('busy', { key: held.busy, backend: this.backend.name, waitedMs })
+      throw new LockBusyError(held.busy, Math.round(waitedMs))
+    }
+    return held.map((lock, i) => this.adopt(keys[i]!, lock, settings.leaseMs, startedAt))
   }
 }
 

@@ -137,3 +137,14 @@ function isWellFormed(text: string): boolean {
   if (native) return native.call(text)
   return !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(text)
 }
+
+/** `validateKey`, with the error naming `argument` (`name` of an election, a job, a read-write lock) instead of `key`. */
+export function namedKey(argument: string, value: unknown, maxKeyLength: number): string {
+  try {
+    return validateKey(value, maxKeyLength)
+  } catch (error) {
+    if (error instanceof InvalidArgumentError)
+      throw new InvalidArgumentError(argument, error.message.replace(/^key: /, ''))
+    throw error
+  }
+}

@@ -1,8 +1,8 @@
 import { parseDuration, type Duration } from '../duration.js'
 import { InvalidArgumentError, LockLostError } from '../errors.js'
-import type { ClaimStore } from './backend.js'
-import { orDefault, validateKey } from './options.js'
-import { leaseMarginMs } from '../lease/watchdog.js'
+import type { Claim, ClaimStore } from './backend.js'
+import { MIN_LEASE_MS, namedKey, orDefault } from './options.js'
+import { LeaseWatchdog, leaseMarginMs } from '../lease/watchdog.js'
 
 /** Options of `locks.runOnce` (ShedLock's names and meaning). */
 export interface RunOnceOptions {
@@ -19,11 +19,23 @@ export interface RunOnceOptions {
    * job's interval and above the worst timer lateness between instances. Default 0.
    */
   lockAtLeastFor?: Duration
+  /**
+   * Renew the claim while the job runs, every lockAtMostFor/3 through the lock watchdog
+   * (compare-and-extend by the store's clock: a claim that ran out or was taken over is
+   * never taken back), so a job longer than `lockAtMostFor` does not run twice.
+   * `lockAtMostFor` stays the crash bound: an instance that dies mid-run blocks the job for
+   * at most that long after its last renewal. `signal` aborts with `LockLostError` when a
+   * renewal could not be confirmed in time. Redis, PostgreSQL, MariaDB/MySQL. Default `false`.
+   */
+  keepAlive?: boolean
 }
 
 /** What the job receives. */
 export interface RunOnceContext {
-  /** Aborts with `LockLostError` once `lockAtMostFor` has passed (by this process's clock, minus a margin). */
+  /**
+   * Aborts with `LockLostError` once `lockAtMostFor` has passed (by this process's clock,
+   * minus a margin); with `keepAlive`, once a renewal could not be confirmed within it.
+   */
   readonly signal: AbortSignal
 }
 
@@ -35,11 +47,12 @@ export interface RunOnceContext {
  */
 export type RunOnceResult<T> = { ran: true; value: T; finishError?: Error } | { ran: false }
 
-const OPTION_NAMES = new Set(['lockAtMostFor', 'lockAtLeastFor'])
+const OPTION_NAMES = new Set(['lockAtMostFor', 'lockAtLeastFor', 'keepAlive'])
 
 export interface RunOnceSettings {
   atMostMs: number
   atLeastMs: number
+  keepAlive: boolean
 }
 
 export function parseRunOnceOptions(options: RunOnceOptions): RunOnceSettings {
@@ -58,7 +71,12 @@ export function parseRunOnceOptions(options: RunOnceOptions): RunOnceSettings {
   const atLeastMs = parseDuration('lockAtLeastFor', orDefault(options.lockAtLeastFor, 0), true)
   if (atLeastMs > atMostMs)
     throw new InvalidArgumentError('lockAtLeastFor', `must not exceed lockAtMostFor (${atLeastMs} ms > ${atMostMs} ms)`)
-  return { atMostMs, atLeastMs }
+  const keepAlive = orDefault(options.keepAlive, false)
+  if (typeof keepAlive !== 'boolean')
+    throw new InvalidArgumentError('keepAlive', `expected a boolean, got ${typeof keepAlive}`)
+  if (keepAlive && atMostMs < MIN_LEASE_MS)
+    throw new InvalidArgumentError('lockAtMostFor', `must be at least ${MIN_LEASE_MS} ms with keepAlive`)
+  return { atMostMs, atLeastMs, keepAlive }
 }
 
 /**
@@ -76,9 +94,9 @@ export async function runOnce<T>(
   options: RunOnceOptions,
   maxKeyLength: number,
 ): Promise<RunOnceResult<T>> {
-  renamed('name', () => validateKey(name, maxKeyLength))
+  namedKey('name', name, maxKeyLength)
   if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `expected a function, got ${typeof fn}`)
-  const { atMostMs, atLeastMs } = parseRunOnceOptions(options)
+  const { atMostMs, atLeastMs, keepAlive } = parseRunOnceOptions(options)
   if (!claims)
     throw new InvalidArgumentError(
       'runOnce',
@@ -88,26 +106,21 @@ export async function runOnce<T>(
   const sentAt = performance.now()
   const claim = await claims.claim(name, atMostMs)
   if (!claim) return { ran: false }
-
-  const controller = new AbortController()
-  // The store started the claim at or after sentAt, so this local deadline is never late.
-  const expiry = setTimeout(
-    () =>
-      controller.abort(
-        new LockLostError(name, `lockAtMostFor (${atMostMs} ms) has passed: another instance may run the job now`),
-      ),
-    Math.max(0, sentAt + atMostMs - leaseMarginMs(atMostMs) - performance.now()),
-  )
-  expiry.unref()
+  if (keepAlive && !claim.extend) {
+    await claim.finish(0).catch(() => {})
+    throw new InvalidArgumentError('keepAlive', `the ${backendName} backend cannot extend a run-once claim`)
+  }
+  // The store started the claim at or after sentAt, so a deadline counted from it is never late.
+  const end = keepAlive ? renewedClaim(name, claim, atMostMs, sentAt) : claimDeadline(name, atMostMs, sentAt)
   let value: T
   try {
-    value = await fn({ signal: controller.signal })
+    value = await fn({ signal: end.signal })
   } catch (error) {
-    clearTimeout(expiry)
+    await end.stop()
     await claim.finish(atLeastMs).catch(() => {})
     throw error
   }
-  clearTimeout(expiry)
+  await end.stop()
   try {
     await claim.finish(atLeastMs)
     return { ran: true, value }
@@ -116,12 +129,33 @@ export async function runOnce<T>(
   }
 }
 
-function renamed(argument: string, check: () => unknown): void {
-  try {
-    check()
-  } catch (error) {
-    if (error instanceof InvalidArgumentError)
-      throw new InvalidArgumentError(argument, error.message.replace(/^key: /, ''))
-    throw error
-  }
+interface ClaimEnd {
+  readonly signal: AbortSignal
+  /** No more renewals (waiting for one in flight) and no abort from here on. */
+  stop(): Promise<void>
+}
+
+/** Without keepAlive: the job's signal aborts when lockAtMostFor has passed, by this process's clock minus a margin. */
+function claimDeadline(name: string, atMostMs: number, sentAt: number): ClaimEnd {
+  const controller = new AbortController()
+  const expiry = setTimeout(
+    () =>
+      controller.abort(
+        new LockLostError(name, `lockAtMostFor (${atMostMs} ms) has passed: another instance may run the job now`),
+      ),
+    Math.max(0, sentAt + atMostMs - leaseMarginMs(atMostMs) - performance.now()),
+  )
+  expiry.unref()
+  return { signal: controller.signal, stop: async () => clearTimeout(expiry) }
+}
+
+/** With keepAlive: the lock watchdog renews the claim every lockAtMostFor/3 and aborts the signal at its local deadline. */
+function renewedClaim(name: string, claim: Claim, atMostMs: number, sentAt: number): ClaimEnd {
+  const watchdog = new LeaseWatchdog({
+    key: name,
+    leaseMs: atMostMs,
+    startedAt: sentAt,
+    renew: (ms) => claim.extend!(ms),
+  })
+  return { signal: watchdog.signal, stop: () => watchdog.stop() }
 }

@@ -28,8 +28,8 @@ export abstract class WatchdogHeldLock<Resource> implements HeldLock<Resource> {
     return this.lifetime.extend()
   }
 
-  validForMs(): number {
-    return this.released ? 0 : this.lifetime.validForMs
+  validUntil(): number {
+    return this.lifetime.deadline
   }
 
   release(): Promise<void> {

@@ -70,6 +70,13 @@ describe.skipIf(!redisAvailable)('examples (against a private redis-server)', ()
     )
   })
 
+  it('leader-scheduler.ts: ticks run by one leader at a time, terms increasing; config reloads never torn', async () => {
+    const run = await runExample('leader-scheduler.ts', { REDIS_URL: redis.url })
+    expect(run.code, explain(run)).toBe(0)
+    expect(run.stdout).toMatch(/scheduler: 1\d ticks written by [2-9] leaders in turn \(.+\), terms increasing/)
+    expect(run.stdout).toMatch(/config: 3 reloads under the write lock, \d+ reads under read locks, 0 torn reads/)
+  })
+
   it.skipIf(postgresUnavailable !== undefined)('express-postgres.ts: cached GET, invalidated by PUT', async () => {
     const run = await runExample('express-postgres.ts', { REDIS_URL: redis.url, DATABASE_URL })
     expect(run.code, explain(run)).toBe(0)

@@ -47,6 +47,8 @@ export interface ZooKeeperServer {
   resume(): void
   /** `leader`, `follower` or `standalone`; undefined while it does not serve. */
   mode(): Promise<string | undefined>
+  /** Starts it again after kill(), with its data dir (same port, same sessions on disk); resolves once it serves. */
+  restart(): Promise<void>
 }
 
 export interface ZooKeeperEnsemble {
@@ -110,6 +112,11 @@ class Server extends ServerHandle implements ZooKeeperServer {
         ],
       }),
     )
+  }
+
+  async restart(): Promise<void> {
+    this.process.spawn()
+    await this.process.waitReady(async () => (await this.mode()) !== undefined, START_TIMEOUT_MS)
   }
 
   async mode(): Promise<string | undefined> {

@@ -97,7 +97,10 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
         this.client
           .if(ownKey, 'Create', '==', 0)
           .then(
-            this.client.put(ownKey).value(OWNER).lease(leaseId),
+            this.client
+              .put(ownKey)
+              .value(request.label ?? OWNER)
+              .lease(leaseId),
             this.client.getAll().prefix(queue).sort('Create', 'Ascend').limit(1),
           )
           .commit(),

@@ -1,6 +1,7 @@
 import type { Namespace } from 'etcd3'
 import { InvalidArgumentError } from '../../errors.js'
 import type { BackendShortcut } from '../backend.js'
+import { etcdElection } from '../election/etcd.js'
 import { createEtcdBackend } from './backend.js'
 
 /** `createLocks({ etcd: new Etcd3({ hosts }) })` (or a `client.namespace('…')` of it). */
@@ -16,6 +17,8 @@ export const etcdShortcut: BackendShortcut<Namespace> = {
     ) {
       throw new InvalidArgumentError('etcd', 'expected an etcd3 client (new Etcd3({ hosts }) from the etcd3 package)')
     }
-    return createEtcdBackend(client as Namespace, settings)
+    return Object.assign(createEtcdBackend(client as Namespace, settings), {
+      election: etcdElection(client as Namespace, settings),
+    })
   },
 }

@@ -21,6 +21,8 @@ export function mysqlClaims(
     'locked_by = IF(lock_until <= UTC_TIMESTAMP(3), VALUES(locked_by), locked_by), ' +
     'locked_at = IF(lock_until <= UTC_TIMESTAMP(3), VALUES(locked_at), locked_at), ' +
     'lock_until = IF(lock_until <= UTC_TIMESTAMP(3), VALUES(lock_until), lock_until)'
+  // keepAlive: only a claim still ours and not yet run out (a lost claim is never taken back).
+  const extendSql = `UPDATE ${tables.runOnce} SET lock_until = UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND WHERE k = ? AND locked_by = ? AND lock_until > UTC_TIMESTAMP(3)`
   const finishSql = `UPDATE ${tables.runOnce} SET lock_until = GREATEST(UTC_TIMESTAMP(3), locked_at + INTERVAL ? MICROSECOND) WHERE k = ? AND locked_by = ?`
   return {
     async claim(name: string, atMostMs: number): Promise<Claim | undefined> {
@@ -53,6 +55,15 @@ export function mysqlClaims(
             db.query(finishSql, [atLeastMs * 1000, row, owner]),
             settings.timeoutMs,
           )
+        },
+        async extend(atMostMs: number): Promise<boolean> {
+          const [result] = await boundedBackendCall(
+            'mysql',
+            'extending the run',
+            db.query(extendSql, [atMostMs * 1000, row, owner]),
+            settings.timeoutMs,
+          )
+          return Number((result as { affectedRows?: unknown }).affectedRows) === 1
         },
       }
     },

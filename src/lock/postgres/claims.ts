@@ -17,6 +17,8 @@ export function postgresClaims(settings: PostgresSettings, tables: PostgresTable
     'WHERE r.lock_until <= EXCLUDED.locked_at RETURNING locked_by'
   // Keeps the claim until locked_at + atLeast; a claim that overran lockAtMostFor and was
   // taken by another instance is not ours any more (locked_by), so it is left alone.
+  // keepAlive: only a claim still ours and not yet run out (a lost claim is never taken back).
+  const extendSql = `UPDATE ${tables.runOnce} SET lock_until = now() + $2 * interval '1 millisecond' WHERE name = $1 AND locked_by = $3 AND lock_until > now() RETURNING name`
   const finishSql = `UPDATE ${tables.runOnce} SET lock_until = GREATEST(now(), locked_at + $2 * interval '1 millisecond') WHERE name = $1 AND locked_by = $3`
   return {
     async claim(name: string, atMostMs: number): Promise<Claim | undefined> {
@@ -41,6 +43,15 @@ export function postgresClaims(settings: PostgresSettings, tables: PostgresTable
             settings.pool.query(finishSql, [name, atLeastMs, owner]),
             settings.timeoutMs,
           )
+        },
+        async extend(atMostMs: number): Promise<boolean> {
+          const extended = await boundedBackendCall(
+            'postgres',
+            'extending the run',
+            settings.pool.query(extendSql, [name, atMostMs, owner]),
+            settings.timeoutMs,
+          )
+          return extended.rows.length === 1
         },
       }
     },

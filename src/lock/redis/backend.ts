@@ -8,8 +8,8 @@ import { PollScheduler } from '../../redis/poll-scheduler.js'
 import { RenewalBatch } from '../../redis/renewals.js'
 import { execWithReplicaWait } from '../../redis/replicas.js'
 import { ServerProbe } from '../../redis/server-probe.js'
-import type { AcquireRequest, HeldLock, LockBackend } from '../backend.js'
-import type { StoreSettings } from '../backend.js'
+import type { AcquireRequest, HeldLock, LockBackend, MultiAcquireRequest, StoreSettings } from '../backend.js'
+import { acquireMany, slotRuns } from '../multi/redis.js'
 import { acquireWaiting } from '../waiting.js'
 import { DEFAULT_MAX_POLL_RATE } from '../../redis/poll-scheduler.js'
 import { canFailOver } from '../../redis/failing-clock.js'
@@ -106,13 +106,15 @@ export class RedisLockBackend implements LockBackend {
   async acquire(request: AcquireRequest): Promise<HeldLock | undefined> {
     const keys = lockKeys(this.settings.namespace, request.key)
     if (request.fair) return this.fair.acquire(keys, request)
-    let owner = randomBytes(16).toString('hex')
+    // An election candidate's id rides in the value (`<owner>|<id>:<token>`), for observers.
+    const newOwner = () => randomBytes(16).toString('hex') + (request.label === undefined ? '' : `|${request.label}`)
+    let owner = newOwner()
     const retry = {
       failsOver: this.failsOver,
       deadline: performance.now() + request.waitMs,
       signal: request.signal,
       // The failed attempt may still run, and its release is queued behind it for its owner: take a new one.
-      onRetry: () => (owner = randomBytes(16).toString('hex')),
+      onRetry: () => (owner = newOwner()),
     }
     /** Past `maxSubscribedWaits`: no message will come, the poll is all (a failed subscribe keeps the usual backoff). */
     let pollOnly = false
@@ -214,6 +216,17 @@ export class RedisLockBackend implements LockBackend {
           this.releaseCall(keys, owner, true),
         ).then(() => {})),
     }
+  }
+
+  /** `withLocks`: keys of one slot in one acquire-many.lua call per attempt (src/lock/multi/redis.ts). */
+  acquireAll(request: MultiAcquireRequest): Promise<HeldLock[] | { busy: string }> {
+    const { namespace, commandTimeoutMs } = this.settings
+    const held = (keys: LockKeys, owner: string, token: string, at: number) => this.held(keys, owner, token, at)
+    return acquireMany({ client: this.client, namespace, commandTimeoutMs, notifier: this.notifier, held }, request)
+  }
+
+  atomicRuns(keys: readonly string[]): string[][] {
+    return slotRuns(this.client, this.settings.namespace, keys)
   }
 
   async close(): Promise<void> {

@@ -8,6 +8,7 @@ import { boundedRedisCall } from './bounded-call.js'
 const SCRIPTS = {
   stampedeGuardClaim: { file: 'claim.lua', keys: 1 },
   stampedeGuardFinishClaim: { file: 'finish-claim.lua', keys: 1 },
+  stampedeGuardExtendClaim: { file: 'extend-claim.lua', keys: 1 },
 } as const
 
 /**
@@ -45,6 +46,12 @@ export function redisClaims(client: Redis | Cluster, settings: StoreSettings): C
           await boundedRedisCall(client, settings.commandTimeoutMs, 'run-once finish', () =>
             scripted.stampedeGuardFinishClaim(key, owner, atLeastMs),
           )
+        },
+        async extend(atMostMs: number): Promise<boolean> {
+          const extended = await boundedRedisCall(client, settings.commandTimeoutMs, 'run-once extend', () =>
+            scripted.stampedeGuardExtendClaim(key, owner, atMostMs),
+          )
+          return Number(extended) === 1
         },
       }
     },

@@ -70,7 +70,7 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
     settings: ZooKeeperBackendSettings,
   ) {
     this.calls = new ZooKeeperCalls(client, settings.commandTimeoutMs)
-    this.root = '/' + settings.namespace.split('/').filter(Boolean).map(nodeName).join('/')
+    this.root = rootPath(settings.namespace)
     client.on('expired', this.onExpired)
     // One listener per lock held or awaited through this backend: no leak to warn of.
     setMaxListeners(0, this.expired.signal, this.closing.signal)
@@ -88,7 +88,7 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
     const step = <T>(promise: Promise<T>) => abortable(promise, waiting, () => {})
     const startedAt = performance.now()
     const prefix = `${randomUUID()}-lock-`
-    const creating = this.createNode(parent, prefix, deadline)
+    const creating = this.createNode(parent, prefix, deadline, Buffer.from(request.label ?? ''))
     creating.catch(() => {})
     let lifetime: LeaseWatchdog | undefined
     let stopListening = () => {}
@@ -155,10 +155,10 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
    * A lost connection is retried only while the wait lasts: a store that keeps dropping
    * the connection (an ensemble without a quorum) fails the attempt within its wait.
    */
-  private async createNode(parent: string, prefix: string, deadline: number): Promise<string> {
+  private async createNode(parent: string, prefix: string, deadline: number, data: Buffer): Promise<string> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.calls.create(`${parent}/${prefix}`, EPHEMERAL_SEQUENTIAL)
+        return await this.calls.create(`${parent}/${prefix}`, EPHEMERAL_SEQUENTIAL, data)
       } catch (err) {
         const code = zkCode((err as { cause?: unknown }).cause)
         if (attempt >= CREATE_ATTEMPTS || (code !== NO_NODE && code !== CONNECTION_LOSS)) throw err
@@ -290,8 +290,13 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
   }
 }
 
+/** The path every lock of `namespace` lives under. */
+export function rootPath(namespace: string): string {
+  return '/' + namespace.split('/').filter(Boolean).map(nodeName).join('/')
+}
+
 /** A key as one node name: no `/`, and never `.` or `..` (ZooKeeper rejects both). */
-function nodeName(key: string): string {
+export function nodeName(key: string): string {
   return encodeURIComponent(key).replace(/\./g, '%2E')
 }
 
@@ -300,14 +305,14 @@ function lostConnection(err: unknown): boolean {
   return zkCode((err as { cause?: unknown }).cause) === CONNECTION_LOSS
 }
 
-function isLockNode(name: string): boolean {
+export function isLockNode(name: string): boolean {
   return /-lock-\d{10}$/.test(name)
 }
 
-function bySequence(a: string, b: string): number {
+export function bySequence(a: string, b: string): number {
   return Number(a.slice(-SEQUENCE_DIGITS)) - Number(b.slice(-SEQUENCE_DIGITS))
 }
 
-function czxid(stat: Stat): bigint {
+export function czxid(stat: Stat): bigint {
   return stat.czxid.readBigUInt64BE(0)
 }

@@ -53,9 +53,9 @@ export class ZooKeeperCalls {
    * sent once the client reconnects), a late success is removed again: a lock node nobody
    * waits for would block its queue for the whole session.
    */
-  create(path: string, mode: number): Promise<string> {
+  create(path: string, mode: number, data: Buffer = Buffer.alloc(0)): Promise<string> {
     let settled = false
-    const raw = this.raw<string>((cb) => this.client.create(path, Buffer.alloc(0), mode, cb as never)).finally(
+    const raw = this.raw<string>((cb) => this.client.create(path, data, mode, cb as never)).finally(
       () => (settled = true),
     )
     raw.catch(() => {})

@@ -1,6 +1,7 @@
 import type { Client } from 'node-zookeeper-client'
 import { InvalidArgumentError } from '../../errors.js'
 import type { BackendShortcut } from '../backend.js'
+import { zookeeperElection } from '../election/zookeeper.js'
 import { createZooKeeperBackend } from './backend.js'
 
 /** `createLocks({ zookeeper: client })`: a node-zookeeper-client `Client`, `connect()`ed by you. */
@@ -20,6 +21,8 @@ export const zookeeperShortcut: BackendShortcut<Client> = {
         'expected a node-zookeeper-client Client (zookeeper.createClient(…), connected)',
       )
     }
-    return createZooKeeperBackend(client as Client, settings)
+    return Object.assign(createZooKeeperBackend(client as Client, settings), {
+      election: zookeeperElection(client as Client, settings),
+    })
   },
 }

@@ -38,6 +38,6 @@ if typeOrDelete(lock, 'string') == 'string' then
 end
 
 local _, nowUs = serverClock()
-local text = integer(issueTokens(counter, nowUs, 1, keep))
+local text = nextToken(counter, nowUs, keep)
 redis.call('SET', lock, owner .. ':' .. text, 'PX', lease)
 return {1, text}

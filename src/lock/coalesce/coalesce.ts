@@ -1,0 +1,83 @@
+import type { Duration } from '../../duration.js'
+import { InvalidArgumentError } from '../../errors.js'
+import { namedKey, parseLease } from '../options.js'
+import { LeaseWatchdog } from '../../lease/watchdog.js'
+import type { CoalesceStore } from './store.js'
+
+export interface CoalesceOptions {
+  /**
+   * How long the runner's claim outlives a runner that died: the longest a crash keeps the
+   * job from running again. Renewed every lease/3 while a run goes on. Milliseconds or
+   * `'30s'`; default: the `createLocks` lease (`'5s'`).
+   */
+  lease?: Duration
+}
+
+/** What each run of a coalesced job receives. */
+export interface CoalesceContext {
+  /** 0 for the run this call started, then 1, 2, … for each run once more. */
+  readonly run: number
+  /** Aborts with `LockLostError` when the runner's claim could not be renewed in time: stop. */
+  readonly signal: AbortSignal
+}
+
+/**
+ * `ran: true` on the instance that ran the job: `runs` in a row (1 + one per batch of
+ * triggers that came while it ran), `value` of the last. `ran: false` when another instance
+ * (or another call here) was running it: this trigger is recorded, and that runner runs
+ * the job once more after its current run.
+ */
+export type CoalesceResult<T> = { ran: true; runs: number; value: T } | { ran: false }
+
+const OPTION_NAMES = new Set(['lease'])
+
+/**
+ * Runs `fn` now, then once more after the last trigger that arrived while it ran, never
+ * two at once across every instance sharing the store. Each call is a trigger. A run's
+ * error ends nothing: the next run still happens if a trigger came; the call settles like
+ * its last run (its value, or its error), earlier runs' errors go to `process.emitWarning`.
+ */
+export async function coalesce<T>(
+  store: CoalesceStore | undefined,
+  backendName: string,
+  name: string,
+  fn: (context: CoalesceContext) => T | Promise<T>,
+  options: CoalesceOptions | undefined,
+  defaults: { leaseMs: number; maxKeyLength: number },
+): Promise<CoalesceResult<T>> {
+  namedKey('name', name, defaults.maxKeyLength)
+  if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `expected a function, got ${typeof fn}`)
+  if (options !== undefined && (options === null || typeof options !== 'object'))
+    throw new InvalidArgumentError('options', 'expected { lease? }')
+  for (const key of Object.keys(options ?? {}))
+    if (!OPTION_NAMES.has(key)) throw new InvalidArgumentError(key, 'unknown coalesce option (known: lease)')
+  const leaseMs = options?.lease === undefined ? defaults.leaseMs : parseLease('lease', options.lease)
+  if (!store) throw new InvalidArgumentError('coalesce', `the ${backendName} backend has no coalesced runs (redis has)`)
+
+  const run = await store.begin(name, leaseMs)
+  if (!run) return { ran: false }
+  const watchdog = new LeaseWatchdog({ key: name, leaseMs, startedAt: run.startedAt, renew: (ms) => run.renew(ms) })
+  let outcome: { ok: true; value: T } | { ok: false; error: unknown }
+  let runs = 0
+  for (let index = 0; ; index++) {
+    runs++
+    try {
+      outcome = { ok: true, value: await fn({ run: index, signal: watchdog.signal }) }
+    } catch (error) {
+      outcome = { ok: false, error }
+    }
+    const next = await run.finish(leaseMs).catch(() => 'lost' as const)
+    if (next !== 'again' || watchdog.lost) break
+    if (!outcome.ok) warn(name, index, outcome.error)
+  }
+  await watchdog.stop()
+  if (!outcome.ok) throw outcome.error
+  return { ran: true, runs, value: outcome.value }
+}
+
+function warn(name: string, index: number, error: unknown): void {
+  process.emitWarning(
+    `stampede-guard coalesce: run ${index} of "${name}" failed (the next run goes on): ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+    { code: 'SG_COALESCE_RUN_FAILED' },
+  )
+}

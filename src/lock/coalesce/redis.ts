@@ -1,0 +1,54 @@
+import { randomBytes } from 'node:crypto'
+import type { Cluster, Redis } from 'ioredis'
+import { hashTag } from '../../redis/keys.js'
+import { defineWithSharedScripts } from '../../redis/scripts.js'
+import { boundedRedisCall } from '../redis/bounded-call.js'
+import type { StoreSettings } from '../backend.js'
+import type { CoalescedRun, CoalesceStore } from './store.js'
+
+const SCRIPTS = {
+  stampedeGuardCoalesceBegin: { file: 'begin.lua', keys: 2 },
+  stampedeGuardCoalesceFinish: { file: 'finish.lua', keys: 2 },
+} as const
+
+/** How long a pending mark stands without a runner to take it (a runner that crashed): one day. */
+const PENDING_KEEP_MS = 86_400_000
+
+/**
+ * Coalesced runs on Redis: `<ns>:{c:<name>}` holds the runner's owner with PX = lease
+ * (renewed by compare-and-PEXPIRE, extend-many.lua), `:pending` marks a trigger that came
+ * while it ran. begin.lua and finish.lua decide in one step each, so a trigger is either
+ * seen by the runner's finish or starts a run of its own: never lost between the two,
+ * never two runners.
+ */
+export function redisCoalesce(client: Redis | Cluster, settings: StoreSettings): CoalesceStore {
+  const scripts = defineWithSharedScripts(client, SCRIPTS, new URL('./', import.meta.url))
+  const shared = scripts
+  const call = <T>(operation: string, command: () => Promise<T>) =>
+    boundedRedisCall(client, settings.commandTimeoutMs, operation, command)
+  return {
+    async begin(name, leaseMs): Promise<CoalescedRun | undefined> {
+      const running = `${settings.namespace}:${hashTag('c', 'ch', name)}`
+      const pending = `${running}:pending`
+      const owner = randomBytes(16).toString('hex')
+      const startedAt = performance.now()
+      const began = await call('coalesce begin', () =>
+        scripts.stampedeGuardCoalesceBegin(running, pending, owner, leaseMs, PENDING_KEEP_MS),
+      )
+      if (Number(began) !== 1) return undefined
+      return {
+        startedAt,
+        renew: async (ms) =>
+          (
+            (await call('coalesce renew', () => shared.stampedeGuardExtendMany(1, running, owner, ms))) as number[]
+          )[0] === 1,
+        finish: async (ms) => {
+          const outcome = Number(
+            await call('coalesce finish', () => scripts.stampedeGuardCoalesceFinish(running, pending, owner, ms)),
+          )
+          return outcome === 1 ? 'again' : outcome === 0 ? 'done' : 'lost'
+        },
+      }
+    },
+  }
+}

@@ -1,0 +1,198 @@
+/**
+ * Leader election on etcd across processes: five candidates campaigning at once (the
+ * etcd3 `Election` that elected several, microsoft/etcd3 #176, #158), observe reporting
+ * exactly the leaders the candidates were told (etcd #18163), a waiting candidate whose
+ * lease expired (a phantom leader, holster #38), the member the leader talks to killed,
+ * and an etcd restart. Every leader writes its term to a fenced resource in Redis.
+ */
+import type { Etcd3 } from 'etcd3'
+import type { Redis } from 'ioredis'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { createLocks, type Leader, type Locks } from '../../../src/lock/index.js'
+import { etcdAvailable, startEtcd, startEtcdCluster, type EtcdCluster } from '../../support/etcd.js'
+import { redisAvailable, startRedis, type RedisServer } from '../../support/redis.js'
+import { sleep, until } from '../../support/timing.js'
+import { exactlyOneLeader, expectNoOverlap, nextLeader, startCandidate, type Candidate } from './candidates.js'
+import { readFence, resetFence } from './fenced-resource.js'
+
+const LEASE_MS = 1_000
+
+describe.skipIf(!etcdAvailable || !redisAvailable)('leader election across processes (etcd)', () => {
+  let etcd: EtcdCluster
+  let checkServer: RedisServer
+  let check: Redis
+  let client: Etcd3
+  let locks: Locks<unknown>
+  let candidates: Candidate[] = []
+  let count = 0
+  const env = (hosts = etcd.hosts) => ({
+    LOCK_BACKEND: 'etcd',
+    ETCD_HOSTS: hosts.join(','),
+    CHECK_URL: checkServer.url,
+  })
+
+  beforeAll(async () => {
+    ;[etcd, checkServer] = await Promise.all([startEtcd(), startRedis()])
+    check = checkServer.client()
+    client = etcd.client()
+    locks = createLocks<unknown>({ etcd: client })
+  })
+  afterAll(async () => {
+    await locks?.close()
+    await Promise.all([etcd?.stop(), checkServer?.stop()])
+  })
+  afterEach(async () => {
+    await Promise.all(candidates.map((c) => c.worker.stop()))
+    candidates = []
+    await resetFence(check)
+  })
+
+  it('5 candidates campaigning at once elect exactly one; each resignation elects exactly the next, as observed', async () => {
+    const name = `five-${++count}`
+    const observer = locks.observe(name)
+    const seen: (Leader | undefined)[] = []
+    const reading = (async () => {
+      for await (const leader of observer) seen.push(leader)
+    })()
+    try {
+      candidates = await Promise.all(['a', 'b', 'c', 'd', 'e'].map((id) => startCandidate(id, env(), name, LEASE_MS)))
+      const told: string[] = []
+      let leader = await exactlyOneLeader(candidates, observer)
+      for (let round = 0; round < 4; round++) {
+        const status = await leader.status()
+        told.push(`${status.terms.at(-1)!.term} ${leader.id}`)
+        const previous = observer.leader!
+        await leader.worker.request({ op: 'resign' })
+        await nextLeader(observer, previous)
+        leader = await exactlyOneLeader(candidates, observer)
+      }
+      told.push(`${(await leader.status()).terms.at(-1)!.term} ${leader.id}`)
+      const fence = await readFence(check)
+      expectNoOverlap(fence)
+      // The observer reported exactly the terms the candidates were told, in order (a term may
+      // have ended between two reads and been skipped, never reported wrong).
+      const observed = seen.filter((l): l is Leader => l !== undefined).map((l) => `${l.term} ${l.id}`)
+      expect(observed.every((entry) => told.includes(entry))).toBe(true)
+      expect(observed.at(-1)).toBe(told.at(-1))
+      expect(fence.log.filter((entry) => told.includes(entry))).toEqual(told)
+    } finally {
+      await observer.close()
+      await reading
+    }
+  }, 60_000)
+
+  it('a waiting candidate whose lease expired is not elected on its dead key (no phantom leader)', async () => {
+    const name = `phantom-${++count}`
+    const observer = locks.observe(name)
+    try {
+      const a = await startCandidate('a', env(), name, LEASE_MS)
+      candidates.push(a)
+      await nextLeader(observer)
+      const b = await startCandidate('b', env(), name, LEASE_MS)
+      candidates.push(b)
+      const queue = `sg-lock:election/${name}/`
+      await until(async () => (await client.getAll().prefix(queue).count()) === 2, 'b to queue')
+      b.worker.kill('SIGSTOP')
+      try {
+        // b's lease (1 s TTL, not kept alive while it is stopped) expires; etcd deletes its key.
+        await until(async () => (await client.getAll().prefix(queue).count()) === 1, "b's key to expire", 10_000)
+        const c = await startCandidate('c', env(), name, LEASE_MS)
+        candidates.push(c)
+        await until(async () => (await client.getAll().prefix(queue).count()) === 2, 'c to queue')
+        const first = observer.leader!
+        await a.worker.request({ op: 'resign' })
+        const next = await nextLeader(observer, first)
+        expect(next.id).toBe('c')
+      } finally {
+        b.worker.kill('SIGCONT')
+      }
+      // b campaigns again with a fresh key; it never led on the expired one.
+      await until(async () => (await client.getAll().prefix(queue).count()) >= 2, 'b to queue again', 10_000)
+      const bStatus = await b.status()
+      expect(bStatus.terms).toEqual([])
+      expect(observer.leader?.id).toBe('c')
+      await exactlyOneLeader(candidates, observer)
+      expectNoOverlap(await readFence(check))
+    } finally {
+      await observer.close()
+    }
+  }, 60_000)
+
+  it('after an etcd restart exactly one leader, with a higher term', async () => {
+    const name = `restart-${++count}`
+    const observer = locks.observe(name)
+    try {
+      candidates = await Promise.all(['a', 'b', 'c'].map((id) => startCandidate(id, env(), name, LEASE_MS)))
+      const first = await nextLeader(observer)
+      const member = etcd.members[0]!
+      await member.kill()
+      const leader = candidates.find((c) => c.id === first.id)!
+      await until(async () => !(await leader.status()).leading, 'the leader to step down by its clock', 10_000)
+      await sleep(2 * LEASE_MS)
+      await member.restart()
+      await nextLeader(observer, first, 30_000)
+      const survivor = await exactlyOneLeader(candidates, observer, 30_000)
+      const fence = await readFence(check)
+      expectNoOverlap(fence)
+      console.log(
+        `[election etcd restart] term ${first.term} (${first.id}) → ${observer.leader!.term} (${survivor.id}); fence ${JSON.stringify({ ...fence, log: undefined })}`,
+      )
+    } finally {
+      await observer.close()
+    }
+  }, 90_000)
+})
+
+describe.skipIf(!etcdAvailable || !redisAvailable)('leader election across processes (3-member etcd)', () => {
+  let cluster: EtcdCluster
+  let checkServer: RedisServer
+  let candidates: Candidate[] = []
+
+  beforeAll(async () => {
+    ;[cluster, checkServer] = await Promise.all([startEtcdCluster(3), startRedis()])
+  })
+  afterAll(async () => {
+    await Promise.all(candidates.map((c) => c.worker.stop()))
+    await Promise.all([cluster?.stop(), checkServer?.stop()])
+  })
+
+  it('the member the leader talks to is killed: it steps down, a candidate on another member leads with a higher term', async () => {
+    const name = 'member-killed'
+    const check = checkServer.client()
+    // Each candidate talks to one member only; the observer to all of them.
+    candidates = await Promise.all(
+      cluster.members.map((member, i) =>
+        startCandidate(
+          `on-${member.name}`,
+          { LOCK_BACKEND: 'etcd', ETCD_HOSTS: member.url, CHECK_URL: checkServer.url, N: String(i) },
+          name,
+          LEASE_MS,
+        ),
+      ),
+    )
+    const locks = createLocks<unknown>({ etcd: cluster.client() })
+    const observer = locks.observe(name)
+    try {
+      const first = await nextLeader(observer)
+      const leader = candidates.find((c) => c.id === first.id)!
+      const member = cluster.members.find((m) => first.id === `on-${m.name}`)!
+      await member.kill()
+      await until(async () => !(await leader.status()).leading, 'the leader to step down', 10_000)
+      const next = await nextLeader(observer, first, 30_000)
+      expect(next.id).not.toBe(first.id)
+      expect(next.term).toBeGreaterThan(first.term)
+      await exactlyOneLeader(
+        candidates.filter((c) => c !== leader),
+        observer,
+      )
+      const fence = await readFence(check)
+      expectNoOverlap(fence)
+      console.log(
+        `[election etcd member killed] ${member.name} under term ${first.term} (${first.id}) → ${next.term} (${next.id}); fence ${JSON.stringify({ ...fence, log: undefined })}`,
+      )
+    } finally {
+      await observer.close()
+      await locks.close()
+    }
+  }, 90_000)
+})

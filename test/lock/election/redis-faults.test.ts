@@ -1,0 +1,130 @@
+/**
+ * Leader election on Redis across processes, under faults: a leader SIGSTOPped past its
+ * lease, leaders SIGKILLed one after another, the Redis server killed and restarted. Every
+ * leader writes its term to a fenced resource (fenced-resource.ts) on a second server.
+ */
+import type { Redis } from 'ioredis'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { createLocks, type Locks } from '../../../src/lock/index.js'
+import { redisAvailable, startRedis, type RedisServer } from '../../support/redis.js'
+import { sleep, until } from '../../support/timing.js'
+import {
+  exactlyOneLeader,
+  expectNoOverlap,
+  nextLeader,
+  pauseTheLeader,
+  startCandidate,
+  type Candidate,
+} from './candidates.js'
+import { readFence, resetFence } from './fenced-resource.js'
+
+const LEASE_MS = 1_000
+/** Leaders killed, one every 2 s: 5 by default (about 15 s); `npm run load:election` kills 15 (30 s). */
+const KILL_ROUNDS = Number(process.env.ELECTION_KILL_ROUNDS ?? 5)
+
+describe.skipIf(!redisAvailable)('leader election across processes (Redis)', () => {
+  let store: RedisServer
+  let checkServer: RedisServer
+  let check: Redis
+  let locks: Locks
+  let candidates: Candidate[] = []
+  let count = 0
+  const env = () => ({ LOCK_BACKEND: 'redis', REDIS_URL: store.url, CHECK_URL: checkServer.url })
+
+  beforeAll(async () => {
+    ;[store, checkServer] = await Promise.all([startRedis(), startRedis()])
+    check = checkServer.client()
+    const client = store.client()
+    client.on('error', () => {}) // the store is killed in one test: its outage is the point
+    locks = createLocks({ redis: client })
+  })
+  afterAll(async () => {
+    await locks?.close()
+    await Promise.all([store?.stop(), checkServer?.stop()])
+  })
+  afterEach(async () => {
+    await Promise.all(candidates.map((c) => c.worker.stop()))
+    candidates = []
+    await resetFence(check)
+  })
+
+  it('a leader SIGSTOPped past its lease: a new leader with a higher term; the old one says no the moment it resumes', async () => {
+    const name = `stopped-${++count}`
+    const observer = locks.observe(name)
+    try {
+      candidates = await Promise.all(['a', 'b'].map((id) => startCandidate(id, env(), name, LEASE_MS)))
+      const { first, second, status } = await pauseTheLeader(candidates, observer, check)
+      const fence = await readFence(check)
+      expect(fence.log).toEqual([`${first.term} ${first.id}`, `${second.term} ${second.id}`])
+      console.log(
+        `[election redis SIGSTOP] term ${first.term} (${first.id}) → ${second.term} (${second.id}); old leader learnt it by ${status.clockStepDowns > 0 ? 'its clock check' : 'its signal'}; fence ${JSON.stringify({ ...fence, log: undefined })}`,
+      )
+    } finally {
+      await observer.close()
+    }
+  })
+
+  it(
+    '5 candidates in 5 processes, the leader SIGKILLed every 2 s: never two leaders, terms only grow',
+    async () => {
+      const name = `killed-${++count}`
+      const observer = locks.observe(name)
+      let next = 0
+      const spawn = () => startCandidate(`c${++next}`, env(), name, LEASE_MS)
+      const killed: string[] = []
+      try {
+        candidates = await Promise.all(Array.from({ length: 5 }, spawn))
+        let leader = await nextLeader(observer)
+        const rounds = KILL_ROUNDS
+        // Replacements start while the next round runs (forking is slow on a loaded machine).
+        const replacements: Promise<Candidate>[] = []
+        for (let round = 0; round < rounds; round++) {
+          await sleep(2_000)
+          candidates.push(...(await Promise.all(replacements.splice(0))))
+          leader = observer.leader!
+          const victim = candidates.find((c) => c.id === leader.id)!
+          victim.worker.kill('SIGKILL')
+          killed.push(`${leader.term} ${leader.id}`)
+          candidates = candidates.filter((c) => c !== victim)
+          replacements.push(spawn())
+          leader = await nextLeader(observer, leader)
+        }
+        candidates.push(...(await Promise.all(replacements)))
+        const survivor = await exactlyOneLeader(candidates, observer)
+        const fence = await readFence(check)
+        expectNoOverlap(fence)
+        console.log(
+          `[election redis kill loop] ${killed.length} leaders killed (${killed.join(', ')}); highest term ${fence.term} (${survivor.id}); terms that wrote ${fence.terms}, writes ${fence.writes}, fenced late writes ${fence.fenced}, overlaps ${fence.overlaps}`,
+        )
+        expect(fence.terms).toBeGreaterThanOrEqual(rounds + 1)
+        expect(BigInt(fence.term)).toBe(observer.leader!.term)
+      } finally {
+        await observer.close()
+      }
+    },
+    60_000 + 8_000 * KILL_ROUNDS,
+  )
+
+  it('the Redis server killed under the leader: it steps down by its clock; after the restart exactly one leads, with a higher term', async () => {
+    const name = `store-killed-${++count}`
+    const observer = locks.observe(name)
+    try {
+      candidates = await Promise.all(['a', 'b', 'c'].map((id) => startCandidate(id, env(), name, LEASE_MS)))
+      const first = await nextLeader(observer)
+      await store.kill()
+      const leader = candidates.find((c) => c.id === first.id)!
+      // Down for two leases: the leader cannot renew, and must know it no longer leads.
+      await until(async () => !(await leader.status()).leading, 'the leader to step down', 10_000)
+      const stepDown = (await leader.status()).terms.find((t) => t.term === first.term.toString())!
+      expect(stepDown.endedAt).toBeDefined()
+      await sleep(2 * LEASE_MS)
+      await store.restart()
+      const next = await nextLeader(observer, first)
+      expect(next.term).toBeGreaterThan(first.term) // tokens follow the server clock: a restart empty does not reset them
+      await exactlyOneLeader(candidates, observer)
+      expectNoOverlap(await readFence(check))
+    } finally {
+      await observer.close()
+    }
+  }, 60_000)
+})
