@@ -16,7 +16,8 @@ export function etcdElection(client: Namespace, settings: EtcdBackendSettings): 
   const namespace = `${settings.namespace}:election`
   const candidates = createEtcdBackend(client, { ...settings, namespace })
   const prefixOf = (name: string) => `${namespace}/${encodeURIComponent(name)}/`
-  const call = <T>(what: string, promise: Promise<T>) => boundedBackendCall('etcd', what, promise, settings.commandTimeoutMs)
+  const call = <T>(what: string, promise: Promise<T>) =>
+    boundedBackendCall('etcd', what, promise, settings.commandTimeoutMs)
   return {
     candidates,
     async feed(name): Promise<LeaderFeed> {
