@@ -26,6 +26,13 @@ describe('cacheRoute options', () => {
       [{ ttl: '1s', hitForMiss: 'often' }, /cacheRoute\.hitForMiss/],
       [{ ttl: '1s', waitTimeout: 'never' }, /waitTimeout/],
       [{ ttl: '1s', onWaitTimeout: 'panic' }, /onWaitTimeout/],
+      [{ ttl: '1s', cacheStatus: '' }, /cacheRoute\.cacheStatus/],
+      [{ ttl: '1s', cacheStatus: 'bad\nname' }, /cacheRoute\.cacheStatus/],
+      [{ ttl: '1s', targetedCacheControl: 'Bad Field' }, /cacheRoute\.targetedCacheControl/],
+      [{ ttl: '1s', targetedCacheControl: 'Cache-Control' }, /cacheRoute\.targetedCacheControl/],
+      [{ ttl: '1s', maxVariantsPerUrl: 0 }, /cacheRoute\.maxVariantsPerUrl/],
+      [{ ttl: '1s', maxVariantsPerUrl: 1.5 }, /cacheRoute\.maxVariantsPerUrl/],
+      [{ ttl: '1s', revalidateTtl: 'later' }, /cacheRoute\.revalidateTtl/],
     ]
     for (const [options, message] of bad)
       expect(() => cacheRoute(cache, options as never), JSON.stringify(options)).toThrow(message)
