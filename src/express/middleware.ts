@@ -41,10 +41,10 @@ export function cacheRoute(cache: Cache, options: CacheRouteOptions): RequestHan
           return
         case 'invalidate':
           exchange = new Exchange(req, res, next, cache, settings, route, verdict.keys[0]!)
-          serveUnsafe(exchange, verdict.keys).catch(failOpen)
+          serveUnsafe(exchange, verdict).catch(failOpen)
           return
         case 'bypass':
-          return passThrough(res, next, settings)
+          return passThrough(res, next, settings, verdict.reason)
         case 'authorized':
           exchange = new Exchange(req, res, next, cache, settings, route, verdict.key)
           serveAuthorized(exchange).catch(failOpen)
