@@ -9,7 +9,7 @@
  *
  * Two lessons from the seed articles are in `issueCoupon`:
  * - Release after COMMIT. Released before, the next holder reads the stock as it was
- *   before our uncommitted decrement, and both sell the last coupon (test/lock/coupon-issue.test.ts
+ *   before our uncommitted decrement, and both sell the last coupon (test/lock/common/coupon-issue.test.ts
  *   shows it).
  * - Fence the write. If this holder stalled past its lease (GC, a paused VM), another one
  *   got the lock with a higher token; `WHERE fence < $token` then refuses our late write.
@@ -46,7 +46,8 @@ export async function createCouponTables(store: CouponStore, couponId: number, s
     `CREATE TABLE IF NOT EXISTS ${s}.coupon_stock (id integer PRIMARY KEY, remaining integer NOT NULL, fence bigint NOT NULL DEFAULT 0)`,
   )
   await store.pool.query(
-    `CREATE TABLE IF NOT EXISTS ${s}.issued_coupons (coupon_id integer NOT NULL, user_id integer NOT NULL, fence bigint NOT NULL, PRIMARY KEY (coupon_id, user_id))`,
+    `CREATE TABLE IF NOT EXISTS ${s}.issued_coupons (coupon_id integer NOT NULL, ` +
+      `user_id integer NOT NULL, fence bigint NOT NULL, PRIMARY KEY (coupon_id, user_id))`,
   )
   await store.pool.query(
     `INSERT INTO ${s}.coupon_stock (id, remaining) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET remaining = EXCLUDED.remaining, fence = 0`,
@@ -79,7 +80,8 @@ export async function issueCoupon<Resource>(
     }
     // The fence: a holder whose lock was taken over has a lower token than the row's.
     const decremented = await db.query(
-      `UPDATE ${s}.coupon_stock SET remaining = remaining - 1, fence = COALESCE($2::bigint, fence) WHERE id = $1 AND ($2::bigint IS NULL OR fence < $2::bigint)`,
+      `UPDATE ${s}.coupon_stock SET remaining = remaining - 1, fence = COALESCE($2::bigint, ` +
+        `fence) WHERE id = $1 AND ($2::bigint IS NULL OR fence < $2::bigint)`,
       [couponId, token],
     )
     if (decremented.rowCount !== 1) {

@@ -30,7 +30,8 @@ await db.query(
   `CREATE TABLE IF NOT EXISTS example_products (id integer PRIMARY KEY, name text NOT NULL, price_cents integer NOT NULL)`,
 )
 await db.query(
-  `INSERT INTO example_products VALUES (1, 'Teapot', 2500), (2, 'Kettle', 4000) ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, price_cents = EXCLUDED.price_cents`,
+  `INSERT INTO example_products VALUES (1, 'Teapot', 2500), (2, 'Kettle', 4000) ON ` +
+    `CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, price_cents = EXCLUDED.price_cents`,
 )
 await cache.delete('product:1') // start cold
 

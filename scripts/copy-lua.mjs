@@ -1,5 +1,6 @@
 // tsc does not copy non-TypeScript files; the Lua scripts are read at run time next to the .js
-// that loads them (src/redis/scripts/, src/lock/redis/), so copy every .lua under src/ to dist/.
+// that loads them (src/redis/scripts/, src/cache/redis/scripts/, src/lock/redis/scripts/), and
+// include each other by relative path, so copy every .lua under src/ to the same place in dist/.
 import { cpSync, readdirSync } from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'

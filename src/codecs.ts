@@ -1,5 +1,3 @@
-import type { Codec } from './entry.js'
-
 /**
  * The codecs that come with stampede-guard.
  *
@@ -11,6 +9,12 @@ import type { Codec } from './entry.js'
  * the value as `uncacheable` (with the reason and where it is) and returns it to its own
  * callers without storing it. {@link superjsonCodec} stores most of them faithfully.
  */
+
+/** Turns values into strings for Redis and back. Must throw on what it cannot encode. */
+export interface Codec {
+  encode(value: unknown): string
+  decode(text: string): unknown
+}
 
 /** Why JSON would not give `raw` back, or undefined when it would. `inArray`: `raw` is an array element. */
 function lossOf(raw: unknown, inArray: boolean): string | undefined {

@@ -1,6 +1,6 @@
 import { parseDuration, type Duration } from './duration.js'
 import type { Lifetimes } from './entry.js'
-import type { Policy } from './options.js'
+import type { Policy } from './settings.js'
 import { checkTags } from './tag.js'
 
 /** What a loader receives. */

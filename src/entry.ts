@@ -1,19 +1,11 @@
 /**
- * The value envelope as each tier sees it, and the codec seam.
+ * The value envelope as each tier sees it: the codec's text (or a BinaryValue's bytes) and its lifetimes.
  *
  * Redis keeps absolute deadlines by its own clock (see scripts/*.lua); a process
  * only ever holds *remaining* lifetimes, turned into deadlines on the local
  * monotonic clock, so clock skew between app servers cannot disagree on freshness.
  */
-
-/** Turns values into strings for Redis and back. Must throw on what it cannot encode. */
-export interface Codec {
-  encode(value: unknown): string
-  decode(text: string): unknown
-}
-
-/** The default codec: JSON that refuses values it would change (see codecs.ts). */
-export { jsonCodec } from './codecs.js'
+import type { Codec } from './codecs.js'
 
 /**
  * A value whose payload is raw bytes (an HTTP body): stored as those bytes, after a head

@@ -1,19 +1,9 @@
 import type { Cluster, Redis } from 'ioredis'
 import type { Duration } from './duration.js'
-import type { Codec } from './entry.js'
+import type { Codec } from './codecs.js'
 import type { ReplicaWaitOption } from './redis/replicas.js'
 
 export type { Duration }
-// Resolution and validation live in settings.ts; re-exported so imports of options.js keep working.
-export {
-  POLICY_OPTION_NAMES,
-  DEFAULT_MAX_WAITS,
-  DEFAULT_L1_MAX_BYTES,
-  resolvePolicy,
-  resolveCallPolicy,
-  resolveSettings,
-} from './settings.js'
-export type { ResolvedEarlyRefresh, Policy, Settings } from './settings.js'
 
 /**
  * Early refresh keeps hot keys from ever missing: one process reloads an entry

@@ -1,6 +1,7 @@
 import { parseDuration, type Duration } from './duration.js'
 import { InvalidArgumentError } from './errors.js'
-import { jsonCodec, type Codec } from './entry.js'
+import { positiveInteger } from './counts.js'
+import { jsonCodec, type Codec } from './codecs.js'
 import type { CacheOptions, CallOptions, EarlyRefresh, PolicyOptions } from './options.js'
 import { parseShardedPubSub } from './redis/server-probe.js'
 import { DEFAULT_MAX_POLL_RATE } from './redis/poll-scheduler.js'
@@ -105,14 +106,6 @@ function rejectUnknown(where: string, options: object, known: Set<string>): void
   for (const name of Object.keys(options)) {
     if (!known.has(name)) throw new InvalidArgumentError(`${where}.${name}`, 'unknown option')
   }
-}
-
-/** `value` if a positive integer, else `InvalidArgumentError` naming `argument`. */
-export function positiveInteger(argument: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
-    throw new InvalidArgumentError(argument, `must be a positive integer, got ${String(value)}`)
-  }
-  return value
 }
 
 function resolveEarlyRefresh(value: EarlyRefresh): ResolvedEarlyRefresh {

@@ -19,6 +19,17 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 const handler: RequestHandler = async (req, res) => {
   res.type('application/octet-stream')
   const chunk = Buffer.alloc(Math.ceil(bodyBytes / chunks), String(req.params.id).slice(-1))
+  // --write-ms 0: write as fast as the response takes it, waiting only for 'drain' (the
+  // small-writes case: 10 MiB in 1-byte writes).
+  if (writeMs === 0) {
+    for (let i = 0; i < chunks; i++) {
+      const last = i === chunks - 1
+      if (!res.write(last ? chunk.subarray(0, bodyBytes - chunk.length * (chunks - 1)) : chunk))
+        await new Promise((resolve) => res.once('drain', resolve))
+    }
+    res.end()
+    return
+  }
   for (let i = 0; i < chunks; i++) {
     res.write(i === chunks - 1 ? chunk.subarray(0, bodyBytes - chunk.length * (chunks - 1)) : chunk)
     await sleep(writeMs / chunks)

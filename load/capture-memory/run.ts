@@ -6,14 +6,15 @@
  * coalesce, and every capture is alive at once. Each mode runs in a fresh process
  * (app.ts); the peak RSS it reports is compared against the goal
  *   peak with cacheRoute ≤ 2 × peak without + the capture budget.
- * Options: --requests 300 --body-kib 900 --write-ms 1000 --chunks 9.
+ * Options: --requests 300 --body-kib 900 --write-ms 1000 --chunks 9 --modes none,cacheRoute,'cacheRoute, L1 64'.
+ * Small writes: --requests 1 --body-kib 10240 --chunks 10485760 --write-ms 0 (10 MiB in 1-byte writes, in one loop).
  * Uses a private redis-server unless REDIS_URL is set.
  */
 import http from 'node:http'
 import type { ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { forkTs } from '../fork-ts.js'
-import { findRedisServer, startPrivateRedis } from '../redis-server.js'
+import { forkTs } from '../shared/fork-ts.js'
+import { findRedisServer, startPrivateRedis } from '../shared/redis-server.js'
 
 const args = new Map<string, string>()
 for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!.replace(/^--/, ''), process.argv[i + 1]!)
@@ -21,6 +22,7 @@ const requests = Number(args.get('requests') ?? 300)
 const bodyKib = Number(args.get('body-kib') ?? 900)
 const writeMs = Number(args.get('write-ms') ?? 1000)
 const chunks = Number(args.get('chunks') ?? 9)
+const modes = (args.get('modes') ?? 'none,cacheRoute,cacheRoute, L1 64').split(',') as Mode[]
 const MiB = 1024 * 1024
 
 interface Report {
@@ -96,10 +98,11 @@ const privateRedis = process.env.REDIS_URL ? undefined : await startPrivateRedis
 const redisUrl = process.env.REDIS_URL ?? privateRedis!.url
 try {
   console.log(
-    `capture memory: ${requests} concurrent requests on ${requests} cold URLs, ${bodyKib} KiB each written in ${chunks} chunks over ${writeMs} ms; Node ${process.version}`,
+    `capture memory: ${requests} concurrent requests on ${requests} cold URLs, ${bodyKib} ` +
+      `KiB each written in ${chunks} chunks over ${writeMs} ms; Node ${process.version}`,
   )
   const rows = []
-  for (const mode of ['none', 'cacheRoute', 'cacheRoute, L1 64'] as const) rows.push(await measure(mode, redisUrl))
+  for (const mode of modes) rows.push(await measure(mode, redisUrl))
   const mib = (bytes: number) => `${(bytes / MiB).toFixed(0)} MiB`
   console.log(
     [
@@ -139,7 +142,8 @@ try {
     }
     const bound = 2 * none.peakRss + row.budgetBytes
     console.log(
-      `${row.mode}: peak RSS ${mib(row.peakRss)} ≤ 2 × ${mib(none.peakRss)} + budget ${mib(row.budgetBytes)} = ${mib(bound)}: ${row.peakRss <= bound ? 'met' : 'NOT met'} (${mib(stored)} of bodies stored, all kept in L1 unless it is bounded)`,
+      `${row.mode}: peak RSS ${mib(row.peakRss)} ≤ 2 × ${mib(none.peakRss)} + budget ${mib(row.budgetBytes)} = ${mib(bound)}: ` +
+        `${row.peakRss <= bound ? 'met' : 'NOT met'} (${mib(stored)} of bodies stored, all kept in L1 unless it is bounded)`,
     )
   }
 } finally {

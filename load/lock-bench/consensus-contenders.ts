@@ -14,11 +14,7 @@ import {
   zookeeperAvailable,
   type ZooKeeperEnsemble,
 } from '../../test/support/zookeeper.js'
-import type { BenchContender, BenchEnv } from './contenders.js'
-
-/** contenders.ts lists these entries, so its `fromLocks` is loaded when used, not at import (no cycle). */
-const fromLocks = async (...args: Parameters<typeof import('./contenders.js').fromLocks>) =>
-  (await import('./contenders.js')).fromLocks(...args)
+import { fromLocks, type BenchContender, type BenchEnv } from './contender.js'
 
 export const CONSENSUS_BENCH_CONTENDERS: BenchContender[] = [
   {

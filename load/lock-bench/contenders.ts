@@ -6,54 +6,15 @@
  */
 import { Redis } from 'ioredis'
 import { Redlock as SesameRedlock } from '@sesamecare-oss/redlock'
-import { createLocks, type Locks } from '../../src/index.js'
-import { SpinLockBackend } from '../coupons/baseline-backends.js'
+import { createLocks } from '../../src/index.js'
+import { SpinLockBackend } from '../shared/baseline-backends.js'
+import { fromLocks, LEASE_MS, type BenchContender, type BenchLock } from './contender.js'
 import { CONSENSUS_BENCH_CONTENDERS } from './consensus-contenders.js'
 import { DB_BENCH_CONTENDERS } from './db-contenders.js'
-
-export interface BenchLock {
-  /** Takes `key`, waiting up to `waitMs`; resolves the release. */
-  acquire(key: string, waitMs: number): Promise<() => Promise<void>>
-  close(): Promise<void>
-}
-
-export interface BenchEnv {
-  /** Independent redis-servers; the first one is "the" Redis of the single-node locks. */
-  redisUrls: string[]
-  /** Client URLs of the etcd member the bench started (absent: etcd not installed). */
-  etcdHosts?: string[] | undefined
-  /** Connection string of the ZooKeeper server the bench started (absent: not installed). */
-  zookeeper?: string | undefined
-}
-
-export interface BenchContender {
-  name: string
-  describe: string
-  /** A reason this contender cannot run here, or undefined. */
-  unavailable?(env: BenchEnv): string | undefined
-  create(env: BenchEnv): Promise<BenchLock>
-}
-
-/** The lease every contender takes. */
-export const LEASE_MS = 5_000
 
 /** A bench client: errors are the bench's outcome to report, not an unhandled event. */
 function client(url: string): Redis {
   return new Redis(url).on('error', () => {})
-}
-
-/** A contender built on `createLocks`, whatever its backend; `closeClients` ends the clients it was given. */
-export function fromLocks(locks: Locks<unknown>, closeClients: () => void | Promise<void>): BenchLock {
-  return {
-    async acquire(key, waitMs) {
-      const held = await locks.acquire(key, { wait: waitMs, lease: LEASE_MS })
-      return () => held.release()
-    },
-    async close() {
-      await locks.close()
-      await closeClients()
-    },
-  }
 }
 
 const disconnect = (clients: Redis[]) => () => clients.forEach((c) => c.disconnect())

@@ -7,7 +7,7 @@
  */
 import type { ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { forkTs } from '../fork-ts.js'
+import { forkTs } from '../shared/fork-ts.js'
 import type { ContentionReport, ToContention } from './protocol.js'
 
 export interface ContentionResult {

@@ -7,7 +7,7 @@
 import mysql from 'mysql2/promise'
 import pg from 'pg'
 import { createLocks, type Locks } from '../../src/index.js'
-import { fromLocks, type BenchContender } from './contenders.js'
+import { fromLocks, type BenchContender } from './contender.js'
 
 const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const MYSQL_URL = process.env.BENCH_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306'

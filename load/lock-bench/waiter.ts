@@ -1,6 +1,7 @@
 /** The other process of the hand-off measurement: waits for the lock the parent holds. env BENCH_REDIS_URLS (comma-separated). */
 import { consensusEnvFromProcess } from './consensus-contenders.js'
-import { BENCH_CONTENDERS, type BenchLock } from './contenders.js'
+import type { BenchLock } from './contender.js'
+import { BENCH_CONTENDERS } from './contenders.js'
 import type { FromWaiter, ToWaiter } from './protocol.js'
 
 const env = { redisUrls: process.env.BENCH_REDIS_URLS!.split(','), ...consensusEnvFromProcess() }

@@ -84,5 +84,8 @@ export function hitRatio(counts: CacheCounts): number | undefined {
 export function describeCounts(counts: CacheCounts): string {
   const ratio = hitRatio(counts)
   const percent = ratio === undefined ? 'n/a' : `${(ratio * 100).toFixed(1)} %`
-  return `hit ratio ${percent} (hits ${counts.l1Hits} L1 + ${counts.redisHits} Redis, stale ${counts.stale}, coalesced ${counts.coalesced}, misses ${counts.misses}; loads ${counts.loads}, ${counts.failedLoads} failed)`
+  return (
+    `hit ratio ${percent} (hits ${counts.l1Hits} L1 + ${counts.redisHits} Redis, stale ${counts.stale}, coalesced ` +
+    `${counts.coalesced}, misses ${counts.misses}; loads ${counts.loads}, ${counts.failedLoads} failed)`
+  )
 }

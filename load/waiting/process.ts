@@ -109,7 +109,8 @@ async function start(keys: number, prefix: string): Promise<void> {
   }
   if (phaseAt.firstLoss !== undefined) {
     lostReasons[
-      `ms after start: first ${since(phaseAt.firstLoss)}, last ${since(phaseAt.lastLoss!)}, window ${since(phaseAt.sample ?? 0)}–${since(phaseAt.report ?? 0)}, release ${since(phaseAt.release ?? 0)}`
+      `ms after start: first ${since(phaseAt.firstLoss)}, last ${since(phaseAt.lastLoss!)}, window ` +
+        `${since(phaseAt.sample ?? 0)}–${since(phaseAt.report ?? 0)}, release ${since(phaseAt.release ?? 0)}`
     ] = 0
   }
   send({ type: 'done', loads, errors, stats: cache.stats(), lostReasons })

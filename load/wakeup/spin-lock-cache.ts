@@ -19,12 +19,14 @@ export class SpinLockCache {
     private readonly ttlMs: number,
     readonly pollMs = 100,
     private readonly leaseMs = 5_000,
+    /** Polls before giving up with an error (the seed's retry limit); unlimited by default. */
+    private readonly maxRetries = Infinity,
   ) {}
 
   async getOrLoad<T>(key: string, loader: () => Promise<T>): Promise<T> {
     const valueKey = `spin:${key}`
     const lockKey = `spin:${key}:lock`
-    for (;;) {
+    for (let attempt = 0; ; attempt++) {
       const cached = await this.redis.get(valueKey)
       if (cached !== null) return JSON.parse(cached) as T
       const token = randomBytes(8).toString('hex')
@@ -43,6 +45,7 @@ export class SpinLockCache {
           )
         }
       }
+      if (attempt >= this.maxRetries) throw new Error(`spin lock on ${key}: still busy after ${attempt} retries`)
       await sleep(this.pollMs)
     }
   }

@@ -2,20 +2,34 @@ import { LoadContext, type Loader } from '../context.js'
 import { entryFrom } from '../entry.js'
 import { CacheClosedError, InvalidArgumentError } from '../errors.js'
 import type { CacheEventName, CacheEvents, CacheStats } from '../events.js'
-import type { CacheOptions, CallOptions } from '../options.js'
-import { entryKeys } from '../redis/keys.js'
+import { LOAD_SCOPE, type LoadScope } from './load-scope.js'
+import type { CacheOptions, CallOptions, PolicyOptions } from '../options.js'
+import { entryKeys } from './redis/keys.js'
 import { checkTags } from '../tag.js'
-import { NEVER_ABORTED, type LoadResult, type Resolution } from './call.js'
-import { RequestMachine } from './request.js'
+import { Answers } from './answers.js'
+import { NEVER_ABORTED, type Call, type LoadResult, type Resolution } from './call.js'
+import { CacheCore } from './core.js'
+import { LoadLeader } from './lead.js'
+import { Refresher } from './refresh.js'
+import { Resolver } from './resolve.js'
 import { commitTagged, invalidateTags } from './tags.js'
+import { CallerTimeouts } from './timeouts.js'
 
 const valueOf = (resolution: Resolution): unknown => resolution.value
 
+/** A cache's parts, for tests of its bookkeeping (not exported from the package entry points). */
+export interface CacheParts {
+  core: CacheCore
+  refresher: Refresher
+}
+let partsOf: (cache: Cache) => CacheParts
+
 /**
- * The cache. Every `getOrLoad` walks one state machine:
+ * The cache. Every `getOrLoad` takes one path through its parts:
  *
  *   L1 fresh → return (no await)        L1 in grace → return stale, refresh in background
- *   else, once per key per process (single-flight), `resolve()` asks Redis in ONE script:
+ *   else, once per key per process (single-flight), one GET of the fresh copy → return if there,
+ *   else Redis is asked in ONE script:
  *     fresh → return                    grace → return stale (+ refresh if we won the lock)
  *     lock won → `lead()`               lock held → subscribe, re-check, wait for the commit message
  *     backoff → return stale            pass (hit-for-miss) → run own loader, store nothing
@@ -23,7 +37,43 @@ const valueOf = (resolution: Resolution): unknown => resolution.value
  *     Redis unavailable → `lead()` in-process only
  *   Each caller's softTimeout / hardTimeout race the flight; the flight itself runs on.
  */
-export class Cache extends RequestMachine {
+export class Cache {
+  // The parts, sharing one CacheCore (settings, tiers, per-key bookkeeping), in #private fields:
+  // a class rather than an interface and a factory, so that `Cache` stays the value it has been
+  // (`instanceof`, `new Cache(options)`), while its .d.ts shows nothing but the public API.
+  readonly #core: CacheCore
+  readonly #leader: LoadLeader
+  readonly #refresher: Refresher
+  readonly #answers: Answers
+  readonly #timeouts: CallerTimeouts
+  readonly #resolver: Resolver
+
+  static {
+    partsOf = (cache) => ({ core: cache.#core, refresher: cache.#refresher })
+  }
+
+  constructor(options: CacheOptions) {
+    const core = (this.#core = new CacheCore(options))
+    const leader = (this.#leader = new LoadLeader(core))
+    // A refresh whose copy leaves its grace while it asks Redis goes on as a foreground flight: the
+    // refresher is handed the resolver's resolve, bound late (the resolver needs the refresher too).
+    const refresher: Refresher = (this.#refresher = new Refresher(core, leader, (call, notes) =>
+      resolver.resolve(call, notes),
+    ))
+    const answers = (this.#answers = new Answers(core, leader, refresher))
+    this.#timeouts = new CallerTimeouts(core, answers)
+    const resolver: Resolver = (this.#resolver = new Resolver(core, leader, refresher, answers))
+  }
+
+  /** The load scope `instrument()` installs (load-scope.ts). */
+  get [LOAD_SCOPE](): LoadScope | undefined {
+    return this.#core.loadScope
+  }
+
+  set [LOAD_SCOPE](scope: LoadScope | undefined) {
+    this.#core.loadScope = scope
+  }
+
   // ── public API ────────────────────────────────────────────────────────────
 
   /**
@@ -31,13 +81,13 @@ export class Cache extends RequestMachine {
    * `loader` if this caller is elected to run it. Resolves with no await on an L1 hit.
    */
   getOrLoad<V>(key: string, loader: Loader<V>, options?: CallOptions): Promise<V> {
-    const answer = this.lookup(key, loader, options)
+    const answer = this.#answer(key, loader, options)
     return (answer instanceof Promise ? answer.then(valueOf) : Promise.resolve(answer.value)) as Promise<V>
   }
 
   /** As `getOrLoad`, and also says how the value was obtained (the middleware's `X-Cache`). */
   async getOrLoadResult<V>(key: string, loader: Loader<V>, options?: CallOptions): Promise<LoadResult<V>> {
-    const { value, outcome } = await this.lookup(key, loader, options)
+    const { value, outcome } = await this.#answer(key, loader, options)
     return { value: value as V, outcome }
   }
 
@@ -49,40 +99,41 @@ export class Cache extends RequestMachine {
    * them as a load would be (docs/tags.md), unless one was invalidated since this call began.
    */
   async set<V>(key: string, value: V, options?: CallOptions): Promise<void> {
-    const call = this.call(key, () => value, options)
+    const core = this.#core
+    const call = core.call(key, () => value, options)
     // A tagged value set now predates an invalidation after this (undefined: the clock is not measured yet).
-    const [startedAt, startedLocal] = [this.store?.clock.now(), performance.now()]
+    const [startedAt, startedLocal] = [core.store?.clock.now(), performance.now()]
     if (value === undefined)
       throw new InvalidArgumentError('value', 'undefined cannot be stored; use null for "nothing"')
-    const data = this.encode(key, value)
-    this.forget(key)
-    const epoch = this.deletions // a delete() while we write must win over this value in L1
-    const life = this.jittered(new LoadContext(key, NEVER_ABORTED, undefined, call.policy).lifetimes(0))
+    const data = core.entries.encode(key, value)
+    core.forget(key)
+    const epoch = core.deletions // a delete() while we write must win over this value in L1
+    const life = core.jittered(new LoadContext(key, NEVER_ABORTED, undefined, call.policy).lifetimes(0))
     let version: string | undefined
     const writtenFrom = performance.now() // L1's copy lives no longer than Redis's, which counts from when the write ran
-    if (this.store) {
-      const keys = entryKeys(this.settings.namespace, key)
+    if (core.store) {
+      const keys = entryKeys(core.settings.namespace, key)
       const request = { lockValue: '', token: '', data, ...life }
       if (call.tags) {
         const outcome = await commitTagged(
-          this.store,
-          this.tagStore!,
+          core.store,
+          core.tagStore!,
           keys,
           key,
           request,
-          this.tagged(call.tags, startedAt, startedLocal),
-          this.forgetMessage(key),
-          this.retentionMs,
+          this.#leader.tagged(call.tags, startedAt, startedLocal),
+          core.forgetMessage(key),
+          core.retentionMs,
         )
-        if (outcome.version === undefined) return void this.notStored(key, undefined, outcome.refused)
+        if (outcome.version === undefined) return void this.#leader.notStored(key, undefined, outcome.refused)
         version = outcome.version
       } else {
-        version = await this.store.commit(keys, request, this.forgetMessage(key), this.retentionMs)
+        version = await core.store.commit(keys, request, core.forgetMessage(key), core.retentionMs)
       }
       if (version === undefined) return
     }
-    if (this.deletions === epoch)
-      this.rememberTagged({ ...call, epoch }, entryFrom(value, life, writtenFrom, version, data.length), call.tags)
+    if (core.deletions === epoch)
+      core.rememberTagged({ ...call, epoch }, entryFrom(value, life, writtenFrom, version, data.length), call.tags)
   }
 
   /**
@@ -98,19 +149,20 @@ export class Cache extends RequestMachine {
 
   /** `deleteByTag` for several tags at once (each tag on its own slot; the tags marked invalidated in parallel, then their members deleted). */
   async deleteByTags(tags: readonly string[]): Promise<void> {
-    if (this.closed) throw new CacheClosedError()
+    const core = this.#core
+    if (core.closed) throw new CacheClosedError()
     const checked = checkTags(tags, 'tags')
-    for (const tag of checked) this.forgetTag(tag, 'process')
-    const store = this.store
+    for (const tag of checked) core.forgetTag(tag, 'process')
+    const store = core.store
     if (!store) return
     const how = {
-      namespace: this.settings.namespace,
-      id: this.id,
-      retentionMs: this.retentionMs,
-      forget: (key: string) => this.forget(key),
-      keyMessage: (key: string) => this.forgetMessage(key),
+      namespace: core.settings.namespace,
+      id: core.id,
+      retentionMs: core.retentionMs,
+      forget: (key: string) => core.forget(key),
+      keyMessage: (key: string) => core.forgetMessage(key),
     }
-    await invalidateTags(store, this.tagStore!, checked, how)
+    await invalidateTags(store, core.tagStore!, checked, how)
   }
 
   /**
@@ -119,11 +171,12 @@ export class Cache extends RequestMachine {
    * Rejects with `RedisUnavailableError` if Redis could not be told.
    */
   async delete(key: string): Promise<void> {
-    this.call(key, () => undefined, undefined)
-    this.forget(key)
-    if (!this.store) return
+    const core = this.#core
+    core.call(key, () => undefined, undefined)
+    core.forget(key)
+    if (!core.store) return
     // Other processes may hold it in L1 even if this one has none: the script tells them.
-    await this.store.invalidate(entryKeys(this.settings.namespace, key), this.retentionMs, this.forgetMessage(key))
+    await core.store.invalidate(entryKeys(core.settings.namespace, key), core.retentionMs, core.forgetMessage(key))
   }
 
   /**
@@ -133,17 +186,17 @@ export class Cache extends RequestMachine {
    * Never rejects, and resolves within about `redisTimeout` even when Redis is down.
    */
   ready(): Promise<void> {
-    return this.setUp
+    return this.#core.setUp
   }
 
   /** Subscribes to an event; returns the unsubscribe function. */
   on<E extends CacheEventName>(event: E, listener: (payload: CacheEvents[E]) => void): () => void {
-    return this.events.on(event, listener)
+    return this.#core.events.on(event, listener)
   }
 
   /** Counters, one per event name, since the cache was created. */
   stats(): CacheStats {
-    return this.events.stats()
+    return this.#core.events.stats()
   }
 
   /**
@@ -160,16 +213,57 @@ export class Cache extends RequestMachine {
    * within `lock.maxPollInterval`.
    */
   async close(): Promise<void> {
-    if (this.closed) return
-    this.closed = true
-    this.polls?.interruptAll() // each wait sees `closed` once woken, or after the lookup it is in
-    for (let work = this.unfinished(); work.length > 0; work = this.unfinished()) await Promise.allSettled(work)
-    this.store?.close()
-    this.probe?.close()
-    this.notifier?.close()
-    this.memory?.clear()
-    this.events.removeAll()
+    const core = this.#core
+    if (core.closed) return
+    core.closed = true
+    core.polls?.interruptAll() // each wait sees `closed` once woken, or after the lookup it is in
+    for (let work = core.unfinished(); work.length > 0; work = core.unfinished()) await Promise.allSettled(work)
+    core.store?.close()
+    core.probe?.close()
+    core.notifier?.close()
+    core.memory?.clear()
+    core.events.removeAll()
   }
+
+  // ── one request: L1, then the key's flight ────────────────────────────────
+
+  /** A resolution straight from L1 (synchronous), or the flight's promise. */
+  #answer(key: string, loader: unknown, options: PolicyOptions | undefined): Resolution | Promise<Resolution> {
+    let call: Call
+    try {
+      call = this.#core.call(key, loader, options)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return this.#answers.fromMemory(call) ?? this.#fly(call)
+  }
+
+  /** Starts the key's flight, or joins the one running, each caller with its own timeouts. */
+  #fly(call: Call): Promise<Resolution> {
+    const core = this.#core
+    const running = core.flights.get(call.key)
+    if (!running)
+      return this.#timeouts.withTimeouts(
+        call,
+        core.flights.start(call.key, { fallback: undefined }, (notes) => this.#resolver.resolve(call, notes)),
+        false,
+      )
+    const startedAt = performance.now()
+    core.events.emit('coalesced', { key: call.key, from: 'process' })
+    return this.#timeouts.withTimeouts(call, running, true).then((resolution) => {
+      // Loaded before an invalidation of one of its tags: a caller may have joined after it (deleteByTag resolved). Ask again, as a call begun now.
+      const under = resolution.loadedUnder
+      if (under && core.tagIndex.invalidatedSince(under.tags, under.epoch))
+        return this.#fly({ ...call, epoch: core.deletions })
+      if (!resolution.shareable) return this.#leader.loadUncached(call, startedAt)
+      return resolution.outcome === 'loaded' ? { ...resolution, outcome: 'coalesced' } : resolution
+    })
+  }
+}
+
+/** The parts of `cache`, for tests that check its bookkeeping. */
+export function cacheParts(cache: Cache): CacheParts {
+  return partsOf(cache)
 }
 
 /** Creates a cache. Without `redis` it runs in-process (L1 + single-flight). */

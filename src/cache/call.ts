@@ -1,8 +1,8 @@
 import type { Loader } from '../context.js'
 import type { Entry } from '../entry.js'
 import type { Deadlines } from '../deadlines.js'
-import type { Policy } from '../options.js'
-import type { EntryKeys } from '../redis/keys.js'
+import type { Policy } from '../settings.js'
+import type { EntryKeys } from './redis/keys.js'
 
 /**
  * How a caller's value was obtained:
@@ -29,7 +29,7 @@ export interface Resolution<V = unknown> extends LoadResult<V> {
   loadedUnder?: { tags: readonly string[]; epoch: number }
 }
 
-/** One request as it goes through the state machine. */
+/** One request as it goes through the cache's parts. */
 export interface Call {
   key: string
   loader: Loader<unknown>
@@ -54,8 +54,11 @@ export interface FlightNotes {
   deadlines?: Deadlines
 }
 
-/** A lock (or a bare fencing token) this process holds for one load. */
-export interface Claim {
+/**
+ * The entry's lock this process holds for one load, and its fencing token; or, after a wait
+ * ran out (`lockValue` ''), the bare token alone. Not a run-once claim (src/lock/run-once.ts).
+ */
+export interface HeldEntryLock {
   keys: EntryKeys
   token: string
   /** '' when loading without the lock (after a wait timeout): nothing to renew or release. */

@@ -1,33 +1,43 @@
 import { LoadContext, type Loader } from '../context.js'
-import { entryFrom, fallbackValid, type Entry } from '../entry.js'
+import { entryFrom, fallbackValid, type Entry, type Lifetimes } from '../entry.js'
 import { encodeFailure } from '../loader-error.js'
 import { LoaderTimeoutError } from '../errors.js'
-import { LOAD_SCOPE } from '../observability/load-scope.js'
-import { entryKeys } from '../redis/keys.js'
-import { Lease } from '../redis/lease.js'
-import type { Lookup } from '../redis/store.js'
-import type { TagRefusal } from '../redis/tags.js'
+import { entryKeys } from './redis/keys.js'
+import { Lease } from './redis/lease.js'
+import type { Lookup, RedisStore } from './redis/store.js'
+import type { TagRefusal } from './redis/tags.js'
 import { withTimeout } from '../timers.js'
-import { type Call, type Claim, type FlightNotes, type Resolution, NEVER_ABORTED } from './call.js'
-import { CacheState } from './state.js'
+import { type Call, type FlightNotes, type HeldEntryLock, type Resolution, NEVER_ABORTED } from './call.js'
+import type { CacheCore } from './core.js'
 import { commitTagged, type TaggedCommit } from './tags.js'
 
+/** How a loaded value's commit went: `written` unless it was fenced or refused (a Redis failure keeps it in L1). */
+interface Committed {
+  written: boolean
+  version: string | undefined
+  /** performance.now() when the commit was sent: L1's copy counts its life from then. */
+  committedAt: number
+}
+
 /** Leading a load: the loader under the lease, then the fenced commit (or the release of the lock on failure). */
-export abstract class LoadLeader extends CacheState {
+export class LoadLeader {
+  constructor(private readonly core: CacheCore) {}
+
   /**
-   * Runs the loader and stores its result: in Redis when `claim` is given (fenced
-   * commit, lock released, waiters notified in the same script), else in L1 only.
-   * A load is given up after `lock.maxHold`, so a loader that never settles cannot pin
-   * its key, and a result that late is never stored (the delete fence lasts that long).
+   * Runs the loader and stores its result: in Redis when `lock` is given (fenced commit,
+   * lock released, waiters notified in the same script), else in L1 only. A load is given
+   * up after `lock.maxHold`, so a loader that never settles cannot pin its key, and a result
+   * that late is never stored (the delete fence lasts that long).
    */
-  protected async lead(call: Call, claim: Claim | undefined, notes: FlightNotes): Promise<Resolution> {
+  async lead(call: Call, lock: HeldEntryLock | undefined, notes: FlightNotes): Promise<Resolution> {
     const { key } = call
-    if (claim) this.events.emit('leader', { key })
-    const { lease: leaseMs, maxHold } = this.settings.lock
+    const { events, store } = this.core
+    if (lock) events.emit('leader', { key })
+    const { lease: leaseMs, maxHold } = this.core.settings.lock
     const lease =
-      claim?.lockValue && this.store
-        ? new Lease(this.store, claim.keys, claim.lockValue, leaseMs, maxHold, key, claim.lockedAt, (reason) =>
-            this.events.emit('lock-lost', { key, reason }),
+      lock?.lockValue && store
+        ? new Lease(store, lock.keys, lock.lockValue, leaseMs, maxHold, key, lock.lockedAt, (reason) =>
+            events.emit('lock-lost', { key, reason }),
           )
         : undefined
     const context = new LoadContext(key, lease?.signal ?? NEVER_ABORTED, notes.fallback?.value, call.policy, {
@@ -45,106 +55,120 @@ export abstract class LoadLeader extends CacheState {
       )
     } catch (error) {
       lease?.storingResult()
-      this.events.emit('load', { key, durationMs: performance.now() - startedAt, error })
-      return this.loadFailed(call, claim, error, notes.fallback).finally(() => void lease?.stop())
+      events.emit('load', { key, durationMs: performance.now() - startedAt, error })
+      return this.loadFailed(call, lock, error, notes.fallback).finally(() => void lease?.stop())
     }
     lease?.storingResult() // renewed until the commit is done: it may queue behind others
     const loadMs = performance.now() - startedAt
-    this.events.emit('load', { key, durationMs: loadMs })
-    return this.storeLoaded(call, claim, value, context, loadMs).finally(() => void lease?.stop())
+    events.emit('load', { key, durationMs: loadMs })
+    return this.storeLoaded(call, lock, value, context, loadMs).finally(() => void lease?.stop())
   }
 
   /** Encodes and stores a loaded value; the callers get it whatever happens to the write. */
-  protected async storeLoaded(
+  private async storeLoaded(
     call: Call,
-    claim: Claim | undefined,
+    lock: HeldEntryLock | undefined,
     value: unknown,
     context: LoadContext<unknown>,
     loadMs: number,
   ): Promise<Resolution> {
     const { key } = call
+    const { store } = this.core
     const tags =
       call.tags || context.tags.length > 0 ? [...new Set([...(call.tags ?? []), ...context.tags])] : undefined
     const loaded: Resolution = { value, outcome: 'loaded', shareable: context.skip?.share ?? true }
     if (tags) loaded.loadedUnder = { tags, epoch: call.epoch }
-    let data: string | Buffer | undefined
-    if (context.skip) {
-      this.events.emit('uncacheable', { key, reason: 'the loader called doNotCache()' })
-    } else if (value === undefined) {
-      this.events.emit('uncacheable', { key, reason: 'the loader returned undefined (return null to cache "nothing")' })
-    } else {
-      try {
-        data = this.encode(key, value)
-      } catch (error) {
-        this.events.emit('uncacheable', { key, reason: (error as Error).message, error })
-      }
-    }
+    const data = this.encodeLoaded(key, value, context)
     if (data === undefined) {
       // Waiters elsewhere cannot receive this value: they run their own loaders.
-      if (claim?.lockValue)
-        await this.store?.release(claim.keys, claim.lockValue, 'u|', { passMs: context.skip?.passMs }).catch(() => {})
+      if (lock?.lockValue)
+        await store?.release(lock.keys, lock.lockValue, 'u|', { passMs: context.skip?.passMs }).catch(() => {})
       return loaded
     }
-
-    const life = this.jittered(context.lifetimes(loadMs))
-    // L1's copy counts its life from before the commit was sent: Redis's, from when the commit ran (later).
-    let committedAt = performance.now()
-    let written = true
-    let version: string | undefined
-    if (this.store) {
-      const store = this.store
-      const keys = claim?.keys ?? entryKeys(this.settings.namespace, key)
-      const request = { lockValue: claim?.lockValue ?? '', token: claim?.token ?? '', data, ...life }
-      // Without a claim's lookup, the server clock's estimate less the load time (commitTagged checks it).
-      const now = store.clock.now()
-      const tagged =
-        tags &&
-        this.tagged(tags, claim?.serverAt ?? (now === undefined ? undefined : now - loadMs), performance.now() - loadMs)
-      let refused: TagRefusal | undefined
-      const commit = tagged
-        ? async () => {
-            const outcome = await commitTagged(store, this.tagStore!, keys, key, request, tagged)
-            refused = outcome.refused
-            return outcome.version
-          }
-        : () => store.commit(keys, request)
-      committedAt = performance.now()
-      try {
-        version = await commit()
-        written = version !== undefined
-        if (!written) await this.notStored(key, claim, refused)
-      } catch {
-        // Redis is unavailable: keep the value in L1; the lock expires by itself. If it is a
-        // failover, commit again once the promoted node serves (fenced, so harmless if late),
-        // so waiters elsewhere get the value instead of waiting out our lock. Within one lease:
-        // after that the lock is gone and they have reloaded.
-        if (claim?.lockValue) {
-          const { lease, pollInterval } = this.settings.lock
-          this.committing.add(key) // the next flight of the key waits the failover out for it (see request.ts)
-          this.track(
-            store
-              .throughFailover(commit, performance.now() + lease, pollInterval, { key: keys.entry })
-              .then((late) => (late === undefined ? this.notStored(key, claim, refused) : undefined)),
-            () => this.committing.delete(key),
-          )
-        }
-      }
-    }
+    const life = this.core.jittered(context.lifetimes(loadMs))
+    const { written, version, committedAt } = store
+      ? await this.commitLoaded(store, call, lock, { data, life, tags, loadMs })
+      : { written: true, version: undefined, committedAt: performance.now() }
     if (written) {
-      this.rememberTagged(call, entryFrom(value, life, committedAt, version, data.length), tags)
-      this.refreshHolds.delete(key) // the next early refresh is due for this new value
+      this.core.rememberTagged(call, entryFrom(value, life, committedAt, version, data.length), tags)
+      this.core.refreshHolds.delete(key) // the next early refresh is due for this new value
     }
     return loaded
   }
 
+  /** The loaded value as stored; undefined, reported `uncacheable`, when it is not to be or cannot be. */
+  private encodeLoaded(key: string, value: unknown, context: LoadContext<unknown>): string | Buffer | undefined {
+    const { events } = this.core
+    if (context.skip) {
+      events.emit('uncacheable', { key, reason: 'the loader called doNotCache()' })
+    } else if (value === undefined) {
+      events.emit('uncacheable', { key, reason: 'the loader returned undefined (return null to cache "nothing")' })
+    } else {
+      try {
+        return this.core.entries.encode(key, value)
+      } catch (error) {
+        events.emit('uncacheable', { key, reason: (error as Error).message, error })
+      }
+    }
+    return undefined
+  }
+
+  /** The fenced commit of a loaded value (tagged if it has tags), retried through a failover in the background. */
+  private async commitLoaded(
+    store: RedisStore,
+    call: Call,
+    lock: HeldEntryLock | undefined,
+    loaded: { data: string | Buffer; life: Lifetimes; tags: string[] | undefined; loadMs: number },
+  ): Promise<Committed> {
+    const { key } = call
+    const { data, life, tags, loadMs } = loaded
+    const keys = lock?.keys ?? entryKeys(this.core.settings.namespace, key)
+    const request = { lockValue: lock?.lockValue ?? '', token: lock?.token ?? '', data, ...life }
+    // Without a lock's lookup, the server clock's estimate less the load time (commitTagged checks it).
+    const now = store.clock.now()
+    const tagged =
+      tags &&
+      this.tagged(tags, lock?.serverAt ?? (now === undefined ? undefined : now - loadMs), performance.now() - loadMs)
+    let refused: TagRefusal | undefined
+    const commit = tagged
+      ? async () => {
+          const outcome = await commitTagged(store, this.core.tagStore!, keys, key, request, tagged)
+          refused = outcome.refused
+          return outcome.version
+        }
+      : () => store.commit(keys, request)
+    const committedAt = performance.now()
+    try {
+      const version = await commit()
+      if (version === undefined) await this.notStored(key, lock, refused)
+      return { written: version !== undefined, version, committedAt }
+    } catch {
+      // Redis is unavailable: keep the value in L1; the lock expires by itself. If it is a
+      // failover, commit again once the promoted node serves (fenced, so harmless if late),
+      // so waiters elsewhere get the value instead of waiting out our lock. Within one lease:
+      // after that the lock is gone and they have reloaded.
+      if (lock?.lockValue) {
+        const { lease, pollInterval } = this.core.settings.lock
+        this.core.committing.add(key) // the next flight of the key waits the failover out for it (see resolve.ts)
+        this.core.track(
+          store
+            .throughFailover(commit, performance.now() + lease, pollInterval, { key: keys.entry })
+            .then((late) => (late === undefined ? this.notStored(key, lock, refused) : undefined)),
+          () => this.core.committing.delete(key),
+        )
+      }
+      return { written: true, version: undefined, committedAt }
+    }
+  }
+
   /** What a tagged commit needs besides its tags and the load's start (server ms). */
-  protected tagged(tags: readonly string[], startedAt: number | undefined, startedLocal: number): TaggedCommit {
+  tagged(tags: readonly string[], startedAt: number | undefined, startedLocal: number): TaggedCommit {
     const {
       maxKeysPerTag,
       tagClockSkew: clockSkew,
       lock: { lease },
       redisTimeout,
-    } = this.settings
+    } = this.core.settings
     return {
       tags,
       startedAt,
@@ -152,7 +176,7 @@ export abstract class LoadLeader extends CacheState {
       maxKeysPerTag,
       clockSkew,
       lease,
-      retentionMs: this.retentionMs,
+      retentionMs: this.core.retentionMs,
       redisTimeout,
     }
   }
@@ -163,36 +187,37 @@ export abstract class LoadLeader extends CacheState {
    * lock is still ours: waiters re-check ('r|': one of them reloads), or, for a full tag,
    * run their own loaders ('u|': nothing could be stored for them).
    */
-  protected async notStored(key: string, claim: Claim | undefined, refused: TagRefusal | undefined): Promise<void> {
+  async notStored(key: string, lock: HeldEntryLock | undefined, refused: TagRefusal | undefined): Promise<void> {
+    const { events, settings, store } = this.core
     if (refused === 'full')
-      this.events.emit('uncacheable', {
+      events.emit('uncacheable', {
         key,
-        reason: `a tag of it already lists maxKeysPerTag (${this.settings.maxKeysPerTag}) keys`,
+        reason: `a tag of it already lists maxKeysPerTag (${settings.maxKeysPerTag}) keys`,
       })
-    else this.events.emit('fenced', { key })
-    if (refused && claim?.lockValue)
-      await this.store?.release(claim.keys, claim.lockValue, refused === 'full' ? 'u|' : 'r|').catch(() => {})
+    else events.emit('fenced', { key })
+    if (refused && lock?.lockValue)
+      await store?.release(lock.keys, lock.lockValue, refused === 'full' ? 'u|' : 'r|').catch(() => {})
   }
 
-  protected async loadFailed(
+  private async loadFailed(
     call: Call,
-    claim: Claim | undefined,
+    lock: HeldEntryLock | undefined,
     error: unknown,
     fallback: Entry | undefined,
   ): Promise<Resolution> {
     const { key, policy } = call
     const covered = fallbackValid(fallback, performance.now())
-    if (claim?.lockValue) {
+    if (lock?.lockValue) {
       const message = encodeFailure(error) // never throws, whatever the loader threw
       const marks = covered ? { backoffMs: policy.failSafeBackoff } : { negativeMs: policy.negativeTtl }
-      await this.store?.release(claim.keys, claim.lockValue, message, marks).catch(() => {})
+      await this.core.store?.release(lock.keys, lock.lockValue, message, marks).catch(() => {})
     }
     if (!covered || !fallbackValid(fallback, performance.now())) throw error // it may have run out during the release
     const retryAt = performance.now() + policy.failSafeBackoff
     fallback.backoffUntil = retryAt
-    this.holdRefresh(key, retryAt)
-    this.events.emit('fail-safe', { key, error })
-    return this.stale(key, fallback, 'fail-safe')
+    this.core.holdRefresh(key, retryAt)
+    this.core.events.emit('fail-safe', { key, error })
+    return this.core.stale(key, fallback, 'fail-safe')
   }
 
   /**
@@ -200,9 +225,10 @@ export abstract class LoadLeader extends CacheState {
    * result). Bounded like a lead by lock.maxHold, and by what is left of the caller's
    * hardTimeout when it started waiting at `since`.
    */
-  protected async loadUncached(call: Call, since = performance.now()): Promise<Resolution> {
+  async loadUncached(call: Call, since = performance.now()): Promise<Resolution> {
     const { key, policy } = call
-    const { maxHold } = this.settings.lock
+    const { events } = this.core
+    const { maxHold } = this.core.settings.lock
     const hardLeft = policy.hardTimeout ? Math.max(0, policy.hardTimeout - (performance.now() - since)) : Infinity
     const context = new LoadContext(key, NEVER_ABORTED, undefined, policy, { uncached: true })
     const startedAt = performance.now()
@@ -211,25 +237,25 @@ export abstract class LoadLeader extends CacheState {
       const value = await (hardLeft < maxHold
         ? withTimeout(loading, hardLeft, () => new LoaderTimeoutError(key, policy.hardTimeout))
         : withTimeout(loading, maxHold, () => new LoaderTimeoutError(key, maxHold, 'lock.maxHold')))
-      this.events.emit('load', { key, durationMs: performance.now() - startedAt })
+      events.emit('load', { key, durationMs: performance.now() - startedAt })
       return { value, outcome: 'loaded', shareable: false }
     } catch (error) {
-      this.events.emit('load', { key, durationMs: performance.now() - startedAt, error })
+      events.emit('load', { key, durationMs: performance.now() - startedAt, error })
       throw error
     }
   }
 
   /** Starts a loader on the next microtask, inside the load scope if one is installed. */
-  protected runLoader(loader: Loader<unknown>, context: LoadContext<unknown>): Promise<unknown> {
-    const scope = this[LOAD_SCOPE]
+  private runLoader(loader: Loader<unknown>, context: LoadContext<unknown>): Promise<unknown> {
+    const scope = this.core.loadScope
     return Promise.resolve().then(() => (scope ? scope(context, () => loader(context)) : loader(context)))
   }
 
   /** With lock.waitForReplicas: a lock fewer replicas acknowledged is used all the same (the weaker mode), and reported. */
-  protected checkReplicated(key: string, found: Lookup): void {
-    const wanted = this.settings.lock.waitForReplicas?.replicas
+  checkReplicated(key: string, found: Lookup): void {
+    const wanted = this.core.settings.lock.waitForReplicas?.replicas
     if (wanted !== undefined && found.acknowledged !== undefined && found.acknowledged < wanted) {
-      this.events.emit('lock-unreplicated', { key, acknowledged: found.acknowledged, wanted })
+      this.core.events.emit('lock-unreplicated', { key, acknowledged: found.acknowledged, wanted })
     }
   }
 
@@ -238,15 +264,16 @@ export abstract class LoadLeader extends CacheState {
    * Counted in `backgroundLeads` so that a delete() or set() meanwhile leaves a delete
    * marker, and the refresh cannot put the old value back into L1.
    */
-  protected leadInBackground(call: Call, claim: Claim, notes: FlightNotes): void {
+  leadInBackground(call: Call, lock: HeldEntryLock, notes: FlightNotes): void {
     const { key } = call
-    this.backgroundLeads.set(key, (this.backgroundLeads.get(key) ?? 0) + 1)
-    this.trackFlight(
+    const { backgroundLeads } = this.core
+    backgroundLeads.set(key, (backgroundLeads.get(key) ?? 0) + 1)
+    this.core.trackFlight(
       key,
-      this.countRefresh(this.lead(call, claim, notes)).finally(() => {
-        const left = (this.backgroundLeads.get(key) ?? 1) - 1
-        if (left > 0) this.backgroundLeads.set(key, left)
-        else this.backgroundLeads.delete(key)
+      this.core.countRefresh(this.lead(call, lock, notes)).finally(() => {
+        const left = (backgroundLeads.get(key) ?? 1) - 1
+        if (left > 0) backgroundLeads.set(key, left)
+        else backgroundLeads.delete(key)
       }),
     )
   }

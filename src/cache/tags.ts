@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto'
-import { entryKeys, type EntryKeys } from '../redis/keys.js'
-import type { Broadcast, CommitRequest, RedisStore } from '../redis/store.js'
-import { tagChannel, type TagRefusal, type TagStore } from '../redis/tags.js'
+import { entryKeys, type EntryKeys } from './redis/keys.js'
+import type { Broadcast, CommitRequest, RedisStore } from './redis/store.js'
+import { tagChannel, type TagRefusal, type TagStore } from './redis/tags.js'
 
 /**
  * The cache's side of tags (docs/tags.md): the commit of a tagged value, and
- * deleteByTag's scan of a tag's members. The Redis side is src/redis/tags.ts and its
+ * deleteByTag's scan of a tag's members. The Redis side is src/cache/redis/tags.ts and its
  * scripts; this process's L1 side is src/memory/tag-index.ts.
  */
 

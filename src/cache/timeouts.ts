@@ -2,33 +2,50 @@ import { fallbackValid } from '../entry.js'
 import { Deadlines } from '../deadlines.js'
 import { LoaderTimeoutError } from '../errors.js'
 import type { Flight } from '../memory/single-flight.js'
+import type { Answers } from './answers.js'
 import type { Call, FlightNotes, Resolution } from './call.js'
-import { Answers } from './answers.js'
+import type { CacheCore } from './core.js'
 
 /** Tells a caller to run its own loader, storing nothing. */
 const OWN_LOAD: Resolution = { value: undefined, outcome: 'loaded', shareable: false }
 
+type CacheFlight = Flight<Resolution, FlightNotes>
+
+/** A caller's deadline: it answers, throws, or returns undefined to keep waiting (`again(ms)`: come back later). */
+type Deadline = [ms: number, onDeadline: (again: (ms: number) => void) => Resolution | Promise<Resolution> | undefined]
+
 /** Each caller's own softTimeout / hardTimeout / waitTimeout, raced against the flight it is on. */
-export abstract class CallerTimeouts extends Answers {
+export class CallerTimeouts {
+  constructor(
+    private readonly core: CacheCore,
+    private readonly answers: Answers,
+  ) {}
+
   /**
    * This caller's softTimeout and hardTimeout, raced against the flight (leading or
    * waiting alike), and for a caller that joined another caller's flight, waitTimeout.
    * The flight runs on, so a process still loads each key once.
    */
-  protected withTimeouts(call: Call, flight: Flight<Resolution, FlightNotes>, joined: boolean): Promise<Resolution> {
-    const { key, policy } = call
+  withTimeouts(call: Call, flight: CacheFlight, joined: boolean): Promise<Resolution> {
+    const { policy } = call
     if (!joined && !policy.softTimeout && !policy.hardTimeout) return flight.promise // no deadline, no timer
+    const deadlines = this.deadlinesFor(call, flight, joined)
+    return deadlines.length === 0 ? flight.promise : this.race(flight, deadlines)
+  }
+
+  private deadlinesFor(call: Call, flight: CacheFlight, joined: boolean): Deadline[] {
+    const { key, policy } = call
+    const { core } = this
     const fallback = () => (fallbackValid(flight.notes.fallback, performance.now()) ? flight.notes.fallback : undefined)
-    // Each deadline answers, throws, or returns undefined to keep waiting (`again(ms)`: come back later).
-    const deadlines: [number, (again: (ms: number) => void) => Resolution | Promise<Resolution> | undefined][] = []
+    const deadlines: Deadline[] = []
     if (policy.softTimeout) {
       deadlines.push([
         policy.softTimeout,
         () => {
           const stale = fallback()
           if (!stale) return undefined // nothing to answer with yet
-          this.events.emit('timeout', { key, kind: 'soft' })
-          return this.stale(key, stale, 'soft-timeout')
+          core.events.emit('timeout', { key, kind: 'soft' })
+          return core.stale(key, stale, 'soft-timeout')
         },
       ])
     }
@@ -46,7 +63,7 @@ export abstract class CallerTimeouts extends Answers {
             return undefined
           }
           // Run our own loader (fly() does, on this unshared marker); the flight still stores its result.
-          return this.waitTimedOut(call, fallback()) ?? OWN_LOAD
+          return this.answers.waitTimedOut(call, fallback()) ?? OWN_LOAD
         },
       ])
     }
@@ -54,14 +71,18 @@ export abstract class CallerTimeouts extends Answers {
       deadlines.push([
         policy.hardTimeout,
         () => {
-          this.events.emit('timeout', { key, kind: 'hard' })
+          core.events.emit('timeout', { key, kind: 'hard' })
           const stale = fallback()
-          if (stale) return this.stale(key, stale, 'hard-timeout')
+          if (stale) return core.stale(key, stale, 'hard-timeout')
           throw new LoaderTimeoutError(key, policy.hardTimeout)
         },
       ])
     }
-    if (deadlines.length === 0) return flight.promise
+    return deadlines
+  }
+
+  /** The flight's answer, or the first deadline's, whichever comes first. */
+  private race(flight: CacheFlight, deadlines: Deadline[]): Promise<Resolution> {
     const schedule = this.deadlinesOf(flight)
     return new Promise<Resolution>((resolve, reject) => {
       let done = false
@@ -91,7 +112,7 @@ export abstract class CallerTimeouts extends Answers {
   }
 
   /** The flight's one timer for all its callers' deadlines, dropped when the flight settles. */
-  protected deadlinesOf(flight: Flight<Resolution, FlightNotes>): Deadlines {
+  private deadlinesOf(flight: CacheFlight): Deadlines {
     if (!flight.notes.deadlines) {
       const schedule = (flight.notes.deadlines = new Deadlines())
       flight.promise.then(

@@ -1,7 +1,8 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
+import { BodyBuffer } from './body-buffer.js'
 import { notModifiedHeaders } from './conditional.js'
 import type { CaptureBudget } from './capture-budget.js'
-import { HeaderMap, INVALID_REASON, type HeaderList, type HeaderValue } from './headers.js'
+import { HeaderMap, INVALID_REASON, withoutFields, type HeaderList, type HeaderValue } from './headers.js'
 import { Interception, type AnyFunction, type MethodName } from './interception.js'
 import type { ResponseSnapshot } from './stored-response.js'
 
@@ -48,14 +49,22 @@ export interface CaptureOptions {
   budget: CaptureBudget
   /** Headers already set by middleware before us; the handler sees them, as it would. */
   initialHeaders: HeaderList
+  /** Fields a released response never sends on (the route's own targeted cache-control field). */
+  omitHeaders?: readonly string[]
   /** May a released capture stream to the live client? Called once, at release; true claims it. */
   claimClient(): boolean
-  /** Added to the live response when a released capture streams to it (`X-Cache: BYPASS`). */
-  releasedHeaders?: HeaderList
+  /** Added to the live response when a released capture streams to it (`X-Cache: BYPASS`), given why. */
+  releasedHeaders?(reason: ReleaseReason): HeaderList
   /** Awaited before anything is flushed to the client (an unsafe method invalidates first). */
   beforeFlush?(status: number | undefined): Promise<void>
   /** Called once, synchronously, when the capture completes or is released, before anything reaches the client. */
   ended?(): void
+  /**
+   * Called once, synchronously, when the handler ended normally, right after `ended`: the
+   * live client is answered here, before the handler's next statement runs (a second
+   * `res.json` would make Express destroy the socket of a client answered later).
+   */
+  completed?(response: ResponseSnapshot): void
   /**
    * Do the client's validators, hidden from the handler, match this head? Then a released
    * capture answers the client 304 (as a replay would) and drops the body.
@@ -79,8 +88,9 @@ export class ResponseCapture {
   private readonly headers: HeaderMap
   private committed = false
   private ended = false
-  private chunks: Buffer[] = []
-  private bytes = 0
+  private readonly body = new BodyBuffer()
+  private readonly startedAt = Date.now()
+  private releaseReason: ReleaseReason = 'streamed'
   /** Bytes taken from the budget, given back when buffering stops. */
   private reserved = 0
   private readonly onClose: (() => void) | undefined
@@ -133,12 +143,13 @@ export class ResponseCapture {
     if (this.mode !== 'buffer') return
     this.stopBuffering()
     // A broken response's client is gone: claimed, so nothing else tries to answer it.
+    this.releaseReason = reason
     const toClient = this.options.claimClient() && reason !== 'broken'
     this.options.ended?.()
     this.settle({ kind: 'released', reason, toClient })
     if (!toClient) {
       this.mode = 'discard'
-      this.chunks = []
+      this.body.clear()
       return
     }
     this.mode = 'flushing'
@@ -348,22 +359,17 @@ export class ResponseCapture {
 
   private append(chunk: unknown, encoding: unknown): void {
     if (this.mode === 'discard') return
-    let buffer: Buffer
-    if (typeof chunk === 'string')
-      buffer = Buffer.from(chunk, (typeof encoding === 'string' ? encoding : 'utf8') as BufferEncoding)
-    else if (chunk instanceof Uint8Array)
-      buffer = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
-    else
+    if (typeof chunk !== 'string' && !(chunk instanceof Uint8Array))
       throw Object.assign(
         new TypeError('The "chunk" argument must be of type string or an instance of Buffer or Uint8Array'),
         { code: 'ERR_INVALID_ARG_TYPE' },
       )
-    if (buffer.length === 0) return
-    this.chunks.push(buffer)
-    this.bytes += buffer.length
+    this.body.append(chunk, (typeof encoding === 'string' ? encoding : 'utf8') as BufferEncoding)
     if (this.mode !== 'buffer') return
-    if (this.bytes > this.options.maxBodyBytes) this.release('too-large')
-    else if (this.options.budget.reserve(buffer.length)) this.reserved += buffer.length
+    // The budget counts what the buffered body really holds (slabs included), not its payload.
+    if (this.body.length > this.options.maxBodyBytes) this.release('too-large')
+    else if (this.body.held === this.reserved) return
+    else if (this.options.budget.reserve(this.body.held - this.reserved)) this.reserved = this.body.held
     else this.release('over-budget')
   }
 
@@ -371,7 +377,7 @@ export class ResponseCapture {
   private framedAsDeclared(): boolean {
     const declared = this.headers.get('content-length')
     if (declared === undefined || this.status < 200 || this.status === 204 || this.status === 304) return true
-    return /^\d+$/.test(String(declared).trim()) && Number(String(declared).trim()) === this.bytes
+    return /^\d+$/.test(String(declared).trim()) && Number(String(declared).trim()) === this.body.length
   }
 
   private complete(): void {
@@ -380,12 +386,14 @@ export class ResponseCapture {
     const response: ResponseSnapshot = {
       status: this.status,
       headers: this.headers.toList(),
-      body: Buffer.concat(this.chunks),
+      body: this.body.take(),
+      requestTime: this.startedAt,
+      responseTime: Date.now(),
     }
     if (this.statusMessage !== undefined) response.statusMessage = this.statusMessage
-    this.chunks = []
     this.options.ended?.()
     this.settle({ kind: 'complete', response })
+    this.options.completed?.(response)
   }
 
   /** Released to the client: make the live response what the handler has produced so far, then stream. */
@@ -397,7 +405,7 @@ export class ResponseCapture {
     if (this.committed && this.options.notModified?.(this.status, this.headers.toList())) {
       for (const [name, value] of [
         ...notModifiedHeaders(this.headers.toList()),
-        ...(this.options.releasedHeaders ?? []),
+        ...(this.options.releasedHeaders?.(this.releaseReason) ?? []),
       ])
         upstream.setHeader.call(res, name, value)
       upstream.removeHeader.call(res, 'content-length')
@@ -405,16 +413,17 @@ export class ResponseCapture {
       upstream.writeHead.call(res, 304)
       upstream.end.call(res)
       this.mode = 'discard' // the rest of the body is not the client's
-      this.chunks = []
+      this.body.clear()
       return
     }
-    for (const [name, value] of [...this.headers.toList(), ...(this.options.releasedHeaders ?? [])])
+    const own = withoutFields(this.headers.toList(), this.options.omitHeaders ?? [])
+    for (const [name, value] of [...own, ...(this.options.releasedHeaders?.(this.releaseReason) ?? [])])
       upstream.setHeader.call(res, name, value)
     this.live.statusCode = this.status
     if (this.statusMessage !== undefined) this.live.statusMessage = this.statusMessage
     if (this.committed) upstream.writeHead.call(res, this.status)
-    for (const chunk of this.chunks) upstream.write.call(res, chunk)
-    this.chunks = []
+    // What was buffered goes out as one write, however many writes made it.
+    if (this.body.length > 0) upstream.write.call(res, this.body.take())
     if (this.ended) upstream.end.call(res)
   }
 }

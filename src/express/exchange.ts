@@ -1,6 +1,8 @@
 import type { NextFunction, Request, Response } from 'express'
-import type { Cache } from '../cache.js'
+import type { Cache } from '../cache/cache.js'
 import { reducedAcceptEncoding } from './accept-encoding.js'
+import { currentAgeSeconds } from './age.js'
+import { cacheStatusValue, forwardOf, type CacheOutcome, type Forward } from './cache-status.js'
 import { ResponseCapture, type CaptureEnd } from './capture.js'
 import { isNotModified, type Validators } from './conditional.js'
 import { HeaderMap, type HeaderList } from './headers.js'
@@ -8,9 +10,9 @@ import { routedTargets, sameRoutedUrl } from './key.js'
 import type { CallOptions } from '../options.js'
 import { requestCallOptions, type RouteSettings } from './options.js'
 import { replay, type CacheStatus, type Replayable } from './replay.js'
-import { forbiddenBy } from './storability.js'
+import { forbiddenBy } from './response-policy.js'
 import { ownForm } from './stored-form.js'
-import type { StoredResponse } from './stored-response.js'
+import type { ResponseSnapshot, StoredResponse } from './stored-response.js'
 
 /** What one cacheRoute() learns while it serves, shared by its requests. */
 export interface RouteState {
@@ -39,6 +41,8 @@ export class Exchange {
   readonly validators: Validators
   /** Headers set by middleware before cacheRoute: per-request, so never stored. */
   readonly upstreamHeaders: HeaderList
+  /** Why this request went forward (or waited), for `Cache-Status`: set along the way. */
+  readonly note: { fwd?: Forward; detail?: string; fwdStatus?: number; collapsed?: boolean } = {}
   /** Set by the loader when this request's handler produced a stored response (`X-Cache: MISS`). */
   storedOwn: StoredResponse | undefined
   private handlerRun: Promise<CaptureEnd> | undefined
@@ -48,6 +52,9 @@ export class Exchange {
   /** The URL the router matched, when the request reached us and when the handler finished (see key.ts). */
   private readonly routedAtStart: string[]
   private routedAtEnd: string[] | undefined
+  /** The method the handler was run with, and the one it had when it finished (method-override). */
+  private methodAtStart: string | undefined
+  private methodAtEnd: string | undefined
 
   constructor(
     readonly req: Request,
@@ -64,15 +71,25 @@ export class Exchange {
     this.routedAtStart = routedTargets(req)
   }
 
+  /** The route's own targeted field (RFC 9213): for this cache only, never sent on. */
+  private get ownTargetedFields(): string[] {
+    return this.settings.targetedFields.filter((name) => name !== 'cdn-cache-control')
+  }
+
   private requestOptions: CallOptions | undefined
   /** The options of this request's cache calls (the route's, and the request's tags); throws on bad tags. */
   get callOptions(): CallOptions {
     return (this.requestOptions ??= requestCallOptions(this.settings, this.req))
   }
 
-  /** Did middleware after us rewrite the URL the router matched (an SPA fallback) while the handler ran? */
-  rewrittenSince(): boolean {
-    return this.routedAtEnd !== undefined && !sameRoutedUrl(this.routedAtStart, this.routedAtEnd)
+  /**
+   * Did middleware after us change what the handler answered while it ran: rewrite the URL
+   * the router matched (an SPA fallback), or change the method (method-override turning a
+   * GET into a POST or DELETE)? Then its response belongs to another request.
+   */
+  alteredSince(): boolean {
+    if (this.routedAtEnd === undefined) return false
+    return !sameRoutedUrl(this.routedAtStart, this.routedAtEnd) || this.methodAtEnd !== this.methodAtStart
   }
 
   /** Has this request's handler been started (captured)? */
@@ -89,20 +106,32 @@ export class Exchange {
   runHandler(options: {
     asOrigin: boolean
     beforeFlush?: (status: number | undefined) => Promise<void>
+    /** Called synchronously when the handler ends normally: answer the client there (see CaptureOptions). */
+    completed?: (response: ResponseSnapshot) => void
+    /** Revalidate a stale stored response: the handler sees its validators instead of the client's. */
+    conditional?: { ifNoneMatch?: string; ifModifiedSince?: string }
   }): Promise<CaptureEnd> {
     if (this.handlerRun) return this.handlerRun
     // next() already ran uncached (fail open): there is nothing to capture, and no client.
     if (this.nextCalled) return Promise.resolve({ kind: 'released', reason: 'timeout', toClient: false })
-    const restoreRequest = options.asOrigin ? this.presentAsOrigin() : () => {}
+    const restoreRequest = options.asOrigin ? this.presentAsOrigin(options.conditional) : () => {}
+    this.methodAtStart = this.req.method
     this.capture = new ResponseCapture(this.res, {
       maxBodyBytes: this.settings.maxBodyBytes,
       timeoutMs: this.settings.handlerTimeout,
       initialHeaders: this.upstreamHeaders,
+      omitHeaders: this.ownTargetedFields,
       claimClient: () => this.claimClient(),
-      ...(this.settings.xCacheHeader && options.asOrigin
-        ? { releasedHeaders: [['X-Cache', 'BYPASS']] as HeaderList }
+      ...(options.asOrigin
+        ? {
+            releasedHeaders: (reason: string) => {
+              this.note.detail ??= reason
+              return this.statusHeaders('BYPASS')
+            },
+          }
         : {}),
       ...(options.beforeFlush ? { beforeFlush: options.beforeFlush } : {}),
+      ...(options.completed ? { completed: options.completed } : {}),
       // The validators were hidden: a released response answers them as a replay would.
       ...(options.asOrigin
         ? { notModified: (status: number, headers: HeaderList) => isNotModified(this.validators, status, headers) }
@@ -111,6 +140,7 @@ export class Exchange {
       // goes on to its client (a logger's 'finish' sees HEAD, not GET), and nothing more is stored.
       ended: () => {
         this.routedAtEnd = routedTargets(this.req)
+        this.methodAtEnd = this.req.method
         restoreRequest()
       },
       budget: this.settings.captureBudget,
@@ -130,7 +160,7 @@ export class Exchange {
     if (!this.handlerRun) {
       this.nextCalled = true
       this.clientClaimed = true
-      passThrough(this.res, this.next, this.settings)
+      passThrough(this.res, this.next, this.settings, this.note.detail)
       return
     }
     this.capture?.release('timeout')
@@ -144,32 +174,38 @@ export class Exchange {
    * still be stored: on-headers hooks of middleware before cacheRoute have now run (see
    * RouteState). `undefined`: the client was answered already, nothing to learn.
    */
-  answerBeforeStoring(stored: StoredResponse): boolean | undefined {
+  answerBeforeStoring(stored: StoredResponse, status: CacheStatus = 'MISS'): boolean | undefined {
     if (this.clientClaimed) return undefined
-    return this.replayStored(stored, 'MISS') && this.sentStorable()
+    return this.replayStored(stored, status) && this.sentStorable(stored.headers)
   }
 
   /**
    * After this request's (storable) response went out: do the headers sent still allow
    * storing it? What forbids it now was added as the head went out; remembered for the route.
    */
-  sentStorable(): boolean {
-    if (forbiddenBy(HeaderMap.from(this.res.getHeaders()).toList()) === undefined) return true
+  sentStorable(own: HeaderList): boolean {
+    // The route's own targeted field was judged but not sent (replay omits it): judge it again.
+    const kept = own.filter(([name]) => this.ownTargetedFields.includes(name.toLowerCase()))
+    const sent = HeaderMap.from(this.res.getHeaders()).toList()
+    if (forbiddenBy([...sent, ...kept], this.settings.targetedFields) === undefined) return true
     this.route.upstreamForbidsStoring = true
     return false
   }
 
   /**
-   * Sends a stored response, with the validators answered, and `Age` unless it is this
-   * request's own (`MISS`): a response made for this request has no age (RFC 9111 §5.1).
+   * Sends a stored response, with the validators answered, and its current `Age` (RFC
+   * 9111 §4.2.3: its age when stored plus its time in the cache). This request's own
+   * (`MISS`) gets one only if it was already a second old (the handler sent `Age`): a
+   * response made for this request has no age (RFC 9111 §5.1).
    * False if the client was answered already, or the replay failed.
    */
   replayStored(stored: StoredResponse, status: CacheStatus): boolean {
+    const age = currentAgeSeconds(stored.initialAgeMs ?? 0, stored.storedAt)
     return this.answer(stored, {
       head: this.head,
       validators: this.validators,
-      ...(status === 'MISS' ? {} : { ageSeconds: (Date.now() - stored.storedAt) / 1000 }),
-      ...this.cacheStatus(status),
+      ...((status !== 'MISS' && status !== 'REVALIDATED') || age > 0 ? { ageSeconds: age } : {}),
+      statusHeaders: this.statusHeaders(status, stored),
     })
   }
 
@@ -178,7 +214,7 @@ export class Exchange {
     return this.answer(response, {
       head: this.head,
       ...(conditional ? { validators: this.validators } : {}),
-      ...(status ? this.cacheStatus(status) : {}),
+      ...(status ? { statusHeaders: this.statusHeaders(status) } : {}),
     })
   }
 
@@ -186,8 +222,28 @@ export class Exchange {
     reportError(this.settings, error, this.req)
   }
 
-  private cacheStatus(status: CacheStatus): { cacheStatus?: CacheStatus } {
-    return this.settings.xCacheHeader ? { cacheStatus: status } : {}
+  /**
+   * `X-Cache` and `Cache-Status` (RFC 9211) for an answer, as the route enables them;
+   * `note` says why the request went forward, and `stored` gives a hit its ttl.
+   */
+  statusHeaders(status: CacheStatus, stored?: StoredResponse): HeaderList {
+    const headers: HeaderList = []
+    if (this.settings.xCacheHeader) headers.push(['X-Cache', status])
+    const name = this.settings.cacheStatus
+    if (name === undefined) return headers
+    const { note } = this
+    let outcome: CacheOutcome
+    if (status === 'HIT' || status === 'STALE') {
+      outcome = note.collapsed ? { fwd: note.fwd ?? 'uri-miss', collapsed: true } : { hit: true }
+      if (stored?.freshUntil !== undefined) outcome.ttl = (stored.freshUntil - Date.now()) / 1000
+      if (status === 'STALE') outcome.detail = note.detail ?? 'stale'
+    } else {
+      outcome = { fwd: note.fwd ?? 'uri-miss', ...(status === 'BYPASS' ? {} : { stored: true }) }
+      if (note.fwdStatus !== undefined) outcome.fwdStatus = note.fwdStatus
+      if (note.detail !== undefined && status === 'BYPASS') outcome.detail = note.detail
+    }
+    headers.push(['Cache-Status', cacheStatusValue(name, outcome)])
+    return headers
   }
 
   private claimClient(): boolean {
@@ -206,7 +262,7 @@ export class Exchange {
     const capture = this.capture
     const send = () => {
       try {
-        replay(this.res, response, options)
+        replay(this.res, response, { ...options, omit: this.ownTargetedFields })
         return true
       } catch (error) {
         this.reportError(error)
@@ -225,7 +281,7 @@ export class Exchange {
   }
 
   /** Hides what a cache's fetch would not send; returns the undo. */
-  private presentAsOrigin(): () => void {
+  private presentAsOrigin(conditional: { ifNoneMatch?: string; ifModifiedSince?: string } = {}): () => void {
     const { req } = this
     const method = req.method
     const hidden: Array<[string, string | string[] | undefined]> = []
@@ -236,6 +292,8 @@ export class Exchange {
         delete req.headers[name]
       }
     }
+    if (conditional.ifNoneMatch !== undefined) req.headers['if-none-match'] = conditional.ifNoneMatch
+    if (conditional.ifModifiedSince !== undefined) req.headers['if-modified-since'] = conditional.ifModifiedSince
     if (method.toUpperCase() === 'HEAD') req.method = 'GET'
     // The handler makes the variant for the reduced Accept-Encoding (accept-encoding.ts),
     // so whatever it picks is acceptable to every client reduced to the same value.
@@ -244,6 +302,8 @@ export class Exchange {
     if (coding !== undefined) req.headers['accept-encoding'] = coding
     return () => {
       req.method = method
+      delete req.headers['if-none-match']
+      delete req.headers['if-modified-since']
       for (const [name, value] of hidden) req.headers[name] = value
       if (acceptEncoding === undefined) delete req.headers['accept-encoding']
       else req.headers['accept-encoding'] = acceptEncoding
@@ -251,9 +311,19 @@ export class Exchange {
   }
 }
 
-/** The route runs uncached for this request (`X-Cache: BYPASS`). */
-export function passThrough(res: Response, next: NextFunction, settings: RouteSettings): void {
-  if (settings.xCacheHeader && !res.headersSent) res.setHeader('X-Cache', 'BYPASS')
+/** The route runs uncached for this request (`X-Cache: BYPASS`, `Cache-Status` with `reason`). */
+export function passThrough(res: Response, next: NextFunction, settings: RouteSettings, reason?: string): void {
+  if (!res.headersSent) {
+    if (settings.xCacheHeader) res.setHeader('X-Cache', 'BYPASS')
+    if (settings.cacheStatus !== undefined)
+      res.setHeader(
+        'Cache-Status',
+        cacheStatusValue(settings.cacheStatus, {
+          fwd: reason ? forwardOf(reason) : 'bypass',
+          ...(reason ? { detail: reason } : { detail: 'error' }),
+        }),
+      )
+  }
   next()
 }
 

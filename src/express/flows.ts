@@ -1,9 +1,11 @@
-import type { LoadResult } from '../cache.js'
+import type { LoadResult } from '../cache/call.js'
 import { RemoteLoaderError } from '../errors.js'
 import type { Exchange } from './exchange.js'
 import { variantKey } from './key.js'
-import { HandlerFailedError, urlLoader, variantLoader } from './loaders.js'
-import { invalidates, judgeResponse } from './storability.js'
+import { admitsVariant, HandlerFailedError, urlLoader, variantLoader } from './loaders.js'
+import { invalidates, namedTargets } from './invalidation.js'
+import { judgeResponse } from './response-policy.js'
+import type { RequestVerdict } from './storability.js'
 import { ownForm, storedForm } from './stored-form.js'
 import { cachedForm, routeEntryOf } from './stored-response.js'
 
@@ -23,15 +25,29 @@ export async function serveCached(exchange: Exchange): Promise<void> {
       let found = await cache.getOrLoadResult<unknown>(key, urlLoader(exchange), exchange.callOptions)
       const list = routeEntryOf(found.value)
       if (list?.kind === 'variants' && !ranOwnHandler(exchange, found)) {
+        const variant = variantKey(key, list.generation, list.headers, req)
+        // A new variant past maxVariantsPerUrl passes by: nothing stored, nothing evicted.
+        if (!admitsVariant(list, variant, exchange.settings.maxVariantsPerUrl)) {
+          exchange.note.detail = 'variant-limit'
+          return await exchange.failOpen()
+        }
         found = await cache.getOrLoadResult<unknown>(
-          variantKey(key, list.generation, list.headers, req),
-          variantLoader(exchange, list),
+          variant,
+          variantLoader(exchange, list, variant),
           exchange.callOptions,
         )
       }
       if (ranOwnHandler(exchange, found)) return await answerWithOwnResponse(exchange)
+      if (found.outcome === 'coalesced') exchange.note.collapsed = true
       const entry = routeEntryOf(found.value)
       if (entry?.kind !== 'response') throw new TypeError(`cacheRoute: unexpected value at "${key}"`)
+      // Kept only to be revalidated (no-cache, must-revalidate, ...): never served stale, even
+      // when the core would (its refresh failed, a wait timed out). Answered by its own handler.
+      const { mustRevalidate, freshUntil } = entry.response
+      if (mustRevalidate && (found.outcome === 'stale' || (freshUntil !== undefined && freshUntil <= Date.now()))) {
+        exchange.note.detail = 'must-revalidate'
+        return await exchange.failOpen()
+      }
       exchange.replayStored(entry.response, found.outcome === 'stale' ? 'STALE' : 'HIT')
       return
     } catch (error) {
@@ -61,13 +77,19 @@ function isHandlerFailure(error: unknown): boolean {
  */
 export async function serveAuthorized(exchange: Exchange): Promise<void> {
   const { cache, settings, key } = exchange
-  const end = await exchange.runHandler({ asOrigin: true })
-  if (end.kind !== 'complete') return
-  const answered = exchange.replayOwn(ownForm(end.response, exchange.upstreamHeaders), 'BYPASS')
+  Object.assign(exchange.note, { fwd: 'request', detail: 'authorization' })
+  let answered = false
+  // Answered as the handler ends, synchronously (see judgeAndAnswer in loaders.ts).
+  const end = await exchange.runHandler({
+    asOrigin: true,
+    completed: (snapshot) => (answered = exchange.replayOwn(ownForm(snapshot, exchange.upstreamHeaders), 'BYPASS')),
+  })
+  if (end.kind !== 'complete' || exchange.alteredSince()) return
   const verdict = judgeResponse(end.response, settings, true)
   if (!verdict.storable || verdict.vary.length > 0 || settings.fixedVariantHeaders.length > 0) return
-  if (!answered || !exchange.sentStorable()) return // an upstream hook added Set-Cookie as it went out
+  if (!answered || !exchange.sentStorable(end.response.headers)) return // an upstream hook added Set-Cookie as it went out
   const response = storedForm(end.response, exchange.upstreamHeaders, settings.etag)
+  if (verdict.mustRevalidate) response.mustRevalidate = true
   let options
   try {
     options = exchange.callOptions // the route's tags function may throw: the client has its answer already
@@ -84,7 +106,11 @@ export async function serveAuthorized(exchange: Exchange): Promise<void> {
  * URL's `keys` (and so all their variants) before the client sees the answer, so the
  * client's next GET cannot be served the old entry (RFC 9111 §4.4).
  */
-export async function serveUnsafe(exchange: Exchange, keys: readonly string[]): Promise<void> {
+export async function serveUnsafe(
+  exchange: Exchange,
+  verdict: Extract<RequestVerdict, { action: 'invalidate' }>,
+): Promise<void> {
+  let keys = verdict.keys
   const invalidate = async () => {
     await Promise.all(keys.map((key) => exchange.cache.delete(key).catch((error) => exchange.reportError(error))))
   }
@@ -94,7 +120,13 @@ export async function serveUnsafe(exchange: Exchange, keys: readonly string[]): 
     beforeFlush: (status) => (status === undefined || invalidates(status) ? invalidate() : Promise.resolve()),
   })
   if (end.kind !== 'complete') return
-  if (invalidates(end.response.status)) await invalidate()
+  if (invalidates(end.response.status)) {
+    const { origin, keysOf } = verdict
+    if (origin && keysOf)
+      for (const named of namedTargets(end.response.headers, origin.target, origin.host, origin.scheme))
+        keys = [...keys, ...keysOf(named)]
+    await invalidate()
+  }
   exchange.replayOwn(ownForm(end.response, exchange.upstreamHeaders), undefined, false)
 }
 

@@ -130,9 +130,26 @@ const HTTP_DATE = [
 ]
 
 /** An HTTP-date in ms since the epoch, or NaN. Stricter than Date.parse, which reads "0" as the year 2000. */
-export function parseHttpDate(value: string | undefined): number {
+export function parseHttpDate(value: string | undefined, now = Date.now()): number {
   if (value === undefined) return Number.NaN
   const text = value.trim()
-  if (!HTTP_DATE.some((pattern) => pattern.test(text))) return Number.NaN
-  return Date.parse(/GMT$/.test(text) ? text : `${text} GMT`)
+  const form = HTTP_DATE.findIndex((pattern) => pattern.test(text))
+  if (form === -1) return Number.NaN
+  const at = Date.parse(/GMT$/.test(text) ? text : `${text} GMT`)
+  return form === 1 ? rfc850Year(at, now) : at
+}
+
+/**
+ * RFC 850 dates have two-digit years: one that reads as more than 50 years in the future
+ * is the most recent past year with those digits (RFC 9110 §5.6.7). `Date.parse` reads
+ * `18-Aug-50` as 1950; in 2026 it is 2050, and `18-Aug-80` is 1980.
+ */
+function rfc850Year(parsed: number, now: number): number {
+  if (Number.isNaN(parsed)) return parsed
+  const date = new Date(parsed)
+  const nowYear = new Date(now).getUTCFullYear()
+  let year = Math.floor(nowYear / 100) * 100 + (date.getUTCFullYear() % 100)
+  if (year > nowYear + 50) year -= 100
+  date.setUTCFullYear(year)
+  return date.getTime()
 }

@@ -75,6 +75,39 @@ export function hasForeignForwardedProto(req: IncomingMessage, scheme: string): 
   return false
 }
 
+/**
+ * Is this request header one of the reverse-proxy family a handler may reflect into the
+ * page (links, redirects, "secure" flags)? Every `X-Forwarded-*` but `-For` (per client,
+ * see docs) and `-Host` (checked against `Host`, see hasForeignForwardedHost), plus
+ * `Forwarded`, `Front-End-Https` and `X-Url-Scheme`.
+ */
+function isForwardedField(name: string): boolean {
+  if (name.startsWith('x-forwarded-')) return name !== 'x-forwarded-for' && name !== 'x-forwarded-host'
+  return name === 'forwarded' || name === 'front-end-https' || name === 'x-url-scheme'
+}
+
+/**
+ * The key part for the reverse-proxy headers a request carries, `''` when it carries none.
+ * Keyed whether or not the app trusts the proxy: a handler may read them itself, and a
+ * proxy sends the same values on every request (one entry), while a forged value only
+ * ever reaches its own key. `Forwarded` is keyed without its `for=` (the client address);
+ * an `X-Forwarded-Proto` that Express trusted is left to the scheme.
+ */
+export function forwardedKeyPart(req: IncomingMessage & { protocol?: unknown }): string {
+  const fields: Array<[string, string]> = []
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value === undefined || !isForwardedField(name)) continue
+    let text = Array.isArray(value) ? value.join(', ') : value
+    // Trusted (trust proxy on), X-Forwarded-Proto is `req.protocol`, keyed as the scheme already.
+    if (name === 'x-forwarded-proto' && text.split(',')[0]!.trim().toLowerCase() === req.protocol) continue
+    if (name === 'forwarded') text = text.replace(/(^|[;,\s])for\s*=\s*("[^"]*"|[^;,\s]*)/gi, '$1')
+    fields.push([name, text])
+  }
+  if (fields.length === 0) return ''
+  fields.sort(([a], [b]) => (a < b ? -1 : 1))
+  return ` fwd:${digest(JSON.stringify(fields), 22)}`
+}
+
 /** The URL part of a key: the raw path and query, hashed when it is long (the core bounds key length). */
 const LONG_URL = 256
 

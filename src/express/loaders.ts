@@ -3,12 +3,15 @@ import type { Loader, LoaderContext } from '../context.js'
 import { StampedeGuardError } from '../errors.js'
 import type { Exchange } from './exchange.js'
 import { canonicalHeaderNames, variantKey } from './key.js'
-import { isFailure, judgeResponse, type Lifetimes } from './storability.js'
-import { storedForm } from './stored-form.js'
+import { isFailure, judgeResponse, type Lifetimes } from './response-policy.js'
+import { headerOf, withoutFields } from './headers.js'
+import { conditionalFor, updatedByNotModified } from './revalidation.js'
+import { ownForm, storedForm } from './stored-form.js'
 import {
   cachedForm,
   routeEntryOf,
   UNCACHED,
+  type ResponseSnapshot,
   type RouteEntry,
   type StoredResponse,
   type VariantList,
@@ -41,10 +44,23 @@ export class HandlerFailedError extends StampedeGuardError {
   }
 }
 
-/** What the handler produced, judged. */
+/**
+ * What the handler produced, judged. `sentStorable`: the client was answered with it as it
+ * ended; do the headers that went out still allow storing it (undefined: the client had
+ * been answered already, so they could not be seen)?
+ */
 type Produced =
   | { storable: false; entry: RouteEntry }
-  | { storable: true; response: StoredResponse; life: Lifetimes; variantHeaders: string[] }
+  | {
+      storable: true
+      response: StoredResponse
+      life: Lifetimes
+      variantHeaders: string[]
+      sentStorable: boolean | undefined
+    }
+
+/** A judged response, or the failure to throw once the handler's promise settles. */
+type Judged = { produced: Produced } | { failure: number }
 
 /** The loader for the URL key: a response, or the list of headers its variants are keyed on. */
 export function urlLoader(exchange: Exchange): Loader<unknown> {
@@ -59,7 +75,7 @@ export function urlLoader(exchange: Exchange): Loader<unknown> {
     const produced = await produce(exchange, context)
     if (!produced.storable) return produced.entry
     const { response, life, variantHeaders } = produced
-    const refusal = refusedAsSent(exchange, context, response)
+    const refusal = refusedAsSent(exchange, context, produced.sentStorable)
     if (refusal) return refusal
     exchange.storedOwn = response
     if (variantHeaders.length === 0) {
@@ -69,13 +85,15 @@ export function urlLoader(exchange: Exchange): Loader<unknown> {
     // Store our own variant first, so requests woken by the list find it. The list lives
     // exactly as long as that variant (ttl + grace + staleIfError), never longer: one
     // list per distinct URL must not outlive what it lists (junk query strings).
+    const generation = randomBytes(6).toString('base64url')
+    const key = variantKey(exchange.key, generation, variantHeaders, exchange.req)
     const list: VariantList = {
       kind: 'variants',
-      generation: randomBytes(6).toString('base64url'),
+      generation,
       headers: variantHeaders,
+      variants: [key],
       life: { ...life, ttl: life.ttl ?? exchange.settings.ttl },
     }
-    const key = variantKey(exchange.key, list.generation, list.headers, exchange.req)
     await exchange.cache
       .set(key, cachedForm({ kind: 'response', response }), { ...exchange.callOptions, ...life })
       .catch((error) => exchange.reportError(error))
@@ -84,19 +102,36 @@ export function urlLoader(exchange: Exchange): Loader<unknown> {
   })
 }
 
-/** The loader for one variant of a URL whose variant list is `list`. */
-export function variantLoader(exchange: Exchange, list: VariantList): Loader<unknown> {
+/**
+ * May `variant` be looked up (and stored) under `list`? Yes if it is listed, or the list
+ * has room. Lists are updated by read-modify-write without a lock, so concurrent first
+ * requests for new variants may each add theirs: the bound can be passed by as many.
+ */
+export function admitsVariant(list: VariantList, variant: string, maxVariants: number): boolean {
+  const known = list.variants
+  return known === undefined || known.includes(variant) || known.length < maxVariants
+}
+
+/** Records a newly stored variant in its URL's list, so the next requests count it. */
+async function recordVariant(exchange: Exchange, list: VariantList, variant: string): Promise<void> {
+  if (list.variants === undefined || list.variants.includes(variant)) return
+  const updated: VariantList = { ...list, variants: [...list.variants, variant] }
+  await exchange.cache
+    .set(exchange.key, cachedForm(updated), { ...exchange.callOptions, ...list.life })
+    .catch((error) => exchange.reportError(error))
+}
+
+/** The loader for one variant (key `variant`) of a URL whose variant list is `list`. */
+export function variantLoader(exchange: Exchange, list: VariantList, variant: string): Loader<unknown> {
   return asCacheLoader(async (context) => {
     if (unobservable(exchange, context)) return skipped(context)
-    const produced = await produce(exchange, context)
+    const produced = await produce(exchange, context, list)
     if (!produced.storable) return produced.entry
-    // Vary now names a header the list does not key on: storing it under this key
-    // would serve it to requests it does not fit. Not stored, not shared.
-    if (!produced.variantHeaders.every((name) => list.headers.includes(name))) return uncacheable(exchange, context)
-    const refusal = refusedAsSent(exchange, context, produced.response)
+    const refusal = refusedAsSent(exchange, context, produced.sentStorable)
     if (refusal) return refusal
     exchange.storedOwn = produced.response
     context.cacheFor(produced.life)
+    await recordVariant(exchange, list, variant)
     return { kind: 'response', response: produced.response }
   })
 }
@@ -108,8 +143,44 @@ function asCacheLoader(
   return async (context) => cachedForm(await load(context, routeEntryOf(context.staleValue)))
 }
 
-async function produce(exchange: Exchange, context: LoaderContext<unknown>): Promise<Produced> {
-  const end = await exchange.runHandler({ asOrigin: true })
+/**
+ * A 304 to a revalidation is the stored response updated with the 304's headers (RFC 9111
+ * §4.3.4), its body and status kept, its freshness counted from now.
+ */
+function refreshedBy(stored: StoredResponse | undefined, exchange: Exchange) {
+  return (snapshot: ResponseSnapshot): ResponseSnapshot => {
+    if (snapshot.status !== 304 || !stored) return snapshot
+    exchange.note.fwdStatus = 304
+    // A 304 without Date (Node adds it only as the head goes out) is as new as this moment.
+    const base =
+      headerOf(snapshot.headers, 'date') === undefined ? withoutFields(stored.headers, ['date']) : stored.headers
+    const updated: ResponseSnapshot = {
+      ...snapshot,
+      status: stored.status,
+      headers: updatedByNotModified(base, snapshot.headers),
+      body: stored.body,
+    }
+    if (stored.statusMessage !== undefined) updated.statusMessage = stored.statusMessage
+    return updated
+  }
+}
+
+/** Runs the handler (for one variant of `list`, when given) and judges what it produced. */
+async function produce(exchange: Exchange, context: LoaderContext<unknown>, list?: VariantList): Promise<Produced> {
+  let judged: Judged | undefined
+  if (list) exchange.note.fwd = 'vary-miss'
+  if (context.staleValue !== undefined) exchange.note.fwd = 'stale'
+  // A stale response with a validator is revalidated: the handler sees its If-None-Match /
+  // If-Modified-Since, and a 304 renews it (RFC 9111 §4.3).
+  const stale = routeEntryOf(context.staleValue)
+  const revalidating = stale?.kind === 'response' ? stale.response : undefined
+  const conditional = revalidating && conditionalFor(revalidating.headers)
+  const refreshed = refreshedBy(conditional ? revalidating : undefined, exchange)
+  const end = await exchange.runHandler({
+    asOrigin: true,
+    completed: (snapshot) => (judged = judgeAndAnswer(exchange, context, refreshed(snapshot), list)),
+    ...(conditional ? { conditional } : {}),
+  })
   if (end.kind === 'released') {
     if (end.reason === 'broken' || end.reason === 'truncated') throw new HandlerFailedError(end.reason)
     // Too large or streamed: the client got it directly, and so will the next ones
@@ -119,24 +190,59 @@ async function produce(exchange: Exchange, context: LoaderContext<unknown>): Pro
       entry: uncacheable(exchange, context, end.reason === 'too-large' || end.reason === 'streamed'),
     }
   }
-  const snapshot = end.response
-  // The URL the router matched was rewritten while the handler ran (an SPA fallback after
-  // cacheRoute): what it produced belongs to another URL. Not stored, not shared.
-  if (exchange.rewrittenSince()) return { storable: false, entry: uncacheable(exchange, context, false) }
+  judged ??= judgeAndAnswer(exchange, context, refreshed(end.response), list)
+  if ('failure' in judged) throw new HandlerFailedError(judged.failure)
+  return judged.produced
+}
+
+/**
+ * Judges the handler's response the moment it ends and answers the live client there and
+ * then (MISS with the stored form, or BYPASS with its own), synchronously: the same
+ * response, cached or not. A failure is answered too, unless a stale response covers it
+ * (stale-if-error: the core serves that instead).
+ */
+function judgeAndAnswer(
+  exchange: Exchange,
+  context: LoaderContext<unknown>,
+  snapshot: ResponseSnapshot,
+  list: VariantList | undefined,
+): Judged {
+  const bypass = (entry: RouteEntry): Judged => {
+    exchange.replayOwn(ownForm(snapshot, exchange.upstreamHeaders), 'BYPASS')
+    return { produced: { storable: false, entry } }
+  }
+  // The URL the router matched, or the method, changed while the handler ran (an SPA
+  // fallback or method-override after cacheRoute): the response belongs to another request.
+  if (exchange.alteredSince()) return bypass(uncacheable(exchange, context, false, 'altered'))
   const verdict = judgeResponse(snapshot, exchange.settings)
   if (!verdict.storable) {
-    if (isFailure(snapshot.status)) throw new HandlerFailedError(snapshot.status)
+    exchange.note.detail = verdict.reason
+    if (isFailure(snapshot.status)) {
+      if (context.staleValue === undefined) exchange.replayOwn(ownForm(snapshot, exchange.upstreamHeaders), 'BYPASS')
+      return { failure: snapshot.status }
+    }
     // Uncacheable by nature (Set-Cookie, private, no-store, Vary: *, its status): hit-for-miss.
-    return { storable: false, entry: uncacheable(exchange, context) }
+    return bypass(uncacheable(exchange, context, true, verdict.reason))
   }
   // The core stores nothing from this run (hit-for-miss, a follower of a response that
   // was not shared): the client gets BYPASS, and no variant is written either.
-  if (context.uncached) return { storable: false, entry: uncacheable(exchange, context) }
+  if (context.uncached) return bypass(uncacheable(exchange, context, true, 'hit-for-miss'))
+  const variantHeaders = canonicalHeaderNames([...exchange.settings.fixedVariantHeaders, ...verdict.vary])
+  // Vary now names a header the variant list does not key on: storing it under this key
+  // would serve it to requests it does not fit. Not stored, not shared.
+  if (list && !variantHeaders.every((name) => list.headers.includes(name)))
+    return bypass(uncacheable(exchange, context, true, 'vary-mismatch'))
+  const response = storedForm(snapshot, exchange.upstreamHeaders, exchange.settings.etag)
+  response.freshUntil = response.storedAt + (verdict.life.ttl ?? exchange.settings.ttl)
+  if (verdict.mustRevalidate) response.mustRevalidate = true
   return {
-    storable: true,
-    response: storedForm(snapshot, exchange.upstreamHeaders, exchange.settings.etag),
-    life: verdict.life,
-    variantHeaders: canonicalHeaderNames([...exchange.settings.fixedVariantHeaders, ...verdict.vary]),
+    produced: {
+      storable: true,
+      response,
+      life: verdict.life,
+      variantHeaders,
+      sentStorable: exchange.answerBeforeStoring(response, exchange.note.fwdStatus === 304 ? 'REVALIDATED' : 'MISS'),
+    },
   }
 }
 
@@ -150,9 +256,8 @@ async function produce(exchange: Exchange, context: LoaderContext<unknown>): Pro
 function refusedAsSent(
   exchange: Exchange,
   context: LoaderContext<unknown>,
-  response: StoredResponse,
+  storable: boolean | undefined,
 ): RouteEntry | undefined {
-  const storable = exchange.answerBeforeStoring(response)
   if (storable === false) return uncacheable(exchange, context)
   if (storable === undefined && exchange.route.upstreamForbidsStoring) return uncacheable(exchange, context, false)
   return undefined
@@ -170,8 +275,14 @@ function skipped(context: LoaderContext<unknown>): RouteEntry {
 }
 
 /** Not stored, not shared, and (by default) remembered briefly as hit-for-miss. */
-function uncacheable(exchange: Exchange, context: LoaderContext<unknown>, hitForMiss = true): RouteEntry {
+function uncacheable(
+  exchange: Exchange,
+  context: LoaderContext<unknown>,
+  hitForMiss = true,
+  reason?: string,
+): RouteEntry {
   exchange.storedOwn = undefined
+  if (reason) exchange.note.detail = reason
   context.doNotCache({ share: false, passFor: hitForMiss ? exchange.settings.hitForMiss : 0 })
   return UNCACHED
 }

@@ -1,6 +1,6 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express'
-import type { Cache } from '../cache.js'
-import { resolvePolicy } from '../options.js'
+import type { Cache } from '../cache/cache.js'
+import { resolvePolicy } from '../settings.js'
 import { Exchange, passThrough, reportError, type RouteState } from './exchange.js'
 import { serveAuthorized, serveCached, serveUnsafe } from './flows.js'
 import { resolveRouteOptions, type CacheRouteOptions } from './options.js'
@@ -41,10 +41,10 @@ export function cacheRoute(cache: Cache, options: CacheRouteOptions): RequestHan
           return
         case 'invalidate':
           exchange = new Exchange(req, res, next, cache, settings, route, verdict.keys[0]!)
-          serveUnsafe(exchange, verdict.keys).catch(failOpen)
+          serveUnsafe(exchange, verdict).catch(failOpen)
           return
         case 'bypass':
-          return passThrough(res, next, settings)
+          return passThrough(res, next, settings, verdict.reason)
         case 'authorized':
           exchange = new Exchange(req, res, next, cache, settings, route, verdict.key)
           serveAuthorized(exchange).catch(failOpen)

@@ -1,9 +1,11 @@
 import type { Request } from 'express'
 import { parseDuration, type Duration } from '../duration.js'
 import { InvalidArgumentError } from '../errors.js'
-import { POLICY_OPTION_NAMES, type CallOptions, type PolicyOptions } from '../options.js'
+import type { CallOptions, PolicyOptions } from '../options.js'
+import { POLICY_OPTION_NAMES } from '../settings.js'
 import { checkTags } from '../tag.js'
 import { CaptureBudget, defaultCaptureBudget } from './capture-budget.js'
+import { validCacheName } from './cache-status.js'
 import { canonicalHeaderNames } from './key.js'
 
 /**
@@ -76,6 +78,36 @@ export interface CacheRouteOptions extends Omit<PolicyOptions, 'ttl' | 'staleTtl
    * attacker which inputs are keyed, so turn it on where that does not matter.
    */
   xCacheHeader?: boolean
+  /**
+   * Add `Cache-Status` (RFC 9211) naming this cache, e.g. `cacheStatus: 'stampede-guard'`:
+   * `hit` (with `ttl=`), or `fwd=` why the request went to the handler (`uri-miss`,
+   * `vary-miss`, `stale`, `request`, `method`, `bypass`), `stored`, `collapsed`, and
+   * `detail=` the real reason for a pass (`no-store`, `cookie`, `expired`, ...). Default
+   * off, for the same reason as `xCacheHeader`; the two can be used together.
+   */
+  cacheStatus?: string
+  /**
+   * A targeted cache-control field of this cache (RFC 9213), e.g. `'Surrogate-Control'`:
+   * when a response carries it (and it parses), it is used instead of `CDN-Cache-Control`,
+   * `Cache-Control` and `Expires`, and it is removed before the response goes out (it
+   * is for this cache only). `CDN-Cache-Control` is always honoured, below it, and sent
+   * on (it is meant for every CDN downstream too). Default none.
+   */
+  targetedCacheControl?: string
+  /**
+   * Most variants stored under one URL (`Vary`, `varyOn`). A request for a new variant
+   * past it passes by uncached (`detail=variant-limit`), so `Vary: User-Agent` cannot grow
+   * the keys of one URL without bound, and nothing is evicted. Default 32.
+   */
+  maxVariantsPerUrl?: number
+  /**
+   * How long a response that must be revalidated before reuse (`no-cache`,
+   * `must-revalidate`, `proxy-revalidate`, `s-maxage`, or already stale such as
+   * `max-age=0`) is kept once stale, when it has an `ETag` or `Last-Modified`: the next
+   * request runs the handler with `If-None-Match`/`If-Modified-Since`, and a 304 renews
+   * it. It is never served stale. Default `'5m'`; `0` stores no such response.
+   */
+  revalidateTtl?: Duration
   /** Largest body that is stored, in bytes. A larger response streams to its client uncached. Default 1 MiB. */
   maxBodyBytes?: number
   /**
@@ -133,6 +165,11 @@ export interface RouteSettings {
   maxTtl: number
   etag: 'keep' | 'strong' | false
   xCacheHeader: boolean
+  cacheStatus: string | undefined
+  /** Targeted fields in precedence order (lower case): the route's own, then `cdn-cache-control`. */
+  targetedFields: readonly string[]
+  maxVariantsPerUrl: number
+  revalidateTtl: number
   maxBodyBytes: number
   captureBudget: CaptureBudget
   hitForMiss: number
@@ -156,6 +193,10 @@ const KNOWN = new Set([
   'maxTtl',
   'etag',
   'xCacheHeader',
+  'cacheStatus',
+  'targetedCacheControl',
+  'maxVariantsPerUrl',
+  'revalidateTtl',
   'maxBodyBytes',
   'captureBudget',
   'hitForMiss',
@@ -177,6 +218,31 @@ function resolveTags(tags: CacheRouteOptions['tags']): RouteSettings['tags'] {
 /** The options of one request's `getOrLoad` and `set` calls: the route's, plus the request's tags. */
 export function requestCallOptions(settings: RouteSettings, req: Request): CallOptions {
   return settings.tags ? { ...settings.callOptions, tags: settings.tags(req) } : settings.callOptions
+}
+
+function checkedCacheName(name: unknown): string | undefined {
+  if (name === undefined) return undefined
+  if (!validCacheName(name))
+    throw new InvalidArgumentError('cacheRoute.cacheStatus', 'must be a cache name of 1-64 printable ASCII characters')
+  return name
+}
+
+function checkedFieldName(name: unknown): string {
+  if (typeof name !== 'string' || !/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(name))
+    throw new InvalidArgumentError(
+      'cacheRoute.targetedCacheControl',
+      `must be a header field name, got ${String(name)}`,
+    )
+  const lower = name.toLowerCase()
+  if (lower === 'cache-control' || lower === 'cdn-cache-control')
+    throw new InvalidArgumentError('cacheRoute.targetedCacheControl', `names a field honoured already: ${name}`)
+  return lower
+}
+
+function checkedCount(argument: string, value: unknown): number {
+  if (!Number.isSafeInteger(value) || (value as number) < 1)
+    throw new InvalidArgumentError(argument, `must be a positive integer, got ${String(value)}`)
+  return value as number
 }
 
 /** Validates route options at `cacheRoute()` time; errors name the option. */
@@ -238,6 +304,10 @@ export function resolveRouteOptions(options: CacheRouteOptions): RouteSettings {
     maxTtl,
     etag: _e,
     xCacheHeader,
+    cacheStatus,
+    targetedCacheControl,
+    maxVariantsPerUrl,
+    revalidateTtl,
     maxBodyBytes: _m,
     captureBudget,
     hitForMiss,
@@ -260,6 +330,13 @@ export function resolveRouteOptions(options: CacheRouteOptions): RouteSettings {
     maxTtl: parseDuration('cacheRoute.maxTtl', maxTtl ?? '1d'),
     etag,
     xCacheHeader: xCacheHeader ?? false,
+    cacheStatus: checkedCacheName(cacheStatus),
+    targetedFields: [
+      ...(targetedCacheControl === undefined ? [] : [checkedFieldName(targetedCacheControl)]),
+      'cdn-cache-control',
+    ],
+    maxVariantsPerUrl: checkedCount('cacheRoute.maxVariantsPerUrl', maxVariantsPerUrl ?? 32),
+    revalidateTtl: parseDuration('cacheRoute.revalidateTtl', revalidateTtl ?? '5m', true),
     maxBodyBytes,
     captureBudget: captureBudget ?? defaultCaptureBudget,
     hitForMiss: parseDuration('cacheRoute.hitForMiss', hitForMiss ?? '5s', true),

@@ -3,7 +3,7 @@ import { isNotModified, notModifiedHeaders, type Validators } from './conditiona
 import { withoutFields, withoutHopByHop, type HeaderList } from './headers.js'
 
 /** `X-Cache` values: from the cache fresh / stale, produced by this request's handler and stored / not stored. */
-export type CacheStatus = 'HIT' | 'STALE' | 'MISS' | 'BYPASS'
+export type CacheStatus = 'HIT' | 'STALE' | 'MISS' | 'BYPASS' | 'REVALIDATED'
 
 /** A response to send, stored or the handler's own. */
 export interface Replayable {
@@ -19,10 +19,12 @@ export interface ReplayOptions {
   head: boolean
   /** The client's validators; when given, a matching 2xx becomes a 304. */
   validators?: Validators
-  /** Seconds since stored; set for responses served from the cache. */
+  /** `Age` to send, replacing the response's own (current age, RFC 9111 §4.2.3); otherwise its own `Age` is kept. */
   ageSeconds?: number
-  /** `X-Cache` value, when the route enables it. */
-  cacheStatus?: CacheStatus
+  /** Fields never sent (the route's own targeted cache-control field). */
+  omit?: readonly string[]
+  /** `X-Cache` and `Cache-Status`, as the route enables them. */
+  statusHeaders?: HeaderList
 }
 
 /** Statuses that never carry a body, so never a Content-Length either. */
@@ -38,7 +40,11 @@ function bodyless(status: number): boolean {
  */
 export function replay(res: ServerResponse, response: Replayable, options: ReplayOptions): void {
   let status = response.status
-  let headers = withoutFields(withoutHopByHop(response.headers), ['age', 'content-length'])
+  let headers = withoutFields(withoutHopByHop(response.headers), [
+    'content-length',
+    ...(options.ageSeconds === undefined ? [] : ['age']),
+    ...(options.omit ?? []),
+  ])
   const notModified = options.validators !== undefined && isNotModified(options.validators, status, headers)
   if (notModified) {
     status = 304
@@ -47,7 +53,7 @@ export function replay(res: ServerResponse, response: Replayable, options: Repla
   for (const name of response.removedHeaders ?? []) res.removeHeader(name)
   for (const [name, value] of headers) res.setHeader(name, value)
   if (options.ageSeconds !== undefined) res.setHeader('Age', String(Math.max(0, Math.floor(options.ageSeconds))))
-  if (options.cacheStatus !== undefined) res.setHeader('X-Cache', options.cacheStatus)
+  for (const [name, value] of options.statusHeaders ?? []) res.setHeader(name, value)
   res.statusCode = status
   if (response.statusMessage !== undefined && !notModified) res.statusMessage = response.statusMessage
   if (bodyless(status)) {

@@ -1,3 +1,4 @@
+import { initialAgeMs } from './age.js'
 import { isStrongEtag, strongEtag } from './conditional.js'
 import { headerOf, withoutFields, withoutHopByHop, type HeaderList } from './headers.js'
 import type { Replayable } from './replay.js'
@@ -14,7 +15,7 @@ import type { ResponseSnapshot, StoredResponse } from './stored-response.js'
 export function ownForm(snapshot: ResponseSnapshot, upstream: HeaderList): Replayable {
   const before = new Map(upstream.map(([name, value]) => [name.toLowerCase(), JSON.stringify(value)]))
   const after = new Set(snapshot.headers.map(([name]) => name.toLowerCase()))
-  const headers = withoutFields(withoutHopByHop(snapshot.headers), ['age']).filter(
+  const headers = withoutHopByHop(snapshot.headers).filter(
     ([name, value]) => before.get(name.toLowerCase()) !== JSON.stringify(value),
   )
   const removedHeaders = [...before.keys()].filter((name) => !after.has(name))
@@ -37,12 +38,15 @@ export function storedForm(
   now = Date.now(),
 ): StoredResponse {
   const own = ownForm(snapshot, upstream)
-  let headers = own.headers
+  // Its Age becomes initialAgeMs: replayed as the age now, never as stored.
+  let headers = withoutFields(own.headers, ['age'])
   if (etag === false) headers = withoutFields(headers, ['etag'])
   if (etag === 'strong' && !isStrongEtag(headerOf(headers, 'etag')))
     headers = [...withoutFields(headers, ['etag']), ['ETag', strongEtag(own.body)]]
   if (headerOf(headers, 'date') === undefined) headers = [...headers, ['Date', new Date(now).toUTCString()]]
   const stored: StoredResponse = { status: own.status, headers, body: own.body, storedAt: now }
+  const initialAge = initialAgeMs(snapshot.headers, snapshot)
+  if (initialAge > 0) stored.initialAgeMs = initialAge
   if (own.statusMessage !== undefined) stored.statusMessage = own.statusMessage
   if (own.removedHeaders) stored.removedHeaders = own.removedHeaders
   return stored

@@ -14,6 +14,9 @@ export interface ResponseSnapshot {
   statusMessage?: string
   headers: HeaderList
   body: Buffer
+  /** When the handler started and ended, ms since the epoch (for its age, age.ts); unknown means now. */
+  requestTime?: number
+  responseTime?: number
 }
 
 /** A stored response. `headers` are what the handler chain set, minus what must not be replayed. */
@@ -25,8 +28,14 @@ export interface StoredResponse {
   removedHeaders?: string[]
   /** The exact body bytes. */
   body: Buffer
-  /** When it was produced (ms since the epoch); `Age` is counted from here. */
+  /** When it was produced (ms since the epoch); its resident time is counted from here. */
   storedAt: number
+  /** Its age when stored (`corrected_initial_age`, RFC 9111 §4.2.3), ms; absent means 0. */
+  initialAgeMs?: number
+  /** When it stops being fresh (ms since the epoch), for `Cache-Status: ttl=`. */
+  freshUntil?: number
+  /** Once stale, never served stale: only revalidated (response-policy.ts). */
+  mustRevalidate?: boolean
 }
 
 /**
@@ -44,6 +53,8 @@ export type RouteEntry =
       kind: 'variants'
       generation: string
       headers: string[]
+      /** The variant keys stored under this list so far (bounded by `maxVariantsPerUrl`); absent in lists written before. */
+      variants?: string[]
       life: { ttl: number; staleTtl?: number; staleIfError?: number }
     }
   /** Returned with `doNotCache`, to this request only: its own handler's result is in hand. */
@@ -87,6 +98,9 @@ export function routeEntryOf(value: unknown): RouteEntry | undefined {
   const kind = (value as { kind?: unknown }).kind
   if (kind === 'variants') {
     const list = value as Partial<VariantList>
+    const variants = list.variants
+    if (variants !== undefined && !(Array.isArray(variants) && variants.every((key) => typeof key === 'string')))
+      return undefined
     return typeof list.generation === 'string' && Array.isArray(list.headers) && typeof list.life?.ttl === 'number'
       ? (value as VariantList)
       : undefined
@@ -102,9 +116,10 @@ export function routeEntryOf(value: unknown): RouteEntry | undefined {
  */
 function replayableHead(response: unknown): response is Omit<StoredResponse, 'body'> {
   if (typeof response !== 'object' || response === null) return false
-  const { status, statusMessage, headers, removedHeaders, storedAt } = response as Record<string, unknown>
+  const { status, statusMessage, headers, removedHeaders, storedAt, initialAgeMs } = response as Record<string, unknown>
   if (!Number.isInteger(status) || (status as number) < 100 || (status as number) > 999 || typeof storedAt !== 'number')
     return false
+  if (initialAgeMs !== undefined && !(typeof initialAgeMs === 'number' && initialAgeMs >= 0)) return false
   if (statusMessage !== undefined && (typeof statusMessage !== 'string' || INVALID_REASON.test(statusMessage)))
     return false
   if (

@@ -145,3 +145,20 @@ export interface LockBackend<Resource = void> {
   /** Stops timers and subscriptions the backend opened. The caller's own clients stay open. */
   close(): Promise<void>
 }
+
+/** The `StoreOptions` of a `createLocks` call, resolved: what every shortcut's backend is built with. */
+export interface StoreSettings {
+  namespace: string
+  commandTimeoutMs: number
+}
+
+/**
+ * How `createLocks({ <option>: value })` builds a backend from what the caller passed: `Value`
+ * is the option's type (a client the caller created, or options around one). `create` checks
+ * `value` itself, since JavaScript callers may pass anything, and fails with an
+ * `InvalidArgumentError` naming the option.
+ */
+export interface BackendShortcut<Value> {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the shortcut's resource type is erased here
+  create(value: Value, settings: StoreSettings): LockBackend<any>
+}

@@ -3,7 +3,7 @@ import { FencingUnsupportedError, InvalidArgumentError, LockLostError } from '..
 import type { HeldLock } from './backend.js'
 import type { LockEmitter, LockEvents } from './events.js'
 import { MIN_LEASE_MS } from './options.js'
-import { LeaseWatchdog } from './watchdog.js'
+import { LeaseWatchdog } from '../lease/watchdog.js'
 
 /** What a critical section gets: `withLock`'s callback argument, and the core of a `LockHandle`. */
 export interface LockContext<Resource = void> {
@@ -47,7 +47,10 @@ export interface LockContext<Resource = void> {
  * releases it when the block exits; `release()` does the same by hand and is idempotent.
  */
 export interface HeldLockHandle<Resource = void> extends LockContext<Resource>, AsyncDisposable {
-  /** Gives the lock back (compare-and-delete: never another holder's). Idempotent. Rejects only when the store could not be told; the lock then ends with its lease. */
+  /**
+   * Gives the lock back (compare-and-delete: never another holder's). Idempotent. Rejects only
+   * when the store could not be told; the lock then ends with its lease.
+   */
   release(): Promise<void>
 }
 

@@ -12,8 +12,6 @@ export { createMysqlBackend, type MysqlLockOptions } from './mysql/backend.js'
 export type { Semaphore, HeldPermitsHandle, PermitContext } from './semaphore/semaphore.js'
 export type { SemaphoreOptions, SemaphoreCallOptions, WithPermitOptions } from './semaphore/options.js'
 export type { HeldPermits, SemaphoreRequest, SemaphoreStore } from './semaphore/contract.js'
-export { LeaseWatchdog, leaseMarginMs, type WatchdogOptions } from './watchdog.js'
-export { WaitBudget, type Wakeup } from './waiting.js'
 export type { EtcdFencedWrites } from './etcd/held-lock.js'
 export type { ZooKeeperFencedWrites } from './zookeeper/held-lock.js'
 export {

@@ -1,46 +1,48 @@
-import type { Namespace } from 'etcd3'
-import type { Cluster, Redis } from 'ioredis'
-import type { Client as ZooKeeperClient } from 'node-zookeeper-client'
 import { parseDuration, type Duration } from '../duration.js'
 import { InvalidArgumentError } from '../errors.js'
-import type { LockBackend } from './backend.js'
+import type { BackendShortcut, LockBackend, StoreSettings } from './backend.js'
 import { orDefault } from './options.js'
 import { redisShortcut } from './redis/shortcut.js'
-import type { RedisLockOptions } from './redis/options.js'
-import { redlockShortcut, type RedlockOptions } from './redlock/shortcut.js'
+import { redlockShortcut } from './redlock/shortcut.js'
 import { etcdShortcut } from './etcd/shortcut.js'
 import { zookeeperShortcut } from './zookeeper/shortcut.js'
 import { postgresShortcut } from './postgres/shortcut.js'
-import type { PgPoolLike, PostgresLockOptions } from './postgres/options.js'
 import { mysqlShortcut } from './mysql/shortcut.js'
-import type { MysqlCallbackPoolLike, MysqlLockOptions, MysqlPoolLike } from './mysql/options.js'
 
 /**
- * The backend shortcuts `createLocks` accepts: one field per backend, and exactly one of
- * them (or `backend`) per call. The user passes a client they created; a backend never
- * imports its peer package at load time.
+ * The backend shortcuts `createLocks` accepts, one per backend: the key is the option, the
+ * value builds the backend from the client the caller created (a backend never imports its
+ * peer package at load time). Adding a backend is one entry here: `BackendShortcuts`, the
+ * option checks and the error that lists the choices all follow from this object.
  */
-export interface BackendShortcuts {
+const SHORTCUTS = {
   /**
    * An ioredis client (standalone, Sentinel) or Cluster, or `{ client, shardedPubSub,
    * waitForReplicas }`: the Redis backend (fenced tokens, pub/sub wake-up; sharded pub/sub
    * on a Redis ≥ 7 Cluster by default).
    */
-  redis?: Redis | Cluster | RedisLockOptions
+  redis: redisShortcut,
   /** Independent Redis masters (not replicas), or `{ nodes, nodeTimeout }`: the Redlock backend. No fencing token. */
-  redlock?: readonly Redis[] | RedlockOptions
+  redlock: redlockShortcut,
   /** An etcd3 client (`new Etcd3({ hosts })`): the etcd backend (FIFO, token = create_revision, owner-checked writes as `resource`). */
-  etcd?: Namespace
+  etcd: etcdShortcut,
   /** A connected node-zookeeper-client `Client`: the ZooKeeper backend (FIFO, token = the node's czxid). */
-  zookeeper?: ZooKeeperClient
+  zookeeper: zookeeperShortcut,
   /**
    * A `pg` Pool, or `{ pool, mode, keys, schema, fencing, timeout }`: PostgreSQL advisory
    * locks (transaction-scoped by default, `resource` = the transaction's client; token from
    * a counter table). Run-once claims in a table.
    */
-  postgres?: PgPoolLike | PostgresLockOptions
+  postgres: postgresShortcut,
   /** A mysql2 pool, or `{ pool | connection, database, fencing, timeout }`: MariaDB/MySQL GET_LOCK on a dedicated connection; token from a counter table. */
-  mysql?: MysqlPoolLike | MysqlCallbackPoolLike | MysqlLockOptions
+  mysql: mysqlShortcut,
+}
+
+type ShortcutOption = keyof typeof SHORTCUTS
+
+/** The backend shortcuts `createLocks` accepts: one field per backend, and exactly one of them (or `backend`) per call. */
+export type BackendShortcuts = {
+  [Option in keyof typeof SHORTCUTS]?: (typeof SHORTCUTS)[Option] extends BackendShortcut<infer Value> ? Value : never
 }
 
 /** Options each store-backed shortcut understands. */
@@ -51,36 +53,14 @@ export interface StoreOptions {
   commandTimeout?: Duration
 }
 
-export interface StoreSettings {
-  namespace: string
-  commandTimeoutMs: number
-}
-
-/** One shortcut: the option that selects it, and how it builds its backend from the option's value. */
-export interface BackendShortcut {
-  readonly option: keyof BackendShortcuts
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the shortcut's resource type is erased here
-  create(value: unknown, settings: StoreSettings): LockBackend<any>
-}
-
-/** Add a backend: one entry here, one field in `BackendShortcuts`. */
-const SHORTCUTS: readonly BackendShortcut[] = [
-  redisShortcut,
-  redlockShortcut,
-  etcdShortcut,
-  zookeeperShortcut,
-  postgresShortcut,
-  mysqlShortcut,
-]
-
-export const SHORTCUT_OPTIONS: readonly string[] = SHORTCUTS.map((shortcut) => shortcut.option)
+export const SHORTCUT_OPTIONS = Object.keys(SHORTCUTS) as readonly ShortcutOption[]
 
 export function resolveBackend(
   options: BackendShortcuts & StoreOptions & { backend?: LockBackend<unknown> },
 ): LockBackend<unknown> {
   const given = [
     ...(options.backend === undefined ? [] : ['backend']),
-    ...SHORTCUTS.filter((s) => options[s.option] !== undefined).map((s) => s.option),
+    ...SHORTCUT_OPTIONS.filter((option) => options[option] !== undefined),
   ]
   if (given.length !== 1) {
     throw new InvalidArgumentError(
@@ -107,6 +87,6 @@ export function resolveBackend(
     }
     return backend
   }
-  const shortcut = SHORTCUTS.find((s) => s.option === given[0])!
-  return shortcut.create(options[shortcut.option], settings)
+  const option = given[0] as ShortcutOption
+  return (SHORTCUTS[option] as BackendShortcut<unknown>).create(options[option], settings)
 }

@@ -2,7 +2,7 @@ import { parseDuration, type Duration } from '../duration.js'
 import { InvalidArgumentError, LockLostError } from '../errors.js'
 import type { ClaimStore } from './backend.js'
 import { orDefault, validateKey } from './options.js'
-import { leaseMarginMs } from './watchdog.js'
+import { leaseMarginMs } from '../lease/watchdog.js'
 
 /** Options of `locks.runOnce` (ShedLock's names and meaning). */
 export interface RunOnceOptions {

@@ -121,10 +121,10 @@ async function cronTicks(expression: string, tz: string | undefined): Promise<Ne
 }
 
 function warn(error: unknown, tick: Tick): void {
-  process.emitWarning(
-    `stampede-guard schedule: the job of the tick at ${tick.at.toISOString()} failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
-    { code: 'SG_SCHEDULE_JOB_FAILED' },
-  )
+  const failure = error instanceof Error ? (error.stack ?? error.message) : String(error)
+  process.emitWarning(`stampede-guard schedule: the job of the tick at ${tick.at.toISOString()} failed: ${failure}`, {
+    code: 'SG_SCHEDULE_JOB_FAILED',
+  })
 }
 
 class RunningSchedule implements Schedule {

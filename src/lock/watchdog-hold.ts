@@ -1,5 +1,5 @@
 import type { HeldLock } from './backend.js'
-import type { LeaseWatchdog } from './watchdog.js'
+import type { LeaseWatchdog } from '../lease/watchdog.js'
 
 /**
  * A held lock whose store-side lifetime (an etcd lease, a ZooKeeper session) the backend

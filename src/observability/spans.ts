@@ -10,7 +10,7 @@ import {
   type Tracer,
 } from '@opentelemetry/api'
 import type { LoaderContext } from '../context.js'
-import type { LoadScope } from './load-scope.js'
+import type { LoadScope } from '../cache/load-scope.js'
 import { ATTR, SPAN } from './names.js'
 
 /** Now, in epoch ms with sub-ms precision (what `startTime` / `end()` accept as a number). */

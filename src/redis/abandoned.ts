@@ -1,4 +1,4 @@
-import type { EntryKeys } from './keys.js'
+import type { LockNames } from './keys.js'
 import type { ClientWith } from './scripts.js'
 
 /**
@@ -13,10 +13,6 @@ import type { ClientWith } from './scripts.js'
  * queue behind the attempt), never waited for, and its failure is nobody's: if the
  * connection is gone for good, so is what it queued.
  */
-export function releaseAbandoned(
-  client: ClientWith<'stampedeGuardLockRelease'>,
-  keys: Pick<EntryKeys, 'lock' | 'channel'>,
-  owner: string,
-): void {
+export function releaseAbandoned(client: ClientWith<'stampedeGuardLockRelease'>, keys: LockNames, owner: string): void {
   client.stampedeGuardLockRelease(keys.lock, keys.channel, `${owner}:`, 0).catch(() => {})
 }

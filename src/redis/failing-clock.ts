@@ -1,4 +1,4 @@
-import type { Cluster } from 'ioredis'
+import type { Cluster, Redis } from 'ioredis'
 
 /** Most scopes remembered at once: a Cluster's masters, or slots the client has no node for yet. */
 const MAX_SCOPES = 1_024
@@ -19,6 +19,11 @@ export function keySlot(key: string): number {
   let crc = 0
   for (const byte of hashed) crc = ((crc << 8) & 0xffff) ^ CRC16_TABLE[((crc >> 8) ^ byte) & 0xff]!
   return crc % SLOTS
+}
+
+/** Cluster, or a client that finds its primary through Sentinel. */
+export function canFailOver(client: Redis | Cluster): boolean {
+  return client.isCluster === true || ((client.options as { sentinels?: unknown[] }).sentinels?.length ?? 0) > 0
 }
 
 /**

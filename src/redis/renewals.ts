@@ -14,7 +14,7 @@ interface Renewal {
 /**
  * The lease renewals of one tick, sent as one extend-many.lua call (per slot on a
  * Cluster, at most `MAX_RENEWALS_PER_CALL` locks each), instead of one call per lock. The
- * watchdogs' renewal times are aligned (src/lock/watchdog.ts), so the locks a process holds
+ * watchdogs' renewal times are aligned (src/lease/watchdog.ts), so the locks a process holds
  * come due together. Each renewal is still answered on its own: a lock found lost is that
  * lock's `false` (its watchdog aborts its signal), and a failed call rejects the renewals it
  * carried, each retried by its own watchdog.

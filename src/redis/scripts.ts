@@ -8,22 +8,6 @@ export interface ScriptFile {
 }
 
 /**
- * One Lua file per operation, registered with ioredis `defineCommand`: ioredis
- * sends EVALSHA and falls back to EVAL on NOSCRIPT (after a restart or failover).
- */
-const SCRIPTS = {
-  stampedeGuardGetOrLock: { file: 'get-or-lock.lua', keys: 3 },
-  stampedeGuardCommit: { file: 'commit.lua', keys: 4 },
-  stampedeGuardRelease: { file: 'release.lua', keys: 3 },
-  stampedeGuardExtendMany: { file: 'extend-many.lua', keys: null },
-  stampedeGuardPollLocks: { file: 'poll-locks.lua', keys: null },
-  stampedeGuardInvalidate: { file: 'invalidate.lua', keys: 2 },
-  stampedeGuardLockRelease: { file: 'release-owner.lua', keys: 2 },
-} as const
-
-export type ScriptName = keyof typeof SCRIPTS
-
-/**
  * The client with `names` defined on it (and their `…Buffer` variants, whose replies are Buffers).
  * Each takes its KEYS then ARGV, as the .lua header lists them; a script with any number of
  * KEYS takes their count first.
@@ -32,13 +16,13 @@ export type ClientWith<Name extends string> = (Redis | Cluster) & {
   [name in Name | `${Name}Buffer`]: (...args: (string | number | Buffer)[]) => Promise<unknown>
 }
 
-export type ScriptedClient = ClientWith<ScriptName>
-
 const sources = new Map<string, string>()
 
 /**
  * The script at `url`, each `--# include <file>` line replaced by that file (relative to
- * the script): the helpers several scripts share (fields.lua) are written once.
+ * the script, as a reader follows it): the helpers every script shares
+ * (src/redis/scripts/fields.lua) are written once, whichever protocol's folder the script is in.
+ * The build copies every .lua under src/ to the same place under dist/ (scripts/copy-lua.mjs).
  */
 export function scriptSource(url: URL): string {
   return readFileSync(url, 'utf8').replace(/^--# include (\S+)$/gm, (_, file: string) =>
@@ -66,18 +50,26 @@ export function registerScripts<Name extends string>(
   return client as ClientWith<Name>
 }
 
-export function defineScripts(client: Redis | Cluster): ScriptedClient {
-  return registerScripts(client, SCRIPTS, new URL('./scripts/', import.meta.url))
-}
+/**
+ * The scripts the cache and the Redis lock backends share, in this folder's scripts/: batched
+ * compare-and-PEXPIRE (extend-many.lua), batched poll (poll-locks.lua) and release by owner
+ * (release-owner.lua). Each protocol's own scripts live with it (src/cache/redis/scripts/,
+ * src/lock/redis/scripts/) and include the helpers here (scripts/fields.lua).
+ */
+const SHARED_SCRIPTS = {
+  stampedeGuardExtendMany: { file: 'extend-many.lua', keys: null },
+  stampedeGuardPollLocks: { file: 'poll-locks.lua', keys: null },
+  stampedeGuardLockRelease: { file: 'release-owner.lua', keys: 2 },
+} as const
 
-/** The scripts the Redis lock backend shares with the cache: batched compare-and-PEXPIRE, batched poll, and release by owner. */
-export type SharedScriptName = 'stampedeGuardExtendMany' | 'stampedeGuardPollLocks' | 'stampedeGuardLockRelease'
+export type SharedScriptName = keyof typeof SHARED_SCRIPTS
 
-export function defineSharedScripts(client: Redis | Cluster): ClientWith<SharedScriptName> {
-  const { stampedeGuardExtendMany, stampedeGuardPollLocks, stampedeGuardLockRelease } = SCRIPTS
-  return registerScripts(
-    client,
-    { stampedeGuardExtendMany, stampedeGuardPollLocks, stampedeGuardLockRelease },
-    new URL('./scripts/', import.meta.url),
-  )
+/** Defines one protocol's `scripts` (files relative to `directory`) and the shared ones on `client`. */
+export function defineWithSharedScripts<Name extends string>(
+  client: Redis | Cluster,
+  scripts: Readonly<Record<Name, ScriptFile>>,
+  directory: URL,
+): ClientWith<Name | SharedScriptName> {
+  registerScripts(client, SHARED_SCRIPTS, new URL('./scripts/', import.meta.url))
+  return registerScripts(client, scripts, directory) as ClientWith<Name | SharedScriptName>
 }

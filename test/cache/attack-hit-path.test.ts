@@ -6,7 +6,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { createCache, type Cache, type CacheOptions } from '../../src/index.js'
-import { freshKeyOf } from '../../src/redis/keys.js'
+import { freshKeyOf } from '../../src/cache/redis/keys.js'
 import { redisAvailable, type RedisServer } from '../support/redis.js'
 import { useRedisPerTest } from '../support/redis-suite.js'
 import { sleep } from '../support/timing.js'

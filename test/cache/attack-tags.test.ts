@@ -8,6 +8,7 @@ import { createCache, type Cache } from '../../src/index.js'
 import { redisAvailable } from '../support/redis.js'
 import { useCacheSuite } from '../support/cache-suite.js'
 import { gate, until } from '../support/timing.js'
+import { cacheParts } from '../../src/cache/cache.js'
 
 /** A tag message published after everything before it has reached `cache` (same subscriber connection, in order). */
 async function heard(suite: ReturnType<typeof useCacheSuite>, cache: Cache, marker: string): Promise<void> {
@@ -182,7 +183,7 @@ describe.skipIf(!redisAvailable)('attacks on tags: grace, and a lost broadcast',
     const policy = { ttl: '1m', staleIfError: '1m' }
     expect(await a.getOrLoad('k', async () => 'old', { ...policy, tags: ['t'] })).toBe('old')
     expect(await b.getOrLoad('k', async () => 'unused', policy)).toBe('old') // in b's L1, untagged there
-    const subscriber = (b as unknown as { notifier: { subscriber: { status: string } } }).notifier.subscriber
+    const subscriber = (cacheParts(b).core.notifier as unknown as { subscriber: { status: string } }).subscriber
     await suite.admin().call('CLIENT', 'KILL', 'TYPE', 'pubsub')
     await until(() => subscriber.status !== 'ready', 'b to see its subscriber drop')
     await a.deleteByTag('t') // b does not hear it
@@ -201,7 +202,7 @@ describe.skipIf(!redisAvailable)('attacks on tags: grace, and a lost broadcast',
       const policy = { ttl: '1m', staleIfError: '1m' }
       expect(await a.getOrLoad('k', async () => 'old', { ...policy, tags: ['t'] })).toBe('old')
       expect(await b.getOrLoad('k', async () => 'unused', policy)).toBe('old')
-      const subscriber = (b as unknown as { notifier: { subscriber: { status: string } } }).notifier.subscriber
+      const subscriber = (cacheParts(b).core.notifier as unknown as { subscriber: { status: string } }).subscriber
       await suite.admin().call('CLIENT', 'KILL', 'TYPE', 'pubsub')
       await until(() => subscriber.status !== 'ready', 'b to see its subscriber drop')
       await a.deleteByTag('t')

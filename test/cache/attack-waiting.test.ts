@@ -6,7 +6,7 @@
 import type { Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
 import { CacheClosedError, createCache, type Cache } from '../../src/index.js'
-import { entryKeys } from '../../src/redis/keys.js'
+import { entryKeys } from '../../src/cache/redis/keys.js'
 import { redisAvailable } from '../support/redis.js'
 import { useRedisServer } from '../support/redis-suite.js'
 import { countScripts } from '../support/script-calls.js'

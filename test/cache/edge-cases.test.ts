@@ -9,6 +9,7 @@ import {
 import { redisAvailable, startRedis } from '../support/redis.js'
 import { useRedisServer } from '../support/redis-suite.js'
 import { gate, sleep, until } from '../support/timing.js'
+import { cacheParts } from '../../src/cache/cache.js'
 
 describe('timeouts and flights (in-process)', () => {
   it('a load that beats its timeouts reports no timeout', async () => {
@@ -187,8 +188,7 @@ describe('timeouts and flights (in-process)', () => {
       await loading
     }
     await cache.close()
-    const internals = cache as unknown as { deletedAt: Map<string, number> }
-    expect(internals.deletedAt.size).toBe(0)
+    expect(cacheParts(cache).core.deletedAt.size).toBe(0)
   })
 
   it('set() rejects undefined and unencodable values', async () => {
@@ -292,9 +292,10 @@ describe.skipIf(!redisAvailable)('deletes and timeouts across caches', () => {
       ttlMs: 60_000,
       backoffUntil: 0,
     }
+    const { refresher } = cacheParts(a)
     const refresh = (
-      a as unknown as { refresh(c: object, m: string, e: object): Promise<{ value: string }> }
-    ).refresh.bind(a)
+      refresher as unknown as { refresh(c: object, m: string, e: object): Promise<{ value: string }> }
+    ).refresh.bind(refresher)
     const call = {
       key: 'expired',
       loader: async () => 'unused',
@@ -365,7 +366,7 @@ describe.skipIf(!redisAvailable)('deletes racing refreshes and sets', () => {
   it('a delete that lands during set() wins in L1 too, even without hearing its own broadcast', async () => {
     const redis = suite.server().client()
     const cache = createCache({ redis, ttl: '1m', namespace: 'setdel' })
-    ;(cache as unknown as { notifier: { listeners: Map<string, unknown> } }).notifier.listeners.clear()
+    ;(cacheParts(cache).core.notifier as unknown as { listeners: Map<string, unknown> }).listeners.clear()
     let stale = 0
     for (let i = 0; i < 20; i++) {
       await Promise.all([cache.set(`k${i}`, 'old'), cache.delete(`k${i}`)])

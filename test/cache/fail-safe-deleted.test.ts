@@ -12,13 +12,14 @@ import { redisAvailable } from '../support/redis.js'
 import { gate, until } from '../support/timing.js'
 import { scriptSource } from '../../src/redis/scripts.js'
 import { useWorkerSuite } from '../support/worker-suite.js'
+import { cacheParts } from '../../src/cache/cache.js'
 
 const WORKER = new URL('../fixtures/cache-worker.ts', import.meta.url)
 const POLICY = { ttl: '1m', staleIfError: '1m' }
 /** The subscriber (a duplicate of the cache's client) stays down this long after a kill: the broadcast is surely missed. */
 const RECONNECT_MS = 5_000
 
-const subscriberOf = (cache: Cache) => (cache as unknown as { notifier: { subscriber?: Redis } }).notifier.subscriber
+const subscriberOf = (cache: Cache) => (cacheParts(cache).core.notifier as unknown as { subscriber?: Redis }).subscriber
 const failing = async (): Promise<never> => {
   throw new Error('database down')
 }
@@ -114,7 +115,7 @@ describe.skipIf(!redisAvailable)("fail-safe after a delete (a waiter's Redis fal
 
 describe.skipIf(!redisAvailable)('fail-safe after a delete whose broadcast is lost (early refresh)', () => {
   const suite = useCacheSuite()
-  const invalidate = scriptSource(new URL('../../src/redis/scripts/invalidate.lua', import.meta.url))
+  const invalidate = scriptSource(new URL('../../src/cache/redis/scripts/invalidate.lua', import.meta.url))
 
   it("an early refresh that finds a delete's fence above its L1 copy drops the copy: a failing refresh does not keep it", async () => {
     const cache = suite.cache({ ttl: '10s', staleIfError: '1m', earlyRefresh: 0.01 })

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createCache } from '../../src/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { sleep } from '../support/timing.js'
+import { cacheParts } from '../../src/cache/cache.js'
 
 /** How old a served value may be: no older than ttl + its load + a little, in every process (issue 8). */
 describe.skipIf(!redisAvailable)('no value outlives its ttl by more than a reload', () => {
@@ -82,10 +83,7 @@ describe.skipIf(!redisAvailable)('no value outlives its ttl by more than a reloa
     const published = serverNow - 600 // committed 600 ms ago, with a 1 s ttl: 400 ms left
     const x = published + 1_000
     const message = Buffer.from(`c|${published}|${x}|${x}|${x}|5|1000|7|"v"`)
-    const decode = (
-      cache as unknown as { decodeCommitMessage(key: string, m: Buffer): { value: unknown; freshUntil: number } }
-    ).decodeCommitMessage.bind(cache)
-    const entry = decode('k', message)
+    const entry = cacheParts(cache).core.entries.decodeCommitMessage('k', message)!
     expect(entry.value).toBe('v')
     const left = entry.freshUntil - performance.now()
     expect(left).toBeLessThanOrEqual(450) // not 1,000

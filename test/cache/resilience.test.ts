@@ -5,6 +5,7 @@ import { createCache, LoaderTimeoutError, LockLostError } from '../../src/index.
 import { useCacheSuite } from '../support/cache-suite.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { gate, sleep, until } from '../support/timing.js'
+import { cacheParts } from '../../src/cache/cache.js'
 
 describe('timeouts (in-process)', () => {
   it('softTimeout answers with the stale value and the slow load still fills the cache', async () => {
@@ -57,9 +58,10 @@ describe('timeouts (in-process)', () => {
   it('XFetch refreshes early with a probability that grows as expiry nears', async () => {
     // δ = 100 ms load time, β = 1: P(refresh) = exp(-remaining/δ).
     const cache = createCache({ ttl: '1m', earlyRefresh: 'xfetch' })
+    const { core } = cacheParts(cache)
     const due = (
-      cache as unknown as { dueForEarlyRefresh(c: object, e: object, n: number): boolean }
-    ).dueForEarlyRefresh.bind(cache)
+      core as unknown as { dueForEarlyRefresh(c: object, e: object, n: number): boolean }
+    ).dueForEarlyRefresh.bind(core)
     const call = { key: 'k', policy: { ttl: 60_000, earlyRefresh: { kind: 'xfetch', beta: 1 } } }
     const rate = (remaining: number) => {
       let hits = 0

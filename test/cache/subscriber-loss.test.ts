@@ -4,6 +4,7 @@ import { createCache, type Cache, type CacheOptions } from '../../src/index.js'
 import { useCacheSuite } from '../support/cache-suite.js'
 import { redisAvailable } from '../support/redis.js'
 import { gate, until } from '../support/timing.js'
+import { cacheParts } from '../../src/cache/cache.js'
 
 /** Losing only the subscriber connection (issue 10, items 4 and 8). */
 describe.skipIf(!redisAvailable)('subscriber connection lost', () => {
@@ -25,7 +26,8 @@ describe.skipIf(!redisAvailable)('subscriber connection lost', () => {
     return cache
   }
 
-  const subscriberOf = (cache: Cache) => (cache as unknown as { notifier: { subscriber?: Redis } }).notifier.subscriber
+  const subscriberOf = (cache: Cache) =>
+    (cacheParts(cache).core.notifier as unknown as { subscriber?: Redis }).subscriber
   const subscriberDown = (cache: Cache) => subscriberOf(cache) !== undefined && subscriberOf(cache)!.status !== 'ready'
 
   async function scriptCalls(): Promise<number> {

@@ -26,7 +26,8 @@ async function postgresReachable(url: string): Promise<string | undefined> {
 const postgresUnavailable = await postgresReachable(DATABASE_URL)
 if (postgresUnavailable) {
   console.warn(
-    `[test/examples] SKIPPING examples/express-postgres.ts: no PostgreSQL at ${new URL(DATABASE_URL).host} (${postgresUnavailable}). Set DATABASE_URL to run it.`,
+    `[test/examples] SKIPPING examples/express-postgres.ts: no PostgreSQL at ` +
+      `${new URL(DATABASE_URL).host} (${postgresUnavailable}). Set DATABASE_URL to run it.`,
   )
 }
 

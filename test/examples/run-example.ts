@@ -1,7 +1,7 @@
 /** Runs one examples/*.ts file as its README line does (tsx), bounded in time. */
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { tsxExecArgv } from '../../load/fork-ts.js'
+import { tsxExecArgv } from '../../load/shared/fork-ts.js'
 
 export interface ExampleRun {
   code: number | null

@@ -103,6 +103,8 @@ export interface RouteHarnessOptions {
   defaults?: CacheRouteOptions
   /** Applied to each new app before the route is added (app settings such as 'trust proxy'). */
   configure?: (app: Express) => void
+  /** The Express to build apps with (the `express4` alias for Express 4); default Express 5. */
+  express?: () => Express
 }
 
 /** Where the route sits: its path (default `/r`) and middleware around cacheRoute. */
@@ -125,6 +127,8 @@ export interface RouteHarness {
   cache(): Cache
   /** The file's redis-server. */
   redis(): RedisServer
+  /** A new cache and an app built by `build` (routes and all), served and closed after the test. */
+  app(build: (app: Express, cache: Cache) => void): Promise<Served>
 }
 
 /**
@@ -132,7 +136,12 @@ export interface RouteHarness {
  * for the file; after each test closes the served app and its cache and resets `runs()`.
  */
 export function useRouteHarness(harness: RouteHarnessOptions = {}): RouteHarness {
-  const { method = 'all', defaults = { ttl: '30s', xCacheHeader: true }, configure } = harness
+  const {
+    method = 'all',
+    defaults = { ttl: '30s', xCacheHeader: true },
+    configure,
+    express: makeApp = express,
+  } = harness
   let redis: RedisServer | undefined
   let cache: Cache | undefined
   let served: Served | undefined
@@ -154,7 +163,7 @@ export function useRouteHarness(harness: RouteHarnessOptions = {}): RouteHarness
   return {
     async route(handler, options = {}, { path = '/r', before = [], after = [] } = {}) {
       cache = testCache(redis)
-      const app = express()
+      const app = makeApp()
       configure?.(app)
       const handlers: RequestHandler[] = [
         ...before,
@@ -167,6 +176,14 @@ export function useRouteHarness(harness: RouteHarnessOptions = {}): RouteHarness
       ]
       if (method === 'get') app.get(path, ...handlers)
       else app.all(path, ...handlers)
+      served = await serve(app)
+      return served
+    },
+    async app(build) {
+      cache = testCache(redis)
+      const app = makeApp()
+      configure?.(app)
+      build(app, cache)
       served = await serve(app)
       return served
     },

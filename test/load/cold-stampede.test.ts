@@ -4,8 +4,8 @@
  * but "how many times did the database get queried" is exact.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { runLoad } from '../../load/harness.js'
-import type { LoadResults, ModeResult } from '../../load/results.js'
+import { runLoad } from '../../load/stampede/harness.js'
+import type { LoadResults, ModeResult } from '../../load/stampede/results.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 
 describe.skipIf(!redisAvailable)('load: cold burst on one key (reduced)', () => {

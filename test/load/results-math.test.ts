@@ -1,7 +1,7 @@
 /** The arithmetic behind the load report: binning, peaks, Zipf sampling. Pure, no processes. */
 import { describe, expect, it } from 'vitest'
-import { binsFromStart, peakPerSecond, ratePerSecond } from '../../load/results.js'
-import { zipfSampler } from '../../load/zipf.js'
+import { binsFromStart, peakPerSecond, ratePerSecond } from '../../load/stampede/results.js'
+import { zipfSampler } from '../../load/stampede/zipf.js'
 
 describe('load results arithmetic', () => {
   it('re-indexes absolute 100 ms bins from the traffic start', () => {

@@ -6,7 +6,7 @@
 import { spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
-import { tsxExecArgv } from '../../load/fork-ts.js'
+import { tsxExecArgv } from '../../load/shared/fork-ts.js'
 
 const here = (path: string) => fileURLToPath(new URL(path, import.meta.url))
 

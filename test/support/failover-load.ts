@@ -160,7 +160,8 @@ export function explainRegressions(run: FailoverRun): string {
     const first = report.regressions[0]
     if (!first) continue
     lines.push(
-      `pid ${report.pid}: ${report.regressions.length} regressions, first ${first.key} got v${first.got} after v${first.after} (${first.outcome}) at ${relative(run, first.at)}`,
+      `pid ${report.pid}: ${report.regressions.length} regressions, first ${first.key} got ` +
+        `v${first.got} after v${first.after} (${first.outcome}) at ${relative(run, first.at)}`,
     )
     const loads = (run.loads[first.key] ?? []).filter((l) => l.version >= first.got - 1 && l.version <= first.after + 1)
     for (const load of loads) lines.push(`  load ${describeLoad(run, load)}`)

@@ -222,7 +222,10 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<R
       const view = parseNodes(String(await admin(server).call('CLUSTER', 'NODES')), byPort())
       const masters = view.filter((v) => v.role === 'master' && !v.failed)
       if (masters.length !== masterCount || masters.some((v) => v.slots.length === 0)) {
-        return `node ${server.port} sees ${masters.length} masters (${masters.filter((v) => v.slots.length === 0).length} without slots), expected ${masterCount}`
+        return (
+          `node ${server.port} sees ${masters.length} masters ` +
+          `(${masters.filter((v) => v.slots.length === 0).length} without slots), expected ${masterCount}`
+        )
       }
     }
     for (const master of views.filter((v) => v.role === 'master' && v.slots.length > 0)) {

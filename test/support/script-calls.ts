@@ -11,7 +11,7 @@ import { scriptSource } from '../../src/redis/scripts.js'
 /** sha1 → file name of every Lua script the library ships (as sent: includes expanded). */
 export function scriptFiles(): Map<string, string> {
   const names = new Map<string, string>()
-  for (const dir of ['../../src/redis/scripts/', '../../src/lock/redis/']) {
+  for (const dir of ['../../src/redis/scripts/', '../../src/cache/redis/scripts/', '../../src/lock/redis/scripts/']) {
     const url = new URL(dir, import.meta.url)
     for (const file of readdirSync(url).filter((name) => name.endsWith('.lua'))) {
       names.set(

@@ -3,10 +3,10 @@ import { setMaxListeners } from 'node:events'
 import os from 'node:os'
 import { LockBackendError } from '../../errors.js'
 import type { AcquireRequest, LockBackend } from '../backend.js'
-import { abortable, boundedCall } from '../connection-hold.js'
+import { abortable, boundedBackendCall } from '../backend-calls.js'
 import { linkedSignal } from '../linked-signal.js'
 import { readWhileWaiting, WATCH_POLL_CAP_MS, WATCH_POLL_START_MS } from '../queue-wait.js'
-import { LeaseWatchdog } from '../watchdog.js'
+import { LeaseWatchdog } from '../../lease/watchdog.js'
 import { EtcdHeldLock, type EtcdFencedWrites } from './held-lock.js'
 import { untilDeleted } from './watch.js'
 import { EtcdSemaphores } from '../semaphore/etcd/store.js'
@@ -51,7 +51,8 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
   private readonly closing = new AbortController()
   private readonly held = new Set<EtcdHeldLock>()
   private readonly calls = {
-    call: <T>(what: string, promise: Promise<T>) => boundedCall('etcd', what, promise, this.settings.commandTimeoutMs),
+    call: <T>(what: string, promise: Promise<T>) =>
+      boundedBackendCall('etcd', what, promise, this.settings.commandTimeoutMs),
   }
 
   /** `locks.semaphore()`: the same recipe, counts in the keys (src/lock/semaphore/etcd/). */

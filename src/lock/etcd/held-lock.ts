@@ -1,5 +1,5 @@
 import type { ComparatorBuilder, Lease, Namespace } from 'etcd3'
-import type { LeaseWatchdog } from '../watchdog.js'
+import type { LeaseWatchdog } from '../../lease/watchdog.js'
 import { WatchdogHeldLock } from '../watchdog-hold.js'
 
 /**

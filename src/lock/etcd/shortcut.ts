@@ -1,11 +1,10 @@
 import type { Namespace } from 'etcd3'
 import { InvalidArgumentError } from '../../errors.js'
-import type { BackendShortcut } from '../resolve-backend.js'
+import type { BackendShortcut } from '../backend.js'
 import { createEtcdBackend } from './backend.js'
 
 /** `createLocks({ etcd: new Etcd3({ hosts }) })` (or a `client.namespace('…')` of it). */
-export const etcdShortcut: BackendShortcut = {
-  option: 'etcd',
+export const etcdShortcut: BackendShortcut<Namespace> = {
   create(value, settings) {
     const client = value as Partial<Namespace> | null
     if (

@@ -1,6 +1,6 @@
 import { LockBackendError } from '../../errors.js'
 import type { AcquireRequest, HeldLock, LockBackend } from '../backend.js'
-import { boundedCall } from '../connection-hold.js'
+import { boundedBackendCall } from '../backend-calls.js'
 import { mysqlClaims } from './claims.js'
 import { acquireMysqlLock } from './lock.js'
 import { parseMysqlOptions, type MysqlCallbackPoolLike, type MysqlLockOptions, type MysqlPoolLike } from './options.js'
@@ -37,7 +37,7 @@ export function createMysqlBackend(
       const own = ownPool
       ownPool = undefined
       if (own)
-        await boundedCall(
+        await boundedBackendCall(
           'mysql',
           'ending the pool',
           own.then((p) => p.end()),

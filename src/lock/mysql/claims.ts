@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { Claim, ClaimStore } from '../backend.js'
-import { boundedCall } from '../connection-hold.js'
+import { boundedBackendCall } from '../backend-calls.js'
 import { counterKey } from './names.js'
 import type { MysqlPoolLike, MysqlSettings } from './options.js'
 import type { MysqlTables } from './tables.js'
@@ -28,7 +28,7 @@ export function mysqlClaims(
       await tables.ensure(db)
       const owner = randomUUID()
       const row = counterKey(settings.namespace, name)
-      await boundedCall(
+      await boundedBackendCall(
         'mysql',
         'claiming the run',
         db.query(claimSql, [row, name, atMostMs * 1000, owner]),
@@ -38,7 +38,7 @@ export function mysqlClaims(
         db.query(finishSql, [0, row, owner]).catch(() => {})
         throw error
       })
-      const [rows] = await boundedCall(
+      const [rows] = await boundedBackendCall(
         'mysql',
         'reading the claim',
         db.query(`SELECT locked_by FROM ${tables.runOnce} WHERE k = ?`, [row]),
@@ -47,7 +47,7 @@ export function mysqlClaims(
       if ((rows as { locked_by: string }[])[0]?.locked_by !== owner) return undefined
       return {
         async finish(atLeastMs: number): Promise<void> {
-          await boundedCall(
+          await boundedBackendCall(
             'mysql',
             'finishing the run',
             db.query(finishSql, [atLeastMs * 1000, row, owner]),

@@ -1,6 +1,7 @@
 import { LockBackendError } from '../../errors.js'
 import type { AcquireRequest, HeldLock } from '../backend.js'
-import { abortable, asBackendError, borrowBounded, boundedCall, ConnectionHold } from '../connection-hold.js'
+import { abortable, asBackendError, borrowBounded, boundedBackendCall } from '../backend-calls.js'
+import { ConnectionHold } from '../connection-hold.js'
 import { counterKey, lockName } from './names.js'
 import type { MysqlConnectionLike, MysqlPoolLike, MysqlSettings } from './options.js'
 import { nextTokenSql, type MysqlTables } from './tables.js'
@@ -52,7 +53,7 @@ export async function acquireMysqlLock(
       request.signal,
       abandon,
     )
-    const [rows] = await boundedCall('mysql', 'GET_LOCK', call, request.waitMs + settings.timeoutMs, abandon)
+    const [rows] = await boundedBackendCall('mysql', 'GET_LOCK', call, request.waitMs + settings.timeoutMs, abandon)
     const got = Number((rows as { got: unknown }[])[0]?.got ?? Number.NaN)
     if (got === 0) {
       giveBack()
@@ -66,7 +67,7 @@ export async function acquireMysqlLock(
     if (got !== 1) throw new LockBackendError('mysql', `GET_LOCK('${name}') answered NULL (the server failed the call)`)
     let token: bigint | undefined
     if (settings.fencing) {
-      const [result] = await boundedCall(
+      const [result] = await boundedBackendCall(
         'mysql',
         'issuing the fencing token',
         connection.query(nextTokenSql(tables.fences), [counterKey(settings.namespace, request.key)]),
@@ -99,7 +100,7 @@ async function confirmHeld(
   abandon: () => void,
 ): Promise<boolean> {
   if (!hold.held) return false
-  const [rows] = await boundedCall(
+  const [rows] = await boundedBackendCall(
     'mysql',
     'IS_USED_LOCK',
     connection.query('SELECT IS_USED_LOCK(?) = CONNECTION_ID() AS mine', [name]),
@@ -124,7 +125,7 @@ async function release(
   if (!hold.beginRelease()) return
   if (wasLost) return giveBack()
   try {
-    const [rows] = await boundedCall(
+    const [rows] = await boundedBackendCall(
       'mysql',
       'RELEASE_LOCK',
       connection.query('SELECT RELEASE_LOCK(?) AS released', [name]),

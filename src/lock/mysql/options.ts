@@ -31,7 +31,10 @@ export interface MysqlLockOptions {
   pool?: MysqlPoolLike | MysqlCallbackPoolLike
   /** mysql2 connection options (or a URI): the backend opens its own pool (mysql2 loaded on first use) and ends it on close(). */
   connection?: Record<string, unknown> | string
-  /** Prefix of every GET_LOCK name, so applications sharing a server stay apart (GET_LOCK names are server-wide). Default: `createLocks`' `namespace` (`'sg-lock'`). */
+  /**
+   * Prefix of every GET_LOCK name, so applications sharing a server stay apart (GET_LOCK names
+   * are server-wide). Default: `createLocks`' `namespace` (`'sg-lock'`).
+   */
   namespace?: string
   /** Database of the fencing-counter and run-once tables, created on first use. Default: the connection's current database. */
   database?: string

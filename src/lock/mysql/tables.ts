@@ -1,4 +1,4 @@
-import { boundedCall } from '../connection-hold.js'
+import { boundedBackendCall } from '../backend-calls.js'
 import type { MysqlPoolLike, MysqlSettings } from './options.js'
 
 /**
@@ -21,18 +21,23 @@ export function mysqlTables(settings: MysqlSettings): MysqlTables {
   const runOnce = `${prefix}sg_run_once`
   let ready: Promise<void> | undefined
   const create = async (pool: MysqlPoolLike) => {
-    const what = `creating the tables${settings.database === undefined ? " (no database option: in the connection's current database)" : ` in ${settings.database}`}`
-    await boundedCall(
+    const where =
+      settings.database === undefined
+        ? " (no database option: in the connection's current database)"
+        : ` in ${settings.database}`
+    const what = `creating the tables${where}`
+    await boundedBackendCall(
       'mysql',
       what,
       pool.query(`CREATE TABLE IF NOT EXISTS ${fences} (k BINARY(32) NOT NULL PRIMARY KEY, token BIGINT NOT NULL)`),
       settings.timeoutMs,
     )
-    await boundedCall(
+    await boundedBackendCall(
       'mysql',
       what,
       pool.query(
-        `CREATE TABLE IF NOT EXISTS ${runOnce} (k BINARY(32) NOT NULL PRIMARY KEY, name TEXT NOT NULL, lock_until DATETIME(3) NOT NULL, locked_at DATETIME(3) NOT NULL, locked_by VARCHAR(64) NOT NULL)`,
+        `CREATE TABLE IF NOT EXISTS ${runOnce} (k BINARY(32) NOT NULL PRIMARY KEY, name TEXT NOT NULL, ` +
+          'lock_until DATETIME(3) NOT NULL, locked_at DATETIME(3) NOT NULL, locked_by VARCHAR(64) NOT NULL)',
       ),
       settings.timeoutMs,
     )

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { Claim, ClaimStore } from '../backend.js'
-import { boundedCall } from '../connection-hold.js'
+import { boundedBackendCall } from '../backend-calls.js'
 import type { PostgresSettings } from './options.js'
 import type { PostgresTables } from './schema.js'
 
@@ -22,7 +22,7 @@ export function postgresClaims(settings: PostgresSettings, tables: PostgresTable
     async claim(name: string, atMostMs: number): Promise<Claim | undefined> {
       await tables.ensure()
       const owner = randomUUID()
-      const result = await boundedCall(
+      const result = await boundedBackendCall(
         'postgres',
         'claiming the run',
         settings.pool.query(claimSql, [name, atMostMs, owner]),
@@ -35,7 +35,7 @@ export function postgresClaims(settings: PostgresSettings, tables: PostgresTable
       if (result.rows.length === 0) return undefined
       return {
         async finish(atLeastMs: number): Promise<void> {
-          await boundedCall(
+          await boundedBackendCall(
             'postgres',
             'finishing the run',
             settings.pool.query(finishSql, [name, atLeastMs, owner]),

@@ -1,6 +1,6 @@
 import { advisoryKey } from './keys.js'
 import type { PgPoolLike, PostgresSettings } from './options.js'
-import { boundedCall } from '../connection-hold.js'
+import { boundedBackendCall } from '../backend-calls.js'
 
 /**
  * The two small tables, created on first use in the configured schema:
@@ -54,12 +54,12 @@ async function createTables(
     `CREATE TABLE IF NOT EXISTS ${runOnce} (name text PRIMARY KEY, lock_until timestamptz NOT NULL, locked_at timestamptz NOT NULL, locked_by text NOT NULL)`,
     'COMMIT',
   ].join(';\n')
-  const client = await boundedCall('postgres', 'connect', pool.connect(), settings.timeoutMs)
+  const client = await boundedBackendCall('postgres', 'connect', pool.connect(), settings.timeoutMs)
   let broken: Error | undefined
   const onError = (err?: Error) => (broken = err ?? new Error('connection ended'))
   client.on('error', onError)
   try {
-    await boundedCall(
+    await boundedBackendCall(
       'postgres',
       `creating the tables in schema ${schema}`,
       client.query(ddl),

@@ -1,6 +1,7 @@
 import { LockBackendError } from '../../errors.js'
 import type { AcquireRequest, HeldLock } from '../backend.js'
-import { abortable, asBackendError, boundedCall, ConnectionHold } from '../connection-hold.js'
+import { abortable, asBackendError, boundedBackendCall } from '../backend-calls.js'
+import { ConnectionHold } from '../connection-hold.js'
 import { advisoryKey, type AdvisoryKey } from './keys.js'
 import type { PgStandaloneClientLike, PostgresSettings } from './options.js'
 import { nextTokenSql, type PostgresTables } from './schema.js'
@@ -42,7 +43,7 @@ export async function acquireSessionLock(
 
   const key = advisoryKey(settings.keys, settings.namespace, request.key)
   try {
-    await boundedCall('postgres', 'connect', client.connect(), settings.timeoutMs, close)
+    await boundedBackendCall('postgres', 'connect', client.connect(), settings.timeoutMs, close)
     const session = await inspectSession(client, settings.timeoutMs, close)
     if (session.advisoryLocks > 0) {
       throw new LockBackendError(
@@ -55,8 +56,10 @@ export async function acquireSessionLock(
     const configuredPort = clientPort(pool.options)
     if (session.serverPort !== null && session.serverPort !== configuredPort) {
       warnOnce(
-        `stampede-guard: postgres session locks: the server listens on port ${session.serverPort} but the pool connects to ${configuredPort}, so a proxy or pooler sits in between. ` +
-          "Session advisory locks are unsafe behind a transaction-mode pooler (PgBouncer pool_mode=transaction); use mode: 'transaction' unless it runs in session mode.",
+        `stampede-guard: postgres session locks: the server listens on port ${session.serverPort} ` +
+          `but the pool connects to ${configuredPort}, so a proxy or pooler sits in between. ` +
+          'Session advisory locks are unsafe behind a transaction-mode pooler (PgBouncer pool_mode=transaction); ' +
+          "use mode: 'transaction' unless it runs in session mode.",
       )
     }
     const lockSql =
@@ -67,7 +70,7 @@ export async function acquireSessionLock(
     try {
       const call = abortable(client.query(lockSql), request.signal, close)
       const results = asList(
-        await boundedCall('postgres', 'pg_advisory_lock', call, request.waitMs + settings.timeoutMs, close),
+        await boundedBackendCall('postgres', 'pg_advisory_lock', call, request.waitMs + settings.timeoutMs, close),
       )
       row = request.waitMs > 0 ? results[3]?.rows[0] : results[0]?.rows[0]
     } catch (err) {
@@ -85,7 +88,7 @@ export async function acquireSessionLock(
     let token: bigint | undefined
     if (settings.fencing) {
       const issued = asList(
-        await boundedCall(
+        await boundedBackendCall(
           'postgres',
           'issuing the fencing token',
           client.query(nextTokenSql(tables.fences), [settings.namespace, request.key]),
@@ -121,10 +124,11 @@ async function inspectSession(
   close: () => void,
 ): Promise<SessionFacts> {
   const sql =
-    "SELECT pg_backend_pid() AS pid, inet_server_port() AS port, (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid())::int AS held"
+    'SELECT pg_backend_pid() AS pid, inet_server_port() AS port, ' +
+    "(SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid())::int AS held"
   const row =
-    asList(await boundedCall('postgres', 'inspecting the session', client.query(sql), timeoutMs, close))[0]?.rows[0] ??
-    {}
+    asList(await boundedBackendCall('postgres', 'inspecting the session', client.query(sql), timeoutMs, close))[0]
+      ?.rows[0] ?? {}
   return {
     pid: Number(row.pid),
     serverPort: row.port === null || row.port === undefined ? null : Number(row.port),
@@ -153,9 +157,10 @@ async function confirmHeld(
   if (!hold.held) return false
   const { classid, objid, objsubid } = key.locksFilter
   const sql =
-    "SELECT pg_backend_pid() AS pid, EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid() AND classid = $1 AND objid = $2 AND objsubid = $3) AS held"
+    "SELECT pg_backend_pid() AS pid, EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted " +
+    'AND pid = pg_backend_pid() AND classid = $1 AND objid = $2 AND objsubid = $3) AS held'
   const row = asList(
-    await boundedCall(
+    await boundedBackendCall(
       'postgres',
       'checking the session lock',
       client.query(sql, [classid, objid, objsubid]),
@@ -184,7 +189,7 @@ async function unlock(
   if (wasLost) return close()
   try {
     const row = asList(
-      await boundedCall(
+      await boundedBackendCall(
         'postgres',
         'pg_advisory_unlock',
         client.query(`SELECT pg_advisory_unlock(${key.literal}) AS ok, pg_backend_pid() AS pid`),
@@ -195,7 +200,8 @@ async function unlock(
     if (row?.ok !== true || Number(row.pid) !== pid) {
       throw new LockBackendError(
         'postgres',
-        `pg_advisory_unlock found no such lock on session ${String(row?.pid)} (taken on ${pid}); the connection is closed, which ends every lock of its session`,
+        `pg_advisory_unlock found no such lock on session ${String(row?.pid)} (taken on ${pid}); ` +
+          'the connection is closed, which ends every lock of its session',
       )
     }
   } finally {
@@ -205,7 +211,7 @@ async function unlock(
 }
 
 function closeQuietly(client: PgStandaloneClientLike, timeoutMs: number): void {
-  boundedCall('postgres', 'closing the connection', client.end(), timeoutMs).catch(() => {})
+  boundedBackendCall('postgres', 'closing the connection', client.end(), timeoutMs).catch(() => {})
 }
 
 /** The port the pool's clients connect to, as pg resolves it: `port`, the connection string's, PGPORT, 5432. */

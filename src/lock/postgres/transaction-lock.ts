@@ -1,6 +1,7 @@
 import { LockBackendError, LockLostError } from '../../errors.js'
 import type { AcquireRequest, HeldLock } from '../backend.js'
-import { abortable, asBackendError, borrowBounded, boundedCall, ConnectionHold } from '../connection-hold.js'
+import { abortable, asBackendError, borrowBounded, boundedBackendCall } from '../backend-calls.js'
+import { ConnectionHold } from '../connection-hold.js'
 import { advisoryKey } from './keys.js'
 import type { PgPoolClientLike, PgResult, PostgresSettings } from './options.js'
 import { nextTokenSql, type PostgresTables } from './schema.js'
@@ -49,7 +50,7 @@ export async function acquireTransactionLock(
   }
   const abandon = () => hold.markBroken(new Error('abandoned mid-statement'))
   const rollbackAndGiveBack = async () => {
-    await boundedCall('postgres', 'ROLLBACK', client.query('ROLLBACK'), settings.timeoutMs).catch(abandon)
+    await boundedBackendCall('postgres', 'ROLLBACK', client.query('ROLLBACK'), settings.timeoutMs).catch(abandon)
     giveBack()
     return undefined
   }
@@ -57,14 +58,21 @@ export async function acquireTransactionLock(
   const key = advisoryKey(settings.keys, settings.namespace, request.key)
   const lockSql =
     request.waitMs > 0
-      ? `BEGIN; ${NOTICE_GONE_CLIENT}; SET LOCAL lock_timeout = ${request.waitMs}; SELECT pg_advisory_xact_lock(${key.literal}); SET LOCAL lock_timeout TO DEFAULT`
+      ? `BEGIN; ${NOTICE_GONE_CLIENT}; SET LOCAL lock_timeout = ${request.waitMs}; ` +
+        `SELECT pg_advisory_xact_lock(${key.literal}); SET LOCAL lock_timeout TO DEFAULT`
       : `BEGIN; SELECT pg_try_advisory_xact_lock(${key.literal}) AS got`
   try {
     let results: PgResult[]
     try {
       const call = abortable(client.query(lockSql), request.signal, abandon)
       results = asList(
-        await boundedCall('postgres', 'pg_advisory_xact_lock', call, request.waitMs + settings.timeoutMs, abandon),
+        await boundedBackendCall(
+          'postgres',
+          'pg_advisory_xact_lock',
+          call,
+          request.waitMs + settings.timeoutMs,
+          abandon,
+        ),
       )
     } catch (err) {
       if (isLockTimeout(err)) return await rollbackAndGiveBack()
@@ -73,7 +81,7 @@ export async function acquireTransactionLock(
     if (request.waitMs === 0 && results[1]?.rows[0]?.got !== true) return await rollbackAndGiveBack()
     let token: bigint | undefined
     if (settings.fencing) {
-      const issued = await boundedCall(
+      const issued = await boundedBackendCall(
         'postgres',
         'issuing the fencing token',
         client.query(nextTokenSql(tables.fences), [settings.namespace, request.key]),
@@ -118,7 +126,7 @@ async function endTransaction(
   const statement = failure === undefined ? 'COMMIT' : 'ROLLBACK'
   let result: PgResult
   try {
-    result = asList(await boundedCall('postgres', statement, client.query(statement), timeoutMs))[0]!
+    result = asList(await boundedBackendCall('postgres', statement, client.query(statement), timeoutMs))[0]!
     // Ended from outside while fn may still run (Locks.close()): fn's next statements must
     // fail on a closed client, not run in autocommit on a client lent to someone else.
     if (failure instanceof LockLostError) hold.markBroken(failure)

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
 import { releaseAbandoned } from '../../redis/abandoned.js'
-import { lockKeys, type EntryKeys } from '../../redis/keys.js'
+import { lockKeys, type LockKeys } from './keys.js'
 import { clusterKeyOf } from '../../redis/batches.js'
 import { Notifier } from '../../redis/notifier.js'
 import { PollScheduler } from '../../redis/poll-scheduler.js'
@@ -9,11 +9,11 @@ import { RenewalBatch } from '../../redis/renewals.js'
 import { execWithReplicaWait } from '../../redis/replicas.js'
 import { ServerProbe } from '../../redis/server-probe.js'
 import type { AcquireRequest, HeldLock, LockBackend } from '../backend.js'
-import type { StoreSettings } from '../resolve-backend.js'
+import type { StoreSettings } from '../backend.js'
 import { acquireWaiting } from '../waiting.js'
 import { DEFAULT_MAX_POLL_RATE } from '../../redis/poll-scheduler.js'
-import { canFailOver } from '../../redis/command-channel.js'
-import { boundedCall } from './bounded-call.js'
+import { canFailOver } from '../../redis/failing-clock.js'
+import { boundedRedisCall } from './bounded-call.js'
 import { retryThroughFailover } from './failover-retry.js'
 import type { RedisLockSettings } from './options.js'
 import { defineLockScripts, type LockClient } from './scripts.js'
@@ -82,7 +82,7 @@ export class RedisLockBackend implements LockBackend {
     this.probe = new ServerProbe(client, redis.shardedPubSub, settings.commandTimeoutMs)
     this.notifier = new Notifier(client, settings.commandTimeoutMs, this.probe)
     const bounded = (operation: string, command: () => Promise<unknown>) =>
-      boundedCall(this.client, settings.commandTimeoutMs, operation, command)
+      boundedRedisCall(this.client, settings.commandTimeoutMs, operation, command)
     const keyOf = clusterKeyOf(client)
     this.renewals = new RenewalBatch(
       (locks, args) =>
@@ -132,7 +132,7 @@ export class RedisLockBackend implements LockBackend {
         if (wait && acknowledged! < wait.replicas) {
           // Strict: a lock a failover could lose is no lock. Give it back (waking whoever saw it
           // busy) and count this attempt as busy; each retry costs at most one WAIT timeout.
-          await boundedCall(this.client, this.settings.commandTimeoutMs, 'lock release', () =>
+          await boundedRedisCall(this.client, this.settings.commandTimeoutMs, 'lock release', () =>
             this.releaseCall(keys, owner, true),
           ).catch(() => {})
           return { busyForMs: wait.timeoutMs }
@@ -153,16 +153,16 @@ export class RedisLockBackend implements LockBackend {
    * If it fails without an answer, the script may still run later (replayed after a
    * reconnect): release that owner behind it, on the same connection.
    */
-  private async attempt(keys: EntryKeys, owner: string, leaseMs: number): Promise<[number, string | number, number?]> {
-    const args = [keys.lock, keys.entry, owner, leaseMs, Math.max(COUNTER_KEEP_MS, 2 * leaseMs)] as const
+  private async attempt(keys: LockKeys, owner: string, leaseMs: number): Promise<[number, string | number, number?]> {
+    const args = [keys.lock, keys.counter, owner, leaseMs, Math.max(COUNTER_KEEP_MS, 2 * leaseMs)] as const
     const wait = this.redis.replicaWait
     try {
       if (!wait)
-        return (await boundedCall(this.client, this.settings.commandTimeoutMs, 'lock acquire', () =>
+        return (await boundedRedisCall(this.client, this.settings.commandTimeoutMs, 'lock acquire', () =>
           this.client.stampedeGuardLockAcquire(...args),
         )) as [number, string | number]
       // WAIT waits on the server on purpose: its timeout is added to the bound.
-      const { replies, acknowledged } = await boundedCall(
+      const { replies, acknowledged } = await boundedRedisCall(
         this.client,
         this.settings.commandTimeoutMs + wait.timeoutMs,
         'lock acquire',
@@ -186,7 +186,7 @@ export class RedisLockBackend implements LockBackend {
    * sent at once when the mode is known (always, but for a Cluster's first seconds), so
    * commands go out in call order.
    */
-  private releaseCall(keys: EntryKeys, owner: string, notify: boolean): Promise<unknown> {
+  private releaseCall(keys: LockKeys, owner: string, notify: boolean): Promise<unknown> {
     const send = (sharded: boolean) =>
       this.client.stampedeGuardLockRelease(
         keys.lock,
@@ -199,7 +199,7 @@ export class RedisLockBackend implements LockBackend {
     return typeof sharded === 'boolean' ? send(sharded) : sharded.then(send)
   }
 
-  private held(keys: EntryKeys, owner: string, token: string, acquiredAt: number): HeldLock {
+  private held(keys: LockKeys, owner: string, token: string, acquiredAt: number): HeldLock {
     const value = `${owner}:${token}`
     let released: Promise<void> | undefined
     return {
@@ -210,7 +210,7 @@ export class RedisLockBackend implements LockBackend {
       resource: undefined,
       renew: (leaseMs) => this.renewals.renew(keys.lock, value, leaseMs),
       release: () =>
-        (released ??= boundedCall(this.client, this.settings.commandTimeoutMs, 'lock release', () =>
+        (released ??= boundedRedisCall(this.client, this.settings.commandTimeoutMs, 'lock release', () =>
           this.releaseCall(keys, owner, true),
         ).then(() => {})),
     }

@@ -10,7 +10,7 @@ const OFFLINE = new Set(['reconnecting', 'close', 'end'])
  * client's own settings, failing at once when the connection is known to be down. Every
  * failure is a `RedisUnavailableError`.
  */
-export async function boundedCall<T>(
+export async function boundedRedisCall<T>(
   client: Redis | Cluster,
   timeoutMs: number,
   operation: string,

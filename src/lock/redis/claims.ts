@@ -1,9 +1,9 @@
-import { createHash, randomBytes } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
+import { hashTag } from '../../redis/keys.js'
 import { registerScripts } from '../../redis/scripts.js'
-import type { Claim, ClaimStore } from '../backend.js'
-import type { StoreSettings } from '../resolve-backend.js'
-import { boundedCall } from './bounded-call.js'
+import type { Claim, ClaimStore, StoreSettings } from '../backend.js'
+import { boundedRedisCall } from './bounded-call.js'
 
 const SCRIPTS = {
   stampedeGuardClaim: { file: 'claim.lua', keys: 1 },
@@ -15,9 +15,7 @@ const SCRIPTS = {
  * `{lh:…}` tags (and the cache's); a name with a brace is hashed, as lock keys are.
  */
 export function claimKey(namespace: string, name: string): string {
-  const tag =
-    name.includes('{') || name.includes('}') ? `oh:${createHash('sha256').update(name).digest('hex')}` : `o:${name}`
-  return `${namespace}:{${tag}}`
+  return `${namespace}:${hashTag('o', 'oh', name)}`
 }
 
 /**
@@ -26,14 +24,14 @@ export function claimKey(namespace: string, name: string): string {
  * (finish-claim.lua). A claim is a single key, so it lives on one node of a Cluster.
  */
 export function redisClaims(client: Redis | Cluster, settings: StoreSettings): ClaimStore {
-  const scripted = registerScripts(client, SCRIPTS, new URL('./', import.meta.url))
+  const scripted = registerScripts(client, SCRIPTS, new URL('./scripts/', import.meta.url))
   return {
     async claim(name: string, atMostMs: number): Promise<Claim | undefined> {
       const key = claimKey(settings.namespace, name)
       const owner = randomBytes(16).toString('hex')
       let claimedAt: unknown
       try {
-        claimedAt = await boundedCall(client, settings.commandTimeoutMs, 'run-once claim', () =>
+        claimedAt = await boundedRedisCall(client, settings.commandTimeoutMs, 'run-once claim', () =>
           scripted.stampedeGuardClaim(key, owner, atMostMs),
         )
       } catch (error) {
@@ -44,7 +42,7 @@ export function redisClaims(client: Redis | Cluster, settings: StoreSettings): C
       if (claimedAt === null) return undefined
       return {
         async finish(atLeastMs: number): Promise<void> {
-          await boundedCall(client, settings.commandTimeoutMs, 'run-once finish', () =>
+          await boundedRedisCall(client, settings.commandTimeoutMs, 'run-once finish', () =>
             scripted.stampedeGuardFinishClaim(key, owner, atLeastMs),
           )
         },

@@ -1,12 +1,15 @@
 import type { Cluster, Redis } from 'ioredis'
 import { InvalidArgumentError } from '../../errors.js'
-import { positiveInteger } from '../../settings.js'
+import { positiveInteger } from '../../counts.js'
 import { parseReplicaWait, type ReplicaWait, type ReplicaWaitOption } from '../../redis/replicas.js'
 import { parseShardedPubSub } from '../../redis/server-probe.js'
 import { DEFAULT_MAX_POLL_RATE } from '../../redis/poll-scheduler.js'
 import { DEFAULT_MAX_SUBSCRIBED_WAITS } from './subscribed-waits.js'
 
-/** `createLocks({ redis: { client, shardedPubSub, waitForReplicas, maxPollRate, maxSubscribedWaits } })`; `createLocks({ redis: client })` takes every default. */
+/**
+ * `createLocks({ redis: { client, shardedPubSub, waitForReplicas, maxPollRate, maxSubscribedWaits } })`;
+ * `createLocks({ redis: client })` takes every default.
+ */
 export interface RedisLockOptions {
   /** An ioredis client: standalone, Sentinel (`new Redis({ sentinels, name })`) or Cluster. */
   client: Redis | Cluster

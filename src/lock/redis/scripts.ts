@@ -1,14 +1,13 @@
 import type { Cluster, Redis } from 'ioredis'
-import { defineSharedScripts, registerScripts, type ClientWith, type SharedScriptName } from '../../redis/scripts.js'
+import { defineWithSharedScripts, type ClientWith, type SharedScriptName } from '../../redis/scripts.js'
 
 const SCRIPTS = {
   stampedeGuardLockAcquire: { file: 'acquire.lua', keys: 2 },
 } as const
 
-/** A client with the lock scripts: acquire.lua here, and those shared with the cache (extend-many.lua, poll-locks.lua, release-owner.lua). */
+/** A client with the lock scripts: acquire.lua in scripts/ here, and those shared with the cache (extend-many.lua, poll-locks.lua, release-owner.lua). */
 export type LockClient = ClientWith<keyof typeof SCRIPTS | SharedScriptName>
 
 export function defineLockScripts(client: Redis | Cluster): LockClient {
-  defineSharedScripts(client)
-  return registerScripts(client, SCRIPTS, new URL('./', import.meta.url)) as LockClient
+  return defineWithSharedScripts(client, SCRIPTS, new URL('./scripts/', import.meta.url))
 }

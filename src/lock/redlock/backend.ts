@@ -1,15 +1,15 @@
 import { randomBytes } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import { LockBackendError } from '../../errors.js'
-import { lockKeys, type EntryKeys } from '../../redis/keys.js'
+import { lockKeys, type LockKeys } from '../redis/keys.js'
 import { Notifier } from '../../redis/notifier.js'
 import { RenewalBatch } from '../../redis/renewals.js'
 import { ServerProbe } from '../../redis/server-probe.js'
 import type { AcquireRequest, HeldLock, LockBackend } from '../backend.js'
-import { boundedCall } from '../redis/bounded-call.js'
+import { boundedRedisCall } from '../redis/bounded-call.js'
 import { defineLockScripts, type LockClient } from '../redis/scripts.js'
 import { acquireWaiting, type Wakeup } from '../waiting.js'
-import { leaseMarginMs } from '../watchdog.js'
+import { leaseMarginMs } from '../../lease/watchdog.js'
 
 /** What each node answered: `true` yes, `false` no (held by another owner / not ours), `undefined` no answer in time. */
 type Votes = (boolean | undefined)[]
@@ -97,7 +97,7 @@ export class RedlockBackend implements LockBackend {
     throw new LockBackendError(this.name, 'no node accepted a subscription')
   }
 
-  private held(keys: EntryKeys, owner: string, acquiredAt: number, firstValidUntil: number): HeldLock {
+  private held(keys: LockKeys, owner: string, acquiredAt: number, firstValidUntil: number): HeldLock {
     let validUntil = firstValidUntil
     let released: Promise<void> | undefined
     return {
@@ -129,7 +129,7 @@ export class RedlockBackend implements LockBackend {
   private async ask(operation: string, command: (node: LockClient) => Promise<boolean>): Promise<Votes> {
     const answers = await Promise.allSettled(
       this.nodes.map((node) =>
-        boundedCall(
+        boundedRedisCall(
           node,
           this.connected.has(node) ? this.nodeTimeoutMs : Math.max(this.nodeTimeoutMs, this.firstConnectMs),
           operation,
@@ -152,7 +152,7 @@ export class RedlockBackend implements LockBackend {
   }
 
   /** `holder`: a holder's release (publishes to waiters, and must reach a node); else the undo of a failed attempt. */
-  private async releaseAll(keys: EntryKeys, owner: string, holder = false): Promise<void> {
+  private async releaseAll(keys: LockKeys, owner: string, holder = false): Promise<void> {
     const votes = await this.ask('redlock release', (node) =>
       node.stampedeGuardLockRelease(keys.lock, keys.channel, owner, holder ? 1 : 0).then((reply) => reply === 1),
     )

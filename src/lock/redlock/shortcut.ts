@@ -2,7 +2,7 @@ import { parseDuration, type Duration } from '../../duration.js'
 import { InvalidArgumentError } from '../../errors.js'
 import type { Redis } from 'ioredis'
 import { isRedisClient } from '../redis/options.js'
-import type { BackendShortcut } from '../resolve-backend.js'
+import type { BackendShortcut } from '../backend.js'
 import { RedlockBackend } from './backend.js'
 
 export interface RedlockOptions {
@@ -20,8 +20,7 @@ export interface RedlockOptions {
 }
 
 /** `createLocks({ redlock: [r1, …, r5] })` or `createLocks({ redlock: { nodes, nodeTimeout } })`. */
-export const redlockShortcut: BackendShortcut = {
-  option: 'redlock',
+export const redlockShortcut: BackendShortcut<readonly Redis[] | RedlockOptions> = {
   create(value, settings) {
     const options: RedlockOptions = Array.isArray(value) ? { nodes: value } : (value as RedlockOptions)
     const nodes = options?.nodes

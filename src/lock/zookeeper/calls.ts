@@ -1,5 +1,5 @@
 import type { Client, Event, Stat } from 'node-zookeeper-client'
-import { boundedCall } from '../connection-hold.js'
+import { boundedBackendCall } from '../backend-calls.js'
 
 /**
  * node-zookeeper-client's constants, hardcoded so that this module never loads the
@@ -37,7 +37,7 @@ export class ZooKeeperCalls {
   }
 
   call<T>(what: string, run: (callback: Callback<T>) => void): Promise<T> {
-    return boundedCall('zookeeper', what, this.raw(run), this.timeoutMs)
+    return boundedBackendCall('zookeeper', what, this.raw(run), this.timeoutMs)
   }
 
   /** Like `call`, but resolves `fallback` when the call fails with one of `codes`. */
@@ -45,7 +45,7 @@ export class ZooKeeperCalls {
     const tolerant = this.raw(run).catch((err: unknown) =>
       codes.includes(zkCode(err) ?? ZK_OK) ? fallback : Promise.reject(err),
     )
-    return boundedCall('zookeeper', what, tolerant, this.timeoutMs)
+    return boundedBackendCall('zookeeper', what, tolerant, this.timeoutMs)
   }
 
   /**
@@ -59,7 +59,7 @@ export class ZooKeeperCalls {
       () => (settled = true),
     )
     raw.catch(() => {})
-    return boundedCall('zookeeper', 'create a lock node', raw, this.timeoutMs).catch((err: unknown) => {
+    return boundedBackendCall('zookeeper', 'create a lock node', raw, this.timeoutMs).catch((err: unknown) => {
       if (!settled)
         raw.then(
           (created) => this.removeEventually(created),

@@ -1,6 +1,6 @@
 import type { Exception, Transaction } from 'node-zookeeper-client'
 import { LockBackendError } from '../../errors.js'
-import type { LeaseWatchdog } from '../watchdog.js'
+import type { LeaseWatchdog } from '../../lease/watchdog.js'
 import { WatchdogHeldLock } from '../watchdog-hold.js'
 import { SESSION_EXPIRED, ZK_OK, zkCode, type ZooKeeperCalls } from './calls.js'
 

@@ -1,11 +1,10 @@
 import type { Client } from 'node-zookeeper-client'
 import { InvalidArgumentError } from '../../errors.js'
-import type { BackendShortcut } from '../resolve-backend.js'
+import type { BackendShortcut } from '../backend.js'
 import { createZooKeeperBackend } from './backend.js'
 
 /** `createLocks({ zookeeper: client })`: a node-zookeeper-client `Client`, `connect()`ed by you. */
-export const zookeeperShortcut: BackendShortcut = {
-  option: 'zookeeper',
+export const zookeeperShortcut: BackendShortcut<Client> = {
   create(value, settings) {
     const client = value as Partial<Client> | null
     if (

@@ -4,13 +4,20 @@ import { deltaSeconds, forbidsStale, parseCacheControl, responseLifetime } from 
 
 describe('parseCacheControl', () => {
   it('reads names case-insensitively, with and without arguments', () => {
-    const directives = parseCacheControl('Public, MAX-AGE=60,s-maxage = 30 , no-transform')
+    const directives = parseCacheControl('Public, MAX-AGE=60,s-maxage=30 , no-transform')
     expect([...directives]).toEqual([
       ['public', true],
       ['max-age', '60'],
       ['s-maxage', '30'],
       ['no-transform', true],
     ])
+  })
+
+  it('is strict where the grammar is: no whitespace around "="', () => {
+    expect(parseCacheControl('max-age =3600').has('max-age')).toBe(false)
+    expect(parseCacheControl('max-age= 3600').get('max-age')).toBe(' 3600')
+    expect(deltaSeconds(parseCacheControl('max-age= 3600'), 'max-age')).toBeUndefined()
+    expect(deltaSeconds(parseCacheControl('max-age="3600"'), 'max-age')).toBe(3_600_000)
   })
 
   it('keeps commas inside quoted arguments and unescapes them', () => {
@@ -42,7 +49,14 @@ describe('responseLifetime', () => {
   it('treats a malformed Expires as already expired, and no statement as undefined', () => {
     expect(lifetime('', '0')).toBe(0)
     expect(lifetime('public')).toBeUndefined()
-    expect(lifetime('max-age=abc')).toBeUndefined()
+    expect(lifetime('max-age =60')).toBeUndefined() // not a max-age directive at all
+  })
+
+  it('treats invalid max-age / s-maxage as stale (RFC 9111 §4.2.1), not as absent', () => {
+    for (const bad of ['abc', '-1', '1.5', "'60'", '', ' 60'])
+      expect([bad, lifetime(`max-age=${bad}`)]).toEqual([bad, 0])
+    expect(lifetime('max-age')).toBe(0)
+    expect(lifetime('s-maxage=x, max-age=60')).toBe(0)
   })
 
   it('caps a delta-seconds too large to store at the longest lifetime, as RFC 9111 §1.2.2 allows', () => {

@@ -58,7 +58,10 @@ describe('stored form', () => {
       ['X-Powered-By', 'Express'],
       ['X-Request-Id', 'r1'],
     ])
-    expect(own.headers).toEqual([['Content-Type', 'text/plain']])
+    expect(own.headers).toEqual([
+      ['Content-Type', 'text/plain'],
+      ['Age', '99'], // its own Age is kept; only the stored form turns it into initialAgeMs
+    ])
     expect(own.removedHeaders).toEqual(['x-powered-by', 'x-request-id'])
   })
 
@@ -75,6 +78,13 @@ describe('stored form', () => {
 })
 
 describe('parseHttpDate', () => {
+  it('reads two-digit RFC 850 years with the 50-year rule (RFC 9110 §5.6.7)', () => {
+    const now = Date.parse('2026-12-04T00:00:00Z')
+    expect(new Date(parseHttpDate('Thursday, 18-Aug-50 08:49:37 GMT', now)).getUTCFullYear()).toBe(2050)
+    expect(new Date(parseHttpDate('Sunday, 18-Aug-80 08:49:37 GMT', now)).getUTCFullYear()).toBe(1980)
+    expect(new Date(parseHttpDate('Friday, 04-Dec-26 00:00:00 GMT', now)).getUTCFullYear()).toBe(2026)
+  })
+
   it('reads the three HTTP-date forms and nothing else', () => {
     const at = Date.UTC(1994, 10, 6, 8, 49, 37)
     expect(parseHttpDate('Sun, 06 Nov 1994 08:49:37 GMT')).toBe(at)

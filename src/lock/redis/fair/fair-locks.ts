@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
-import type { EntryKeys } from '../../../redis/keys.js'
+import type { LockKeys as EntryKeys } from '../keys.js'
 import type { Notifier } from '../../../redis/notifier.js'
 import { registerScripts, type ClientWith } from '../../../redis/scripts.js'
 import type { ServerProbe } from '../../../redis/server-probe.js'
 import type { AcquireRequest, HeldLock } from '../../backend.js'
-import type { StoreSettings } from '../../resolve-backend.js'
+import type { StoreSettings } from '../../backend.js'
 import { acquireWaiting } from '../../waiting.js'
-import { boundedCall } from '../bounded-call.js'
+import { boundedRedisCall as boundedCall } from '../bounded-call.js'
 import type { SubscribedWaits } from '../subscribed-waits.js'
 
 const SCRIPTS = {
@@ -28,7 +28,7 @@ interface LineKeys {
 }
 
 function lineOf(keys: EntryKeys): LineKeys {
-  return { queue: `${keys.entry}:q`, beats: `${keys.entry}:b`, wake: `${keys.entry}:w:` }
+  return { queue: `${keys.counter}:q`, beats: `${keys.counter}:b`, wake: `${keys.counter}:w:` }
 }
 
 /** What the Redis lock backend lends its fair mode. */
@@ -95,7 +95,7 @@ export class FairRedisLocks {
       return (await boundedCall(this.parts.client, this.parts.settings.commandTimeoutMs, 'lock acquire', () =>
         this.client.stampedeGuardFairAcquire(
           keys.lock,
-          keys.entry,
+          keys.counter,
           line.queue,
           line.beats,
           line.wake,

@@ -1,6 +1,6 @@
 import { advisoryKey } from '../../postgres/keys.js'
 import type { PostgresSettings } from '../../postgres/options.js'
-import { boundedCall } from '../../connection-hold.js'
+import { boundedBackendCall as boundedCall } from '../../backend-calls.js'
 
 /**
  * The semaphore's tables and its acquire function, created on first use in the backend's

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { LockLostError } from '../../../errors.js'
-import { boundedCall } from '../../connection-hold.js'
+import { boundedBackendCall as boundedCall } from '../../backend-calls.js'
 import type { PostgresSettings } from '../../postgres/options.js'
 import { acquireWaiting } from '../../waiting.js'
 import { tokensFrom, type HeldPermits, type SemaphoreRequest, type SemaphoreStore } from '../contract.js'

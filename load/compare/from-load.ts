@@ -1,0 +1,27 @@
+/**
+ * Everything `npm run compare` reuses from the load harness (load/) and the library (src/),
+ * re-exported from this one file: when load/ moves, only these lines change.
+ */
+export { pathSampler, scheduleTimeline } from '../stampede/harness.js'
+export { startAppCluster, type AppCluster } from '../stampede/app/cluster.js'
+export type { ItemLoader, ItemLoaderDeps } from '../stampede/app/item-loader.js'
+export type { RunConfig } from '../stampede/app/protocol.js'
+export { describeSource, type Item } from '../stampede/db/source.js'
+export { absoluteNow } from '../stampede/db/query-counter.js'
+export { getScenario, type ScenarioName } from '../stampede/scenarios.js'
+export { runTraffic, type TrafficResult } from '../stampede/traffic.js'
+export { binsFromStart, machineInfo, peakPerSecond, type MachineInfo } from '../stampede/results.js'
+export { RESULTS_DIR, timestampForFile } from '../stampede/report/results-file.js'
+export { NaiveCache } from '../stampede/naive-cache.js'
+export { runCouponScenario, type ContenderResult } from '../stampede/coupons/scenario.js'
+export { underLock } from '../stampede/coupons/contenders.js'
+export type { ContenderEntry } from '../stampede/coupons/contender.js'
+export { startPrivateRedis, findRedisServer } from '../shared/redis-server.js'
+export { bold, dim, factor, int, ms } from '../shared/format.js'
+export { renderGrid } from '../shared/grid.js'
+export { forkTs } from '../shared/fork-ts.js'
+export { SpinLockCache } from '../wakeup/spin-lock-cache.js'
+export { BENCH_CONTENDERS } from '../lock-bench/contenders.js'
+export { fromLocks, LEASE_MS, type BenchLock } from '../lock-bench/contender.js'
+export { createCache, createLocks, type CacheOptions, type Locks } from '../../src/index.js'
+export type { HeldLock, LockBackend } from '../../src/lock/index.js'

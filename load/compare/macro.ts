@@ -1,0 +1,162 @@
+/**
+ * Benchmark 1, the stampede macro-benchmark: the load/ scenarios (cold, expiry, zipf, flaky)
+ * with every cache peer as a mode, behind the same W-worker Express app and the same slow
+ * database (load/stampede/app/, with app-loader.ts as its item loader). Per scenario and peer: DB
+ * queries and their ratio to ours, p50/p99 and req/s, errors served, the oldest age served
+ * and the stale share.
+ */
+import { randomBytes } from 'node:crypto'
+import { fileURLToPath } from 'node:url'
+import { setTimeout as sleep } from 'node:timers/promises'
+import {
+  absoluteNow,
+  binsFromStart,
+  getScenario,
+  pathSampler,
+  peakPerSecond,
+  runTraffic,
+  scheduleTimeline,
+  startAppCluster,
+  type AppCluster,
+  type ScenarioName,
+  type TrafficResult,
+} from './from-load.js'
+import { cachePeer } from './caches.js'
+
+export const MACRO_SCENARIOS: ScenarioName[] = ['cold', 'expiry', 'zipf', 'flaky']
+
+export interface MacroOptions {
+  redisUrl: string
+  peers: string[]
+  scenarios: ScenarioName[]
+  workers: number
+  dbLatencyMs: number
+  timeScale: number
+  onRun?(scenario: ScenarioName, peer: string, result: MacroRow): void
+}
+
+export interface MacroRow {
+  peer: string
+  dbQueries: number
+  failedQueries: number
+  peakQueriesPerSec: number
+  /** dbQueries / ours (stampede-guard's) in the same scenario; null when ours did not run. */
+  queriesVsOurs: number | null
+  traffic: TrafficResult
+  /** Non-2xx answers + connection errors. */
+  errorsServed: number
+  oldestServedMs: number
+  staleServed: number
+  staleShare: number
+}
+
+export interface MacroScenario {
+  name: ScenarioName
+  title: string
+  durationMs: number
+  connections: number
+  ttlMs: number
+  staleMs: number
+  rows: MacroRow[]
+}
+
+const OURS = 'stampede-guard'
+
+export async function runMacro(options: MacroOptions): Promise<MacroScenario[]> {
+  const app = await startAppCluster({
+    workers: options.workers,
+    redisUrl: options.redisUrl,
+    source: { kind: 'builtin' },
+    itemLoaderModule: fileURLToPath(new URL('./app-loader.ts', import.meta.url)),
+    // Every worker imports every peer before it listens: slow on a busy machine.
+    startTimeoutMs: 120_000,
+  })
+  const results: MacroScenario[] = []
+  try {
+    await warmUp(app, options)
+    for (const [index, name] of options.scenarios.entries()) {
+      const scenario = getScenario(name, options.timeScale)
+      const { ttlMs, staleTtlMs: staleMs } = scenario.cache
+      const rows: MacroRow[] = []
+      // Each scenario starts with the next peer: no peer always runs first (cold JIT) or last.
+      const order = options.peers.map((_, i) => options.peers[(i + index) % options.peers.length]!)
+      for (const peer of order) {
+        cachePeer(peer) // an unknown name fails here, before any traffic
+        const runId = `${name}-${peer.replace(/\W+/g, '-')}-${randomBytes(4).toString('hex')}`
+        await app.configure({
+          runId,
+          mode: peer,
+          namespace: `sg-compare:${runId}`,
+          cache: { ttl: ttlMs, staleTtl: staleMs, staleIfError: staleMs, earlyRefresh: false, l1: true },
+          dbLatencyMs: options.dbLatencyMs,
+        })
+        const trafficStart = absoluteNow()
+        const timeline = scheduleTimeline(scenario, app, undefined)
+        let traffic: TrafficResult
+        try {
+          traffic = await runTraffic({
+            url: app.url,
+            connections: scenario.connections,
+            durationMs: scenario.durationMs,
+            pathFor: pathSampler(scenario),
+          })
+        } finally {
+          await timeline.done
+        }
+        await sleep(100) // loads started in the last moments are counted
+        const collected = await app.collect(runId)
+        const per100ms = binsFromStart(collected.bins, trafficStart, scenario.durationMs)
+        const staleServed = collected.stats.stale ?? 0
+        const row: MacroRow = {
+          peer,
+          dbQueries: per100ms.reduce((a, b) => a + b, 0),
+          failedQueries: collected.failedQueries,
+          peakQueriesPerSec: peakPerSecond(per100ms),
+          queriesVsOurs: null,
+          traffic,
+          errorsServed: traffic.non2xx + traffic.errors,
+          oldestServedMs: collected.oldestServedMs,
+          staleServed,
+          staleShare: traffic.requests > 0 ? staleServed / traffic.requests : 0,
+        }
+        rows.push(row)
+        options.onRun?.(name, peer, row)
+      }
+      rows.sort((a, b) => options.peers.indexOf(a.peer) - options.peers.indexOf(b.peer))
+      const ours = rows.find((r) => r.peer === OURS)
+      if (ours) for (const r of rows) r.queriesVsOurs = ours.dbQueries > 0 ? r.dbQueries / ours.dbQueries : null
+      results.push({
+        name,
+        title: scenario.title,
+        durationMs: scenario.durationMs,
+        connections: scenario.connections,
+        ttlMs,
+        staleMs,
+        rows,
+      })
+    }
+  } finally {
+    await app.stop()
+  }
+  return results
+}
+
+/**
+ * Half a second of zipf traffic through every peer, not measured: each worker has imported
+ * and JIT-compiled every peer's hit and miss paths before the first measured run, so no
+ * peer pays for being first.
+ */
+async function warmUp(app: AppCluster, options: MacroOptions): Promise<void> {
+  const scenario = getScenario('zipf')
+  for (const peer of options.peers) {
+    const runId = `warm-up-${peer.replace(/\W+/g, '-')}-${randomBytes(4).toString('hex')}`
+    await app.configure({
+      runId,
+      mode: peer,
+      namespace: `sg-compare:${runId}`,
+      cache: { ttl: 200, staleTtl: 200, staleIfError: 200, earlyRefresh: false, l1: true },
+      dbLatencyMs: options.dbLatencyMs,
+    })
+    await runTraffic({ url: app.url, connections: 20, durationMs: 500, pathFor: pathSampler(scenario) })
+  }
+}

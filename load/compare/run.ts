@@ -1,0 +1,199 @@
+/**
+ * `npm run compare -- [options]`: stampede-guard side by side with the caches and locks
+ * users would pick instead, in one run on one machine (ratios hold on a noisy machine;
+ * absolute figures do not). Prints the tables; writes load/results/compare-<stamp>.json
+ * and one SVG chart per benchmark.
+ */
+import { loadavg } from 'node:os'
+import path from 'node:path'
+import { parseArgs } from 'node:util'
+import {
+  bold,
+  describeSource,
+  dim,
+  findRedisServer,
+  machineInfo,
+  startPrivateRedis,
+  type ScenarioName,
+} from './from-load.js'
+import { CACHE_PEER_NAMES, CACHE_PEERS } from './caches.js'
+import { LOCK_PEERS } from './lock-peers.js'
+import { MACRO_SCENARIOS, runMacro, type MacroScenario } from './macro.js'
+import { runMicro, type MicroResult } from './micro.js'
+import { runLocks, type LockResults } from './locks.js'
+import {
+  lockSummaryTable,
+  lockTables,
+  macroSummaryTable,
+  macroTables,
+  microTable,
+  renderMarkdown,
+  renderTerminal,
+  type Table,
+} from './tables.js'
+import { peerVersions, serverVersions } from './versions.js'
+import { writeCompareResults } from './results-file.js'
+
+const BENCHES = ['macro', 'micro', 'locks'] as const
+type Bench = (typeof BENCHES)[number]
+
+const USAGE = `Usage: npm run compare -- [options]
+
+  --bench LIST       comma-separated: ${BENCHES.join(', ')} (default: all three, about 6 minutes)
+  --quick            short runs of everything (about 2 minutes): to check the harness, not to publish
+  --caches LIST      cache peers (default: ${CACHE_PEER_NAMES.join(', ')})
+  --scenarios LIST   macro scenarios (default: ${MACRO_SCENARIOS.join(', ')})
+  --locks LIST       lock peers (default: ${LOCK_PEERS.map((p) => p.name).join(', ')})
+  --markdown         also print every table as Markdown (for the README)
+  --no-files         do not write load/results/compare-<stamp>.{json,svg}
+  -h, --help         this text
+
+Environment: DATABASE_URL (PostgreSQL for the locks; default postgres://postgres@127.0.0.1:5432/test).
+Redis: a private redis-server on a free loopback port, started and stopped by this run.`
+
+function list(raw: string | undefined, valid: readonly string[], what: string): string[] | undefined {
+  if (raw === undefined) return undefined
+  const items = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+  for (const item of items)
+    if (!valid.includes(item)) throw new Error(`unknown ${what} '${item}' (expected one of: ${valid.join(', ')})`)
+  if (items.length === 0) throw new Error(`--${what}: empty list`)
+  return items
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      bench: { type: 'string' },
+      quick: { type: 'boolean', default: false },
+      caches: { type: 'string' },
+      scenarios: { type: 'string' },
+      locks: { type: 'string' },
+      markdown: { type: 'boolean', default: false },
+      'no-files': { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  })
+  if (values.help) return console.log(USAGE)
+  const benches = (list(values.bench, BENCHES, 'bench') ?? [...BENCHES]) as Bench[]
+  const caches = list(values.caches, CACHE_PEER_NAMES, 'caches') ?? CACHE_PEER_NAMES
+  const scenarios = (list(values.scenarios, MACRO_SCENARIOS, 'scenarios') ?? MACRO_SCENARIOS) as ScenarioName[]
+  const locks =
+    list(
+      values.locks,
+      LOCK_PEERS.map((p) => p.name),
+      'locks',
+    ) ?? LOCK_PEERS.map((p) => p.name)
+  const quick = values.quick
+  const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+
+  const startedAt = new Date()
+  const machine = machineInfo()
+  const load = loadavg()[0]!
+  const versions = await peerVersions([...CACHE_PEERS, ...LOCK_PEERS].map((p) => p.package))
+  console.log(bold('stampede-guard compared'))
+  console.log(
+    `  machine:  ${machine.cpus} × ${machine.cpuModel}, Node ${machine.node}, load average ${load.toFixed(1)}`,
+  )
+  console.log(
+    `  peers:    ${Object.entries(versions)
+      .map(([name, version]) => `${name} ${version}`)
+      .join(', ')}`,
+  )
+  console.log(dim(`  ${quick ? 'quick mode: short runs, not for publishing' : 'full run'}`))
+
+  if (!findRedisServer()) throw new Error('npm run compare needs redis-server on PATH (or REDIS_SERVER_BIN)')
+  const redis = await startPrivateRedis()
+  Object.assign(versions, await serverVersions(redis.url, databaseUrl))
+  console.log(`  redis:    private redis-server ${versions['redis-server']} on ${redis.url} (started by this run)`)
+  console.log(`  postgres: ${versions.postgresql} at ${describeSource({ kind: 'postgres', url: databaseUrl })}\n`)
+  const tables: Table[] = []
+  const show = (more: Table[]) => {
+    for (const table of more) console.log(`${renderTerminal(table)}\n`)
+    tables.push(...more)
+  }
+  let macro: MacroScenario[] | undefined
+  let micro: MicroResult | undefined
+  let lockResults: LockResults | undefined
+  try {
+    if (benches.includes('macro')) {
+      console.log(bold('■ 1. stampede macro-benchmark: 4 Express workers, the built-in slow database (50 ms a query)'))
+      macro = await runMacro({
+        redisUrl: redis.url,
+        peers: caches,
+        scenarios,
+        workers: 4,
+        dbLatencyMs: 50,
+        timeScale: quick ? 0.25 : 0.4,
+        onRun: (scenario, peer, row) =>
+          console.log(
+            dim(`  ${scenario} · ${peer}: ${row.dbQueries} DB queries, ${Math.round(row.traffic.reqPerSec)} req/s`),
+          ),
+      })
+      show(macroTables(macro))
+    }
+    if (benches.includes('micro')) {
+      console.log(bold('■ 2. hit-path micro-benchmark (mitata), this process, one Redis'))
+      micro = await runMicro({ redisUrl: redis.url, peers: caches, sampleMs: quick ? 40 : 100, rounds: quick ? 2 : 3 })
+      show([microTable(micro)])
+    }
+    if (benches.includes('locks')) {
+      console.log(
+        bold(
+          `■ 3. locks: latency, 4-process hand-off, coupons (${describeSource({ kind: 'postgres', url: databaseUrl })})`,
+        ),
+      )
+      lockResults = await runLocks({
+        redisUrl: redis.url,
+        databaseUrl,
+        peers: locks,
+        iterations: quick ? 50 : 300,
+        contentionMs: quick ? 1_000 : 3_000,
+        coupons: true,
+        couponCount: quick ? 40 : 100,
+        couponUsers: quick ? 50 : 120,
+      })
+      show(lockTables(lockResults))
+      for (const row of lockResults.rows.filter((r) => r.firstError))
+        console.log(dim(`  ${row.lock}: ${row.failures} failed acquisitions, first: ${row.firstError}`))
+      for (const { lock, error } of lockResults.failed) console.log(`  ${lock} could not run: ${error}`)
+    }
+  } finally {
+    await redis.stop()
+  }
+
+  if (values.markdown) {
+    const summaries = [
+      ...(macro ? [macroSummaryTable(macro)] : []),
+      ...(lockResults ? [lockSummaryTable(lockResults)] : []),
+    ]
+    for (const table of [...summaries, ...tables]) console.log(`${renderMarkdown(table)}\n`)
+  }
+  const elapsedMs = Date.now() - startedAt.getTime()
+  if (!values['no-files']) {
+    const files = await writeCompareResults({
+      startedAt: startedAt.toISOString(),
+      elapsedMs,
+      command: `npm run compare${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
+      machine: { ...machine, loadAverageAtStart: load },
+      versions,
+      configurations: {
+        caches: Object.fromEntries(CACHE_PEERS.map((p) => [p.name, p.config])),
+        locks: Object.fromEntries(LOCK_PEERS.map((p) => [p.name, p.config])),
+      },
+      quick,
+      macro,
+      micro,
+      locks: lockResults,
+    })
+    for (const file of files) console.log(`wrote ${path.relative(process.cwd(), file)}`)
+  }
+  console.log(dim(`done in ${(elapsedMs / 1000).toFixed(0)} s, load average now ${loadavg()[0]!.toFixed(1)}`))
+}
+
+main().catch((error: unknown) => {
+  console.error(error instanceof Error && error.message.startsWith('unknown') ? `${error.message}\n\n${USAGE}` : error)
+  process.exitCode = 1
+})

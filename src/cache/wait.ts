@@ -1,0 +1,102 @@
+import type { WaitOutcome } from '../events.js'
+import type { EntryKeys } from './redis/keys.js'
+import type { Subscription } from '../redis/notifier.js'
+import type { PollWait } from '../redis/poll-scheduler.js'
+import type { Lookup } from './redis/store.js'
+import { messageKind } from './call.js'
+import type { CacheCore } from './core.js'
+
+/** How a cross-process wait ended, by what the re-check found once the lock was no longer held. */
+const ENDED_BY_LOOKUP: Record<Exclude<Lookup['lock'], 'held'>, WaitOutcome> = {
+  none: 'value',
+  error: 'error',
+  backoff: 'error',
+  won: 'released',
+  pass: 'released',
+  token: 'released',
+}
+/** How a cross-process wait ended, by the leader's message that answered it (commit, error, not cacheable). */
+const ENDED_BY_MESSAGE: Record<string, WaitOutcome> = { c: 'value', n: 'value', e: 'error', u: 'released' }
+
+/**
+ * One flight's wait on another process's load of its key: one of the `maxWaits`, the
+ * subscription to the key's channel, and the place in the poll scheduler, from the `wait`
+ * event to the `waited` one. `release()` gives the three back as soon as the wait is over
+ * (the lock came free, the wait ran out, a message answered), not after a load that follows
+ * it: else loads after waits would count as waits and cap the waits of other keys.
+ */
+export class Wait {
+  private readonly core: CacheCore
+  private readonly key: string
+  private readonly since: number
+  private subscription: Subscription | undefined
+  private poll: PollWait | undefined
+  private released = false
+  private reported = false
+  /** `performance.now()` when the wait runs out: 0 until subscribed. */
+  deadline = 0
+
+  /** Takes one of the `maxWaits` (the caller checked there is one) and emits `wait`. */
+  constructor(core: CacheCore, key: string) {
+    this.core = core
+    this.key = key
+    core.waitsOpen++
+    core.events.emit('wait', { key })
+    this.since = performance.now()
+  }
+
+  /**
+   * Subscribes to the key's channel (through a failover, until `failoverDeadline`), then
+   * enrols in the poll scheduler until `waitTimeout` from now. The flight re-checks Redis
+   * after this, so a commit message cannot fall between its check and the subscription.
+   */
+  async subscribe(keys: EntryKeys, failoverDeadline: number, waitTimeout: number): Promise<void> {
+    const { store, notifier, polls, settings } = this.core
+    const { pollInterval, maxPollInterval } = settings.lock
+    this.subscription = await store!.throughFailover(
+      () => notifier!.subscribe(keys.channel),
+      failoverDeadline,
+      pollInterval,
+      { key: keys.entry, patient: true },
+    )
+    this.deadline = performance.now() + waitTimeout
+    this.poll = polls!.enrol(keys.lock, this.deadline, { firstMs: pollInterval, maxMs: maxPollInterval })
+  }
+
+  /** The wait ran out. */
+  get over(): boolean {
+    return this.poll!.over
+  }
+
+  /** Until the leader's message, a poll finding the lock gone (or failing), or the deadline (undefined then). */
+  pause(lockPttl: number): Promise<Buffer | undefined> {
+    return this.poll!.pause(this.subscription!, lockPttl)
+  }
+
+  /** Gives back the poll slot, the subscription and the `maxWaits` slot; idempotent. */
+  release(): void {
+    this.poll?.end()
+    this.poll = undefined
+    this.subscription?.release()
+    this.subscription = undefined
+    if (!this.released) this.core.waitsOpen--
+    this.released = true
+  }
+
+  /** Emits `waited` with how the wait ended, once (later calls are no-ops). */
+  ended(outcome: WaitOutcome): void {
+    if (this.reported) return
+    this.reported = true
+    this.core.events.emit('waited', { key: this.key, durationMs: performance.now() - this.since, outcome })
+  }
+
+  /** ended(), by what a re-check found once the lock was no longer held. */
+  endedByLookup(lock: Exclude<Lookup['lock'], 'held'>): void {
+    this.ended(ENDED_BY_LOOKUP[lock])
+  }
+
+  /** ended(), by the leader's message that answered the wait. */
+  endedByMessage(message: Buffer): void {
+    this.ended(ENDED_BY_MESSAGE[messageKind(message)] ?? 'released')
+  }
+}
