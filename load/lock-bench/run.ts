@@ -9,10 +9,6 @@
  *    The release comes 20–220 ms after the waiter started waiting, so it falls at a
  *    uniform point of a polling lock's retry cycle (a fair baseline).
  *
- * 3. hand-off under contention (load/lock-bench/contention.ts): `--contention` processes
- *    (default 4) take one key `--holds` times each (default 25), holding it 3–7 ms; the
- *    idle time between consecutive holders, and holds per second.
- *
  * Clocks: both processes report performance.timeOrigin + performance.now(), on one host.
  * Contenders are in load/lock-bench/contenders.ts; add one there.
  */
@@ -92,7 +88,7 @@ async function main(): Promise<void> {
     console.log(bold('stampede-guard lock benchmark'))
     console.log(
       dim(
-        `  ${ITERATIONS} uncontended acquire/release pairs, ${ROUNDS} cross-process hand-offs, and ${CONTENTION} processes × ${HOLDS} holds of 3–7 ms on one key per lock; 5 private redis-servers`,
+        `  ${ITERATIONS} uncontended acquire/release pairs and ${ROUNDS} cross-process hand-offs per lock; 5 private redis-servers`,
       ),
     )
     for (const contender of contenders) {
@@ -132,6 +128,7 @@ async function main(): Promise<void> {
         await released
       }
       await lock.close()
+      // 3. Hand-off under contention: CONTENTION processes × HOLDS holds of 3–7 ms on one key (contention.ts).
       const contended = await measureContention(contender.name, childEnv, CONTENTION, HOLDS)
       if (contended.errors.length > 0)
         console.log(dim(`  ${contender.name} contention errors: ${contended.errors.join('; ')}`))

@@ -69,8 +69,9 @@ describe.skipIf(!redisAvailable)('assertHeld() after a real pause', () => {
         { lease: 300 },
       )
       await expect(call).rejects.toBeInstanceOf(LockLostError)
-      expect(validAtStart).toBeGreaterThan(200)
-      expect(validAtStart).toBeLessThanOrEqual(300)
+      // lease − margin (1 % + 2 ms) at most, counted from when the acquire was sent.
+      expect(validAtStart).toBeGreaterThan(0)
+      expect(validAtStart).toBeLessThanOrEqual(300 - 5)
       const held = await locks.acquire('k2', { lease: '2s' })
       const first = held.validForMs
       await sleep(50)
