@@ -16,6 +16,7 @@ import { peek } from './peek.js'
 import { Resolver } from './resolve.js'
 import { commitTagged, invalidateTags } from './tags.js'
 import { CallerTimeouts } from './timeouts.js'
+import { wrapFunction, type WrapOptions, type Wrapped } from './wrap.js'
 
 const valueOf = (resolution: Resolution): unknown => resolution.value
 
@@ -109,6 +110,19 @@ export class Cache {
   /** Whether `get(key)` would find a value (a cached `null` counts); the same reads and errors. */
   async has(key: string): Promise<boolean> {
     return (await peek(this.#core, key)).found
+  }
+
+  /**
+   * A cached version of the async function `fn`: each call is a `getOrLoad` of the key
+   * `options.key(...args)` that runs `fn(...args)` on a miss, with the rest of `options` as its
+   * call options (checked now: a bad one throws `InvalidArgumentError` naming it, and so do a
+   * `fn` or `options.key` that is not a function).
+   */
+  wrap<A extends unknown[], R>(fn: (...args: A) => R | Promise<R>, options: WrapOptions<A>): Wrapped<A, R> {
+    const core = this.#core
+    const getOrLoad = (key: string, loader: () => unknown, callOptions: CallOptions) =>
+      this.getOrLoad(key, loader, callOptions)
+    return wrapFunction(getOrLoad, (callOptions) => void core.callOptions(callOptions), fn, options)
   }
 
   /**

@@ -72,4 +72,23 @@ describe.skipIf(!redisAvailable)('get and forceRefresh across processes', () => 
     )
     expect(await loads('k')).toBe(2)
   })
+
+  it('wrap: 4 processes × 20 calls of a wrapped function over 2 argument values run it once per value', async () => {
+    const group = await spawn(4)
+    const results = await Promise.all(
+      group.map((w) => w.request<{ id: string; by: number }[]>({ op: 'wrap', ids: ['a', 'b'], calls: 20 })),
+    )
+    expect(results.flat()).toHaveLength(80)
+    expect(await loads('user:a')).toBe(1)
+    expect(await loads('user:b')).toBe(1)
+    for (const id of ['a', 'b']) {
+      const producers = new Set(
+        results
+          .flat()
+          .filter((r) => r.id === id)
+          .map((r) => r.by),
+      )
+      expect(producers.size).toBe(1) // every caller got the one load's result
+    }
+  })
 })

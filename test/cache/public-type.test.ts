@@ -68,6 +68,7 @@ describe('the emitted Cache type', () => {
         'ready',
         'set',
         'stats',
+        'wrap',
       ].sort(),
     )
   }, 60_000)
