@@ -147,6 +147,21 @@ describe.skipIf(!redisAvailable)('get, has and forceRefresh', () => {
     expect(await sentSinceReset(suite.admin())).toEqual({})
   })
 
+  it('forceRefresh with Redis down: the copy held here is served (stale) and no reload runs; the database is spared', async () => {
+    const dead = new Redis({ host: '127.0.0.1', port: 1, maxRetriesPerRequest: 1, retryStrategy: () => 50 })
+    dead.on('error', () => {})
+    const down = createCache({ redis: dead, ttl: '1m', redisTimeout: 200 })
+    await down.ready()
+    let loads = 0
+    const loader = async () => ++loads
+    expect(await down.getOrLoad('k', loader)).toBe(1) // loaded in-process, kept in L1
+    const forced = await down.getOrLoadResult('k', loader, { forceRefresh: true })
+    expect(forced).toEqual({ value: 1, outcome: 'stale' })
+    expect(loads).toBe(1)
+    await down.close()
+    dead.disconnect()
+  })
+
   it('forceRefresh without Redis (in-process): reloads, once for concurrent forced calls', async () => {
     const local = createCache({ ttl: '30s' })
     let loads = 0
