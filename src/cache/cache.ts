@@ -122,7 +122,12 @@ export class Cache {
     const core = this.#core
     const getOrLoad = (key: string, loader: () => unknown, callOptions: CallOptions) =>
       this.getOrLoad(key, loader, callOptions)
-    return wrapFunction(getOrLoad, (callOptions) => void core.callOptions(callOptions), fn, options)
+    return wrapFunction(
+      getOrLoad,
+      (callOptions) => core.applyOptions({ policy: core.settings.policy }, callOptions),
+      fn,
+      options,
+    )
   }
 
   /**

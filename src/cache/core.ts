@@ -159,22 +159,22 @@ export class CacheCore {
     checkKey(key, this.settings.maxKeyLength)
     if (typeof loader !== 'function')
       throw new InvalidArgumentError('loader', `must be a function, got ${typeof loader}`)
-    return { key, loader: loader as Loader<unknown>, epoch: this.deletions, ...this.callOptions(options) }
+    const call: Call = { key, loader: loader as Loader<unknown>, policy: this.settings.policy, epoch: this.deletions }
+    if (options !== undefined) this.applyOptions(call, options)
+    return call
   }
 
-  /** A call's options, checked (`InvalidArgumentError` naming the bad one): its policy, tags and forceRefresh. */
-  callOptions(options: CallOptions | undefined): Pick<Call, 'policy' | 'tags' | 'force'> {
-    const policy = options === undefined ? this.settings.policy : resolveCallPolicy(this.settings.policy, options)
-    const checked: Pick<Call, 'policy' | 'tags' | 'force'> = { policy }
-    if (options?.tags !== undefined) {
+  /** Checks a call's options (`InvalidArgumentError` naming the bad one) and sets its policy, tags and forceRefresh. */
+  applyOptions(call: Pick<Call, 'policy' | 'tags' | 'force'>, options: CallOptions): void {
+    call.policy = resolveCallPolicy(this.settings.policy, options)
+    if (options.tags !== undefined) {
       const tags = checkTags(options.tags, 'tags')
-      if (tags.length > 0) checked.tags = tags
+      if (tags.length > 0) call.tags = tags
     }
-    const force = options?.forceRefresh
+    const force = options.forceRefresh
     if (force !== undefined && typeof force !== 'boolean')
       throw new InvalidArgumentError('forceRefresh', `must be a boolean, got ${typeof force}`)
-    if (force) checked.force = true
-    return checked
+    if (force) call.force = true
   }
 
   stale(key: string, entry: Entry, reason: StaleReason): Resolution {
