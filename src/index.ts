@@ -1,5 +1,6 @@
 export { Cache, createCache } from './cache/cache.js'
 export type { LoadOutcome, LoadResult } from './cache/call.js'
+export type { WrapOptions, Wrapped } from './cache/wrap.js'
 export type { Loader, LoaderContext } from './context.js'
 export type { Duration } from './duration.js'
 export { jsonCodec, superjsonCodec, type Codec, type SuperJsonLike } from './codecs.js'

@@ -81,6 +81,15 @@ export interface CallOptions extends PolicyOptions {
    * Each costs one small script when the value is stored, none on a hit. Default none.
    */
   tags?: readonly string[]
+  /**
+   * Reload even when a fresh value is cached (a webhook that knows the data changed): L1 and
+   * Redis's fresh copy are skipped and the call takes the key's lock. Still one load at a
+   * time across processes: a forced call that finds the key's lock held (another process, or
+   * this one, loading or refreshing it) waits for that load's result instead of starting a
+   * second one, even if that load began before the call. The new value replaces the old one
+   * in every process's L1 (the invalidation broadcast). Default `false`.
+   */
+  forceRefresh?: boolean
 }
 
 /** Per-process L1 tier (lru-cache). */

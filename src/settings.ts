@@ -89,7 +89,7 @@ const CACHE_KEYS = new Set<string>([
   'maxKeysPerTag',
   'tagClockSkew',
 ])
-const CALL_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'tags'])
+const CALL_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'tags', 'forceRefresh'])
 const L1_KEYS = new Set(['max', 'maxBytes', 'maxTtl'])
 /** l1.maxTtl's default: see L1Options.maxTtl. */
 const DEFAULT_L1_MAX_TTL_MS = 60_000

@@ -7,13 +7,16 @@ import type { CacheOptions, CallOptions, PolicyOptions } from '../options.js'
 import { entryKeys } from './redis/keys.js'
 import { checkTags } from '../tag.js'
 import { Answers } from './answers.js'
-import { NEVER_ABORTED, type Call, type LoadResult, type Resolution } from './call.js'
+import type { Flight } from '../memory/single-flight.js'
+import { NEVER_ABORTED, type Call, type FlightNotes, type LoadResult, type Resolution } from './call.js'
 import { CacheCore } from './core.js'
 import { LoadLeader } from './lead.js'
 import { Refresher } from './refresh.js'
+import { peek } from './peek.js'
 import { Resolver } from './resolve.js'
 import { commitTagged, invalidateTags } from './tags.js'
 import { CallerTimeouts } from './timeouts.js'
+import { wrapFunction, type WrapOptions, type Wrapped } from './wrap.js'
 
 const valueOf = (resolution: Resolution): unknown => resolution.value
 
@@ -47,6 +50,8 @@ export class Cache {
   readonly #answers: Answers
   readonly #timeouts: CallerTimeouts
   readonly #resolver: Resolver
+  /** Flights of forced refreshes (forceRefresh), which other forced calls of the key join. */
+  readonly #forced = new WeakSet<Promise<Resolution>>()
 
   static {
     partsOf = (cache) => ({ core: cache.#core, refresher: cache.#refresher })
@@ -89,6 +94,40 @@ export class Cache {
   async getOrLoadResult<V>(key: string, loader: Loader<V>, options?: CallOptions): Promise<LoadResult<V>> {
     const { value, outcome } = await this.#answer(key, loader, options)
     return { value: value as V, outcome }
+  }
+
+  /**
+   * The value cached for `key`, without loading it: L1's fresh copy (no round trip), else one
+   * GET of Redis's fresh copy (which then fills L1). `undefined` when no fresh value is cached:
+   * a stale copy (in grace or kept for fail-safe) counts as a miss, as it would be reloaded.
+   * Rejects with `InvalidArgumentError` on a bad key (nothing sent), `CacheClosedError` after
+   * `close()`, and `RedisUnavailableError` when Redis cannot be asked (a miss would be a guess).
+   */
+  async get<V = unknown>(key: string): Promise<V | undefined> {
+    return (await peek(this.#core, key)).value as V | undefined
+  }
+
+  /** Whether `get(key)` would find a value (a cached `null` counts); the same reads and errors. */
+  async has(key: string): Promise<boolean> {
+    return (await peek(this.#core, key)).found
+  }
+
+  /**
+   * A cached version of the async function `fn`: each call is a `getOrLoad` of the key
+   * `options.key(...args)` that runs `fn(...args)` on a miss, with the rest of `options` as its
+   * call options (checked now: a bad one throws `InvalidArgumentError` naming it, and so do a
+   * `fn` or `options.key` that is not a function).
+   */
+  wrap<A extends unknown[], R>(fn: (...args: A) => R | Promise<R>, options: WrapOptions<A>): Wrapped<A, R> {
+    const core = this.#core
+    const getOrLoad = (key: string, loader: () => unknown, callOptions: CallOptions) =>
+      this.getOrLoad(key, loader, callOptions)
+    return wrapFunction(
+      getOrLoad,
+      (callOptions) => core.applyOptions({ policy: core.settings.policy }, callOptions),
+      fn,
+      options,
+    )
   }
 
   /**
@@ -235,7 +274,25 @@ export class Cache {
     } catch (error) {
       return Promise.reject(error)
     }
+    if (call.force) return this.#forceFly(call)
     return this.#answers.fromMemory(call) ?? this.#fly(call)
+  }
+
+  /**
+   * A forced refresh: joins the key's forced flight here if one runs; after any other flight
+   * of the key (which may serve the value being replaced) is done, starts one of its own.
+   */
+  #forceFly(call: Call): Promise<Resolution> {
+    const core = this.#core
+    const running = core.flights.get(call.key)
+    if (running && this.#forced.has(running.promise)) return this.#join(call, running)
+    if (running) {
+      const again = () => this.#forceFly(call)
+      return running.promise.then(again, again)
+    }
+    const flight = core.flights.start(call.key, { fallback: undefined }, (notes) => this.#resolver.resolve(call, notes))
+    this.#forced.add(flight.promise)
+    return this.#timeouts.withTimeouts(call, flight, false)
   }
 
   /** Starts the key's flight, or joins the one running, each caller with its own timeouts. */
@@ -248,6 +305,12 @@ export class Cache {
         core.flights.start(call.key, { fallback: undefined }, (notes) => this.#resolver.resolve(call, notes)),
         false,
       )
+    return this.#join(call, running)
+  }
+
+  /** Joins the key's running flight, with the caller's own timeouts. */
+  #join(call: Call, running: Flight<Resolution, FlightNotes>): Promise<Resolution> {
+    const core = this.#core
     const startedAt = performance.now()
     core.events.emit('coalesced', { key: call.key, from: 'process' })
     return this.#timeouts.withTimeouts(call, running, true).then((resolution) => {

@@ -40,6 +40,8 @@ export interface Call {
   background?: boolean
   /** The call's `tags` option, checked; undefined for none. */
   tags?: readonly string[]
+  /** The call's `forceRefresh`: reload even when fresh (see CallOptions.forceRefresh). */
+  force?: boolean
 }
 
 /** What a flight has learned that its callers' timeouts can use. */

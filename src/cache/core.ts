@@ -159,13 +159,22 @@ export class CacheCore {
     checkKey(key, this.settings.maxKeyLength)
     if (typeof loader !== 'function')
       throw new InvalidArgumentError('loader', `must be a function, got ${typeof loader}`)
-    const policy = options === undefined ? this.settings.policy : resolveCallPolicy(this.settings.policy, options)
-    const call: Call = { key, loader: loader as Loader<unknown>, policy, epoch: this.deletions }
-    if (options?.tags !== undefined) {
+    const call: Call = { key, loader: loader as Loader<unknown>, policy: this.settings.policy, epoch: this.deletions }
+    if (options !== undefined) this.applyOptions(call, options)
+    return call
+  }
+
+  /** Checks a call's options (`InvalidArgumentError` naming the bad one) and sets its policy, tags and forceRefresh. */
+  applyOptions(call: Pick<Call, 'policy' | 'tags' | 'force'>, options: CallOptions): void {
+    call.policy = resolveCallPolicy(this.settings.policy, options)
+    if (options.tags !== undefined) {
       const tags = checkTags(options.tags, 'tags')
       if (tags.length > 0) call.tags = tags
     }
-    return call
+    const force = options.forceRefresh
+    if (force !== undefined && typeof force !== 'boolean')
+      throw new InvalidArgumentError('forceRefresh', `must be a boolean, got ${typeof force}`)
+    if (force) call.force = true
   }
 
   stale(key: string, entry: Entry, reason: StaleReason): Resolution {

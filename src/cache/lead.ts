@@ -129,14 +129,16 @@ export class LoadLeader {
     const tagged =
       tags &&
       this.tagged(tags, lock?.serverAt ?? (now === undefined ? undefined : now - loadMs), performance.now() - loadMs)
+    // A forced refresh replaces a value other processes may hold fresh in L1: they drop it.
+    const broadcast = call.force ? this.core.forgetMessage(key) : undefined
     let refused: TagRefusal | undefined
     const commit = tagged
       ? async () => {
-          const outcome = await commitTagged(store, this.core.tagStore!, keys, key, request, tagged)
+          const outcome = await commitTagged(store, this.core.tagStore!, keys, key, request, tagged, broadcast)
           refused = outcome.refused
           return outcome.version
         }
-      : () => store.commit(keys, request)
+      : () => store.commit(keys, request, broadcast)
     const committedAt = performance.now()
     try {
       const version = await commit()

@@ -56,7 +56,8 @@ export class Resolver {
     // The first lookup is the fresh GET and, when it finds nothing, the script: joined
     // callers' waitTimeouts start once it answers (see withTimeouts in timeouts.ts).
     notes.lookingUp ??= true
-    if (!store.clock.known()) return new RedisFlight(this, store, call, notes).run(undefined)
+    // A forced refresh skips the fresh copy: it takes the lock even from a fresh value.
+    if (!store.clock.known() || call.force) return new RedisFlight(this, store, call, notes).run(undefined)
     const outer = this // methods, not arrow properties: tsx names each arrow property it creates, per call
     return new Promise<Resolution>((resolve, reject) =>
       store.readFresh({
@@ -88,7 +89,9 @@ class RedisFlight {
   private readonly keys: EntryKeys
   /** Set after the fresh read: a hit needs none. */
   private owner = ''
-  private mode: LookupMode = 'read'
+  private mode: LookupMode
+  /** A forced refresh that found the lock held: the version then stored, which that load's commit replaces. */
+  private versionWhenHeld: string | undefined
   /** Past this point a RedisUnavailableError is the loader's own. */
   private handedOff = false
   /** A lookup of `owner` got no answer: it may take the lock yet. Undone once the flight is done with `owner`. */
@@ -109,6 +112,7 @@ class RedisFlight {
     this.core = parts.core
     this.keys = entryKeys(this.core.settings.namespace, call.key)
     this.committing = this.core.committing.has(call.key)
+    this.mode = call.force ? 'refresh' : 'read'
     this.failoverDeadline = performance.now() + call.policy.waitTimeout
   }
 
@@ -179,6 +183,13 @@ class RedisFlight {
     const entry = this.core.entries.decode(call.key, found)
     notes.fallback = entry ?? this.core.entries.unlessDeleted(call.key, notes.fallback, found.fence)
     if (found.lock !== 'held') this.wait?.endedByLookup(found.lock)
+    if (
+      this.versionWhenHeld !== undefined &&
+      entry &&
+      found.state === 'fresh' &&
+      entry.version !== this.versionWhenHeld
+    )
+      return this.reloadedMeanwhile(found, entry)
     switch (found.lock) {
       case 'none':
         return this.fresh(entry)
@@ -203,6 +214,22 @@ class RedisFlight {
     return undefined
   }
 
+  /**
+   * A forced refresh waited on another load, whose commit landed before its re-check could
+   * see the lock: that value is the refresh it asked for. A lock the re-check took is given
+   * back ('r|': anyone waiting on it re-checks and finds the value).
+   */
+  private async reloadedMeanwhile(found: Lookup, entry: Entry): Promise<Resolution> {
+    if (found.lock === 'won') {
+      this.won = true
+      await this.store.release(this.keys, `${this.owner}:${found.lockArg}`, 'r|').catch(() => {})
+    }
+    this.wait?.release()
+    this.parts.answers.hit(this.call, entry)
+    this.core.events.emit('coalesced', { key: this.call.key, from: 'remote' })
+    return { value: entry.value, outcome: 'coalesced', shareable: true }
+  }
+
   private backoff(entry: Entry | undefined, found: Lookup): Step {
     if (!entry) return () => this.parts.leader.loadUncached(this.call)
     entry.backoffUntil = performance.now() + Number(found.lockArg)
@@ -217,7 +244,7 @@ class RedisFlight {
     this.parts.leader.checkReplicated(call.key, found)
     const lockValue = `${this.owner}:${found.lockArg}`
     const lock = { keys: this.keys, token: found.lockArg, lockValue, lockedAt: found.sentAt, serverAt: found.serverNow }
-    const stale = this.parts.answers.graceCopy(entry, found, this.notes)
+    const stale = call.force ? undefined : this.parts.answers.graceCopy(entry, found, this.notes) // forced: the caller wants the new value
     if (stale) return this.refreshInGrace(lock, stale)
     core.events.emit('miss', { key: call.key })
     this.handedOff = true
@@ -242,7 +269,8 @@ class RedisFlight {
   private async lockHeld(found: Lookup, entry: Entry | undefined): Promise<Step> {
     const { call, core } = this
     const pttl = Number(found.lockArg)
-    const stale = this.parts.answers.graceCopy(entry, found, this.notes)
+    if (call.force) this.versionWhenHeld ??= entry?.version ?? ''
+    const stale = call.force ? undefined : this.parts.answers.graceCopy(entry, found, this.notes)
     if (stale) {
       this.wait?.ended('value')
       core.remember(call, stale)

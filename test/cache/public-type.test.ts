@@ -61,11 +61,14 @@ describe('the emitted Cache type', () => {
         'deleteByTag',
         'deleteByTags',
         'getOrLoad',
+        'get',
         'getOrLoadResult',
+        'has',
         'on',
         'ready',
         'set',
         'stats',
+        'wrap',
       ].sort(),
     )
   }, 60_000)
