@@ -190,9 +190,10 @@ export interface CacheOptions extends PolicyOptions {
   redisCommands?: RedisCommandOptions
   /**
    * Largest encoded value stored, in bytes (UTF-8). A larger one is returned to its callers,
-   * not stored, with an `uncacheable` event; `set()` rejects it. Default `4 MiB`
-   * (4_194_304): well under Redis's 32 MB pub/sub output-buffer limit, which a commit
-   * message carrying the value must pass to reach waiting processes.
+   * not stored, with an `uncacheable` event; `set()` rejects it. Default `32 MiB`
+   * (33_554_432). A value above 64 KiB never travels through pub/sub (its commit message is a
+   * notice, and each waiting process reads it once), so pub/sub's output-buffer limit does not
+   * bind it; what does is the memory of Redis and of each process that holds it.
    */
   maxValueBytes?: number
   /**

@@ -26,7 +26,7 @@ describe.skipIf(!redisAvailable)('large values by notice', () => {
       bytes.map(async (_, i) => {
         const subscriber: Redis = suite.client()
         subscriber.on('messageBuffer', (_channel: Buffer, message: Buffer) => {
-          bytes[i] += message.length
+          bytes[i] = (bytes[i] ?? 0) + message.length
           messages.push(message)
         })
         await subscriber.subscribe(channel)
