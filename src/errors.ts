@@ -62,13 +62,13 @@ export class LoaderTimeoutError extends StampedeGuardError {
 export class LockWaitTimeoutError extends StampedeGuardError {
   readonly key: string
   readonly timeoutMs: number
-  /** `maxWaits`: did not wait at all, since that many cross-process waits were running. */
-  constructor(key: string, timeoutMs: number, maxWaits?: number) {
+  /** `maxPendingWaits`: did not wait at all, since that many cross-process waits were running. */
+  constructor(key: string, timeoutMs: number, maxPendingWaits?: number) {
     super(
       'ERR_SG_LOCK_WAIT_TIMEOUT',
-      maxWaits === undefined
+      maxPendingWaits === undefined
         ? `gave up waiting ${timeoutMs} ms for another process to load "${key}"`
-        : `did not wait for another process to load "${key}": ${maxWaits} cross-process waits (maxWaits) were running`,
+        : `did not wait for another process to load "${key}": ${maxPendingWaits} cross-process waits (maxPendingWaits) were running`,
     )
     this.key = key
     this.timeoutMs = timeoutMs

@@ -28,10 +28,12 @@ export interface CacheEvents {
   /** That wait ended, `durationMs` after its `wait` event. */
   waited: { key: string; durationMs: number; outcome: WaitOutcome }
   /**
-   * Another process holds the lock, but this one did not wait: `maxWaits` cross-process
-   * waits were running (`waits`). `onWaitTimeout` applied at once, as after a `waitTimeout`.
+   * Another process holds the lock, and a budget was full (`waits` of it were running).
+   * `polled: true`: past `maxWaits`, this wait does not subscribe and is answered by the
+   * shared poll. `polled: false`: past `maxPendingWaits`, it did not wait at all (a stale
+   * value, else `LockWaitTimeoutError`; never its own loader).
    */
-  'wait-capped': { key: string; waits: number }
+  'wait-capped': { key: string; waits: number; polled: boolean }
   /**
    * Work was shared instead of repeated: a caller joined a flight already running in this
    * process for its key (`from: 'process'`, once per joining caller, whatever that flight

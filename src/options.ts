@@ -60,7 +60,8 @@ export interface PolicyOptions {
   /**
    * What a waiter does after `waitTimeout` with no stale value: `'load'` runs its own
    * loader (its result is still stored, fenced), `'throw'` rejects with
-   * `LockWaitTimeoutError`. Default `'load'`.
+   * `LockWaitTimeoutError`. Default `'load'`. It never applies because of a budget: see
+   * `maxWaits` and `maxPendingWaits`.
    */
   onWaitTimeout?: 'load' | 'throw'
   /** See {@link EarlyRefresh}. Default `false`. */
@@ -198,9 +199,10 @@ export interface CacheOptions extends PolicyOptions {
   redisCommands?: RedisCommandOptions
   /**
    * Largest encoded value stored, in bytes (UTF-8). A larger one is returned to its callers,
-   * not stored, with an `uncacheable` event; `set()` rejects it. Default `4 MiB`
-   * (4_194_304): well under Redis's 32 MB pub/sub output-buffer limit, which a commit
-   * message carrying the value must pass to reach waiting processes.
+   * not stored, with an `uncacheable` event; `set()` rejects it. Default `32 MiB`
+   * (33_554_432). A value above 64 KiB never travels through pub/sub (its commit message is a
+   * notice, and each waiting process reads it once), so pub/sub's output-buffer limit does not
+   * bind it; what does is the memory of Redis and of each process that holds it.
    */
   maxValueBytes?: number
   /**
@@ -210,14 +212,21 @@ export interface CacheOptions extends PolicyOptions {
    */
   maxBackgroundRefreshes?: number
   /**
-   * Most cross-process waits one cache runs at once: keys whose lock another process holds
-   * and that this one waits on (each holds one subscription and a place in the poll
-   * scheduler; a process in grace watching another's reload counts too). Past it a call does
-   * not wait: `onWaitTimeout` applies at once (a stale value if it has one, else `'load'`
-   * runs its own loader with a fenced token, or `'throw'` rejects with
-   * `LockWaitTimeoutError`), and a `wait-capped` event is emitted. Default `1000`.
+   * Most cross-process waits one cache keeps subscribed at once: keys whose lock another
+   * process holds and that this one waits on (each holds one subscription and a place in the
+   * poll scheduler; a process in grace watching another's reload counts too). Past it a wait
+   * still waits, but does not subscribe: it is answered by the shared poll alone (within
+   * `lock.maxPollRate`, backed off 50 ms → 250 ms), and a `wait-capped` event is emitted. A
+   * budget never makes a caller run its own loader. Default `1000`.
    */
   maxWaits?: number
+  /**
+   * Hard ceiling on the cross-process waits of one cache, subscribed or polled (each costs
+   * memory while it waits). Past it a call does not wait: it is served a stale value if it has
+   * one, else rejects with `LockWaitTimeoutError` (never its own loader, whatever
+   * `onWaitTimeout` says: loading there would send the burst to the database). Default `100000`.
+   */
+  maxPendingWaits?: number
   /**
    * Each stored ttl is shortened by a random fraction up to this, so keys loaded together
    * do not all expire (and refresh) together. `0` turns it off. Default `0.05` (up to 5%).

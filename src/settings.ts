@@ -47,6 +47,7 @@ export interface Settings {
   maxValueBytes: number
   maxBackgroundRefreshes: number
   maxWaits: number
+  maxPendingWaits: number
   ttlJitter: number
   breaker: { threshold: number; openFor: number }
   codec: Codec
@@ -85,6 +86,7 @@ const CACHE_KEYS = new Set<string>([
   'maxValueBytes',
   'maxBackgroundRefreshes',
   'maxWaits',
+  'maxPendingWaits',
   'ttlJitter',
   'maxKeysPerTag',
   'tagClockSkew',
@@ -95,6 +97,10 @@ const L1_KEYS = new Set(['max', 'maxBytes', 'maxTtl'])
 const DEFAULT_L1_MAX_TTL_MS = 60_000
 /** Default of `maxWaits`. */
 export const DEFAULT_MAX_WAITS = 1_000
+/** Default of `maxValueBytes`: 32 MiB. */
+export const DEFAULT_MAX_VALUE_BYTES = 32 * 1024 * 1024
+/** Default of `maxPendingWaits`. */
+export const DEFAULT_MAX_PENDING_WAITS = 100_000
 /** Default of `l1.maxBytes`. */
 export const DEFAULT_L1_MAX_BYTES = 64 * 1024 * 1024
 const LOCK_KEYS = new Set(['lease', 'maxHold', 'pollInterval', 'maxPollInterval', 'maxPollRate', 'waitForReplicas'])
@@ -233,9 +239,10 @@ export function resolveSettings(options: CacheOptions): Settings {
       maxInFlight: positiveInteger('redisCommands.maxInFlight', commands.maxInFlight ?? 256),
       maxQueued: positiveInteger('redisCommands.maxQueued', commands.maxQueued ?? 50_000),
     },
-    maxValueBytes: positiveInteger('maxValueBytes', options.maxValueBytes ?? 4 * 1024 * 1024),
+    maxValueBytes: positiveInteger('maxValueBytes', options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES),
     maxBackgroundRefreshes: positiveInteger('maxBackgroundRefreshes', options.maxBackgroundRefreshes ?? 64),
     maxWaits: positiveInteger('maxWaits', options.maxWaits ?? DEFAULT_MAX_WAITS),
+    maxPendingWaits: positiveInteger('maxPendingWaits', options.maxPendingWaits ?? DEFAULT_MAX_PENDING_WAITS),
     ttlJitter,
     breaker: {
       threshold: positiveInteger('circuitBreaker.threshold', breaker.threshold ?? 3),

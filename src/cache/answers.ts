@@ -129,17 +129,15 @@ export class Answers {
   }
 
   /**
-   * After waitTimeout, or at once past `maxWaits` (`capped`): stale if we can, a
-   * LockWaitTimeoutError if asked, else undefined (load it ourselves).
+   * After waitTimeout: stale if we can, a LockWaitTimeoutError if asked, else undefined (load
+   * it ourselves). At once past `maxPendingWaits` (`capped`): stale, else LockWaitTimeoutError,
+   * never a load of our own: a budget that sends its overflow to the loader is a stampede.
    */
   waitTimedOut(call: Call, fallback: Entry | undefined, capped = false): Resolution | undefined {
     if (!capped) this.core.events.emit('timeout', { key: call.key, kind: 'wait' })
     if (fallbackValid(fallback, performance.now())) return this.core.stale(call.key, fallback, 'wait-timeout')
-    if (call.policy.onWaitTimeout === 'throw') {
-      throw capped
-        ? new LockWaitTimeoutError(call.key, 0, this.core.settings.maxWaits)
-        : new LockWaitTimeoutError(call.key, call.policy.waitTimeout)
-    }
+    if (capped) throw new LockWaitTimeoutError(call.key, 0, this.core.settings.maxPendingWaits)
+    if (call.policy.onWaitTimeout === 'throw') throw new LockWaitTimeoutError(call.key, call.policy.waitTimeout)
     return undefined
   }
 }

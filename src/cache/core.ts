@@ -68,8 +68,10 @@ export class CacheCore {
   readonly notifier: Notifier | undefined
   /** Every cross-process wait's safety-net poll, on one timeline and one rate budget (`lock.maxPollRate`). */
   readonly polls: PollScheduler | undefined
-  /** Cross-process waits running now (waits on another's load, and watchReload), capped by `maxWaits`. */
+  /** Cross-process waits running now (waits on another's load, and watchReload), capped by `maxPendingWaits`. */
   waitsOpen = 0
+  /** Of those, the ones subscribed to their key's channel, capped by `maxWaits` (the rest are answered by the poll). */
+  waitsSubscribed = 0
   readonly probe: ServerProbe | undefined
   /** The tag scripts (docs/tags.md); with Redis only. */
   readonly tagStore: TagStore | undefined
@@ -204,6 +206,11 @@ export class CacheCore {
     if (rule.kind === 'threshold') return remaining <= entry.ttlMs * (1 - rule.fraction)
     // XFetch: refresh when now − δ·β·ln(rand) ≥ expiry.
     return -entry.loadMs * rule.beta * Math.log(Math.random()) >= remaining
+  }
+
+  /** A subscribed wait may start: below `maxWaits` subscribed, and below `maxPendingWaits` in all. */
+  subscribedWaitFree(): boolean {
+    return this.waitsSubscribed < this.settings.maxWaits && this.waitsOpen < this.settings.maxPendingWaits
   }
 
   holdRefresh(key: string, until: number): void {

@@ -127,13 +127,15 @@ export class Refresher {
     const until = performance.now() + waitMs
     core.holdRefresh(call.key, until)
     // Past maxWaits only the hold stands: the next call after it re-checks Redis.
-    if (core.watching.has(call.key) || !core.notifier || core.closed || core.waitsOpen >= core.settings.maxWaits) return
+    if (core.watching.has(call.key) || !core.notifier || core.closed || !core.subscribedWaitFree()) return
     const watch = { forgotten: false } // set by a delete() or set() meanwhile: then adopt nothing
     core.watching.set(call.key, watch)
     core.waitsOpen++
+    core.waitsSubscribed++
     core.track(
       this.adoptReload(call, keys, current, until, watch).finally(() => {
         core.waitsOpen--
+        core.waitsSubscribed--
         core.watching.delete(call.key)
         if (core.refreshHolds.get(call.key) === until) core.refreshHolds.delete(call.key)
       }),

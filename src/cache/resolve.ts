@@ -289,11 +289,14 @@ class RedisFlight {
   /** Subscribes first, then re-checks (undefined), so the leader's commit message cannot fall between the two. */
   private async startWait(): Promise<Step> {
     const { core, call } = this
-    if (core.waitsOpen >= core.settings.maxWaits) {
-      core.events.emit('wait-capped', { key: call.key, waits: core.waitsOpen })
+    if (core.waitsOpen >= core.settings.maxPendingWaits) {
+      core.events.emit('wait-capped', { key: call.key, waits: core.waitsOpen, polled: false })
       return this.giveUp(true)
     }
-    this.wait = new Wait(core, call.key)
+    // Past maxWaits the wait still waits, on the shared budgeted poll alone (no subscription).
+    const subscribed = core.subscribedWaitFree()
+    if (!subscribed) core.events.emit('wait-capped', { key: call.key, waits: core.waitsSubscribed, polled: true })
+    this.wait = new Wait(core, call.key, subscribed)
     await this.wait.subscribe(this.keys, this.failoverDeadline, call.policy.waitTimeout)
     return undefined
   }
@@ -308,7 +311,7 @@ class RedisFlight {
     return answer // undefined: no news, or the lock was released without a value
   }
 
-  /** Not waiting (the wait ran out, or was not allowed: `capped`): stale if we can, else onWaitTimeout. */
+  /** Not waiting (the wait ran out, or was not allowed past maxPendingWaits: `capped`): stale, else onWaitTimeout or (capped) LockWaitTimeoutError. */
   private async giveUp(capped: boolean): Promise<Resolution> {
     const { call, core, notes, keys } = this
     this.wait?.release()

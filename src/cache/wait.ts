@@ -1,7 +1,7 @@
 import type { WaitOutcome } from '../events.js'
 import type { EntryKeys } from './redis/keys.js'
 import type { Subscription } from '../redis/notifier.js'
-import type { PollWait } from '../redis/poll-scheduler.js'
+import { POLL_ONLY_MAX_MS, type PollWait } from '../redis/poll-scheduler.js'
 import type { Lookup } from './redis/store.js'
 import { messageKind } from './call.js'
 import type { CacheCore } from './core.js'
@@ -19,9 +19,11 @@ const ENDED_BY_LOOKUP: Record<Exclude<Lookup['lock'], 'held'>, WaitOutcome> = {
 const ENDED_BY_MESSAGE: Record<string, WaitOutcome> = { c: 'value', n: 'value', e: 'error', u: 'released' }
 
 /**
- * One flight's wait on another process's load of its key: one of the `maxWaits`, the
- * subscription to the key's channel, and the place in the poll scheduler, from the `wait`
- * event to the `waited` one. `release()` gives the three back as soon as the wait is over
+ * One flight's wait on another process's load of its key: one of the `maxPendingWaits`, the
+ * subscription to the key's channel (and one of the `maxWaits`) unless past that budget,
+ * and the place in the poll scheduler, from the `wait` event to the `waited` one. An
+ * unsubscribed wait has no message to wake it: the shared poll answers it, on a backoff
+ * capped at POLL_ONLY_MAX_MS, within the scheduler's `maxPollRate`. `release()` gives the three back as soon as the wait is over
  * (the lock came free, the wait ran out, a message answered), not after a load that follows
  * it: else loads after waits would count as waits and cap the waits of other keys.
  */
@@ -36,31 +38,42 @@ export class Wait {
   /** `performance.now()` when the wait runs out: 0 until subscribed. */
   deadline = 0
 
-  /** Takes one of the `maxWaits` (the caller checked there is one) and emits `wait`. */
-  constructor(core: CacheCore, key: string) {
+  /**
+   * Takes one of the `maxPendingWaits` and, when `subscribed`, one of the `maxWaits` (the
+   * caller checked they are free), and emits `wait`.
+   */
+  constructor(
+    core: CacheCore,
+    key: string,
+    private readonly subscribed: boolean,
+  ) {
     this.core = core
     this.key = key
     core.waitsOpen++
+    if (subscribed) core.waitsSubscribed++
     core.events.emit('wait', { key })
     this.since = performance.now()
   }
 
   /**
-   * Subscribes to the key's channel (through a failover, until `failoverDeadline`), then
-   * enrols in the poll scheduler until `waitTimeout` from now. The flight re-checks Redis
-   * after this, so a commit message cannot fall between its check and the subscription.
+   * Subscribes to the key's channel when `subscribed` (through a failover, until
+   * `failoverDeadline`), then enrols in the poll scheduler until `waitTimeout` from now. The
+   * flight re-checks Redis after this, so a commit message cannot fall between its check and
+   * the subscription.
    */
   async subscribe(keys: EntryKeys, failoverDeadline: number, waitTimeout: number): Promise<void> {
     const { store, notifier, polls, settings } = this.core
     const { pollInterval, maxPollInterval } = settings.lock
-    this.subscription = await store!.throughFailover(
-      () => notifier!.subscribe(keys.channel),
-      failoverDeadline,
-      pollInterval,
-      { key: keys.entry, patient: true },
-    )
+    if (this.subscribed)
+      this.subscription = await store!.throughFailover(
+        () => notifier!.subscribe(keys.channel),
+        failoverDeadline,
+        pollInterval,
+        { key: keys.entry, patient: true },
+      )
     this.deadline = performance.now() + waitTimeout
-    this.poll = polls!.enrol(keys.lock, this.deadline, { firstMs: pollInterval, maxMs: maxPollInterval })
+    const maxMs = this.subscribed ? maxPollInterval : Math.min(maxPollInterval, POLL_ONLY_MAX_MS)
+    this.poll = polls!.enrol(keys.lock, this.deadline, { firstMs: Math.min(pollInterval, maxMs), maxMs })
   }
 
   /** The wait ran out. */
@@ -70,16 +83,19 @@ export class Wait {
 
   /** Until the leader's message, a poll finding the lock gone (or failing), or the deadline (undefined then). */
   pause(lockPttl: number): Promise<Buffer | undefined> {
-    return this.poll!.pause(this.subscription!, lockPttl)
+    return this.poll!.pause(this.subscription, lockPttl)
   }
 
-  /** Gives back the poll slot, the subscription and the `maxWaits` slot; idempotent. */
+  /** Gives back the poll slot, the subscription and the budgets' slots; idempotent. */
   release(): void {
     this.poll?.end()
     this.poll = undefined
     this.subscription?.release()
     this.subscription = undefined
-    if (!this.released) this.core.waitsOpen--
+    if (!this.released) {
+      this.core.waitsOpen--
+      if (this.subscribed) this.core.waitsSubscribed--
+    }
     this.released = true
   }
 

@@ -59,7 +59,7 @@ export const CACHE_COUNTERS: CounterSpecs = {
     name: 'stampede_guard.cache.waits_capped',
     unit: '{call}',
     description:
-      "Calls that did not wait for another process's load because maxWaits waits were running (onWaitTimeout applied at once)",
+      "Waits on another process's load past a budget: past maxWaits answered by the shared poll (no subscription), past maxPendingWaits not waited (stale or LockWaitTimeoutError)",
   },
   'fail-safe': {
     name: 'stampede_guard.cache.fail_safe',

@@ -9,6 +9,12 @@ import { batchesOf, repliesFor } from './batches.js'
  * less often rather than Redis more.
  */
 export const DEFAULT_MAX_POLL_RATE = 1_000
+/**
+ * The longest backoff of a wait that is not subscribed (past a budget of subscriptions): no
+ * message will wake it, so its poll is how it learns of a release, within about this long
+ * (the scheduler's rate budget still bounds what all such waits cost Redis).
+ */
+export const POLL_ONLY_MAX_MS = 250
 /** Most keys one poll-locks.lua call asks about. */
 const MAX_KEYS_PER_CALL = 100
 /** Most keys in poll calls not yet answered: a slow Redis is not sent more. */

@@ -1,5 +1,5 @@
 /**
- * Attacks on the cap of cross-process waits (`maxWaits`): a wait's place is given back
+ * Attacks on the ceiling of cross-process waits (`maxPendingWaits`): a wait's place is given back
  * when the wait ends, not when the flight does, so loads that follow a wait do not
  * count as waits and wrongly cap later ones.
  */
@@ -12,7 +12,7 @@ import { useRedisServer } from '../support/redis-suite.js'
 import { countScripts } from '../support/script-calls.js'
 import { gate, until } from '../support/timing.js'
 
-describe.skipIf(!redisAvailable)('attack: maxWaits counts waits, not the loads after them', () => {
+describe.skipIf(!redisAvailable)('attack: maxPendingWaits counts waits, not the loads after them', () => {
   const suite = useRedisServer()
 
   function cacheOn(options: Parameters<typeof createCache>[0] extends infer O ? Partial<O> : never): {
@@ -24,9 +24,9 @@ describe.skipIf(!redisAvailable)('attack: maxWaits counts waits, not the loads a
     return { cache, client }
   }
 
-  it('a flight that waited and then took the lock frees its place in maxWaits while its loader runs', async () => {
+  it('a flight that waited and then took the lock frees its place in maxPendingWaits while its loader runs', async () => {
     const holder = cacheOn({})
-    const waiter = cacheOn({ maxWaits: 1, onWaitTimeout: 'throw', waitTimeout: '20s', lock: { lease: '10s' } })
+    const waiter = cacheOn({ maxPendingWaits: 1, onWaitTimeout: 'throw', waitTimeout: '20s', lock: { lease: '10s' } })
     await Promise.all([holder.cache.ready(), waiter.cache.ready()])
     // A holder that died: its lock on "x" ends with its lease, and the waiter takes it over.
     await suite.admin().set(entryKeys('capped', 'x').lock, 'dead-owner:1', 'PX', 400)
@@ -55,7 +55,7 @@ describe.skipIf(!redisAvailable)('attack: maxWaits counts waits, not the loads a
     await until(() => yDecided, 'the waiter to wait on y (or be refused)')
     holderLoad.open()
     expect(await y1).toBe('y-from-holder')
-    // Before: LockWaitTimeoutError "1 cross-process waits (maxWaits) were running" (the load of x).
+    // Before: LockWaitTimeoutError "1 cross-process waits (maxPendingWaits) were running" (the load of x).
     expect(await y2).toBe('y-from-holder')
     slowLoad.open()
     expect(await x).toBe('x-from-waiter')

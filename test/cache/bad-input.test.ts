@@ -12,7 +12,7 @@ import {
 import { decodeFailure, describeFailure, encodeFailure, MAX_ERROR_MESSAGE_LENGTH } from '../../src/loader-error.js'
 import { useCacheSuite } from '../support/cache-suite.js'
 import { redisAvailable } from '../support/redis.js'
-import { until } from '../support/timing.js'
+import { gate, until } from '../support/timing.js'
 
 /** Input a caller or a loader can get wrong, against a real Redis shared by two caches (two "processes"). */
 describe.skipIf(!redisAvailable)('bad input', () => {
@@ -97,10 +97,10 @@ describe.skipIf(!redisAvailable)('bad input', () => {
   })
 
   describe('values above maxValueBytes', () => {
-    it('by default, a value over 4 MiB goes to its callers, is not stored, and waiters elsewhere load their own', async () => {
+    it('by default, a value over 32 MiB goes to its callers, is not stored, and waiters elsewhere load their own', async () => {
       const a = cache()
       const b = cache()
-      const big = 'x'.repeat(5 * 1024 * 1024)
+      const big = 'x'.repeat(33 * 1024 * 1024)
       const events: unknown[] = []
       a.on('uncacheable', ({ error }) => events.push(error))
       expect(await a.getOrLoad('big', async () => big)).toBe(big)
@@ -109,6 +109,22 @@ describe.skipIf(!redisAvailable)('bad input', () => {
       expect(await admin.hexists('sg:{k:big}', 'd')).toBe(0)
       expect(await admin.exists('sg:{k:big}:lock')).toBe(0)
       expect(await b.getOrLoad('big', async () => 'b loaded its own')).toBe('b loaded its own')
+    })
+
+    it('by default, a 4 MiB value is stored, and 10 waiters on another cache (its own connection) get it from one load', async () => {
+      const a = cache()
+      const b = cache()
+      const big = 'x'.repeat(4 * 1024 * 1024)
+      let loads = 0
+      const release = gate()
+      const led = a.getOrLoad('four', async () => (loads++, await release.promise, big))
+      await until(async () => (await admin.exists('sg:{k:four}:lock')) === 1, 'the lock on four')
+      const waiting = Array.from({ length: 10 }, () => b.getOrLoad('four', async () => (loads++, 'b loaded')))
+      release.open()
+      expect(await led).toBe(big)
+      expect((await Promise.all(waiting)).every((value) => value === big)).toBe(true)
+      expect(loads).toBe(1)
+      expect(await admin.hexists('sg:{k:four}', 'd')).toBe(1)
     })
 
     it('counts UTF-8 bytes, not characters, and set() rejects such a value', async () => {

@@ -1,6 +1,6 @@
 /**
  * The counters of two budget and invalidation events, on real redis-servers and a real
- * MeterProvider: `wait-capped` (a call past `maxWaits` that did not wait for a lock held
+ * MeterProvider: `wait-capped` (a call past `maxPendingWaits` that did not wait for a lock held
  * by another process, a child process here) and `tag-invalidated` (a deleteByTag, counted
  * by the cache that ran it as `process` and by the one that heard it as `remote`).
  */
@@ -45,20 +45,20 @@ describe.skipIf(!redisAvailable)('wait-capped and tag-invalidated as metrics', (
     return cache
   }
 
-  it('counts a call past maxWaits once, under its key label, and not as a wait or a timeout', async () => {
+  it('counts a call past maxPendingWaits once, under its key label, and not as a wait or a timeout', async () => {
     metrics = metricsHarness()
     holder = await forkWorker(HOLDER, {
       env: { REDIS_URL: suite.server().url, CACHE_OPTIONS: JSON.stringify({ lock: { lease: 10_000 } }) },
     })
     expect(await holder.request<number>({ op: 'hold', keys: ['cold:a', 'cold:b'] }, 30_000)).toBe(2)
     const cache = await instrumented(
-      { maxWaits: 1, onWaitTimeout: 'throw', waitTimeout: '30s' },
+      { maxPendingWaits: 1, waitTimeout: '30s' },
       { keyLabel: (key) => key.split(':')[0] },
     )
 
     const waiting = cache.getOrLoad('cold:a', async () => 'not me')
     await until(() => cache.stats().wait === 1, 'the first call to wait for the holder')
-    // The one wait maxWaits allows is running: the second key's call answers at once.
+    // The one wait maxPendingWaits allows is running: the second key's call is refused at once (never loaded).
     await expect(cache.getOrLoad('cold:b', async () => 'not me either')).rejects.toThrow(LockWaitTimeoutError)
 
     const m = await metrics.collect()

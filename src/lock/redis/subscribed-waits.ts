@@ -1,4 +1,4 @@
-import type { PollBackoff } from '../../redis/poll-scheduler.js'
+import { POLL_ONLY_MAX_MS, type PollBackoff } from '../../redis/poll-scheduler.js'
 import { FIRST_POLL_MS, type Wakeup } from '../waiting.js'
 
 /** `redis.maxSubscribedWaits` when not given. */
@@ -9,7 +9,7 @@ export const DEFAULT_MAX_SUBSCRIBED_WAITS = 1_000
  * a release: a shorter cap than an unsubscribed wait's 1 s keeps it within about a quarter
  * second of the release, and the scheduler's `maxPollRate` still bounds what all of them cost.
  */
-export const POLL_ONLY: PollBackoff = { firstMs: FIRST_POLL_MS, maxMs: 250 }
+export const POLL_ONLY: PollBackoff = { firstMs: FIRST_POLL_MS, maxMs: POLL_ONLY_MAX_MS }
 
 /**
  * The budget of pub/sub subscriptions of one Redis lock backend's waits: a count of the waits
