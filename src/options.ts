@@ -1,4 +1,4 @@
-import type { Cluster, Redis } from 'ioredis'
+import type { RedisClientLike } from './redis-client.js'
 import type { Duration } from './duration.js'
 import type { Codec } from './entry.js'
 import type { ReplicaWaitOption } from './redis/replicas.js'
@@ -172,7 +172,7 @@ export interface RedisCommandOptions {
 
 export interface CacheOptions extends PolicyOptions {
   /** An ioredis client. Without it the cache runs in-process: L1 plus single-flight. The cache never closes it. */
-  redis?: Redis | Cluster
+  redis?: RedisClientLike
   /** Prefix of every Redis key and channel. Default `'sg'`. */
   namespace?: string
   /** L1 settings, or `false` to read Redis on every call. Default `{ max: 10_000, maxBytes: 64 MiB }`. */

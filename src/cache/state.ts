@@ -86,7 +86,7 @@ export abstract class CacheState {
     if (l1) this.memory = new MemoryTier(l1.max, l1.maxBytes, l1.maxTtl)
     this.tagIndex = new TagIndex(l1 ? l1.max : 0)
     if (options.redis) {
-      const client: Redis | Cluster = options.redis
+      const client = options.redis as Redis | Cluster
       if (typeof client.defineCommand !== 'function' || typeof client.duplicate !== 'function') {
         throw new InvalidArgumentError('redis', 'must be an ioredis Redis or Cluster client')
       }

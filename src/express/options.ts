@@ -1,4 +1,4 @@
-import type { Request } from 'express'
+import type { RequestLike as Request } from './http-types.js'
 import { parseDuration, type Duration } from '../duration.js'
 import { InvalidArgumentError } from '../errors.js'
 import { POLICY_OPTION_NAMES, type CallOptions, type PolicyOptions } from '../options.js'

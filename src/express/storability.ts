@@ -1,4 +1,4 @@
-import type { Request } from 'express'
+import type { RequestLike as Request } from './http-types.js'
 import { deltaSeconds, forbidsStale, parseCacheControl, responseLifetime } from './cache-control.js'
 import { headerOf, tokensOf, type HeaderList } from './headers.js'
 import { reducedAcceptEncoding } from './accept-encoding.js'

@@ -1,6 +1,4 @@
-import type { Namespace } from 'etcd3'
-import type { Cluster, Redis } from 'ioredis'
-import type { Client as ZooKeeperClient } from 'node-zookeeper-client'
+import type { RedisClientLike } from '../redis-client.js'
 import { parseDuration, type Duration } from '../duration.js'
 import { InvalidArgumentError } from '../errors.js'
 import type { LockBackend } from './backend.js'
@@ -8,7 +6,9 @@ import { orDefault } from './options.js'
 import { redisShortcut } from './redis/shortcut.js'
 import type { RedisLockOptions } from './redis/options.js'
 import { redlockShortcut, type RedlockOptions } from './redlock/shortcut.js'
+import type { EtcdClientLike } from './etcd/client-like.js'
 import { etcdShortcut } from './etcd/shortcut.js'
+import type { ZooKeeperClientLike } from './zookeeper/client-like.js'
 import { zookeeperShortcut } from './zookeeper/shortcut.js'
 import { postgresShortcut } from './postgres/shortcut.js'
 import type { PgPoolLike, PostgresLockOptions } from './postgres/options.js'
@@ -26,13 +26,13 @@ export interface BackendShortcuts {
    * waitForReplicas }`: the Redis backend (fenced tokens, pub/sub wake-up; sharded pub/sub
    * on a Redis ≥ 7 Cluster by default).
    */
-  redis?: Redis | Cluster | RedisLockOptions
+  redis?: RedisClientLike | RedisLockOptions
   /** Independent Redis masters (not replicas), or `{ nodes, nodeTimeout }`: the Redlock backend. No fencing token. */
-  redlock?: readonly Redis[] | RedlockOptions
+  redlock?: readonly RedisClientLike[] | RedlockOptions
   /** An etcd3 client (`new Etcd3({ hosts })`): the etcd backend (FIFO, token = create_revision, owner-checked writes as `resource`). */
-  etcd?: Namespace
+  etcd?: EtcdClientLike
   /** A connected node-zookeeper-client `Client`: the ZooKeeper backend (FIFO, token = the node's czxid). */
-  zookeeper?: ZooKeeperClient
+  zookeeper?: ZooKeeperClientLike
   /**
    * A `pg` Pool, or `{ pool, mode, keys, schema, fencing, timeout }`: PostgreSQL advisory
    * locks (transaction-scoped by default, `resource` = the transaction's client; token from

@@ -12,7 +12,7 @@ const SAFE_POLICIES = new Set(['noeviction'])
 export function parseShardedPubSub(
   argument: string,
   value: unknown,
-  client: Redis | Cluster | undefined,
+  client: { readonly isCluster: boolean } | undefined,
 ): boolean | 'auto' {
   const sharded = value ?? 'auto'
   if (typeof sharded !== 'boolean' && sharded !== 'auto')
