@@ -14,7 +14,7 @@ import type { ScriptedClient } from './scripts.js'
 /** Commands of a process that holds a lock: they skip ahead of queued lookups. */
 const LOCK_HOLDER_OPERATIONS = new Set(['extend', 'commit', 'release'])
 
-/** Cluster, or a client that finds its primary through Sentinel. */
+/** @internal Cluster, or a client that finds its primary through Sentinel. */
 export function canFailOver(client: Redis | Cluster): boolean {
   return client.isCluster === true || ((client.options as { sentinels?: unknown[] }).sentinels?.length ?? 0) > 0
 }
@@ -54,7 +54,9 @@ export class CommandChannel {
     this.budget.failQueued(lost)
   }
 
+  /** @internal */
   constructor(
+    /** @internal */
     readonly client: ScriptedClient,
     private readonly timeoutMs: number,
     private readonly breaker: CircuitBreaker,

@@ -32,7 +32,7 @@ export function keySlot(key: string): number {
 export class FailingClock {
   private readonly since = new Map<string, number>()
 
-  /** `keyPrefix`: ioredis prefixes keys before it hashes them. */
+  /** @internal `keyPrefix`: ioredis prefixes keys before it hashes them. */
   constructor(
     private readonly cluster: Cluster | undefined,
     private readonly keyPrefix: string,

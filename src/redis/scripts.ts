@@ -27,11 +27,13 @@ export type ScriptName = keyof typeof SCRIPTS
  * The client with `names` defined on it (and their `…Buffer` variants, whose replies are Buffers).
  * Each takes its KEYS then ARGV, as the .lua header lists them; a script with any number of
  * KEYS takes their count first.
+ * @internal
  */
 export type ClientWith<Name extends string> = (Redis | Cluster) & {
   [name in Name | `${Name}Buffer`]: (...args: (string | number | Buffer)[]) => Promise<unknown>
 }
 
+/** @internal */
 export type ScriptedClient = ClientWith<ScriptName>
 
 const sources = new Map<string, string>()
@@ -46,7 +48,7 @@ export function scriptSource(url: URL): string {
   )
 }
 
-/** Defines each script of `scripts` (files relative to `directory`) on `client`, once per client. */
+/** @internal Defines each script of `scripts` (files relative to `directory`) on `client`, once per client. */
 export function registerScripts<Name extends string>(
   client: Redis | Cluster,
   scripts: Readonly<Record<Name, ScriptFile>>,
@@ -66,6 +68,7 @@ export function registerScripts<Name extends string>(
   return client as ClientWith<Name>
 }
 
+/** @internal */
 export function defineScripts(client: Redis | Cluster): ScriptedClient {
   return registerScripts(client, SCRIPTS, new URL('./scripts/', import.meta.url))
 }
@@ -73,6 +76,7 @@ export function defineScripts(client: Redis | Cluster): ScriptedClient {
 /** The scripts the Redis lock backend shares with the cache: batched compare-and-PEXPIRE, batched poll, and release by owner. */
 export type SharedScriptName = 'stampedeGuardExtendMany' | 'stampedeGuardPollLocks' | 'stampedeGuardLockRelease'
 
+/** @internal */
 export function defineSharedScripts(client: Redis | Cluster): ClientWith<SharedScriptName> {
   const { stampedeGuardExtendMany, stampedeGuardPollLocks, stampedeGuardLockRelease } = SCRIPTS
   return registerScripts(

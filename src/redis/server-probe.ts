@@ -43,6 +43,7 @@ export class ServerProbe {
   private readonly known: Promise<boolean>
   private closed = false
 
+  /** @internal */
   constructor(
     private readonly client: Redis | Cluster,
     setting: boolean | 'auto',

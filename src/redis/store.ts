@@ -81,6 +81,7 @@ export class RedisStore {
   private readonly cluster: boolean
   private clockSync: Promise<void> | undefined
 
+  /** @internal */
   constructor(
     client: Redis | Cluster,
     private readonly timeoutMs: number,

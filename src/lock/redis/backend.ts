@@ -60,6 +60,7 @@ export class RedisLockBackend implements LockBackend {
   /** Cluster or Sentinel: an acquisition retries a failover's errors (see failover-retry.ts). */
   private readonly failsOver: boolean
 
+  /** @internal */
   constructor(
     client: Redis | Cluster,
     private readonly settings: StoreSettings,
