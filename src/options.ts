@@ -226,9 +226,11 @@ export interface CacheOptions extends PolicyOptions {
   ttlJitter?: number
   circuitBreaker?: CircuitBreakerOptions
   /**
-   * Encodes values for Redis. Default `jsonCodec`: `null` is a value; `undefined`, BigInt,
-   * cycles and anything JSON would change (NaN, Infinity, Date, Map, Set, class instances,
-   * functions) are not stored. `superjsonCodec(superjson)` stores most of those.
+   * Encodes values for Redis. Default `jsonCodec`: JSON that also keeps `Date`, `BigInt`,
+   * `Map`, `Set`, `NaN`, `±Infinity` and `undefined` in arrays; `null` is a value. Refused
+   * (returned to the caller, not stored, an `uncacheable` event and one process warning per
+   * reason): class instances, typed arrays, `RegExp`, functions, cycles, and a top-level
+   * `undefined`. `superjsonCodec(superjson)` stores more. See docs/codecs.md.
    */
   codec?: Codec
   /** Longest accepted key, in UTF-16 code units. Default `1024`. */

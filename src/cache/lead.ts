@@ -3,6 +3,7 @@ import { entryFrom, fallbackValid, type Entry } from '../entry.js'
 import { encodeFailure } from '../loader-error.js'
 import { LoaderTimeoutError } from '../errors.js'
 import { LOAD_SCOPE } from '../observability/load-scope.js'
+import { warnUncacheableOnce } from '../refusal-warnings.js'
 import { entryKeys } from '../redis/keys.js'
 import { Lease } from '../redis/lease.js'
 import type { Lookup } from '../redis/store.js'
@@ -77,6 +78,7 @@ export abstract class LoadLeader extends CacheState {
         data = this.encode(key, value)
       } catch (error) {
         this.events.emit('uncacheable', { key, reason: (error as Error).message, error })
+        warnUncacheableOnce(this, key, error)
       }
     }
     if (data === undefined) {
