@@ -158,29 +158,39 @@ function refusal(error: unknown): unknown {
 /** The inverse of encodeTaggedJson. Throws on malformed data. */
 export function decodeTaggedJson(text: string): unknown {
   if (text.charCodeAt(0) !== TAGGED_CODE) return JSON.parse(text)
-  return JSON.parse(text.slice(1), revive)
+  return restore(JSON.parse(text.slice(1)))
 }
 
-function revive(_key: string, value: unknown): unknown {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return value
-  const names = Object.keys(value)
-  const first = names[0]
-  if (
-    names.length === 1 &&
-    first !== undefined &&
-    first.charCodeAt(0) === TAGGED_CODE &&
-    first.charCodeAt(1) !== TAGGED_CODE
-  )
-    return untag(first, (value as Record<string, unknown>)[first])
-  if (!names.some((name) => name.charCodeAt(0) === TAGGED_CODE)) return value
+/** Replaces tags by their values, inner ones first (a walk: faster than a JSON.parse reviver). */
+function restore(value: unknown): unknown {
+  if (typeof value !== 'object' || value === null) return value
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const item: unknown = value[i]
+      if (typeof item === 'object' && item !== null) value[i] = restore(item)
+    }
+    return value
+  }
+  const record = value as Record<string, unknown>
+  const names = Object.keys(record)
+  let escaped = false
+  for (const name of names) {
+    if (name.charCodeAt(0) === TAGGED_CODE) escaped = true
+    const item = record[name]
+    // An own "__proto__" from JSON.parse is a data property: assigning it sets that, not the prototype.
+    if (typeof item === 'object' && item !== null) record[name] = restore(item)
+  }
+  if (!escaped) return record
+  const first = names[0]!
+  if (names.length === 1 && first.charCodeAt(1) !== TAGGED_CODE) return untag(first, record[first])
   const unescaped: Record<string, unknown> = {}
   for (const name of names) {
-    const escaped = name.charCodeAt(0) === TAGGED_CODE
-    if (escaped && name.charCodeAt(1) !== TAGGED_CODE)
+    const isEscaped = name.charCodeAt(0) === TAGGED_CODE
+    if (isEscaped && name.charCodeAt(1) !== TAGGED_CODE)
       throw new MalformedTaggedJsonError(`tag ${JSON.stringify(name)} beside other keys`)
     // defineProperty: a "__proto__" key stays a key, as JSON.parse leaves it.
-    Object.defineProperty(unescaped, escaped ? name.slice(1) : name, {
-      value: (value as Record<string, unknown>)[name],
+    Object.defineProperty(unescaped, isEscaped ? name.slice(1) : name, {
+      value: record[name],
       enumerable: true,
       writable: true,
       configurable: true,
@@ -209,7 +219,6 @@ function untag(tag: string, body: unknown): unknown {
       if (body === 'NaN' || body === 'Infinity' || body === '-Infinity') return Number(body)
       break
     case '~u':
-      // The reviver's undefined leaves a hole, which reads back as undefined.
       if (body === 0) return undefined
       break
   }

@@ -16,6 +16,20 @@ import {
 import { linkedSignal } from './linked-signal.js'
 import { resolveBackend, SHORTCUT_OPTIONS, type BackendShortcuts, type StoreOptions } from './resolve-backend.js'
 import { runOnce, type RunOnceContext, type RunOnceOptions, type RunOnceResult } from './run-once.js'
+import type {
+  BackendLocksOptions,
+  EtcdFencedWrites,
+  EtcdLocksOptions,
+  MysqlLocksOptions,
+  PoolClientOf,
+  PostgresLocksOptions,
+  PostgresSessionLocksOptions,
+  RedisLocksOptions,
+  RedlockLocksOptions,
+  ZooKeeperFencedWrites,
+  ZooKeeperLocksOptions,
+} from './inferred-resource.js'
+import type { PgPoolLike } from './postgres/options.js'
 
 const CREATE_KEYS = new Set([
   'backend',
@@ -265,8 +279,19 @@ export class Locks<Resource = void> implements LockEventSource {
 
 /**
  * Distributed locks: `createLocks({ redis })`, `createLocks({ redlock: [r1, …, r5] })`,
- * or `createLocks({ backend })` with any `LockBackend`.
+ * `createLocks({ postgres: pool })`, …, or `createLocks({ backend })` with any `LockBackend`.
+ * The type of `resource` follows from the backend option (see inferred-resource.ts):
+ * `createLocks({ postgres: pool })` with a `pg.Pool` gives `Locks<pg.PoolClient>`.
  */
+export function createLocks<Pool extends PgPoolLike>(options: PostgresLocksOptions<Pool>): Locks<PoolClientOf<Pool>>
+export function createLocks(options: PostgresSessionLocksOptions): Locks<undefined>
+export function createLocks(options: MysqlLocksOptions): Locks<undefined>
+export function createLocks(options: RedisLocksOptions | RedlockLocksOptions): Locks<void>
+export function createLocks(options: EtcdLocksOptions): Locks<EtcdFencedWrites>
+export function createLocks(options: ZooKeeperLocksOptions): Locks<ZooKeeperFencedWrites>
+export function createLocks<Resource>(options: BackendLocksOptions<Resource>): Locks<Resource>
+/** With the resource type given explicitly (`createLocks<MyResource>({ backend })`). */
+export function createLocks<Resource = void>(options: CreateLocksOptions<Resource>): Locks<Resource>
 export function createLocks<Resource = void>(options: CreateLocksOptions<Resource>): Locks<Resource> {
   if (options === null || typeof options !== 'object') throw new InvalidArgumentError('options', 'expected an object')
   for (const name of Object.keys(options)) {
