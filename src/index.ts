@@ -1,6 +1,7 @@
 export { Cache, createCache, type LoadOutcome, type LoadResult } from './cache.js'
 export type { Loader, LoaderContext } from './context.js'
 export type { Duration } from './duration.js'
+export type { RedisClientLike } from './redis-client.js'
 export { jsonCodec, superjsonCodec, type SuperJsonLike } from './codecs.js'
 export { BinaryValue, type Codec } from './entry.js'
 export {
@@ -20,16 +21,15 @@ export {
   StampedeGuardError,
 } from './errors.js'
 export type { CacheEventName, CacheEvents, CacheStats, StaleReason, WaitOutcome } from './events.js'
-export {
-  POLICY_OPTION_NAMES,
-  type CacheOptions,
-  type CallOptions,
-  type CircuitBreakerOptions,
-  type EarlyRefresh,
-  type L1Options,
-  type LockOptions,
-  type PolicyOptions,
-  type RedisCommandOptions,
+export type {
+  CacheOptions,
+  CallOptions,
+  CircuitBreakerOptions,
+  EarlyRefresh,
+  L1Options,
+  LockOptions,
+  PolicyOptions,
+  RedisCommandOptions,
 } from './options.js'
 export {
   createLocks,

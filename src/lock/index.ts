@@ -13,6 +13,8 @@ export { LeaseWatchdog, leaseMarginMs, type WatchdogOptions } from './watchdog.j
 export { WaitBudget, type Wakeup } from './waiting.js'
 export type { EtcdFencedWrites } from './etcd/held-lock.js'
 export type { ZooKeeperFencedWrites } from './zookeeper/held-lock.js'
+export type { EtcdClientLike, EtcdTxnLike } from './etcd/client-like.js'
+export type { ZooKeeperClientLike, ZooKeeperTransactionLike } from './zookeeper/client-like.js'
 export {
   FencingUnsupportedError,
   InvalidArgumentError,
