@@ -85,8 +85,8 @@ export function explainResults(
       const waited =
         p99 < context.dbLatencyMs
           ? `so no request waited on the database: p99 ${ms(p99)} ms, below one query's ${context.dbLatencyMs} ms`
-          : `yet p99 was ${ms(p99)} ms, above one query's ${context.dbLatencyMs} ms: some requests still waited (on a busy machine, ` +
-            `the processes themselves), against lock's p99 ${lock ? ms(lock.traffic.latencyMs.p99) : '?'} ms`
+          : `yet p99 was ${ms(p99)} ms, above one query's ${context.dbLatencyMs} ms: some requests still waited, ` +
+            `against lock's p99 ${lock ? ms(lock.traffic.latencyMs.p99) : '?'} ms`
       const extra =
         lock && full.dbQueries > lock.dbQueries
           ? ` ${int(full.dbQueries - lock.dbQueries)} more queries than lock: the price of refreshing early.`
