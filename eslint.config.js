@@ -21,4 +21,10 @@ export default tseslint.config(
       ],
     },
   },
+  {
+    // Plain Node scripts of the consumer check (scripts/consumer-check.sh), run as they are.
+    files: ['test/consumer/*.mjs', 'test/consumer/*.cjs'],
+    languageOptions: { globals: { console: 'readonly', process: 'readonly', require: 'readonly' } },
+  },
+  { files: ['test/consumer/*.cjs'], rules: { '@typescript-eslint/no-require-imports': 'off' } },
 )

@@ -16,7 +16,6 @@ import { PrometheusExporter } from '@opentelemetry/exporter-prometheus'
 import { MeterProvider } from '@opentelemetry/sdk-metrics'
 import express from 'express'
 import { Redis } from 'ioredis'
-import { describeCounts, scrapeCacheCounts } from '../load/metrics/cache-summary.js'
 import { createCache } from '../src/index.js' // in your project: from 'stampede-guard'
 import { cacheRoute } from '../src/express/index.js' // in your project: from 'stampede-guard/express'
 import { instrument } from '../src/observability/index.js' // in your project: from 'stampede-guard/otel'
@@ -64,15 +63,41 @@ if (args.serve) {
   await Promise.all(Array.from({ length: 20 }, () => get('/products/1'))) // 1 render; the others join it (coalesced)
   for (let i = 0; i < 10; i++) await get('/products/1') // 10 L1 hits
   await Promise.all(Array.from({ length: 5 }, () => get('/products/2'))) // 1 render, 4 coalesced
-  const counts = (await scrapeCacheCounts(`${base}/metrics`)).get('')
-  if (!counts) throw new Error('no stampede-guard metrics at /metrics')
-  console.log(`35 requests, ${renders} renders; GET /metrics → ${describeCounts(counts)}`)
+  const counts = countsFromScrape(await get('/metrics'))
+  // Served by the cache: every request that did not run the handler, coalesced ones included
+  // (they waited for the one render in flight instead of running their own).
+  const served = counts.l1Hits + counts.redisHits + counts.stale + counts.coalesced
+  const lookups = served + counts.misses
+  console.log(
+    `${lookups} requests, ${renders} renders; GET /metrics → ${served} served by the cache ` +
+      `(${((served / lookups) * 100).toFixed(1)} %: hits ${counts.l1Hits} L1 + ${counts.redisHits} Redis, ` +
+      `stale ${counts.stale}, coalesced ${counts.coalesced}), misses ${counts.misses}; loads ${counts.loads}`,
+  )
   server.close()
   await cache.close()
   await redis?.quit()
   await meterProvider.shutdown()
   // Each request is one lookup, counted once: a hit, a caller that joined the render in flight, or a miss.
-  const counted = counts.l1Hits + counts.redisHits + counts.stale + counts.coalesced + counts.misses
-  if (renders !== 2 || counts.misses !== 2 || counted !== 35)
-    throw new Error(`expected 2 renders, 2 misses and 35 lookups, got ${renders}, ${counts.misses} and ${counted}`)
+  if (renders !== 2 || counts.misses !== 2 || lookups !== 35)
+    throw new Error(`expected 2 renders, 2 misses and 35 lookups, got ${renders}, ${counts.misses} and ${lookups}`)
+}
+
+/** The cache's counters in one Prometheus scrape, summed over their other labels. */
+function countsFromScrape(text: string) {
+  const sum = (family: string, where: (labels: string) => boolean = () => true) => {
+    let total = 0
+    for (const line of text.split('\n')) {
+      const match = new RegExp(`^${family}(?:\\{(.*)\\})? ([0-9.e+-]+)$`).exec(line)
+      if (match && where(match[1] ?? '')) total += Number(match[2])
+    }
+    return total
+  }
+  return {
+    l1Hits: sum('stampede_guard_cache_hits_total', (labels) => labels.includes('stampede_guard_tier="l1"')),
+    redisHits: sum('stampede_guard_cache_hits_total', (labels) => !labels.includes('stampede_guard_tier="l1"')),
+    stale: sum('stampede_guard_cache_stale_total'),
+    coalesced: sum('stampede_guard_cache_coalesced_total'),
+    misses: sum('stampede_guard_cache_misses_total'),
+    loads: sum('stampede_guard_cache_loads_total'),
+  }
 }

@@ -1,14 +1,4 @@
-/**
- * The codecs that come with stampede-guard.
- *
- * JSON changes some values silently: `NaN` and `±Infinity` become `null`, a `Date` a
- * string, a `Map` or `Set` `{}`, a typed array an object of indices, a function or
- * `undefined` inside an array `null`, a class instance a plain object. The leader's
- * callers would get the original and every other caller the changed copy. So the default
- * {@link jsonCodec} refuses such values: it throws while encoding, and the cache reports
- * the value as `uncacheable` (with the reason and where it is) and returns it to its own
- * callers without storing it. {@link superjsonCodec} stores most of them faithfully.
- */
+import { decodeTaggedJson, encodeTaggedJson } from './tagged-json.js'
 
 /** Turns values into strings for Redis and back. Must throw on what it cannot encode. */
 export interface Codec {
@@ -16,57 +6,25 @@ export interface Codec {
   decode(text: string): unknown
 }
 
-/** Why JSON would not give `raw` back, or undefined when it would. `inArray`: `raw` is an array element. */
-function lossOf(raw: unknown, inArray: boolean): string | undefined {
-  switch (typeof raw) {
-    case 'number':
-      return Number.isFinite(raw) ? undefined : `${raw} would become null`
-    case 'function':
-    case 'symbol':
-      return `a ${typeof raw} would ${inArray ? 'become null' : 'vanish'}`
-    case 'undefined':
-      // A missing property reads back as undefined too; an array slot would read null.
-      return inArray ? 'undefined (or a hole) in an array would become null' : undefined
-    case 'object': {
-      if (raw === null) return undefined
-      if (Array.isArray(raw)) return undefined
-      const prototype = Object.getPrototypeOf(raw) as object | null
-      if (prototype !== Object.prototype && prototype !== null) {
-        const name = (prototype.constructor as { name?: string } | undefined)?.name || 'object'
-        return `a ${name} would become ${typeof (raw as { toJSON?: unknown }).toJSON === 'function' ? 'what its toJSON() returns' : 'a plain object'}`
-      }
-      if (typeof (raw as { toJSON?: unknown }).toJSON === 'function')
-        return 'an object with toJSON() would become what it returns'
-      return undefined
-    }
-    default:
-      return undefined // string, boolean; bigint makes JSON.stringify throw by itself
-  }
-}
-
 /**
- * JSON that refuses what it cannot give back unchanged (see above). Accepted as they are:
- * plain objects, arrays, strings, finite numbers, booleans, `null`; a property whose value
- * is `undefined` (dropped, and it reads back as `undefined`); `-0` (stored as `0`, which is
- * `=== -0`). Symbol-keyed properties are not stored. Decoding is plain `JSON.parse`.
+ * The default codec: JSON that also keeps `Date`, `BigInt`, `Map`, `Set`, `NaN`,
+ * `±Infinity` and `undefined` in arrays, and refuses what it cannot give back unchanged.
+ *
+ * - Plain JSON data is stored exactly as `JSON.stringify` writes it and read with a bare
+ *   `JSON.parse`. A value with one of the types above is stored as `~` and JSON with small
+ *   tags (`{"~d":1767323045678}` for a Date); see docs/codecs.md for the format.
+ * - Refused, because JSON would hand other processes a changed copy: class instances (a
+ *   `Point` would come back a plain object), typed arrays and Buffers, `RegExp`, objects
+ *   with their own `toJSON`, functions, symbols, cycles. Encoding throws; the cache returns
+ *   the value to its own callers without storing it, emits `uncacheable` (with the reason
+ *   and the key where it is) and, once per cache and reason, a process warning.
+ *   `superjsonCodec` (or a codec of your own) stores more.
+ * - Unchanged as JSON does it: `-0` is stored as `0` (which `=== -0`); a property whose
+ *   value is `undefined` is left out (it reads back as `undefined`); symbol keys are skipped.
  */
 export const jsonCodec: Codec = {
-  encode(value) {
-    const text = JSON.stringify(value, function (this: Record<string, unknown>, key, converted: unknown) {
-      // `this[key]` is the value before toJSON(); `converted` is what JSON will write.
-      const loss = lossOf(this[key], Array.isArray(this))
-      if (loss !== undefined)
-        throw new TypeError(
-          `JSON would change this value: ${loss}${key === '' ? '' : ` (at ${JSON.stringify(key)})`}; use superjsonCodec or your own codec to store it`,
-        )
-      return converted
-    })
-    if (text === undefined) throw new TypeError(`cannot encode ${typeof value} as JSON`)
-    return text
-  },
-  decode(text) {
-    return JSON.parse(text)
-  },
+  encode: encodeTaggedJson,
+  decode: decodeTaggedJson,
 }
 
 /** The part of the `superjson` package this codec uses. */

@@ -3,6 +3,7 @@ export type { LoadOutcome, LoadResult } from './cache/call.js'
 export type { WrapOptions, Wrapped } from './cache/wrap.js'
 export type { Loader, LoaderContext } from './context.js'
 export type { Duration } from './duration.js'
+export type { RedisClientLike } from './redis-client.js'
 export { jsonCodec, superjsonCodec, type Codec, type SuperJsonLike } from './codecs.js'
 export { BinaryValue } from './entry.js'
 export {

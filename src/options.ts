@@ -1,4 +1,4 @@
-import type { Cluster, Redis } from 'ioredis'
+import type { RedisClientLike } from './redis-client.js'
 import type { Duration } from './duration.js'
 import type { Codec } from './codecs.js'
 import type { ReplicaWaitOption } from './redis/replicas.js'
@@ -172,7 +172,7 @@ export interface RedisCommandOptions {
 
 export interface CacheOptions extends PolicyOptions {
   /** An ioredis client. Without it the cache runs in-process: L1 plus single-flight. The cache never closes it. */
-  redis?: Redis | Cluster
+  redis?: RedisClientLike
   /** Prefix of every Redis key and channel. Default `'sg'`. */
   namespace?: string
   /** L1 settings, or `false` to read Redis on every call. Default `{ max: 10_000, maxBytes: 64 MiB }`. */
@@ -234,9 +234,11 @@ export interface CacheOptions extends PolicyOptions {
   ttlJitter?: number
   circuitBreaker?: CircuitBreakerOptions
   /**
-   * Encodes values for Redis. Default `jsonCodec`: `null` is a value; `undefined`, BigInt,
-   * cycles and anything JSON would change (NaN, Infinity, Date, Map, Set, class instances,
-   * functions) are not stored. `superjsonCodec(superjson)` stores most of those.
+   * Encodes values for Redis. Default `jsonCodec`: JSON that also keeps `Date`, `BigInt`,
+   * `Map`, `Set`, `NaN`, `±Infinity` and `undefined` in arrays; `null` is a value. Refused
+   * (returned to the caller, not stored, an `uncacheable` event and one process warning per
+   * reason): class instances, typed arrays, `RegExp`, functions, cycles, and a top-level
+   * `undefined`. `superjsonCodec(superjson)` stores more. See docs/codecs.md.
    */
   codec?: Codec
   /** Longest accepted key, in UTF-16 code units. Default `1024`. */

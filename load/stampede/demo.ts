@@ -72,6 +72,10 @@ console.log(`  peak/s       the most queries in any one second: what the databas
 console.log(`  vs none      how many times fewer queries than with no cache at all`)
 console.log(`  req/s, p50/p99/max ms   throughput and latency seen by the clients; non-2xx: failed requests`)
 console.log(`  stale served answers given from a value past its TTL while it was being refreshed`)
+console.log(`  stale %      stale served as a share of all answers`)
+console.log(`  oldest served  the age of the oldest value any answer carried, counted from the database read (a fresh`)
+console.log(`               value is up to one TTL old, so this is above 0 even with nothing stale served)`)
+console.log(`  chart        DB queries per second, each point the average over one bucket (100 ms or more)`)
 console.log('')
 
 const progress = progressBar()
@@ -105,7 +109,8 @@ const results = await runLoad({
         console.log(renderTerminalChart(scenario))
         console.log('')
         console.log(bold('What you are looking at'))
-        for (const line of explainResults(scenario, { workers: WORKERS, sharedRedis })) console.log(wrap(line))
+        for (const line of explainResults(scenario, { workers: WORKERS, sharedRedis, dbLatencyMs: DB_LATENCY_MS }))
+          console.log(wrap(line))
         console.log('')
         const next = SCENARIOS[index]
         if (next) {

@@ -93,7 +93,7 @@ export class CacheCore {
     if (l1) this.memory = new MemoryTier(l1.max, l1.maxBytes, l1.maxTtl)
     this.tagIndex = new TagIndex(l1 ? l1.max : 0)
     if (options.redis) {
-      const tiers = this.connect(options.redis)
+      const tiers = this.connect(options.redis as Redis | Cluster)
       this.store = tiers.store
       this.notifier = tiers.notifier
       this.polls = tiers.polls

@@ -2,6 +2,7 @@ import { LoadContext, type Loader } from '../context.js'
 import { entryFrom, fallbackValid, type Entry, type Lifetimes } from '../entry.js'
 import { encodeFailure } from '../loader-error.js'
 import { LoaderTimeoutError } from '../errors.js'
+import { warnUncacheableOnce } from '../refusal-warnings.js'
 import { entryKeys } from './redis/keys.js'
 import { Lease } from './redis/lease.js'
 import type { Lookup, RedisStore } from './redis/store.js'
@@ -108,6 +109,7 @@ export class LoadLeader {
         return this.core.entries.encode(key, value)
       } catch (error) {
         events.emit('uncacheable', { key, reason: (error as Error).message, error })
+        warnUncacheableOnce(this.core, key, error)
       }
     }
     return undefined

@@ -1,4 +1,8 @@
-import type { NextFunction, Request, Response } from 'express'
+import type {
+  NextFunctionLike as NextFunction,
+  RequestLike as Request,
+  ResponseLike as Response,
+} from './http-types.js'
 import type { Cache } from '../cache/cache.js'
 import { reducedAcceptEncoding } from './accept-encoding.js'
 import { currentAgeSeconds } from './age.js'

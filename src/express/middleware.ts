@@ -1,4 +1,9 @@
-import type { NextFunction, Request, RequestHandler, Response } from 'express'
+import type {
+  NextFunctionLike as NextFunction,
+  RequestLike as Request,
+  RequestHandlerLike as RequestHandler,
+  ResponseLike as Response,
+} from './http-types.js'
 import type { Cache } from '../cache/cache.js'
 import { resolvePolicy } from '../settings.js'
 import { Exchange, passThrough, reportError, type RouteState } from './exchange.js'

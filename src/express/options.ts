@@ -1,4 +1,4 @@
-import type { Request } from 'express'
+import type { RequestLike as Request } from './http-types.js'
 import { parseDuration, type Duration } from '../duration.js'
 import { InvalidArgumentError } from '../errors.js'
 import type { CallOptions, PolicyOptions } from '../options.js'

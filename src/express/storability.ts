@@ -1,4 +1,4 @@
-import type { Request } from 'express'
+import type { RequestLike as Request } from './http-types.js'
 import { reducedAcceptEncoding } from './accept-encoding.js'
 import {
   customUrlKey,

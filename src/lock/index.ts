@@ -20,6 +20,8 @@ export type { MultiLockContext } from './multi/multi.js'
 export type { CoalesceContext, CoalesceOptions, CoalesceResult } from './coalesce/coalesce.js'
 export type { CoalesceStore, CoalescedRun } from './coalesce/store.js'
 export type { ReadWriteStore } from './read-write/store.js'
+export type { EtcdClientLike, EtcdTxnLike } from './etcd/client-like.js'
+export type { ZooKeeperClientLike, ZooKeeperTransactionLike } from './zookeeper/client-like.js'
 export {
   FencingUnsupportedError,
   InvalidArgumentError,

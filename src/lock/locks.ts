@@ -26,6 +26,20 @@ import { canonicalKeys, multiContext, type MultiLockContext } from './multi/mult
 import { LeaderObserver } from './election/observer.js'
 import { electionName, parseElect, type ElectOptions, type Leadership } from './election/options.js'
 import { parseObserve, type ObserveOptions } from './election/observe-options.js'
+import type {
+  BackendLocksOptions,
+  EtcdFencedWrites,
+  EtcdLocksOptions,
+  MysqlLocksOptions,
+  PoolClientOf,
+  PostgresLocksOptions,
+  PostgresSessionLocksOptions,
+  RedisLocksOptions,
+  RedlockLocksOptions,
+  ZooKeeperFencedWrites,
+  ZooKeeperLocksOptions,
+} from './inferred-resource.js'
+import type { PgPoolLike } from './postgres/options.js'
 
 const CREATE_KEYS = new Set([
   'backend',
@@ -535,8 +549,19 @@ export class Locks<Resource = void> implements LockEventSource {
 
 /**
  * Distributed locks: `createLocks({ redis })`, `createLocks({ redlock: [r1, …, r5] })`,
- * or `createLocks({ backend })` with any `LockBackend`.
+ * `createLocks({ postgres: pool })`, …, or `createLocks({ backend })` with any `LockBackend`.
+ * The type of `resource` follows from the backend option (see inferred-resource.ts):
+ * `createLocks({ postgres: pool })` with a `pg.Pool` gives `Locks<pg.PoolClient>`.
  */
+export function createLocks<Pool extends PgPoolLike>(options: PostgresLocksOptions<Pool>): Locks<PoolClientOf<Pool>>
+export function createLocks(options: PostgresSessionLocksOptions): Locks<undefined>
+export function createLocks(options: MysqlLocksOptions): Locks<undefined>
+export function createLocks(options: RedisLocksOptions | RedlockLocksOptions): Locks<void>
+export function createLocks(options: EtcdLocksOptions): Locks<EtcdFencedWrites>
+export function createLocks(options: ZooKeeperLocksOptions): Locks<ZooKeeperFencedWrites>
+export function createLocks<Resource>(options: BackendLocksOptions<Resource>): Locks<Resource>
+/** With the resource type given explicitly (`createLocks<MyResource>({ backend })`). */
+export function createLocks<Resource = void>(options: CreateLocksOptions<Resource>): Locks<Resource>
 export function createLocks<Resource = void>(options: CreateLocksOptions<Resource>): Locks<Resource> {
   if (options === null || typeof options !== 'object') throw new InvalidArgumentError('options', 'expected an object')
   for (const name of Object.keys(options)) {

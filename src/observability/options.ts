@@ -2,6 +2,7 @@ import { createNoopMeter, metrics, trace, type Attributes, type Meter, type Trac
 import { InvalidArgumentError } from '../errors.js'
 import { keyLabeler } from './bounded-values.js'
 import { SCOPE_NAME } from './names.js'
+import type { MeterLike, TracerLike } from './otel-like.js'
 
 /** Options of `instrument()` and `instrumentLocks()`. */
 export interface InstrumentOptions {
@@ -9,12 +10,12 @@ export interface InstrumentOptions {
    * Where the metrics go. Default: the meter named `stampede-guard` from the global
    * MeterProvider (`metrics.getMeter`), a no-op until an SDK registers one. `false`: no metrics.
    */
-  meter?: Meter | false
+  meter?: MeterLike | false
   /**
    * Where the spans go. Default: the tracer named `stampede-guard` from the global
    * TracerProvider (`trace.getTracer`). `false`: no spans.
    */
-  tracer?: Tracer | false
+  tracer?: TracerLike | false
   /**
    * Opt-in: maps a key to a low-cardinality label (`'user:42'` → `'user'`), reported as
    * the `stampede_guard.key.label` attribute on every keyed metric and span. Keys are
@@ -41,6 +42,7 @@ export interface Instrumentation {
   stop(): void
 }
 
+/** @internal Holds the API's own types: kept out of the published `.d.ts`. */
 export interface ResolvedInstrumentation {
   meter: Meter | undefined
   tracer: Tracer | undefined
@@ -54,6 +56,7 @@ export interface ResolvedInstrumentation {
 /** Which (kind, name) pairs report through each meter now: a duplicate would emit clashing observable series. */
 const namesInUse = new WeakMap<Meter, Set<string>>()
 
+/** @internal */
 export function resolveInstrumentation(
   options: InstrumentOptions,
   kind: 'cache' | 'locks',
@@ -68,11 +71,13 @@ export function resolveInstrumentation(
     throw new InvalidArgumentError('maxKeyLabels', `must be a positive integer, got ${String(maxKeyLabels)}`)
   if (name !== undefined && (typeof name !== 'string' || name === ''))
     throw new InvalidArgumentError('name', 'must be a non-empty string')
-  let meter = options.meter === false ? undefined : (options.meter ?? metrics.getMeter(SCOPE_NAME))
+  let meter =
+    options.meter === false ? undefined : ((options.meter as Meter | undefined) ?? metrics.getMeter(SCOPE_NAME))
   // The global no-op meter (no SDK registered) reports nothing, and never will: the metrics API has no
   // proxy that would forward to a provider registered later. Attach nothing, and so cost nothing.
   if (meter === createNoopMeter()) meter = undefined
-  const tracer = options.tracer === false ? undefined : (options.tracer ?? trace.getTracer(SCOPE_NAME))
+  const tracer =
+    options.tracer === false ? undefined : ((options.tracer as Tracer | undefined) ?? trace.getTracer(SCOPE_NAME))
   if (
     meter &&
     (typeof meter.createHistogram !== 'function' || typeof meter.addBatchObservableCallback !== 'function')

@@ -8,7 +8,7 @@ import type {
 } from '@opentelemetry/api'
 import { ATTR } from './names.js'
 
-/** One attribute set of an instrument, built once, with its running count. */
+/** @internal One attribute set of an instrument, built once, with its running count. */
 export interface Series {
   readonly attributes: Attributes
   count: number
@@ -23,6 +23,7 @@ export interface Series {
  * Bounded: `variant` comes from a fixed set (a tier, a stale reason, a bounded error
  * type) and `label` from the bounded key labeler, so the set holds at most
  * variants × (labels + 1) series.
+ * @internal
  */
 export class SeriesSet {
   private readonly unlabeled = new Map<string, Series>()
@@ -56,11 +57,13 @@ export class SeriesSet {
   }
 }
 
+/** @internal */
 export const NO_ATTRIBUTES = (): Attributes => ({})
 
 /**
  * Observable counters tallied in series sets, plus gauges read from a function, all
  * reported by one batch callback when the SDK collects.
+ * @internal
  */
 export class ObservedInstruments {
   private readonly counters: [ObservableCounter, SeriesSet][] = []

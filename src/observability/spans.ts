@@ -16,7 +16,7 @@ import { ATTR, SPAN } from './names.js'
 /** Now, in epoch ms with sub-ms precision (what `startTime` / `end()` accept as a number). */
 const epochMs = () => performance.timeOrigin + performance.now()
 
-/** Marks a span failed, the semconv way: status ERROR and `error.type`. */
+/** @internal Marks a span failed, the semconv way: status ERROR and `error.type`. */
 export function markFailed(span: Span, errorType: string, error?: unknown): void {
   span.setAttribute(ATTR.errorType, errorType)
   span.setStatus({ code: SpanStatusCode.ERROR, ...(error instanceof Error ? { message: error.message } : {}) })
@@ -27,6 +27,7 @@ export function markFailed(span: Span, errorType: string, error?: unknown): void
  * A span for something that just ended after `durationMs` (a wait, a lock hold), as a
  * child of the active span: that is the caller's, since the event that reports it is
  * emitted in the caller's async context.
+ * @internal
  */
 export function recordEndedSpan(
   tracer: Tracer,
@@ -46,6 +47,7 @@ export function recordEndedSpan(
  * A foreground load is a child of the caller's active span. A background refresh (grace,
  * early refresh) outlives the request that triggered it, so it starts a trace of its own,
  * linked to that request's span.
+ * @internal
  */
 export function tracingLoadScope(
   tracer: Tracer,

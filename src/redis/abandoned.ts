@@ -12,6 +12,7 @@ import type { ClientWith } from './scripts.js'
  * the release would take that lock too. It is sent past any budget or breaker (it must
  * queue behind the attempt), never waited for, and its failure is nobody's: if the
  * connection is gone for good, so is what it queued.
+ * @internal
  */
 export function releaseAbandoned(client: ClientWith<'stampedeGuardLockRelease'>, keys: LockNames, owner: string): void {
   client.stampedeGuardLockRelease(keys.lock, keys.channel, `${owner}:`, 0).catch(() => {})

@@ -7,7 +7,7 @@ import type { Cluster, Redis } from 'ioredis'
 import { keySlot } from './failing-clock.js'
 import { keyPrefixOf } from './keys.js'
 
-/** On a Cluster, a key's full name as Redis sees it (for its slot); undefined elsewhere, where any keys share a call. */
+/** @internal On a Cluster, a key's full name as Redis sees it (for its slot); undefined elsewhere, where any keys share a call. */
 export function clusterKeyOf(client: Redis | Cluster): ((key: string) => string) | undefined {
   if (client.isCluster !== true) return undefined
   const prefix = keyPrefixOf(client)

@@ -37,7 +37,7 @@ export function canFailOver(client: Redis | Cluster): boolean {
 export class FailingClock {
   private readonly since = new Map<string, number>()
 
-  /** `keyPrefix`: ioredis prefixes keys before it hashes them. */
+  /** @internal `keyPrefix`: ioredis prefixes keys before it hashes them. */
   constructor(
     private readonly cluster: Cluster | undefined,
     private readonly keyPrefix: string,

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
 
-/** ioredis prefixes KEYS (so our channels inside scripts) but neither PUBLISH nor SUBSCRIBE arguments. */
+/** @internal ioredis prefixes KEYS (so our channels inside scripts) but neither PUBLISH nor SUBSCRIBE arguments. */
 export function keyPrefixOf(client: Redis | Cluster): string {
   return (client.options as { keyPrefix?: string }).keyPrefix ?? ''
 }

@@ -79,6 +79,7 @@ export class Notifier {
    * Sharded (the probe says so: a Redis ≥ 7 Cluster, or `shardedPubSub: true`): per-key
    * channels use SSUBSCRIBE, so a commit is relayed only within its shard. The invalidation
    * broadcast stays a plain SUBSCRIBE. The connection is opened once the mode is known.
+   * @internal
    */
   constructor(
     private readonly client: Redis | Cluster,

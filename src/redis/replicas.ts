@@ -37,6 +37,7 @@ export function parseReplicaWait(where: string, option: ReplicaWaitOption | unde
  *
  * This is the hook for any lock on Redis: the cache's lock uses it, and a `withLock` backend
  * can too (treating `acknowledged < wait.replicas` as not acquired: release and retry).
+ * @internal
  */
 export async function execWithReplicaWait(
   client: Redis | Cluster,

@@ -11,6 +11,7 @@ export interface ScriptFile {
  * The client with `names` defined on it (and their `…Buffer` variants, whose replies are Buffers).
  * Each takes its KEYS then ARGV, as the .lua header lists them; a script with any number of
  * KEYS takes their count first.
+ * @internal
  */
 export type ClientWith<Name extends string> = (Redis | Cluster) & {
   [name in Name | `${Name}Buffer`]: (...args: (string | number | Buffer)[]) => Promise<unknown>
@@ -30,7 +31,7 @@ export function scriptSource(url: URL): string {
   )
 }
 
-/** Defines each script of `scripts` (files relative to `directory`) on `client`, once per client. */
+/** @internal Defines each script of `scripts` (files relative to `directory`) on `client`, once per client. */
 export function registerScripts<Name extends string>(
   client: Redis | Cluster,
   scripts: Readonly<Record<Name, ScriptFile>>,
@@ -64,7 +65,7 @@ const SHARED_SCRIPTS = {
 
 export type SharedScriptName = keyof typeof SHARED_SCRIPTS
 
-/** Defines one protocol's `scripts` (files relative to `directory`) and the shared ones on `client`. */
+/** @internal Defines one protocol's `scripts` (files relative to `directory`) and the shared ones on `client`. */
 export function defineWithSharedScripts<Name extends string>(
   client: Redis | Cluster,
   scripts: Readonly<Record<Name, ScriptFile>>,

@@ -12,7 +12,7 @@ const SAFE_POLICIES = new Set(['noeviction'])
 export function parseShardedPubSub(
   argument: string,
   value: unknown,
-  client: Redis | Cluster | undefined,
+  client: { readonly isCluster: boolean } | undefined,
 ): boolean | 'auto' {
   const sharded = value ?? 'auto'
   if (typeof sharded !== 'boolean' && sharded !== 'auto')
@@ -43,6 +43,7 @@ export class ServerProbe {
   private readonly known: Promise<boolean>
   private closed = false
 
+  /** @internal */
   constructor(
     private readonly client: Redis | Cluster,
     setting: boolean | 'auto',

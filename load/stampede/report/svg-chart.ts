@@ -41,7 +41,7 @@ export async function renderSvgChart(scenario: ScenarioResult, subtitle: string)
       y: {
         field: 'queriesPerSecond',
         type: 'quantitative',
-        title: 'DB queries per second (symlog)',
+        title: `DB queries per second, averaged over ${data.bucketMs} ms buckets (symlog)`,
         scale: { type: 'symlog', constant: 1 },
         axis: { values: ticks, format: ',d' },
       },

@@ -40,7 +40,7 @@ export function renderTerminalChart(
   const axisPad = ' '.repeat(LABEL_WIDTH + 1)
   const end = `${(data.durationMs / 1000).toFixed(0)} s`
   const axis = `${axisPad}0 s${' '.repeat(Math.max(1, points - 3 - end.length))}${end}`
-  const title = `DB queries per second over time (log scale, same scale for every mode; ${data.bucketMs} ms buckets)`
+  const title = `DB queries per second over time, averaged over ${data.bucketMs} ms buckets (log scale, same for every mode)`
 
   if (color) {
     // One chart, one colored line per mode.

@@ -49,7 +49,9 @@ export class CommandChannel {
     this.budget.failQueued(lost)
   }
 
+  /** @internal */
   constructor(
+    /** @internal */
     readonly client: ScriptedClient,
     private readonly timeoutMs: number,
     private readonly breaker: CircuitBreaker,

@@ -27,7 +27,7 @@ export interface FreshReader {
 /** Is this a GET's answer for a key of a foreign type (reported as FOREIGN_TYPE, not an outage)? */
 const isWrongType = (error: unknown): boolean => String((error as Error)?.message).startsWith('WRONGTYPE')
 
-/** One GET of a fresh copy; a key of a foreign type is reported, not an outage. */
+/** @internal One GET of a fresh copy; a key of a foreign type is reported, not an outage. */
 export function getOne(client: ScriptedClient, key: string): Promise<FreshRead> {
   return client.getBuffer(key).catch((error: unknown) => {
     if (isWrongType(error)) return FOREIGN_TYPE
@@ -54,7 +54,9 @@ export class FreshReadBatch {
   /** Reads sent and not yet answered. */
   private unanswered = 0
 
+  /** @internal */
   constructor(
+    /** @internal */
     readonly client: ScriptedClient,
     private readonly budget: CommandBudget,
     private readonly breaker: CircuitBreaker,

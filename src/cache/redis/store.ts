@@ -82,6 +82,7 @@ export class RedisStore {
   private readonly cluster: boolean
   private clockSync: Promise<void> | undefined
 
+  /** @internal */
   constructor(
     client: Redis | Cluster,
     private readonly timeoutMs: number,

@@ -52,6 +52,7 @@ export class TagStore {
   private readonly client: ClientWith<keyof typeof TAG_SCRIPTS>
   private readonly keyPrefix: string
 
+  /** @internal */
   constructor(
     client: Redis | Cluster,
     private readonly store: RedisStore,

@@ -1,4 +1,5 @@
 import type { Lease, Namespace } from 'etcd3'
+import type { EtcdClientLike } from './client-like.js'
 import { setMaxListeners } from 'node:events'
 import os from 'node:os'
 import { LockBackendError } from '../../errors.js'
@@ -40,8 +41,11 @@ const OWNER = `${os.hostname()}:${process.pid}`
  * - Every call is bounded by `commandTimeoutMs` (etcd3 calls hang while the cluster has no
  *   quorum) and fails with `LockBackendError('etcd', …)`.
  */
-export function createEtcdBackend(client: Namespace, settings: EtcdBackendSettings): LockBackend<EtcdFencedWrites> {
-  return new EtcdBackend(client, settings)
+export function createEtcdBackend(
+  client: EtcdClientLike,
+  settings: EtcdBackendSettings,
+): LockBackend<EtcdFencedWrites> {
+  return new EtcdBackend(client as unknown as Namespace, settings)
 }
 
 class EtcdBackend implements LockBackend<EtcdFencedWrites> {

@@ -1,4 +1,5 @@
 import type { ComparatorBuilder, Lease, Namespace } from 'etcd3'
+import type { EtcdTxnLike } from './client-like.js'
 import type { LeaseWatchdog } from '../../lease/watchdog.js'
 import { WatchdogHeldLock } from '../watchdog-hold.js'
 
@@ -21,13 +22,14 @@ export interface EtcdFencedWrites {
    * `txn().and(…).then(client.put(k).value(v)).else(…).commit()`; `succeeded` is `false`
    * when refused. Bound `commit()` yourself.
    */
-  txn(): ComparatorBuilder
+  txn(): EtcdTxnLike
 }
 
 export interface EtcdCalls {
   call<T>(what: string, promise: Promise<T>): Promise<T>
 }
 
+/** @internal Holds etcd3's own types: kept out of the published `.d.ts`. */
 export class EtcdHeldLock extends WatchdogHeldLock<EtcdFencedWrites> {
   readonly resource: EtcdFencedWrites
 

@@ -1,11 +1,12 @@
 import type { Namespace } from 'etcd3'
 import { InvalidArgumentError } from '../../errors.js'
 import type { BackendShortcut } from '../backend.js'
+import type { EtcdClientLike } from './client-like.js'
 import { etcdElection } from '../election/etcd.js'
 import { createEtcdBackend } from './backend.js'
 
 /** `createLocks({ etcd: new Etcd3({ hosts }) })` (or a `client.namespace('…')` of it). */
-export const etcdShortcut: BackendShortcut<Namespace> = {
+export const etcdShortcut: BackendShortcut<EtcdClientLike> = {
   create(value, settings) {
     const client = value as Partial<Namespace> | null
     if (

@@ -67,6 +67,7 @@ export class RedisLockBackend implements LockBackend {
   /** `fair: true`: the FIFO line in the lock's keys. */
   private readonly fair: FairRedisLocks
 
+  /** @internal */
   constructor(
     client: Redis | Cluster,
     private readonly settings: StoreSettings,

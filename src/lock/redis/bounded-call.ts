@@ -9,6 +9,7 @@ const OFFLINE = new Set(['reconnecting', 'close', 'end'])
  * Runs one command against a lock backend's Redis, bounded by `timeoutMs` whatever the
  * client's own settings, failing at once when the connection is known to be down. Every
  * failure is a `RedisUnavailableError`.
+ * @internal
  */
 export async function boundedRedisCall<T>(
   client: Redis | Cluster,

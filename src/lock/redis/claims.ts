@@ -23,6 +23,7 @@ export function claimKey(namespace: string, name: string): string {
  * Run-once claims on Redis: `SET NX PX lockAtMostFor` with the claim time from Redis
  * `TIME` (claim.lua), and lockAtLeastFor applied by the server's clock when the run ends
  * (finish-claim.lua). A claim is a single key, so it lives on one node of a Cluster.
+ * @internal
  */
 export function redisClaims(client: Redis | Cluster, settings: StoreSettings): ClaimStore {
   const scripted = registerScripts(client, SCRIPTS, new URL('./scripts/', import.meta.url))

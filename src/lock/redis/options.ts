@@ -1,5 +1,6 @@
 import type { Cluster, Redis } from 'ioredis'
 import { InvalidArgumentError } from '../../errors.js'
+import type { RedisClientLike } from '../../redis-client.js'
 import { positiveInteger } from '../../counts.js'
 import { parseReplicaWait, type ReplicaWait, type ReplicaWaitOption } from '../../redis/replicas.js'
 import { parseShardedPubSub } from '../../redis/server-probe.js'
@@ -12,7 +13,7 @@ import { DEFAULT_MAX_SUBSCRIBED_WAITS } from './subscribed-waits.js'
  */
 export interface RedisLockOptions {
   /** An ioredis client: standalone, Sentinel (`new Redis({ sentinels, name })`) or Cluster. */
-  client: Redis | Cluster
+  client: RedisClientLike
   /**
    * Wake waiters with sharded pub/sub: the release script SPUBLISHes on the lock's channel
    * (declared as a key, in the lock's slot) and waiters SSUBSCRIBE, so a release travels
@@ -59,6 +60,7 @@ export interface RedisLockSettings {
 
 const KEYS = new Set(['client', 'shardedPubSub', 'waitForReplicas', 'maxPollRate', 'maxSubscribedWaits'])
 
+/** @internal Names ioredis's types: kept out of the published `.d.ts`. */
 export function isRedisClient(value: unknown): value is Redis {
   return (
     typeof value === 'object' &&
@@ -68,7 +70,7 @@ export function isRedisClient(value: unknown): value is Redis {
   )
 }
 
-/** The `redis` option, as a client or as `{ client, … }`, validated with the option named. */
+/** @internal The `redis` option, as a client or as `{ client, … }`, validated with the option named. */
 export function parseRedisLockOption(value: unknown): { client: Redis | Cluster; settings: RedisLockSettings } {
   if (isRedisClient(value)) {
     return {
@@ -93,7 +95,7 @@ export function parseRedisLockOption(value: unknown): { client: Redis | Cluster;
   }
   const options = value as RedisLockOptions
   return {
-    client: options.client,
+    client: options.client as Redis | Cluster,
     settings: {
       shardedPubSub: parseShardedPubSub('redis.shardedPubSub', options.shardedPubSub, options.client),
       replicaWait: parseReplicaWait('redis.waitForReplicas', options.waitForReplicas),

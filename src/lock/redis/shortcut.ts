@@ -1,4 +1,4 @@
-import type { Cluster, Redis } from 'ioredis'
+import type { RedisClientLike } from '../../redis-client.js'
 import type { BackendShortcut } from '../backend.js'
 import { Notifier } from '../../redis/notifier.js'
 import { ServerProbe } from '../../redis/server-probe.js'
@@ -10,7 +10,7 @@ import { redisClaims } from './claims.js'
 import { parseRedisLockOption, type RedisLockOptions } from './options.js'
 
 /** `createLocks({ redis })`: an ioredis client or Cluster the caller created, or `{ client, shardedPubSub, waitForReplicas }`. */
-export const redisShortcut: BackendShortcut<Redis | Cluster | RedisLockOptions> = {
+export const redisShortcut: BackendShortcut<RedisClientLike | RedisLockOptions> = {
   create(value, settings) {
     const { client, settings: redis } = parseRedisLockOption(value)
     // Run-once claims, elections and read-write locks ride along on the same client; the

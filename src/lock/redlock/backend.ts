@@ -39,7 +39,7 @@ export class RedlockBackend implements LockBackend {
   /** Nodes that have been connected at least once: only those are held to `nodeTimeoutMs`. */
   private readonly connected = new Set<LockClient>()
 
-  /** `firstConnectMs`: the bound for a node that has not connected yet (a process starting up should not count it dead after 100 ms). */
+  /** @internal `firstConnectMs`: the bound for a node that has not connected yet (a process starting up should not count it dead after 100 ms). */
   constructor(
     nodes: readonly Redis[],
     private readonly namespace: string,

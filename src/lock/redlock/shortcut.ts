@@ -1,13 +1,14 @@
 import { parseDuration, type Duration } from '../../duration.js'
 import { InvalidArgumentError } from '../../errors.js'
 import type { Redis } from 'ioredis'
+import type { RedisClientLike } from '../../redis-client.js'
 import { isRedisClient } from '../redis/options.js'
 import type { BackendShortcut } from '../backend.js'
 import { RedlockBackend } from './backend.js'
 
 export interface RedlockOptions {
   /** Independent Redis masters (not replicas of each other; not a Cluster). 5 survive 2 failures. */
-  nodes: readonly Redis[]
+  nodes: readonly RedisClientLike[]
   /**
    * Bound on each call to one node, in ms or `'500ms'`: a hung node costs this much per
    * attempt (a dead one fails at once). It is measured by this process's timers, so it
@@ -20,7 +21,7 @@ export interface RedlockOptions {
 }
 
 /** `createLocks({ redlock: [r1, …, r5] })` or `createLocks({ redlock: { nodes, nodeTimeout } })`. */
-export const redlockShortcut: BackendShortcut<readonly Redis[] | RedlockOptions> = {
+export const redlockShortcut: BackendShortcut<readonly RedisClientLike[] | RedlockOptions> = {
   create(value, settings) {
     const options: RedlockOptions = Array.isArray(value) ? { nodes: value } : (value as RedlockOptions)
     const nodes = options?.nodes
@@ -33,6 +34,6 @@ export const redlockShortcut: BackendShortcut<readonly Redis[] | RedlockOptions>
     if (new Set(nodes).size !== nodes.length)
       throw new InvalidArgumentError('redlock', 'the same client is listed twice; each node must be a separate master')
     const nodeTimeoutMs = parseDuration('redlock.nodeTimeout', options.nodeTimeout ?? 500)
-    return new RedlockBackend(nodes, settings.namespace, nodeTimeoutMs, settings.commandTimeoutMs)
+    return new RedlockBackend(nodes as readonly Redis[], settings.namespace, nodeTimeoutMs, settings.commandTimeoutMs)
   },
 }

@@ -1,4 +1,5 @@
 import type { Client, Stat } from 'node-zookeeper-client'
+import type { ZooKeeperClientLike } from './client-like.js'
 import { randomUUID } from 'node:crypto'
 import { setMaxListeners } from 'node:events'
 import { LockBackendError } from '../../errors.js'
@@ -48,10 +49,10 @@ const SWEEP_AFTER_MS = [1_000, 5_000]
  * - Every call is bounded by `commandTimeoutMs` and fails with `LockBackendError('zookeeper', …)`.
  */
 export function createZooKeeperBackend(
-  client: Client,
+  client: ZooKeeperClientLike,
   settings: ZooKeeperBackendSettings,
 ): LockBackend<ZooKeeperFencedWrites> {
-  return new ZooKeeperBackend(client, settings)
+  return new ZooKeeperBackend(client as unknown as Client, settings)
 }
 
 class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {

@@ -25,6 +25,7 @@ type Callback<T> = (error: Error | null, result: T) => void
 const REMOVE_RETRIES = 35
 
 /** Promise forms of the client calls the lock uses, each bounded and failing with `LockBackendError('zookeeper', …)`. */
+/** @internal Holds the package's own client types: kept out of the published `.d.ts`. */
 export class ZooKeeperCalls {
   constructor(
     readonly client: Client,

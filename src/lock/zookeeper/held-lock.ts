@@ -1,4 +1,5 @@
-import type { Exception, Transaction } from 'node-zookeeper-client'
+import type { Exception } from 'node-zookeeper-client'
+import type { ZooKeeperTransactionLike } from './client-like.js'
 import { LockBackendError } from '../../errors.js'
 import type { LeaseWatchdog } from '../../lease/watchdog.js'
 import { WatchdogHeldLock } from '../watchdog-hold.js'
@@ -16,9 +17,10 @@ export interface ZooKeeperFencedWrites {
   /** Sets `data` on the existing node `path` if this lock is still held. Resolves `false` when refused: the lock is gone. */
   setData(path: string, data: Buffer): Promise<boolean>
   /** A transaction that already carries the check, for writes of your own; bound `commit()` yourself. */
-  transaction(): Transaction
+  transaction(): ZooKeeperTransactionLike
 }
 
+/** @internal Holds the package's own client types: kept out of the published `.d.ts`. */
 export class ZooKeeperHeldLock extends WatchdogHeldLock<ZooKeeperFencedWrites> {
   readonly resource: ZooKeeperFencedWrites
 

@@ -1,11 +1,12 @@
 import type { Client } from 'node-zookeeper-client'
 import { InvalidArgumentError } from '../../errors.js'
 import type { BackendShortcut } from '../backend.js'
+import type { ZooKeeperClientLike } from './client-like.js'
 import { zookeeperElection } from '../election/zookeeper.js'
 import { createZooKeeperBackend } from './backend.js'
 
 /** `createLocks({ zookeeper: client })`: a node-zookeeper-client `Client`, `connect()`ed by you. */
-export const zookeeperShortcut: BackendShortcut<Client> = {
+export const zookeeperShortcut: BackendShortcut<ZooKeeperClientLike> = {
   create(value, settings) {
     const client = value as Partial<Client> | null
     if (
