@@ -11,7 +11,7 @@ const CRC16_TABLE = Uint16Array.from({ length: 256 }, (_, byte) => {
   return crc & 0xffff
 })
 
-/** The slot of `key`: of its hash tag (`{...}`, non-empty) if it has one. */
+/** @internal The slot of `key`: of its hash tag (`{...}`, non-empty) if it has one. */
 export function keySlot(key: string): number {
   const open = key.indexOf('{')
   const close = open < 0 ? -1 : key.indexOf('}', open + 1)
@@ -22,6 +22,7 @@ export function keySlot(key: string): number {
 }
 
 /** Cluster, or a client that finds its primary through Sentinel. */
+/** @internal */
 export function canFailOver(client: Redis | Cluster): boolean {
   return client.isCluster === true || ((client.options as { sentinels?: unknown[] }).sentinels?.length ?? 0) > 0
 }
@@ -34,6 +35,7 @@ export function canFailOver(client: Redis | Cluster): boolean {
  * callers all waiting on one hot key) judged the healthy shards by it, and with the breaker
  * open loaded every key of theirs without Redis.
  */
+/** @internal */
 export class FailingClock {
   private readonly since = new Map<string, number>()
 

@@ -13,9 +13,10 @@ const SCRIPTS = {
   stampedeGuardInvalidate: { file: 'invalidate.lua', keys: 2 },
 } as const
 
-/** A client with the cache's scripts, and those it shares with the lock (src/redis/scripts.ts). */
+/** @internal A client with the cache's scripts, and those it shares with the lock (src/redis/scripts.ts). */
 export type ScriptedClient = ClientWith<keyof typeof SCRIPTS | SharedScriptName>
 
+/** @internal */
 export function defineScripts(client: Redis | Cluster): ScriptedClient {
   return defineWithSharedScripts(client, SCRIPTS, new URL('./scripts/', import.meta.url))
 }

@@ -20,6 +20,7 @@ const PENDING_KEEP_MS = 86_400_000
  * while it ran. begin.lua and finish.lua decide in one step each, so a trigger is either
  * seen by the runner's finish or starts a run of its own: never lost between the two,
  * never two runners.
+ * @internal
  */
 export function redisCoalesce(client: Redis | Cluster, settings: StoreSettings): CoalesceStore {
   const scripts = defineWithSharedScripts(client, SCRIPTS, new URL('./', import.meta.url))

@@ -11,6 +11,7 @@ import type { ElectionStore, LeaderFeed, LeaderReading } from './store.js'
  * value the candidate's id. Observers watch the prefix and re-read the oldest key on every
  * event, with one linearizable range read; the watch reports a leader's lease expiring as
  * its key's delete.
+ * @internal
  */
 export function etcdElection(client: Namespace, settings: EtcdBackendSettings): ElectionStore {
   const namespace = `${settings.namespace}:election`

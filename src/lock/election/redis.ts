@@ -16,6 +16,7 @@ import type { ElectionStore, Leader, LeaderFeed, LeaderReading } from './store.j
  * publishes). Its id rides in the lock's value, `<owner>|<id>:<term>`. A new leader
  * publishes `e` on the lock's channel, a resignation publishes `r`; an observer re-reads
  * on either, and at the leader's PTTL (a crashed leader publishes nothing).
+ * @internal
  */
 export function redisElection(
   client: Redis | Cluster,

@@ -23,6 +23,7 @@ const READ_ATTEMPTS = 5
  * the children with a child watch (armed once at a time: ZooKeeper watches cannot be
  * removed) and read the lowest node's data; a session expiry deletes the leader's node,
  * which the watch reports.
+ * @internal
  */
 export function zookeeperElection(client: Client, settings: ZooKeeperBackendSettings): ElectionStore {
   const namespace = `${settings.namespace}:election`

@@ -4,6 +4,7 @@ import type { IKeyValue, Watcher } from 'etcd3'
  * Waits on `watcher` (cancelled when done) until a delete event that `wakes` accepts
  * ('deleted'), `ms` without one ('silent'; a failed watch too: the caller re-reads), or
  * `signal` aborts (rejects with its reason). The waits of the etcd lock and semaphore queues.
+ * @internal
  */
 export function untilDeleted(
   watcher: Watcher,

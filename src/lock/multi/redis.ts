@@ -15,7 +15,7 @@ const SCRIPTS = { stampedeGuardLockAcquireMany: { file: 'acquire-many.lua', keys
 /** How long a key's token counter outlives its last acquisition (as the mutex's). */
 const COUNTER_KEEP_MS = 60_000
 
-/** What the Redis lock backend lends `withLocks`' one-step acquisition. */
+/** @internal What the Redis lock backend lends `withLocks`' one-step acquisition. */
 export interface RedisMultiParts {
   readonly client: (Redis | Cluster) & ClientWith<'stampedeGuardLockRelease'>
   readonly namespace: string
@@ -29,6 +29,7 @@ export interface RedisMultiParts {
  * Runs of consecutive keys (in canonical order) whose locks share a slot: on a standalone or
  * Sentinel Redis every key, on a Cluster the neighbours whose tags hash alike.
  */
+/** @internal */
 export function slotRuns(client: Redis | Cluster, namespace: string, keys: readonly string[]): string[][] {
   if (client.isCluster !== true) return keys.length === 0 ? [] : [[...keys]]
   const prefix = keyPrefixOf(client)

@@ -28,7 +28,7 @@ interface RwKeys {
   channel: string
 }
 
-/** `<ns>:{rw:<name>}` and its parts: one hash tag, so one slot on a Cluster; a space apart from locks' `{l:}`. */
+/** @internal `<ns>:{rw:<name>}` and its parts: one hash tag, so one slot on a Cluster; a space apart from locks' `{l:}`. */
 export function readWriteKeys(namespace: string, name: string): RwKeys {
   const base = `${namespace}:${hashTag('rw', 'rwh', name)}`
   return {
@@ -49,6 +49,7 @@ export function readWriteKeys(namespace: string, name: string): RwKeys {
  * attempt (at least every lease/2). Every release publishes on the lock's channel; waiters
  * subscribe before re-checking and sleep until a message or what the script said the
  * holders can last.
+ * @internal
  */
 export function redisReadWrite(
   client: Redis | Cluster,

@@ -314,6 +314,7 @@ export function bySequence(a: string, b: string): number {
   return Number(a.slice(-SEQUENCE_DIGITS)) - Number(b.slice(-SEQUENCE_DIGITS))
 }
 
+/** @internal */
 export function czxid(stat: Stat): bigint {
   return stat.czxid.readBigUInt64BE(0)
 }

@@ -31,7 +31,7 @@ function lineOf(keys: LockKeys): LineKeys {
   return { queue: `${keys.counter}:q`, beats: `${keys.counter}:b`, wake: `${keys.counter}:w:` }
 }
 
-/** What the Redis lock backend lends its fair mode. */
+/** @internal What the Redis lock backend lends its fair mode. */
 export interface FairLockParts {
   readonly client: Redis | Cluster
   readonly notifier: Notifier

@@ -8,7 +8,7 @@ import { WatchdogHeldLock } from '../../watchdog-hold.js'
 import { untilDeleted } from '../../etcd/watch.js'
 import { tokensOfHolder, type HeldPermits, type SemaphoreRequest, type SemaphoreStore } from '../contract.js'
 
-/** What the etcd lock backend lends its semaphores: its bounded calls and its lease keep-alive. */
+/** @internal What the etcd lock backend lends its semaphores: its bounded calls and its lease keep-alive. */
 export interface EtcdSemaphoreParts {
   readonly client: Namespace
   readonly namespace: string

@@ -37,6 +37,7 @@ export interface SemaphoreKeys {
   tokens: string
 }
 
+/** @internal */
 export function semaphoreKeys(namespace: string, name: string): SemaphoreKeys {
   const base = `${namespace}:${hashTag('s', 'sh', name)}`
   return {
@@ -50,6 +51,7 @@ export function semaphoreKeys(namespace: string, name: string): SemaphoreKeys {
 }
 
 /** What the Redis lock backend lends its semaphores: its client, subscriber, and budgets. */
+/** @internal */
 export interface RedisSemaphoreParts {
   readonly client: Redis | Cluster
   readonly notifier: Notifier
