@@ -49,6 +49,7 @@ export function slotRuns(client: Redis | Cluster, namespace: string, keys: reado
  * waiting as one lock does: subscribed to every key's channel before re-checking, sleeping
  * until a release message or the busy key's PTTL. An attempt that got no answer is undone
  * behind itself for every key (release-owner.lua, same connection).
+ * @internal
  */
 export async function acquireMany(
   parts: RedisMultiParts,

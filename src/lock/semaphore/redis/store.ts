@@ -74,6 +74,7 @@ export interface RedisSemaphoreParts {
  *   until the earliest expiry, takes them then.
  * - An attempt that got no reply may still run; a release for its owner is queued behind it
  *   on the same connection, so it never leaves an orphan permit.
+ * @internal
  */
 export class RedisSemaphores implements SemaphoreStore {
   private readonly client: SemaphoreClient

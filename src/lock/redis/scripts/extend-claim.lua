@@ -8,7 +8,7 @@
 --
 -- Returns 1 when extended, 0 when the claim is not ours (any more).
 
---# include ../../redis/scripts/fields.lua
+--# include ../../../redis/scripts/fields.lua
 
 local claim, owner, atMost = KEYS[1], ARGV[1], tonumber(ARGV[2])
 if not atMost or atMost < 1 then return redis.error_reply('ERR stampede-guard extend-claim: atMost >= 1 ms expected') end
