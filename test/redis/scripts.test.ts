@@ -41,6 +41,9 @@ describe('Lua scripts and their includes', () => {
         'lock/redis/scripts',
         'lock/redis/fair',
         'lock/semaphore/redis',
+        'lock/multi',
+        'lock/read-write',
+        'lock/coalesce',
       ]),
     )
     expect(INCLUDED).toContain('redis/scripts/fields.lua')
