@@ -50,11 +50,11 @@ export interface FairLockParts {
  * process) is dropped from the line, so it holds the line up for at most one lease, and a
  * live one is never dropped. A release wakes the waiter at the head alone, on its own
  * channel; only the head may take a free lock, so no contender races it.
- * @internal
  */
 export class FairRedisLocks {
   private readonly client: FairClient
 
+  /** @internal */
   constructor(private readonly parts: FairLockParts) {
     this.client = registerScripts(parts.client, SCRIPTS, new URL('./', import.meta.url))
   }

@@ -31,9 +31,9 @@ export interface EtcdSemaphoreParts {
  * wake it) and re-reads; a re-read also checks its own key is still there (etcd-io/etcd#11456).
  * Token per permit: `create_revision × 10,000 + i`. Liveness: the lease, kept alive by the
  * backend's watchdog: a crashed holder's permits come back when its lease expires.
- * @internal
  */
 export class EtcdSemaphores implements SemaphoreStore {
+  /** @internal */
   constructor(private readonly parts: EtcdSemaphoreParts) {}
 
   async acquire(request: SemaphoreRequest): Promise<HeldPermits | undefined> {

@@ -74,11 +74,11 @@ export interface RedisSemaphoreParts {
  *   until the earliest expiry, takes them then.
  * - An attempt that got no reply may still run; a release for its owner is queued behind it
  *   on the same connection, so it never leaves an orphan permit.
- * @internal
  */
 export class RedisSemaphores implements SemaphoreStore {
   private readonly client: SemaphoreClient
 
+  /** @internal */
   constructor(private readonly parts: RedisSemaphoreParts) {
     this.client = registerScripts(parts.client, SCRIPTS, new URL('./', import.meta.url))
   }
