@@ -129,6 +129,9 @@ export function validateKey(key: unknown, maxKeyLength: number): string {
   if (key.length > maxKeyLength)
     throw new InvalidArgumentError('key', `is ${key.length} characters long; at most ${maxKeyLength} (maxKeyLength)`)
   if (!isWellFormed(key)) throw new InvalidArgumentError('key', 'contains a lone surrogate (not well-formed UTF-16)')
+  // U+0000 marks the names the front keeps for itself (a read-write lock's or an election's
+  // holds and waiting lines): a user key spelled like one would share its hold or its line.
+  if (key.includes('\u0000')) throw new InvalidArgumentError('key', 'must not contain U+0000 (reserved)')
   return key
 }
 
