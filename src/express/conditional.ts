@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto'
 import { headerOf, parseHttpDate, type HeaderList } from './headers.js'
 
 /**
- * Conditional GET against a stored response (RFC 9110 §13; HTTP-CACHING.md rule 13).
+ * Conditional GET against a stored response (RFC 9110 §13; docs/express.md, rule 13).
  * The handler never sees the client's validators (the capture hides them, so it always
  * produces a full response worth storing); the cache answers them here, for hits and
  * misses alike.

@@ -4,7 +4,7 @@ import { reducedAcceptEncoding } from './accept-encoding.js'
 import { tokensOf } from './headers.js'
 
 /**
- * Cache keys (HTTP-CACHING.md rules 7 and 8).
+ * Cache keys (docs/express.md, rules 7 and 8).
  *
  * A URL key names one resource: the scheme, the validated `Host` plus the raw path
  * and query, never the method (GET and HEAD share it). Variants of that resource (per `Vary`

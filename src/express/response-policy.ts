@@ -6,7 +6,7 @@ import { hasValidator } from './revalidation.js'
 import { targetedDirectives } from './targeted.js'
 
 /**
- * What may be stored, and for how long (HTTP-CACHING.md rules 2-4, 9-11), framework-free:
+ * What may be stored, and for how long (docs/express.md, rules 2-4 and 9-11), framework-free:
  * pure functions of a response `{ status, headers }` and the route's policy.
  */
 

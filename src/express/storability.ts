@@ -23,7 +23,7 @@ export interface Origin {
 import type { RouteSettings } from './options.js'
 
 /**
- * What may be looked up and what may be stored (HTTP-CACHING.md rules 1-6, 9-11, 18).
+ * What may be looked up and what may be stored (docs/express.md, rules 1-6, 9-11 and 18).
  * Pure functions of the request, the response and the route settings.
  */
 
