@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks'
 import { setMaxListeners } from 'node:events'
 import { InvalidArgumentError, LockBusyError, LockLostError, LocksClosedError } from '../errors.js'
-import { delay } from '../timers.js'
+import { LocalLine } from './local-line.js'
 import type { HeldLock, LockBackend } from './backend.js'
 import { LockEmitter, type LockEventName, type LockEvents, type LockEventSource } from './events.js'
 import { LockHandle, type HeldLockHandle, type LockContext } from './handle.js'
@@ -75,8 +75,8 @@ export class Locks<Resource = void> implements LockEventSource {
   /** The locks held by the current async call chain, by key (for `reentrant`). */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- one chain holds handles of every resource type
   private readonly chain = new AsyncLocalStorage<ReadonlyMap<string, LockHandle<any>>>()
-  /** Per key, the newest acquisition of this process still waiting on the store (see `inTurn`). */
-  private readonly waiting = new Map<string, Promise<unknown>>()
+  /** This process's line of acquisitions per key (see `LocalLine`). */
+  private readonly line = new LocalLine()
   private closed: Promise<void> | undefined
 
   constructor(
@@ -411,33 +411,6 @@ export class Locks<Resource = void> implements LockEventSource {
     return held && !held.ended ? held : undefined
   }
 
-  /**
-   * Waiters for one key in this process wait on the store one at a time: each starts once
-   * the one before it has *acquired* (or given up), not released, so at a release every
-   * process has one contender woken, as fair across processes as the backend is, instead
-   * of every caller of every process racing for it. `tryAcquire` (no wait) skips the line.
-   */
-  private async inTurn<T>(
-    key: string,
-    waitMs: number,
-    signal: AbortSignal,
-    attempt: (waitMs: number) => Promise<T | undefined>,
-  ): Promise<T | undefined> {
-    if (waitMs === 0) return attempt(0)
-    const ahead = this.waiting.get(key)
-    const startedAt = performance.now()
-    const turn = (async () => {
-      if (ahead && !(await settlesWithin(ahead, waitMs, signal))) return undefined
-      return attempt(Math.max(0, Math.round(waitMs - (performance.now() - startedAt))))
-    })()
-    this.waiting.set(key, turn)
-    try {
-      return await turn
-    } finally {
-      if (this.waiting.get(key) === turn) this.waiting.delete(key)
-    }
-  }
-
   /** Resolves the handle, `undefined` when busy after no wait; rejects `LockBusyError` when a wait ran out. */
   private async take(
     key: string,
@@ -470,7 +443,7 @@ export class Locks<Resource = void> implements LockEventSource {
         : fair && backend.fifo === 'optional'
           ? // Every waiter joins the store's line itself: a local line in front would reorder them.
             await backend.acquire({ key, leaseMs: settings.leaseMs, waitMs: settings.waitMs, signal, fair })
-          : await this.inTurn((route?.line ?? '') + key, settings.waitMs, signal, (waitMs) =>
+          : await this.line.inTurn((route?.line ?? '') + key, settings.waitMs, signal, (waitMs) =>
               backend.acquire({ key, leaseMs: settings.leaseMs, waitMs, signal, label: route?.label }),
             )
     } catch (error) {
@@ -572,23 +545,4 @@ export function createLocks<Resource = void>(options: CreateLocksOptions<Resourc
   const defaults = { lease, wait, reentrant, maxKeyLength, fair }
   parseDefaults(defaults) // before a backend opens anything
   return new Locks<Resource>(resolveBackend(options as never) as LockBackend<Resource>, defaults)
-}
-
-/** Whether `promise` settled (either way) within `ms`, before `signal` aborted. */
-async function settlesWithin(promise: Promise<unknown>, ms: number, signal: AbortSignal): Promise<boolean> {
-  const timeout = delay(ms)
-  const onAbort = () => timeout.cancel()
-  signal.addEventListener('abort', onAbort, { once: true })
-  try {
-    return await Promise.race([
-      promise.then(
-        () => true,
-        () => true,
-      ),
-      timeout.promise.then(() => false),
-    ])
-  } finally {
-    timeout.cancel()
-    signal.removeEventListener('abort', onAbort)
-  }
 }
