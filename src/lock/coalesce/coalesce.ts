@@ -17,7 +17,7 @@ export interface CoalesceOptions {
 export interface CoalesceContext {
   /** 0 for the run this call started, then 1, 2, … for each run once more. */
   readonly run: number
-  /** Aborts with `LockLostError` when the runner's claim could not be renewed in time: stop. */
+  /** Aborts with `LockLostError` when this run's claim could not be renewed in time: stop. */
   readonly signal: AbortSignal
 }
 
@@ -25,9 +25,11 @@ export interface CoalesceContext {
  * `ran: true` on the instance that ran the job: `runs` in a row (1 + one per batch of
  * triggers that came while it ran), `value` of the last. `ran: false` when another instance
  * (or another call here) was running it: this trigger is recorded, and that runner runs
- * the job once more after its current run.
+ * the job once more after its current run. `finishError`: the store could not be told the
+ * last run ended, so its claim stands until its lease runs out, and a trigger that came
+ * during that run is run by the first trigger after that.
  */
-export type CoalesceResult<T> = { ran: true; runs: number; value: T } | { ran: false }
+export type CoalesceResult<T> = { ran: true; runs: number; value: T; finishError?: Error } | { ran: false }
 
 const OPTION_NAMES = new Set(['lease'])
 
@@ -56,23 +58,32 @@ export async function coalesce<T>(
 
   const run = await store.begin(name, leaseMs)
   if (!run) return { ran: false }
-  const watchdog = new LeaseWatchdog({ key: name, leaseMs, startedAt: run.startedAt, renew: (ms) => run.renew(ms) })
+  let startedAt = run.startedAt
   let outcome: { ok: true; value: T } | { ok: false; error: unknown }
+  let finishError: Error | undefined
   let runs = 0
   for (let index = 0; ; index++) {
     runs++
+    // A watchdog per run: a run that lost its lease aborts its own signal, not the next run's.
+    const watchdog = new LeaseWatchdog({ key: name, leaseMs, startedAt, renew: (ms) => run.renew(ms) })
     try {
       outcome = { ok: true, value: await fn({ run: index, signal: watchdog.signal }) }
     } catch (error) {
       outcome = { ok: false, error }
     }
-    const next = await run.finish(leaseMs).catch(() => 'lost' as const)
-    if (next !== 'again' || watchdog.lost) break
+    await watchdog.stop() // no renewal in flight may race the finish
+    // Finished even after a loss: a trigger pending meanwhile is run here (under a fresh claim)
+    // unless another runner took the claim, whose finish then sees it.
+    const finishSentAt = performance.now()
+    const next = await run.finish(leaseMs).catch((error: Error) => (finishError = error))
+    if (next !== 'again') break
+    startedAt = finishSentAt
     if (!outcome.ok) warn(name, index, outcome.error)
   }
-  await watchdog.stop()
   if (!outcome.ok) throw outcome.error
-  return { ran: true, runs, value: outcome.value }
+  return finishError
+    ? { ran: true, runs, value: outcome.value, finishError }
+    : { ran: true, runs, value: outcome.value }
 }
 
 function warn(name: string, index: number, error: unknown): void {

@@ -3,6 +3,7 @@ import type { Cluster, Redis } from 'ioredis'
 import { hashTag } from '../../redis/keys.js'
 import { defineWithSharedScripts } from '../../redis/scripts.js'
 import { boundedRedisCall } from '../redis/bounded-call.js'
+import { retryThroughFailover } from '../redis/failover-retry.js'
 import type { StoreSettings } from '../backend.js'
 import type { CoalescedRun, CoalesceStore } from './store.js'
 
@@ -10,6 +11,11 @@ const SCRIPTS = {
   stampedeGuardCoalesceBegin: { file: 'begin.lua', keys: 2 },
   stampedeGuardCoalesceFinish: { file: 'finish.lua', keys: 2 },
 } as const
+
+const newOwner = () => randomBytes(16).toString('hex')
+
+/** A finish is retried through failures, never aborted early. */
+const NEVER = new AbortController().signal
 
 /** How long a pending mark stands without a runner to take it (a runner that crashed): one day. */
 const PENDING_KEEP_MS = 86_400_000
@@ -31,7 +37,7 @@ export function redisCoalesce(client: Redis | Cluster, settings: StoreSettings):
     async begin(name, leaseMs): Promise<CoalescedRun | undefined> {
       const running = `${settings.namespace}:${hashTag('c', 'ch', name)}`
       const pending = `${running}:pending`
-      const owner = randomBytes(16).toString('hex')
+      let owner = newOwner()
       const startedAt = performance.now()
       const began = await call('coalesce begin', () =>
         scripts.stampedeGuardCoalesceBegin(running, pending, owner, leaseMs, PENDING_KEEP_MS),
@@ -44,10 +50,17 @@ export function redisCoalesce(client: Redis | Cluster, settings: StoreSettings):
             (await call('coalesce renew', () => shared.stampedeGuardExtendMany(1, running, owner, ms))) as number[]
           )[0] === 1,
         finish: async (ms) => {
-          const outcome = Number(
-            await call('coalesce finish', () => scripts.stampedeGuardCoalesceFinish(running, pending, owner, ms)),
-          )
-          return outcome === 1 ? 'again' : outcome === 0 ? 'done' : 'lost'
+          // Retried (backed off) through a timeout or a failover for up to one lease, with the
+          // same `next`: finish.lua answers a retry of a finish it applied the same, so a
+          // pending trigger is neither run twice nor left to a claim held by nobody.
+          const next = newOwner()
+          const finish = () =>
+            call('coalesce finish', () => scripts.stampedeGuardCoalesceFinish(running, pending, owner, ms, next))
+          const deadline = performance.now() + ms
+          const outcome = await retryThroughFailover(finish, { failsOver: true, deadline, signal: NEVER, onRetry() {} })
+          if (Number(outcome) !== 1) return Number(outcome) === 0 ? 'done' : 'lost'
+          owner = next
+          return 'again'
         },
       }
     },

@@ -9,6 +9,12 @@ export interface CoalescedRun {
   readonly startedAt: number
   /** Extends the runner's lease; `false` once it is not ours. */
   renew(leaseMs: number): Promise<boolean>
-  /** `'again'`: a trigger came meanwhile, run once more (lease renewed); `'done'`; `'lost'`: the lease ran out. */
+  /**
+   * Ends a run, also one whose lease was lost. `'again'`: a trigger came meanwhile and the
+   * claim is ours once more (taken back if it had run out and nobody took it), under a fresh
+   * lease started no earlier than this call, which `renew` extends from then on; `'done'`:
+   * the claim is free; `'lost'`: another runner holds it, so a pending trigger is its to run.
+   * Safe to retry after an error: a finish that was applied answers the same again.
+   */
   finish(leaseMs: number): Promise<'again' | 'done' | 'lost'>
 }
