@@ -222,8 +222,20 @@ export class RedisLockBackend implements LockBackend {
   /** `withLocks`: keys of one slot in one acquire-many.lua call per attempt (src/lock/multi/redis.ts). */
   acquireAll(request: MultiAcquireRequest): Promise<HeldLock[] | { busy: string }> {
     const { namespace, commandTimeoutMs } = this.settings
-    const held = (keys: LockKeys, owner: string, token: string, at: number) => this.held(keys, owner, token, at)
-    return acquireMany({ client: this.client, namespace, commandTimeoutMs, notifier: this.notifier, held }, request)
+    return acquireMany(
+      {
+        client: this.client,
+        namespace,
+        commandTimeoutMs,
+        notifier: this.notifier,
+        failsOver: this.failsOver,
+        replicaWait: this.redis.replicaWait,
+        giveBack: (keys, owner) =>
+          boundedRedisCall(this.client, commandTimeoutMs, 'lock release', () => this.releaseCall(keys, owner, true)),
+        held: (keys, owner, token, at) => this.held(keys, owner, token, at),
+      },
+      request,
+    )
   }
 
   atomicRuns(keys: readonly string[]): string[][] {
