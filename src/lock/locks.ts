@@ -255,7 +255,8 @@ export class Locks<Resource = void> implements LockEventSource {
     options: RunOnceOptions,
   ): Promise<RunOnceResult<T>> {
     if (this.closing.signal.aborted) return Promise.reject(new LocksClosedError())
-    return runOnce(this.backend.claims, this.backend.name, name, fn, options, this.settings.maxKeyLength)
+    const { claims, name: backendName } = this.backend
+    return runOnce(claims, backendName, name, fn, options, this.settings.maxKeyLength, this.closing.signal)
   }
 
   /**
@@ -375,13 +376,14 @@ export class Locks<Resource = void> implements LockEventSource {
     options?: CoalesceOptions,
   ): Promise<CoalesceResult<T>> {
     if (this.closing.signal.aborted) return Promise.reject(new LocksClosedError())
-    return coalesce(this.backend.coalesce, this.backend.name, name, fn, options, this.settings)
+    return coalesce(this.backend.coalesce, this.backend.name, name, fn, options, this.settings, this.closing.signal)
   }
 
   /**
    * Stops accepting calls, ends waits in progress (`LocksClosedError`), aborts the
    * `signal` of every lock still held through this object with `LockLostError` and
-   * releases it, then closes the backend. The clients you passed stay open.
+   * releases it, aborts the `signal` of its `runOnce` and `coalesce` runs in progress (their
+   * claims are renewed no more), then closes the backend. The clients you passed stay open.
    */
   close(): Promise<void> {
     this.closed ??= (async () => {

@@ -93,6 +93,8 @@ export async function runOnce<T>(
   fn: (context: RunOnceContext) => T | Promise<T>,
   options: RunOnceOptions,
   maxKeyLength: number,
+  /** The `Locks`' close(): it ends the run's claim here (signal aborted, no more renewals). */
+  closing: AbortSignal,
 ): Promise<RunOnceResult<T>> {
   namedKey('name', name, maxKeyLength)
   if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `expected a function, got ${typeof fn}`)
@@ -112,14 +114,21 @@ export async function runOnce<T>(
   }
   // The store started the claim at or after sentAt, so a deadline counted from it is never late.
   const end = keepAlive ? renewedClaim(name, claim, atMostMs, sentAt) : claimDeadline(name, atMostMs, sentAt)
+  // close() ends the hold as it does a lock's: the job is told to stop and nothing renews the
+  // claim, which then stands until lockAtMostFor (the crash bound) unless the run ends first.
+  const onClose = () => end.lose('close() was called')
+  if (closing.aborted) onClose()
+  else closing.addEventListener('abort', onClose, { once: true })
   let value: T
   try {
     value = await fn({ signal: end.signal })
   } catch (error) {
+    closing.removeEventListener('abort', onClose)
     await end.stop()
     await claim.finish(atLeastMs).catch(() => {})
     throw error
   }
+  closing.removeEventListener('abort', onClose)
   await end.stop()
   try {
     await claim.finish(atLeastMs)
@@ -133,20 +142,23 @@ interface ClaimEnd {
   readonly signal: AbortSignal
   /** No more renewals (waiting for one in flight) and no abort from here on. */
   stop(): Promise<void>
+  /** Ends the hold now: no more renewals, and `signal` aborts with `LockLostError(reason)`. */
+  lose(reason: string): void
 }
 
 /** Without keepAlive: the job's signal aborts when lockAtMostFor has passed, by this process's clock minus a margin. */
 function claimDeadline(name: string, atMostMs: number, sentAt: number): ClaimEnd {
   const controller = new AbortController()
+  const lose = (reason: string) => {
+    clearTimeout(expiry)
+    if (!controller.signal.aborted) controller.abort(new LockLostError(name, reason))
+  }
   const expiry = setTimeout(
-    () =>
-      controller.abort(
-        new LockLostError(name, `lockAtMostFor (${atMostMs} ms) has passed: another instance may run the job now`),
-      ),
+    () => lose(`lockAtMostFor (${atMostMs} ms) has passed: another instance may run the job now`),
     Math.max(0, sentAt + atMostMs - leaseMarginMs(atMostMs) - performance.now()),
   )
   expiry.unref()
-  return { signal: controller.signal, stop: async () => clearTimeout(expiry) }
+  return { signal: controller.signal, stop: async () => clearTimeout(expiry), lose }
 }
 
 /** With keepAlive: the lock watchdog renews the claim every lockAtMostFor/3 and aborts the signal at its local deadline. */
@@ -157,5 +169,5 @@ function renewedClaim(name: string, claim: Claim, atMostMs: number, sentAt: numb
     startedAt: sentAt,
     renew: (ms) => claim.extend!(ms),
   })
-  return { signal: watchdog.signal, stop: () => watchdog.stop() }
+  return { signal: watchdog.signal, stop: () => watchdog.stop(), lose: (reason) => watchdog.lose(reason) }
 }

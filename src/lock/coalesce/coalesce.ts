@@ -46,6 +46,8 @@ export async function coalesce<T>(
   fn: (context: CoalesceContext) => T | Promise<T>,
   options: CoalesceOptions | undefined,
   defaults: { leaseMs: number; maxKeyLength: number },
+  /** The `Locks`' close(): the run in progress is told to stop, and no run follows it here. */
+  closing: AbortSignal,
 ): Promise<CoalesceResult<T>> {
   namedKey('name', name, defaults.maxKeyLength)
   if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `expected a function, got ${typeof fn}`)
@@ -66,16 +68,20 @@ export async function coalesce<T>(
     runs++
     // A watchdog per run: a run that lost its lease aborts its own signal, not the next run's.
     const watchdog = new LeaseWatchdog({ key: name, leaseMs, startedAt, renew: (ms) => run.renew(ms) })
+    const onClose = () => watchdog.lose('close() was called')
+    if (closing.aborted) onClose()
+    else closing.addEventListener('abort', onClose, { once: true })
     try {
       outcome = { ok: true, value: await fn({ run: index, signal: watchdog.signal }) }
     } catch (error) {
       outcome = { ok: false, error }
     }
+    closing.removeEventListener('abort', onClose)
     await watchdog.stop() // no renewal in flight may race the finish
     // Finished even after a loss: a trigger pending meanwhile is run here (under a fresh claim)
     // unless another runner took the claim, whose finish then sees it.
     const finishSentAt = performance.now()
-    const next = await run.finish(leaseMs).catch((error: Error) => (finishError = error))
+    const next = await run.finish(leaseMs, !closing.aborted).catch((error: Error) => (finishError = error))
     if (next !== 'again') break
     startedAt = finishSentAt
     if (!outcome.ok) warn(name, index, outcome.error)

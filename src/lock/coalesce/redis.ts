@@ -49,13 +49,15 @@ export function redisCoalesce(client: Redis | Cluster, settings: StoreSettings):
           (
             (await call('coalesce renew', () => shared.stampedeGuardExtendMany(1, running, owner, ms))) as number[]
           )[0] === 1,
-        finish: async (ms) => {
+        finish: async (ms, handOver = true) => {
           // Retried (backed off) through a timeout or a failover for up to one lease, with the
           // same `next`: finish.lua answers a retry of a finish it applied the same, so a
           // pending trigger is neither run twice nor left to a claim held by nobody.
           const next = newOwner()
           const finish = () =>
-            call('coalesce finish', () => scripts.stampedeGuardCoalesceFinish(running, pending, owner, ms, next))
+            call('coalesce finish', () =>
+              scripts.stampedeGuardCoalesceFinish(running, pending, owner, ms, next, handOver ? 1 : 0),
+            )
           const deadline = performance.now() + ms
           const outcome = await retryThroughFailover(finish, { failsOver: true, deadline, signal: NEVER, onRetry() {} })
           if (Number(outcome) !== 1) return Number(outcome) === 0 ? 'done' : 'lost'

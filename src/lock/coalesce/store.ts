@@ -15,6 +15,8 @@ export interface CoalescedRun {
    * lease started no earlier than this call, which `renew` extends from then on; `'done'`:
    * the claim is free; `'lost'`: another runner holds it, so a pending trigger is its to run.
    * Safe to retry after an error: a finish that was applied answers the same again.
+   * `handOver: false` (the runner is closing): never `'again'`; the claim is freed and a
+   * pending trigger left to the next trigger.
    */
-  finish(leaseMs: number): Promise<'again' | 'done' | 'lost'>
+  finish(leaseMs: number, handOver?: boolean): Promise<'again' | 'done' | 'lost'>
 }

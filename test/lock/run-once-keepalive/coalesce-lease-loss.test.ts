@@ -6,27 +6,17 @@
  * claim, but are confirmed too late: the lease is lost locally only), or both ways until
  * the store's lease has run out.
  */
-import { Redis } from 'ioredis'
-import { afterEach, describe, expect, it } from 'vitest'
-import { createLocks, type Locks } from '../../../src/lock/index.js'
-import { startBlackholeProxy, type BlackholeProxy } from '../../support/blackhole-proxy.js'
+import { describe, expect, it } from 'vitest'
 import { commandsSinceReset } from '../../support/command-stats.js'
 import { useRedisServer } from '../../support/redis-suite.js'
-import { abortReason, gate, until } from '../../support/timing.js'
+import { useStalledRunner } from '../../support/stalled-runner.js'
+import { abortReason, gate, sleep, until } from '../../support/timing.js'
 
 describe('coalesce: a lease lost mid-run with a trigger pending (Redis)', () => {
   const redis = useRedisServer()
   let count = 0
   const fresh = () => `loss-${++count}`
-  const opened: Locks[] = []
-  const proxies: BlackholeProxy[] = []
-  const clients: Redis[] = []
-  afterEach(async () => {
-    for (const proxy of proxies) proxy.resume()
-    await Promise.all(opened.splice(0).map((l) => l.close()))
-    for (const client of clients.splice(0)) client.disconnect()
-    await Promise.all(proxies.splice(0).map((p) => p.close()))
-  })
+  const stalledRunner = useStalledRunner(redis)
 
   /**
    * A runner whose connection goes through a proxy starts a job; its run 0 waits for its
@@ -35,15 +25,10 @@ describe('coalesce: a lease lost mid-run with a trigger pending (Redis)', () => 
    */
   async function runWithPendingTrigger(untilLost: boolean) {
     const name = fresh()
-    const proxy = await startBlackholeProxy(redis.server().port)
-    proxies.push(proxy)
-    const through = new Redis({ port: proxy.port, host: '127.0.0.1', maxRetriesPerRequest: null })
-    clients.push(through)
-    // commandTimeout well under the lease: a stalled renewal times out and is retried (every
-    // lease/6), and each retry still reaches Redis while only replies are stalled.
-    const runner = createLocks({ redis: through, namespace: 'co', lease: '1s', commandTimeout: '100ms' })
-    const other = createLocks({ redis: redis.server().client(), namespace: 'co', lease: '1s' })
-    opened.push(runner, other)
+    // Warmed up by a run past one renewal (lease/3).
+    const { proxy, runner, other } = await stalledRunner('co', '1s', (locks) =>
+      locks.coalesce(fresh(), () => sleep(500)),
+    )
     const runs: number[] = []
     const release = gate()
     const aborted: unknown[] = []

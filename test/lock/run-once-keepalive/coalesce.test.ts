@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { InvalidArgumentError, LocksClosedError } from '../../../src/errors.js'
 import { createLocks, type Locks } from '../../../src/lock/index.js'
 import { useRedisServer } from '../../support/redis-suite.js'
-import { gate, sleep, until } from '../../support/timing.js'
+import { abortReason, gate, sleep, until } from '../../support/timing.js'
 import { forkWorker, type Worker } from '../../support/workers.js'
 
 const WORKER = new URL('./coalesce-worker.ts', import.meta.url)
@@ -91,6 +91,31 @@ describe('coalesce (Redis)', () => {
     expect(runs.length).toBeLessThan(triggers.length)
     expect(Math.max(...runs)).toBeGreaterThanOrEqual(Math.max(...triggers))
   }, 60_000)
+
+  it('close() during a run: its signal aborts, no run follows on the closed instance, the claim is freed, and the pending trigger is kept for the next trigger', async () => {
+    const name = fresh()
+    const locks = newLocks()
+    const release = gate()
+    const runs: number[] = []
+    let reason: unknown
+    const first = locks.coalesce(name, async ({ run, signal }) => {
+      runs.push(run)
+      reason = await abortReason(signal, 'the run to be told to stop', 5_000)
+      await release.promise
+      return run
+    })
+    await until(() => runs.length === 1, 'the first run')
+    await expect(newLocks().coalesce(name, () => 'other')).resolves.toEqual({ ran: false })
+    await locks.close()
+    await until(() => reason !== undefined, 'the abort')
+    expect(reason).toMatchObject({ name: 'LockLostError' })
+    release.open()
+    await expect(first).resolves.toEqual({ ran: true, runs: 1, value: 0 })
+    expect(runs).toEqual([0])
+    expect(await redis.admin().exists(`co:{c:${name}}`)).toBe(0)
+    expect(await redis.admin().exists(`co:{c:${name}}:pending`)).toBe(1)
+    await expect(newLocks().coalesce(name, () => 'next')).resolves.toEqual({ ran: true, runs: 1, value: 'next' })
+  })
 
   it('bad input is a typed error naming the argument; other backends refuse it', async () => {
     const locks = newLocks()
