@@ -8,6 +8,7 @@ import type { AcquireRequest, HeldLock } from '../../backend.js'
 import type { StoreSettings } from '../../backend.js'
 import { acquireWaiting } from '../../waiting.js'
 import { boundedRedisCall } from '../bounded-call.js'
+import { leasedHold } from '../leased-hold.js'
 import type { SubscribedWaits } from '../subscribed-waits.js'
 
 const SCRIPTS = {
@@ -139,15 +140,11 @@ export class FairRedisLocks {
 
   private held(keys: LockKeys, line: LineKeys, owner: string, token: string, acquiredAt: number): HeldLock {
     const value = `${owner}:${token}`
-    let released: Promise<void> | undefined
-    return {
-      token: BigInt(token),
-      liveness: 'lease',
+    return leasedHold(
+      token,
       acquiredAt,
-      signal: new AbortController().signal, // loss is the watchdog's to detect
-      resource: undefined,
-      renew: (leaseMs) => this.parts.renew(keys.lock, value, leaseMs),
-      release: () => (released ??= this.release(keys, line, owner)),
-    }
+      (leaseMs) => this.parts.renew(keys.lock, value, leaseMs),
+      () => this.release(keys, line, owner),
+    )
   }
 }
