@@ -75,6 +75,28 @@ export class LockWaitTimeoutError extends StampedeGuardError {
   }
 }
 
+/**
+ * With `loaderConcurrency`: a load waited `timeoutMs` (its callers' `waitTimeout`) for one of
+ * the fleet's `limit` loader permits and got none, or did not wait (`maxQueued` loads were
+ * already waiting; then `timeoutMs` is 0). Its loader did not run; no stale value covered it.
+ */
+export class LoaderConcurrencyError extends StampedeGuardError {
+  readonly key: string
+  readonly timeoutMs: number
+  readonly limit: number
+  constructor(key: string, timeoutMs: number, limit: number) {
+    super(
+      'ERR_SG_LOADER_CONCURRENCY',
+      timeoutMs > 0
+        ? `the load of "${key}" waited ${timeoutMs} ms for one of the ${limit} loader permits (loaderConcurrency) and got none`
+        : `the load of "${key}" did not wait for a loader permit: loaderConcurrency.maxQueued loads were already waiting`,
+    )
+    this.key = key
+    this.timeoutMs = timeoutMs
+    this.limit = limit
+  }
+}
+
 /** The codec could not encode or decode a value. Reported through the `error` event, never thrown to callers. */
 export class SerializationError extends StampedeGuardError {
   readonly key: string

@@ -266,4 +266,28 @@ export interface CacheOptions extends PolicyOptions {
    * loads again). Default `'20ms'` on an ioredis `Cluster`, `0` otherwise (one clock).
    */
   tagClockSkew?: Duration
+  /**
+   * A fleet-wide cap on loader runs, for a fragile database behind the cache: across every
+   * process sharing this Redis and `namespace`, at most `limit` loaders run at once (a
+   * counting semaphore in Redis, its permits leased for `lock.lease` and renewed while the
+   * loader runs). A load past the cap waits in one FIFO line for up to its callers'
+   * `waitTimeout`; then its callers get a stale value if they have one, else
+   * `LoaderConcurrencyError`. It never runs its loader without a permit because of the cap
+   * (that is the stampede the cap is for). When Redis cannot be asked for a permit, the
+   * loader runs without one (a `redis-error` event): the cap then holds only per process.
+   * Needs Redis. Default `false` (off).
+   */
+  loaderConcurrency?: LoaderConcurrencyOptions | false
+}
+
+/** See {@link CacheOptions.loaderConcurrency}. */
+export interface LoaderConcurrencyOptions {
+  /** Most loaders running at once across every process sharing the store. An integer in 1..10,000. Required. */
+  limit: number
+  /**
+   * Most loads one cache keeps waiting for a permit; past it a load does not wait (stale, else
+   * `LoaderConcurrencyError`). Each waiting load is one entry of the line in Redis and one
+   * heartbeat every lease/3. Default `10_000`.
+   */
+  maxQueued?: number
 }

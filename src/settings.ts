@@ -55,6 +55,8 @@ export interface Settings {
   shardedPubSub: boolean | 'auto'
   maxKeysPerTag: number
   tagClockSkew: number
+  /** `loaderConcurrency`, or undefined when off. */
+  loaderConcurrency: { limit: number; maxQueued: number } | undefined
 }
 
 /** Names of the options `getOrLoad` takes per call (for wrappers that pass them through). */
@@ -90,6 +92,7 @@ const CACHE_KEYS = new Set<string>([
   'ttlJitter',
   'maxKeysPerTag',
   'tagClockSkew',
+  'loaderConcurrency',
 ])
 const CALL_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'tags', 'forceRefresh'])
 const L1_KEYS = new Set(['max', 'maxBytes', 'maxTtl'])
@@ -257,5 +260,24 @@ export function resolveSettings(options: CacheOptions): Settings {
       options.tagClockSkew ?? (options.redis?.isCluster === true ? 20 : 0),
       true,
     ),
+    loaderConcurrency: parseLoaderConcurrency(options),
   }
+}
+
+const LOADER_CONCURRENCY_KEYS = new Set(['limit', 'maxQueued'])
+
+function parseLoaderConcurrency(options: CacheOptions): Settings['loaderConcurrency'] {
+  const option = options.loaderConcurrency
+  if (option === undefined || option === false) return undefined
+  if (option === null || typeof option !== 'object')
+    throw new InvalidArgumentError('loaderConcurrency', 'expected { limit } or false')
+  for (const name of Object.keys(option)) {
+    if (!LOADER_CONCURRENCY_KEYS.has(name))
+      throw new InvalidArgumentError(`loaderConcurrency.${name}`, 'unknown option (known: limit, maxQueued)')
+  }
+  if (!options.redis) throw new InvalidArgumentError('loaderConcurrency', 'needs Redis: it caps loads across processes')
+  const limit = positiveInteger('loaderConcurrency.limit', option.limit)
+  if (limit > 10_000)
+    throw new InvalidArgumentError('loaderConcurrency.limit', `must be an integer in 1..10000, got ${limit}`)
+  return { limit, maxQueued: positiveInteger('loaderConcurrency.maxQueued', option.maxQueued ?? 10_000) }
 }

@@ -257,6 +257,7 @@ export class Cache {
     core.closed = true
     core.polls?.interruptAll() // each wait sees `closed` once woken, or after the lookup it is in
     for (let work = core.unfinished(); work.length > 0; work = core.unfinished()) await Promise.allSettled(work)
+    await core.loaderPermits?.close()
     core.store?.close()
     core.probe?.close()
     core.notifier?.close()

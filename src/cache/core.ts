@@ -21,6 +21,7 @@ import { TagStore, tagChannel } from './redis/tags.js'
 import { checkTags } from '../tag.js'
 import type { Call, FlightNotes, Resolution } from './call.js'
 import { StoredEntries } from './stored.js'
+import { LoaderPermits } from './loader-permits.js'
 
 /** Bound on remembered refresh holds; pruned of expired ones past it. */
 const MAX_REFRESH_HOLDS = 10_000
@@ -73,6 +74,8 @@ export class CacheCore {
   /** Of those, the ones subscribed to their key's channel, capped by `maxWaits` (the rest are answered by the poll). */
   waitsSubscribed = 0
   readonly probe: ServerProbe | undefined
+  /** `loaderConcurrency`'s permits; undefined when off. */
+  readonly loaderPermits: LoaderPermits | undefined
   /** The tag scripts (docs/tags.md); with Redis only. */
   readonly tagStore: TagStore | undefined
   /** Which L1 entries this process knows the tags of, and when each tag was last invalidated here. */
@@ -99,6 +102,16 @@ export class CacheCore {
       this.polls = tiers.polls
       this.probe = tiers.probe
       this.tagStore = tiers.tagStore
+      const cap = this.settings.loaderConcurrency
+      if (cap)
+        this.loaderPermits = new LoaderPermits(
+          options.redis as Redis | Cluster,
+          this.settings.namespace,
+          cap.limit,
+          cap.maxQueued,
+          lock.lease,
+          this.events,
+        )
       // In the background, so the first burst of a fresh process does not wait on it.
       this.setUp = Promise.all([tiers.store.warmUp(), tiers.notifier.warmUp()]).then(() => {})
     } else if (this.settings.policy.negativeTtl > 0) {

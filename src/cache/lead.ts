@@ -1,7 +1,7 @@
 import { LoadContext, type Loader } from '../context.js'
 import { entryFrom, fallbackValid, type Entry, type Lifetimes } from '../entry.js'
 import { encodeFailure } from '../loader-error.js'
-import { LoaderTimeoutError } from '../errors.js'
+import { LoaderConcurrencyError, LoaderTimeoutError } from '../errors.js'
 import { warnUncacheableOnce } from '../refusal-warnings.js'
 import { entryKeys } from './redis/keys.js'
 import { Lease } from './redis/lease.js'
@@ -50,7 +50,7 @@ export class LoadLeader {
     let value: unknown
     try {
       value = await withTimeout(
-        this.runLoader(call.loader, context),
+        this.runLoader(call.loader, context, call.policy.waitTimeout),
         maxHold,
         () => new LoaderTimeoutError(key, maxHold, 'lock.maxHold'),
       )
@@ -211,7 +211,10 @@ export class LoadLeader {
   ): Promise<Resolution> {
     const { key, policy } = call
     const covered = fallbackValid(fallback, performance.now())
-    if (lock?.lockValue) {
+    if (lock?.lockValue && error instanceof LoaderConcurrencyError) {
+      // The loader never ran: no failure to share or cache; waiters re-check, and one of them leads.
+      await this.core.store?.release(lock.keys, lock.lockValue, 'r|').catch(() => {})
+    } else if (lock?.lockValue) {
       const message = encodeFailure(error) // never throws, whatever the loader threw
       const marks = covered ? { backoffMs: policy.failSafeBackoff } : { negativeMs: policy.negativeTtl }
       await this.core.store?.release(lock.keys, lock.lockValue, message, marks).catch(() => {})
@@ -237,7 +240,7 @@ export class LoadLeader {
     const context = new LoadContext(key, NEVER_ABORTED, undefined, policy, { uncached: true })
     const startedAt = performance.now()
     try {
-      const loading = this.runLoader(call.loader, context)
+      const loading = this.runLoader(call.loader, context, policy.waitTimeout)
       const value = await (hardLeft < maxHold
         ? withTimeout(loading, hardLeft, () => new LoaderTimeoutError(key, policy.hardTimeout))
         : withTimeout(loading, maxHold, () => new LoaderTimeoutError(key, maxHold, 'lock.maxHold')))
@@ -249,10 +252,15 @@ export class LoadLeader {
     }
   }
 
-  /** Starts a loader on the next microtask, inside the load scope if one is installed. */
-  private runLoader(loader: Loader<unknown>, context: LoadContext<unknown>): Promise<unknown> {
+  /**
+   * Starts a loader on the next microtask, inside the load scope if one is installed; with
+   * `loaderConcurrency`, once it holds a permit (waiting for one up to `waitMs`).
+   */
+  private runLoader(loader: Loader<unknown>, context: LoadContext<unknown>, waitMs: number): Promise<unknown> {
     const scope = this.core.loadScope
-    return Promise.resolve().then(() => (scope ? scope(context, () => loader(context)) : loader(context)))
+    const run = () => (scope ? scope(context, () => loader(context)) : loader(context))
+    const permits = this.core.loaderPermits
+    return permits ? permits.run(context.key, waitMs, context.signal, run) : Promise.resolve().then(run)
   }
 
   /** With lock.waitForReplicas: a lock fewer replicas acknowledged is used all the same (the weaker mode), and reported. */

@@ -261,7 +261,7 @@ export class Locks<Resource = void> implements LockEventSource {
 
   /**
    * A counting semaphore named `name`: at most `permits` permits held at once across every
-   * process sharing the store (see `Semaphore`). Backends: Redis, PostgreSQL and etcd;
+   * process sharing the store (see `Semaphore`). Backends: Redis, PostgreSQL, etcd and ZooKeeper;
    * others throw `InvalidArgumentError` (`backend`). Creating one sends nothing.
    */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {

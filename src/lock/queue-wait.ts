@@ -1,3 +1,4 @@
+import { abortable } from './backend-calls.js'
 import { delay } from '../timers.js'
 
 /**
@@ -31,5 +32,23 @@ export async function readWhileWaiting<T>(
       if (left <= 0 || !retriable(err)) throw err
       await step(delay(Math.min(READ_RETRY_MS, left)).promise)
     }
+  }
+}
+
+/** Resolves 'fired' once `fired` does (a one-shot watch), 'silent' after `ms`; rejects on abort. */
+export async function firedOrSilent(
+  fired: Promise<void>,
+  ms: number,
+  signal: AbortSignal,
+): Promise<'fired' | 'silent'> {
+  let timer: NodeJS.Timeout | undefined
+  const silent = new Promise<'silent'>((resolve) => {
+    timer = setTimeout(() => resolve('silent'), ms)
+    timer.unref()
+  })
+  try {
+    return await abortable(Promise.race([fired.then(() => 'fired' as const), silent]), signal, () => {})
+  } finally {
+    clearTimeout(timer)
   }
 }

@@ -6,6 +6,7 @@ import { registerScripts } from '../../redis/scripts.js'
 import type { ServerProbe } from '../../redis/server-probe.js'
 import type { AcquireRequest, HeldLock, LockBackend } from '../backend.js'
 import { boundedRedisCall } from '../redis/bounded-call.js'
+import { leasedHold } from '../redis/leased-hold.js'
 import type { StoreSettings } from '../backend.js'
 import { acquireWaiting } from '../waiting.js'
 import type { ReadWriteStore } from './store.js'
@@ -115,21 +116,17 @@ export function redisReadWrite(
     acquiredAt: number,
   ): HeldLock<unknown> => {
     const holder = kind === 'r' ? owner : `${owner}:${token}`
-    let released: Promise<void> | undefined
-    return {
-      token: BigInt(token),
-      liveness: 'lease',
+    return leasedHold(
+      token,
       acquiredAt,
-      signal: new AbortController().signal, // loss is the watchdog's to detect
-      resource: undefined,
-      renew: async (leaseMs) =>
+      async (leaseMs) =>
         Number(
           await call('read-write renew', () =>
             scripts.stampedeGuardRwRenew(keys.readers, keys.writer, kind, holder, leaseMs),
           ),
         ) === 1,
-      release: () => (released ??= release(keys, kind, owner)),
-    }
+      () => release(keys, kind, owner),
+    )
   }
 
   return { readers: backend('r'), writers: backend('w'), close: async () => {} }

@@ -13,6 +13,7 @@ import { acquireMany, slotRuns } from '../multi/redis.js'
 import { acquireWaiting } from '../waiting.js'
 import { DEFAULT_MAX_POLL_RATE } from '../../redis/poll-scheduler.js'
 import { canFailOver } from '../../redis/failing-clock.js'
+import { leasedHold } from './leased-hold.js'
 import { boundedRedisCall } from './bounded-call.js'
 import { retryThroughFailover } from './failover-retry.js'
 import type { RedisLockSettings } from './options.js'
@@ -204,19 +205,15 @@ export class RedisLockBackend implements LockBackend {
 
   private held(keys: LockKeys, owner: string, token: string, acquiredAt: number): HeldLock {
     const value = `${owner}:${token}`
-    let released: Promise<void> | undefined
-    return {
-      token: BigInt(token),
-      liveness: 'lease',
+    return leasedHold(
+      token,
       acquiredAt,
-      signal: new AbortController().signal, // loss is the watchdog's to detect
-      resource: undefined,
-      renew: (leaseMs) => this.renewals.renew(keys.lock, value, leaseMs),
-      release: () =>
-        (released ??= boundedRedisCall(this.client, this.settings.commandTimeoutMs, 'lock release', () =>
+      (leaseMs) => this.renewals.renew(keys.lock, value, leaseMs),
+      () =>
+        boundedRedisCall(this.client, this.settings.commandTimeoutMs, 'lock release', () =>
           this.releaseCall(keys, owner, true),
-        ).then(() => {})),
-    }
+        ).then(() => {}),
+    )
   }
 
   /** `withLocks`: keys of one slot in one acquire-many.lua call per attempt (src/lock/multi/redis.ts). */

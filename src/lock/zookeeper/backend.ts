@@ -1,4 +1,5 @@
 import type { Client, Stat } from 'node-zookeeper-client'
+export { czxid } from './calls.js'
 import type { ZooKeeperClientLike } from './client-like.js'
 import { randomUUID } from 'node:crypto'
 import { setMaxListeners } from 'node:events'
@@ -6,9 +7,11 @@ import { LockBackendError } from '../../errors.js'
 import type { AcquireRequest, LockBackend } from '../backend.js'
 import { abortable } from '../backend-calls.js'
 import { linkedSignal, type LinkedSignal } from '../linked-signal.js'
-import { readWhileWaiting, WATCH_POLL_CAP_MS, WATCH_POLL_START_MS } from '../queue-wait.js'
+import { firedOrSilent, readWhileWaiting, WATCH_POLL_CAP_MS, WATCH_POLL_START_MS } from '../queue-wait.js'
 import { LeaseWatchdog } from '../../lease/watchdog.js'
-import { CONNECTION_LOSS, EPHEMERAL_SEQUENTIAL, NO_NODE, zkCode, ZooKeeperCalls } from './calls.js'
+import { CONNECTION_LOSS, czxid, zkCode, ZooKeeperCalls } from './calls.js'
+import { ZooKeeperSemaphores } from '../semaphore/zookeeper/store.js'
+import { createProtectedNode } from './protected-create.js'
 import { ZooKeeperHeldLock, type ZooKeeperFencedWrites } from './held-lock.js'
 
 export interface ZooKeeperBackendSettings {
@@ -18,8 +21,6 @@ export interface ZooKeeperBackendSettings {
   readonly commandTimeoutMs: number
 }
 
-/** Attempts at creating the node (a parent removed by a concurrent release, a lost reply). */
-const CREATE_ATTEMPTS = 4
 const SEQUENCE_DIGITS = 10
 /** When a create failed with its outcome unknown, look for our node this long after, ms. */
 const SWEEP_AFTER_MS = [1_000, 5_000]
@@ -65,6 +66,9 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
   private readonly held = new Set<ZooKeeperHeldLock>()
   private readonly root: string
   private readonly onExpired = () => this.expired.abort()
+  /** Counting semaphores (Curator's InterProcessSemaphoreV2), queued on a lock backend of their own. */
+  readonly semaphores: ZooKeeperSemaphores
+  private semaphoreLine: ZooKeeperBackend | undefined
 
   constructor(
     private readonly client: Client,
@@ -75,6 +79,19 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
     client.on('expired', this.onExpired)
     // One listener per lock held or awaited through this backend: no leak to warn of.
     setMaxListeners(0, this.expired.signal, this.closing.signal)
+    const leasesRoot = rootPath(`${settings.namespace}:semaphore`)
+    this.semaphores = new ZooKeeperSemaphores({
+      client,
+      calls: this.calls,
+      leasesPath: (name) => `${leasesRoot}/${nodeName(name)}`,
+      line: () =>
+        (this.semaphoreLine ??= new ZooKeeperBackend(client, {
+          ...settings,
+          namespace: `${settings.namespace}:semaphore-line`,
+        })),
+      expired: this.expired.signal,
+      closing: this.closing.signal,
+    })
   }
 
   async acquire(request: AcquireRequest): Promise<ZooKeeperHeldLock | undefined> {
@@ -89,7 +106,7 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
     const step = <T>(promise: Promise<T>) => abortable(promise, waiting, () => {})
     const startedAt = performance.now()
     const prefix = `${randomUUID()}-lock-`
-    const creating = this.createNode(parent, prefix, deadline, Buffer.from(request.label ?? ''))
+    const creating = createProtectedNode(this.calls, parent, prefix, deadline, Buffer.from(request.label ?? ''))
     creating.catch(() => {})
     let lifetime: LeaseWatchdog | undefined
     let stopListening = () => {}
@@ -152,31 +169,6 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
   }
 
   /**
-   * Creates our ephemeral sequential node, creating the parent path when it is missing.
-   * A lost connection is retried only while the wait lasts: a store that keeps dropping
-   * the connection (an ensemble without a quorum) fails the attempt within its wait.
-   */
-  private async createNode(parent: string, prefix: string, deadline: number, data: Buffer): Promise<string> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.calls.create(`${parent}/${prefix}`, EPHEMERAL_SEQUENTIAL, data)
-      } catch (err) {
-        const code = zkCode((err as { cause?: unknown }).cause)
-        if (attempt >= CREATE_ATTEMPTS || (code !== NO_NODE && code !== CONNECTION_LOSS)) throw err
-        if (code === CONNECTION_LOSS && performance.now() >= deadline) throw err
-        if (code === NO_NODE) {
-          // A release removed the empty parent (or this is the key's first lock).
-          await this.calls.mkdirp(parent)
-          continue
-        }
-        // The reply was lost: the node may exist. Find it by our uuid.
-        const mine = (await this.calls.children(parent).catch(() => [])).find((name) => name.startsWith(prefix))
-        if (mine) return `${parent}/${mine}`
-      }
-    }
-  }
-
-  /**
    * Waits until our node is the lowest under `parent` (starting from `firstRead`, the
    * children read right after the create); `false` when the wait ran out first.
    * Watches one predecessor at a time; a bounded, backed-off re-read is the safety net
@@ -228,25 +220,11 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
         if (!stat) continue // already gone: read the queue again
         watching = { path: predecessor, fired }
       }
-      if ((await this.fireOrTimeout(watching.fired, Math.min(remaining, pollMs), signal)) === 'silent') {
+      if ((await firedOrSilent(watching.fired, Math.min(remaining, pollMs), signal)) === 'silent') {
         pollMs = Math.min(pollMs * 2, WATCH_POLL_CAP_MS)
       } else {
         watching = undefined
       }
-    }
-  }
-
-  /** Resolves 'fired' with `fired`, 'silent' after `ms`; rejects on abort. */
-  private async fireOrTimeout(fired: Promise<void>, ms: number, signal: AbortSignal): Promise<'fired' | 'silent'> {
-    let timer: NodeJS.Timeout | undefined
-    const silent = new Promise<'silent'>((resolve) => {
-      timer = setTimeout(() => resolve('silent'), ms)
-      timer.unref()
-    })
-    try {
-      return await abortable(Promise.race([fired.then(() => 'fired' as const), silent]), signal, () => {})
-    } finally {
-      clearTimeout(timer)
     }
   }
 
@@ -288,6 +266,7 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
     this.closing.abort()
     this.client.removeListener('expired', this.onExpired)
     await Promise.allSettled([...this.held].map((held) => held.release()))
+    await this.semaphoreLine?.close()
   }
 }
 
@@ -312,9 +291,4 @@ export function isLockNode(name: string): boolean {
 
 export function bySequence(a: string, b: string): number {
   return Number(a.slice(-SEQUENCE_DIGITS)) - Number(b.slice(-SEQUENCE_DIGITS))
-}
-
-/** @internal */
-export function czxid(stat: Stat): bigint {
-  return stat.czxid.readBigUInt64BE(0)
 }

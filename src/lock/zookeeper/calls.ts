@@ -118,3 +118,8 @@ export class ZooKeeperCalls {
     return this.call('create the lock path', (cb) => this.client.mkdirp(path, cb as never))
   }
 }
+
+/** @internal A node's `czxid` (the zxid of the transaction that created it): the ZooKeeper backends' token. */
+export function czxid(stat: Stat): bigint {
+  return stat.czxid.readBigUInt64BE(0)
+}

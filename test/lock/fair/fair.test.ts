@@ -2,13 +2,15 @@
  * The `fair` option in one process: validation (a boolean; refused by a backend with no
  * promised order, before anything is sent), FIFO among local waiters, `tryAcquire` does not
  * pass the line, a wait that gives up leaves it, fair and unfair on one key still exclude
- * each other, and a planted line is survived.
+ * each other, a planted line is survived, and a release hands the lock to the head with no
+ * command of the head's own.
  */
 import { describe, expect, it } from 'vitest'
 import { createLocks, InvalidArgumentError, LockBusyError } from '../../../src/index.js'
 import type { LockBackend } from '../../../src/lock/index.js'
 import { useRedisServer } from '../../support/redis-suite.js'
 import { redisAvailable } from '../../support/redis.js'
+import { commandsSinceReset } from '../../support/command-stats.js'
 import { sleep, until } from '../../support/timing.js'
 
 describe.skipIf(!redisAvailable)('fair: true on Redis', () => {
@@ -86,5 +88,27 @@ describe.skipIf(!redisAvailable)('fair: true on Redis', () => {
     expect(held.token).toBeGreaterThan(0n)
     await held.release()
     await locks.close()
+  })
+
+  it('a release hands the lock to the head: the head gets it with no command of its own, with a greater token', async () => {
+    const holderLocks = locksOf()
+    const waiterLocks = locksOf()
+    const holder = await holderLocks.acquire('h', { lease: '30s' })
+    const waiting = waiterLocks.acquire('h', { lease: '30s', wait: '20s' })
+    await until(async () => (await inLine('h')) === 1, 'the waiter in line')
+    await sleep(50) // its first attempt's reply is in: it sleeps on its channel (its next beat is 10 s away)
+    await redis.admin().config('RESETSTAT')
+    await holder.release()
+    const next = await waiting
+    const sent = await commandsSinceReset(redis.admin())
+    // One script ran: the holder's release.lua, which took the lock for the head (an acquire of its own would be a second).
+    expect((sent.eval ?? 0) + (sent.evalsha ?? 0)).toBe(1)
+    expect(next.token).toBeGreaterThan(holder.token)
+    expect(await redis.admin().get('f1:{l:h}:lock')).toMatch(new RegExp(`^[0-9a-f]{32}:${next.token}$`))
+    expect(next.validForMs).toBeGreaterThan(10_000) // its lease: what its last beat left, counted from that attempt
+    await next.release()
+    expect(await redis.admin().exists('f1:{l:h}:lock')).toBe(0)
+    await holderLocks.close()
+    await waiterLocks.close()
   })
 })

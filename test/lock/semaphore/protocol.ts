@@ -14,6 +14,8 @@ export interface SemaphoreWorkerConfig {
   postgresDatabase?: string
   /** Use the etcd backend on these client URLs instead. */
   etcdHosts?: string[]
+  /** Use the ZooKeeper backend on this connection string instead, with this session timeout (ms). */
+  zookeeper?: { connect: string; sessionMs: number }
 }
 
 export type SemaphoreWorkerRequest =

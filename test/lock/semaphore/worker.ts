@@ -34,14 +34,20 @@ async function etcdClient(hosts: string[]) {
   const { Etcd3 } = await import('etcd3')
   return new Etcd3({ hosts })
 }
+async function zookeeperClient({ connect, sessionMs }: { connect: string; sessionMs: number }) {
+  const { connectZooKeeper } = await import('../../support/zookeeper.js')
+  return connectZooKeeper(connect, { sessionTimeout: sessionMs })
+}
 const locks = config.etcdHosts
   ? createLocks({ etcd: await etcdClient(config.etcdHosts), namespace: config.namespace ?? 'sem' })
-  : config.postgresDatabase
-    ? createLocks({
-        postgres: await (await import('../../support/databases.js')).pgPool(config.postgresDatabase, { max: 60 }),
-        namespace: config.namespace ?? 'sem',
-      })
-    : createLocks({ redis: client, namespace: config.namespace ?? 'sem' })
+  : config.zookeeper
+    ? createLocks({ zookeeper: await zookeeperClient(config.zookeeper), namespace: config.namespace ?? 'sem' })
+    : config.postgresDatabase
+      ? createLocks({
+          postgres: await (await import('../../support/databases.js')).pgPool(config.postgresDatabase, { max: 60 }),
+          namespace: config.namespace ?? 'sem',
+        })
+      : createLocks({ redis: client, namespace: config.namespace ?? 'sem' })
 const held = new Map<string, HeldPermitsHandle>()
 
 serveRequests(async (request: SemaphoreWorkerRequest) => {

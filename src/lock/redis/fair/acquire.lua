@@ -16,7 +16,8 @@
 --
 -- Returns {1, token} when taken, {0, pttl} while held (ms; -1 when it is free but another
 -- waiter is first in line). The same attempt run twice (resent after a connection reset
--- lost its reply) answers {1, token} again: its lock, not "busy" and a lock nobody owns.
+-- lost its reply), or an attempt of a head the lock was handed to (release.lua), answers
+-- {1, token}: its lock, not "busy" and a lock nobody owns.
 
 --# include ../../../redis/scripts/fields.lua
 --# include ../scripts/token.lua
@@ -40,7 +41,12 @@ pruneWaiters(queue, beats, nowMs)
 local kind = redis.call('TYPE', lock)['ok']
 if kind == 'string' then
   local value = redis.call('GET', lock)
-  if string.sub(value, 1, #owner + 1) == owner .. ':' then return {1, string.sub(value, #owner + 2)} end
+  if string.sub(value, 1, #owner + 1) == owner .. ':' then
+    -- Ours: a resent attempt, or a hand-off whose message this attempt overtook. Its lease
+    -- counts from this attempt (which the caller's watchdog counts from), not from before.
+    redis.call('PEXPIRE', lock, lease)
+    return {1, string.sub(value, #owner + 2)}
+  end
   local pttl = redis.call('PTTL', lock)
   if pttl < 0 then
     redis.call('PEXPIRE', lock, lease) -- planted without an expiry: it ends like any lease

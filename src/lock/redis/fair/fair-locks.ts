@@ -6,13 +6,14 @@ import { registerScripts, type ClientWith } from '../../../redis/scripts.js'
 import type { ServerProbe } from '../../../redis/server-probe.js'
 import type { AcquireRequest, HeldLock } from '../../backend.js'
 import type { StoreSettings } from '../../backend.js'
-import { acquireWaiting } from '../../waiting.js'
+import { acquireWaiting, type Wakeup } from '../../waiting.js'
 import { boundedRedisCall } from '../bounded-call.js'
+import { leasedHold } from '../leased-hold.js'
 import type { SubscribedWaits } from '../subscribed-waits.js'
 
 const SCRIPTS = {
   stampedeGuardFairAcquire: { file: 'acquire.lua', keys: 5 },
-  stampedeGuardFairRelease: { file: 'release.lua', keys: 5 },
+  stampedeGuardFairRelease: { file: 'release.lua', keys: 6 },
 } as const
 
 type FairClient = ClientWith<keyof typeof SCRIPTS>
@@ -64,17 +65,24 @@ export class FairRedisLocks {
     const owner = randomBytes(16).toString('hex')
     const beatMs = request.waitMs === 0 ? 0 : request.leaseMs
     let held: HeldLock | undefined
+    // A release handed us the lock (release.lua): its token, and when our last attempt, whose beat its lease is, was sent.
+    let granted: string | undefined
+    let lastSentAt = 0
     try {
       held = await acquireWaiting(
         request,
         async () => {
-          const sentAt = performance.now()
+          if (granted !== undefined) return { held: this.held(keys, line, owner, granted, lastSentAt) }
+          const sentAt = (lastSentAt = performance.now())
           const [won, value] = await this.attempt(keys, line, owner, request.leaseMs, beatMs)
           if (won === 1) return { held: this.held(keys, line, owner, String(value), sentAt) }
           // The next attempt is also the heartbeat: at least every lease/3.
           return { busyForMs: Math.min(Number(value) < 0 ? Infinity : Number(value), request.leaseMs / 3) }
         },
-        () => this.parts.subscribed.take(() => this.parts.notifier.subscribe(`${line.wake}${owner}`)),
+        () =>
+          this.parts.subscribed.take(async () =>
+            handOffs(await this.parts.notifier.subscribe(`${line.wake}${owner}`), (token) => (granted = token)),
+          ),
       )
       return held
     } finally {
@@ -128,8 +136,10 @@ export class FairRedisLocks {
       line.beats,
       line.wake,
       keys.channel,
+      keys.counter,
       `${owner}:`,
       publish,
+      COUNTER_KEEP_MS,
     )
   }
 
@@ -139,15 +149,25 @@ export class FairRedisLocks {
 
   private held(keys: LockKeys, line: LineKeys, owner: string, token: string, acquiredAt: number): HeldLock {
     const value = `${owner}:${token}`
-    let released: Promise<void> | undefined
-    return {
-      token: BigInt(token),
-      liveness: 'lease',
+    return leasedHold(
+      token,
       acquiredAt,
-      signal: new AbortController().signal, // loss is the watchdog's to detect
-      resource: undefined,
-      renew: (leaseMs) => this.parts.renew(keys.lock, value, leaseMs),
-      release: () => (released ??= this.release(keys, line, owner)),
-    }
+      (leaseMs) => this.parts.renew(keys.lock, value, leaseMs),
+      () => this.release(keys, line, owner),
+    )
+  }
+}
+
+/** A waiter's wake-up that also reads a hand-off ("g:<token>") from its messages. */
+function handOffs(wakeup: Required<Wakeup>, onGranted: (token: string) => void): Required<Wakeup> {
+  return {
+    next: async (timeoutMs) => {
+      const message = await wakeup.next(timeoutMs)
+      const text = message === undefined ? '' : String(message)
+      if (text.startsWith('g:')) onGranted(text.slice(2))
+      return message
+    },
+    interrupt: () => wakeup.interrupt(),
+    release: () => wakeup.release(),
   }
 }

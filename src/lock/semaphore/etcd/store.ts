@@ -1,10 +1,10 @@
 import type { Lease, Namespace } from 'etcd3'
-import { LockBackendError, LockLostError } from '../../../errors.js'
+import { LockBackendError } from '../../../errors.js'
 import { abortable } from '../../backend-calls.js'
 import { linkedSignal } from '../../linked-signal.js'
 import { readWhileWaiting, WATCH_POLL_CAP_MS, WATCH_POLL_START_MS } from '../../queue-wait.js'
 import type { LeaseWatchdog } from '../../../lease/watchdog.js'
-import { WatchdogHeldLock } from '../../watchdog-hold.js'
+import { SessionHeldPermits } from '../session-permits.js'
 import { untilDeleted } from '../../etcd/watch.js'
 import { tokensOfHolder, type HeldPermits, type SemaphoreRequest, type SemaphoreStore } from '../contract.js'
 
@@ -47,7 +47,7 @@ export class EtcdSemaphores implements SemaphoreStore {
     const lifetime = this.parts.keepAlive(lease, request.name, ttlSeconds * 1_000, grantSentAt)
     const linked = linkedSignal([request.signal, this.parts.closing, lifetime.signal])
     const step = <T>(promise: Promise<T>) => abortable(promise, linked.signal, () => {})
-    let held: EtcdHeldPermits | undefined
+    let held: SessionHeldPermits | undefined
     try {
       const leaseId = await step(call('grant a lease', lease.grant()))
       const ownKey = line + BigInt(leaseId).toString(16)
@@ -91,7 +91,8 @@ export class EtcdSemaphores implements SemaphoreStore {
         )
         if (outcome === 'silent') pollMs = Math.min(pollMs * 2, WATCH_POLL_CAP_MS)
       }
-      held = new EtcdHeldPermits(lifetime, tokensOfHolder(revision, request.count), request.name, () =>
+      // Revoking the lease deletes the key, which wakes those behind.
+      held = new SessionHeldPermits(lifetime, tokensOfHolder(revision, request.count), request.name, () =>
         call('revoke the lease', lease.revoke()),
       )
       return held
@@ -124,27 +125,5 @@ export class EtcdSemaphores implements SemaphoreStore {
       .watcher()
     // A release behind us does not wake us; no previous value (compacted): re-read to be safe.
     return untilDeleted(watcher, ms, signal, (previous) => !previous || BigInt(previous.create_revision) < revision)
-  }
-}
-
-class EtcdHeldPermits extends WatchdogHeldLock<void> implements HeldPermits {
-  readonly resource = undefined
-
-  constructor(
-    private readonly lease: LeaseWatchdog,
-    readonly tokens: readonly bigint[],
-    private readonly name: string,
-    private readonly revoke: () => Promise<unknown>,
-  ) {
-    super(lease, tokens[0]!, () => {})
-  }
-
-  /** Revokes the lease (deleting the key, which wakes those behind); a lease already lost is reported lost. */
-  protected async giveBack(): Promise<void> {
-    const lost = this.lease.lost
-    await this.revoke().catch((error: unknown) => {
-      if (!lost) throw error
-    })
-    if (lost) throw new LockLostError(this.name, `its permits' lease was lost before the release (${lost.reason})`)
   }
 }
