@@ -8,7 +8,7 @@ import type { HeldPermitsHandle, Semaphore } from '../lock/semaphore/semaphore.j
 const SEMAPHORE_NAME = 'loaders'
 
 /**
- * @internal `loaderConcurrency`: every loader run of the cache holds one permit of a Redis
+ * `loaderConcurrency`: every loader run of the cache holds one permit of a Redis
  * counting semaphore shared by every process on the same namespace (the lock API's, with
  * its watchdog renewing the permit every lease/3 and its FIFO line of waiters). A load that
  * finds no permit waits in line; one that cannot get one in its budget does not run.
@@ -20,6 +20,7 @@ export class LoaderPermits {
   /** Loads of this cache waiting for a permit now, capped by `maxQueued`. */
   private queued = 0
 
+  /** @internal */
   constructor(
     client: Redis | Cluster,
     namespace: string,

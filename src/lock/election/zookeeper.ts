@@ -1,9 +1,8 @@
 import type { Client, Stat } from 'node-zookeeper-client'
-import { NO_NODE, zkCode, ZooKeeperCalls } from '../zookeeper/calls.js'
+import { czxid, NO_NODE, zkCode, ZooKeeperCalls } from '../zookeeper/calls.js'
 import {
   bySequence,
   createZooKeeperBackend,
-  czxid,
   isLockNode,
   nodeName,
   rootPath,

@@ -1,5 +1,4 @@
 import type { Client, Stat } from 'node-zookeeper-client'
-export { czxid } from './calls.js'
 import type { ZooKeeperClientLike } from './client-like.js'
 import { randomUUID } from 'node:crypto'
 import { setMaxListeners } from 'node:events'
