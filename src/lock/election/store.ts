@@ -1,4 +1,4 @@
-import type { LockBackend } from '../backend.js'
+import type { OneKeyLockBackend } from '../one-key-lock.js'
 
 /** Who leads an election: the candidate's `id` and its `term` (its fencing token). */
 export interface Leader {
@@ -28,7 +28,7 @@ export interface LeaderReading {
  * with it (`AcquireRequest.label`), which is what `read` reports.
  */
 export interface ElectionStore {
-  readonly candidates: LockBackend<unknown>
+  readonly candidates: OneKeyLockBackend<unknown>
   /** Tells observers at once that `name` has a new leader (Redis publishes; watch-based stores need not). */
   announce?(name: string): Promise<void>
   /** Subscribes to news about `name`'s leader: call before `read`, so no change falls in between. */

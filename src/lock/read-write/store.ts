@@ -1,4 +1,4 @@
-import type { LockBackend } from '../backend.js'
+import type { OneKeyLockBackend } from '../one-key-lock.js'
 
 /**
  * A backend's read-write locks: two lock backends over one shared state per name, one
@@ -6,7 +6,7 @@ import type { LockBackend } from '../backend.js'
  * are `'lease'` holds, so the front's watchdog renews each holder's own lease.
  */
 export interface ReadWriteStore {
-  readonly readers: LockBackend<unknown>
-  readonly writers: LockBackend<unknown>
+  readonly readers: OneKeyLockBackend<unknown>
+  readonly writers: OneKeyLockBackend<unknown>
   close(): Promise<void>
 }

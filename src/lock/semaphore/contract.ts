@@ -1,4 +1,4 @@
-import type { HeldLock } from '../backend.js'
+import type { HeldLock } from '../one-key-lock.js'
 
 /**
  * What a backend implements to offer `locks.semaphore()`: a counting semaphore whose permits
