@@ -45,60 +45,16 @@ export async function acquireSessionLock(
   try {
     await boundedBackendCall('postgres', 'connect', client.connect(), settings.timeoutMs, close)
     const session = await inspectSession(client, settings.timeoutMs, close)
-    if (session.advisoryLocks > 0) {
-      throw new LockBackendError(
-        'postgres',
-        `session mode refused: this connection's server session already holds ${session.advisoryLocks} advisory lock(s) it did not take. ` +
-          'A transaction-mode pooler (PgBouncer) is sharing server sessions between clients, or another library leaked a session lock; ' +
-          "session locks are not safe there. Use the default mode: 'transaction'",
-      )
-    }
-    const configuredPort = clientPort(pool.options)
-    if (session.serverPort !== null && session.serverPort !== configuredPort) {
-      warnOnce(
-        `stampede-guard: postgres session locks: the server listens on port ${session.serverPort} ` +
-          `but the pool connects to ${configuredPort}, so a proxy or pooler sits in between. ` +
-          'Session advisory locks are unsafe behind a transaction-mode pooler (PgBouncer pool_mode=transaction); ' +
-          "use mode: 'transaction' unless it runs in session mode.",
-      )
-    }
-    const lockSql =
-      request.waitMs > 0
-        ? `BEGIN; ${NOTICE_GONE_CLIENT}; SET LOCAL lock_timeout = ${request.waitMs}; SELECT pg_advisory_lock(${key.literal}), pg_backend_pid() AS pid; COMMIT`
-        : `SELECT pg_try_advisory_lock(${key.literal}) AS got, pg_backend_pid() AS pid`
-    let row: Record<string, unknown> | undefined
-    try {
-      const call = abortable(client.query(lockSql), request.signal, close)
-      const results = asList(
-        await boundedBackendCall('postgres', 'pg_advisory_lock', call, request.waitMs + settings.timeoutMs, close),
-      )
-      row = request.waitMs > 0 ? results[3]?.rows[0] : results[0]?.rows[0]
-    } catch (err) {
-      if (isLockTimeout(err)) {
-        close()
-        return undefined
-      }
-      throw err
-    }
-    if (request.waitMs === 0 && row?.got !== true) {
+    refuseSharedSession(session, clientPort(pool.options), warnOnce)
+    const locked = await takeAdvisoryLock(client, key, request, settings.timeoutMs, close)
+    if (locked === undefined) {
       close()
       return undefined
     }
-    samePid(session.pid, row?.pid)
-    let token: bigint | undefined
-    if (settings.fencing) {
-      const issued = asList(
-        await boundedBackendCall(
-          'postgres',
-          'issuing the fencing token',
-          client.query(nextTokenSql(tables.fences), [settings.namespace, request.key]),
-          settings.timeoutMs,
-          close,
-        ),
-      )
-      samePid(session.pid, issued[0]?.rows[0]?.pid)
-      token = BigInt(String(issued[0]?.rows[0]?.token))
-    }
+    samePid(session.pid, locked.pid)
+    const token = settings.fencing
+      ? await issueToken(client, tables, settings, request.key, session.pid, close)
+      : undefined
     return hold.heldLock('postgres', {
       token,
       resource: undefined,
@@ -110,6 +66,82 @@ export async function acquireSessionLock(
     if (request.signal.aborted) throw request.signal.reason
     throw asBackendError('postgres', 'taking the session advisory lock', err)
   }
+}
+
+/**
+ * Refuses a session that already holds advisory locks it did not take (a transaction-mode
+ * pooler sharing server sessions, or a leaked lock), and warns once when a proxy or pooler
+ * sits between the pool and the server.
+ */
+function refuseSharedSession(session: SessionFacts, configuredPort: number, warnOnce: (message: string) => void) {
+  if (session.advisoryLocks > 0) {
+    throw new LockBackendError(
+      'postgres',
+      `session mode refused: this connection's server session already holds ${session.advisoryLocks} advisory lock(s) it did not take. ` +
+        'A transaction-mode pooler (PgBouncer) is sharing server sessions between clients, or another library leaked a session lock; ' +
+        "session locks are not safe there. Use the default mode: 'transaction'",
+    )
+  }
+  if (session.serverPort !== null && session.serverPort !== configuredPort) {
+    warnOnce(
+      `stampede-guard: postgres session locks: the server listens on port ${session.serverPort} ` +
+        `but the pool connects to ${configuredPort}, so a proxy or pooler sits in between. ` +
+        'Session advisory locks are unsafe behind a transaction-mode pooler (PgBouncer pool_mode=transaction); ' +
+        "use mode: 'transaction' unless it runs in session mode.",
+    )
+  }
+}
+
+/**
+ * Takes the advisory lock on `client`, waiting up to `request.waitMs` (`lock_timeout`), or
+ * one try when it is 0. Resolves with the backend pid that took it, or `undefined` when busy.
+ */
+async function takeAdvisoryLock(
+  client: PgStandaloneClientLike,
+  key: AdvisoryKey,
+  request: AcquireRequest,
+  timeoutMs: number,
+  close: () => void,
+): Promise<{ pid: unknown } | undefined> {
+  const waits = request.waitMs > 0
+  const lockSql = waits
+    ? `BEGIN; ${NOTICE_GONE_CLIENT}; SET LOCAL lock_timeout = ${request.waitMs}; SELECT pg_advisory_lock(${key.literal}), pg_backend_pid() AS pid; COMMIT`
+    : `SELECT pg_try_advisory_lock(${key.literal}) AS got, pg_backend_pid() AS pid`
+  let row: Record<string, unknown> | undefined
+  try {
+    const call = abortable(client.query(lockSql), request.signal, close)
+    const results = asList(
+      await boundedBackendCall('postgres', 'pg_advisory_lock', call, request.waitMs + timeoutMs, close),
+    )
+    row = waits ? results[3]?.rows[0] : results[0]?.rows[0]
+  } catch (err) {
+    if (isLockTimeout(err)) return undefined
+    throw err
+  }
+  if (!waits && row?.got !== true) return undefined
+  return { pid: row?.pid }
+}
+
+/** The next fencing token for `key`, issued on the lock's own session (its pid checked). */
+async function issueToken(
+  client: PgStandaloneClientLike,
+  tables: PostgresTables,
+  settings: PostgresSettings,
+  key: string,
+  pid: number,
+  close: () => void,
+): Promise<bigint> {
+  const issued = asList(
+    await boundedBackendCall(
+      'postgres',
+      'issuing the fencing token',
+      client.query(nextTokenSql(tables.fences), [settings.namespace, key]),
+      settings.timeoutMs,
+      close,
+    ),
+  )
+  samePid(pid, issued[0]?.rows[0]?.pid)
+  return BigInt(String(issued[0]?.rows[0]?.token))
 }
 
 interface SessionFacts {
