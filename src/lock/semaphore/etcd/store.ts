@@ -62,35 +62,8 @@ export class EtcdSemaphores implements SemaphoreStore {
       )
       if (!put.succeeded) throw new LockBackendError('etcd', `the permit key ${ownKey} already exists`)
       const revision = BigInt(put.header.revision)
-      const ahead = client
-        .getAll()
-        .prefix(line)
-        .maxCreateRevision((revision - 1n).toString())
-      let pollMs = WATCH_POLL_START_MS
-      for (;;) {
-        const res = await readWhileWaiting(
-          () =>
-            call('read the permit line', client.if(ownKey, 'Create', '==', revision.toString()).then(ahead).commit()),
-          deadline,
-          (err) => !linked.signal.aborted && err instanceof LockBackendError,
-          step,
-        )
-        if (!res.succeeded)
-          throw new LockBackendError('etcd', 'the own permit key is gone: its lease expired while it waited')
-        const kvs = res.responses[0]?.response_range?.kvs ?? []
-        const used = kvs.reduce((sum, kv) => sum + (Number(kv.value.toString()) || 0), 0)
-        if (used + request.count <= request.permits) break
-        const remaining = deadline - performance.now()
-        if (remaining <= 0 || request.waitMs === 0) return undefined
-        const outcome = await this.olderDeleted(
-          line,
-          revision,
-          BigInt(res.header.revision) + 1n,
-          Math.min(remaining, pollMs),
-          linked.signal,
-        )
-        if (outcome === 'silent') pollMs = Math.min(pollMs * 2, WATCH_POLL_CAP_MS)
-      }
+      const room = await this.waitForRoom({ request, line, ownKey, revision, deadline, signal: linked.signal, step })
+      if (!room) return undefined
       // Revoking the lease deletes the key, which wakes those behind.
       held = new SessionHeldPermits(lifetime, tokensOfHolder(revision, request.count), request.name, () =>
         call('revoke the lease', lease.revoke()),
@@ -104,6 +77,52 @@ export class EtcdSemaphores implements SemaphoreStore {
     } finally {
       linked.dispose()
       if (!held) this.parts.giveUp(lease, lifetime)
+    }
+  }
+
+  /**
+   * Reads the line ahead of this permit key until the permits before it leave room for
+   * `request.count`, sleeping on a watch of the older keys between reads. `false` when the
+   * wait ran out.
+   */
+  private async waitForRoom(at: {
+    request: SemaphoreRequest
+    line: string
+    ownKey: string
+    revision: bigint
+    deadline: number
+    signal: AbortSignal
+    step: <T>(promise: Promise<T>) => Promise<T>
+  }): Promise<boolean> {
+    const { client, call } = this.parts
+    const { request, line, ownKey, revision, deadline, signal, step } = at
+    const ahead = client
+      .getAll()
+      .prefix(line)
+      .maxCreateRevision((revision - 1n).toString())
+    let pollMs = WATCH_POLL_START_MS
+    for (;;) {
+      const res = await readWhileWaiting(
+        () => call('read the permit line', client.if(ownKey, 'Create', '==', revision.toString()).then(ahead).commit()),
+        deadline,
+        (err) => !signal.aborted && err instanceof LockBackendError,
+        step,
+      )
+      if (!res.succeeded)
+        throw new LockBackendError('etcd', 'the own permit key is gone: its lease expired while it waited')
+      const kvs = res.responses[0]?.response_range?.kvs ?? []
+      const used = kvs.reduce((sum, kv) => sum + (Number(kv.value.toString()) || 0), 0)
+      if (used + request.count <= request.permits) return true
+      const remaining = deadline - performance.now()
+      if (remaining <= 0 || request.waitMs === 0) return false
+      const outcome = await this.olderDeleted(
+        line,
+        revision,
+        BigInt(res.header.revision) + 1n,
+        Math.min(remaining, pollMs),
+        signal,
+      )
+      if (outcome === 'silent') pollMs = Math.min(pollMs * 2, WATCH_POLL_CAP_MS)
     }
   }
 

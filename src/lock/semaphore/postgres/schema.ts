@@ -24,6 +24,7 @@ export interface SemaphoreTables {
   ensure(): Promise<void>
 }
 
+// Long only because it holds the DDL text (one statement list, read top to bottom).
 export function semaphoreTables(settings: PostgresSettings): SemaphoreTables {
   const schema = `"${settings.schema}"`
   const permits = `${schema}.semaphore_permits`
