@@ -174,7 +174,7 @@ describe.skipIf(!redisAvailable)('namespaces on Redis', () => {
     const [a, b] = [await cache(), await cache()]
     await b.namespace('users').getOrLoad('k', async () => 'old')
     // Cut b's subscriber off from the bump: pause its connection's delivery by killing every pub/sub client, then clear.
-    await suite.admin().client('KILL', 'TYPE', 'pubsub')
+    await suite.admin().call('CLIENT', 'KILL', 'TYPE', 'pubsub')
     await a.namespace('users').clear()
     const channel = 'sg:__generations'
     await until(
