@@ -15,6 +15,13 @@ export type DeleteOutcome = 'deleted' | 'queued'
 export const DEFAULT_MAX_QUEUED_DELETES = 10_000
 /** Default of `durableDeletes.retryInterval`, ms. */
 export const DEFAULT_DELETE_RETRY_MS = 1_000
+/**
+ * Added to this process's estimate of the server clock when a durable delete is asked for, ms:
+ * the estimate is off by up to half a round trip plus its drift, and the fence must err on the
+ * side of erasing (a value written within it after the delete is erased too: one reload),
+ * never on the side of keeping a value loaded before the delete.
+ */
+const CLOCK_MARGIN_MS = 5
 /** Queued deletes replayed at once (the command budget bounds them too); a failed batch ends the replay. */
 const REPLAY_BATCH = 32
 
@@ -111,12 +118,21 @@ export class Deletes {
     const keys = entryKeys(core.settings.namespace, key)
     // Taken before the attempt: a value another process writes while it fails is newer than this delete.
     const beforeMicros = this.#serverMicros()
+    const broadcast = core.forgetMessage(key)
     try {
-      // Other processes may hold it in L1 even if this one has none: the script tells them.
-      await store.invalidate(keys, core.retentionMs, core.forgetMessage(key))
+      // Other processes may hold it in L1 even if this one has none: the script tells them. A durable
+      // one is fenced at once: unanswered, it may still run late (ioredis resends it after a
+      // reconnect), and then it must not erase a value written after it either.
+      if (durable && this.#replays && store.clock.known())
+        this.#replayed(
+          key,
+          await this.#replays.invalidateBefore(keys, beforeMicros, core.retentionMs, broadcast),
+          false,
+        )
+      else await store.invalidate(keys, core.retentionMs, broadcast)
     } catch (error) {
       if (!durable || !(error instanceof RedisUnavailableError) || this.#closed) throw error
-      return this.#enqueue(key, { keys, beforeMicros, broadcast: core.forgetMessage(key) }, error)
+      return this.#enqueue(key, { keys, beforeMicros, broadcast }, error)
     }
     this.#queue.delete(key) // done now, and fenced above every token: what was queued for it is superseded
     return 'deleted'
@@ -148,7 +164,12 @@ export class Deletes {
    * the drift since it was last measured); the local clock before Redis was ever reached.
    */
   #serverMicros(): number {
-    return Math.floor((this.#core.store?.clock.now() ?? Date.now()) * 1000)
+    return Math.floor(((this.#core.store?.clock.now() ?? Date.now()) + CLOCK_MARGIN_MS) * 1000)
+  }
+
+  #replayed(key: string, outcome: { erased: boolean; corrupt: boolean }, replay: boolean): void {
+    if (outcome.corrupt) this.#core.events.emit('corrupt', { key })
+    if (replay) this.#core.events.emit('delete-replayed', { key, erased: outcome.erased })
   }
 
   #enqueue(key: string, entry: QueuedDelete, failure: RedisUnavailableError): DeleteOutcome {
@@ -203,8 +224,7 @@ export class Deletes {
         const [key, entry] = batch[i]!
         if (result.status === 'rejected') return void (failed = true)
         if (this.#queue.get(key) === entry) this.#queue.delete(key) // unless deleted again meanwhile
-        if (result.value.corrupt) this.#core.events.emit('corrupt', { key })
-        this.#core.events.emit('delete-replayed', { key, erased: result.value.erased })
+        this.#replayed(key, result.value, true)
       })
       if (failed) return
     }

@@ -13,7 +13,9 @@
 --
 -- Erasing is invalidate.lua's, with the fence raised to `before` rather than to every token
 -- issued: a load that began before the delete cannot commit after the replay, one that began
--- after it can. Returns {erased (1/0), corrupt (1/0)}.
+-- after it can. Returns {erased, corrupt}: erased 1 when what the key held was erased (now or by
+-- an earlier attempt of this same delete, whose fence is exactly `before`), 0 when a newer value
+-- (or a later delete's fence) was kept; corrupt 1 when a foreign type or unreadable field was repaired.
 
 --# include ../../../redis/scripts/fields.lua
 
@@ -33,7 +35,9 @@ if kind == 'hash' then
 end
 
 local erased = 0
-if (fence or 0) < before then
+if fence == before then
+  erased = 1 -- this very delete ran already (an attempt that got no answer, run late): done
+elseif (fence or 0) < before then
   redis.call('DEL', entry, KEYS[2])
   redis.call('HSET', entry, 'c', integer(math.max(counter or 0, before)), 'f', integer(before))
   redis.call('PEXPIRE', entry, ARGV[2])
