@@ -90,6 +90,7 @@ export class Deletes {
   #closed = false
   readonly #onReady = () => this.#replaySoon()
 
+  /** @internal */
   constructor(core: CacheCore, client: Redis | Cluster | undefined, option: DurableDeleteOptions | undefined) {
     this.#core = core
     this.#settings = parseOutboxSettings(option)

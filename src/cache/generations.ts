@@ -51,6 +51,7 @@ export class Generations {
   /** Bumped whenever a bump may have been missed: a read begun before it confirms nothing. */
   #losses = 0
 
+  /** @internal */
   constructor(core: CacheCore, client: Redis | Cluster | undefined) {
     this.#core = core
     if (!core.store || !client) {
