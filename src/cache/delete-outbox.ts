@@ -88,6 +88,7 @@ export class Deletes {
   #timer: NodeJS.Timeout | undefined
   #replaying: Promise<void> | undefined
   #closed = false
+  #listening = false
   readonly #onReady = () => this.#replaySoon()
 
   /** @internal */
@@ -144,7 +145,7 @@ export class Deletes {
     this.#closed = true
     clearTimeout(this.#timer)
     this.#timer = undefined
-    ;(this.#client as NodeJS.EventEmitter | undefined)?.off('ready', this.#onReady)
+    this.#listen(false)
     await this.#replaying
     if (this.#queue.size > 0) await this.#replay()
     for (const key of this.#queue.keys()) this.#core.events.emit('delete-dropped', { key, reason: 'closed' })
@@ -184,10 +185,19 @@ export class Deletes {
     }
     queue.delete(key) // coalesced: one entry per key, the latest, at the end of the line
     queue.set(key, entry)
-    if (queue.size === 1 && this.#client) (this.#client as NodeJS.EventEmitter).on('ready', this.#onReady)
+    this.#listen(true)
     this.#core.events.emit('delete-queued', { key, queued: queue.size })
     this.#armRetry()
     return 'queued'
+  }
+
+  /** Replays on the client's reconnect while deletes wait (the client outlives the cache: the listener goes with them). */
+  #listen(on: boolean): void {
+    if (this.#listening === on || !this.#client) return
+    this.#listening = on
+    const client = this.#client as NodeJS.EventEmitter
+    if (on) client.on('ready', this.#onReady)
+    else client.off('ready', this.#onReady)
   }
 
   #armRetry(): void {
@@ -204,7 +214,7 @@ export class Deletes {
     const replay = (this.#replaying = this.#replay().finally(() => {
       this.#replaying = undefined
       if (this.#queue.size > 0) this.#armRetry()
-      else (this.#client as NodeJS.EventEmitter | undefined)?.off('ready', this.#onReady)
+      else this.#listen(false)
     }))
     this.#core.track(replay)
   }

@@ -90,8 +90,10 @@ describe.skipIf(!redisAvailable)('durable deletes through a partition', () => {
     await other.ready()
     for (const key of ['k1', 'k2', 'k3']) await other.getOrLoad(key, async () => `${key}-old`)
     const replayed = record(cache, 'delete-replayed')
+    const readyListeners = client.listenerCount('ready')
     proxy!.blackhole()
     for (const key of ['k1', 'k2', 'k3']) expect(await cache.delete(key)).toBe('queued')
+    expect(client.listenerCount('ready')).toBe(readyListeners + 1) // the outbox's, once however many wait
     await other.set('k2', 'k2-newer') // written after the delete was asked for: must survive its replay
     proxy!.heal()
     await until(() => replayed.length === 3, 'the three deletes to be replayed', 10_000)
@@ -106,6 +108,19 @@ describe.skipIf(!redisAvailable)('durable deletes through a partition', () => {
     expect(await fresh.get('k3')).toBeUndefined()
     await until(async () => (await other.get('k1')) === undefined, "the other cache's L1 to drop k1", 5_000)
     expect(cache.stats()['delete-dropped']).toBe(0)
+    expect(client.listenerCount('ready')).toBe(readyListeners) // gone with the last queued delete
+    await cache.close()
+    client.disconnect()
+  })
+
+  it('a namespace clear() that cannot reach Redis rejects, and clears nothing here either', async () => {
+    const { cache, client } = await partitionable()
+    const users = cache.namespace('users')
+    await users.getOrLoad('k', async () => 'v')
+    proxy!.blackhole()
+    await expect(users.clear()).rejects.toBeInstanceOf(RedisUnavailableError)
+    expect(cache.stats()['namespace-cleared']).toBe(0)
+    expect(await users.getOrLoad('k', async () => 'reloaded')).toBe('v') // L1 copy, as before the call
     await cache.close()
     client.disconnect()
   })
