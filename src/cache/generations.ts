@@ -33,6 +33,8 @@ interface Generation {
   /** Known to be current: read (or told over pub/sub) since the subscription was last confirmed. */
   confirmed: boolean
   reading: Promise<void> | undefined
+  /** The prefix last built, and the cache-wide generation it was built with (the hit path reuses it). */
+  prefix?: { every: number; own: number; text: string }
 }
 
 /**
@@ -88,7 +90,12 @@ export class Generations {
   }
 
   #prefixOf(name: string, own: Generation): string {
-    return `${MARK}${name}\u0000${this.#every.value.toString(36)}.${own.value.toString(36)}\u0000`
+    const every = this.#every.value
+    const built = own.prefix
+    if (built && built.every === every && built.own === own.value) return built.text
+    const text = `${MARK}${name}\u0000${every.toString(36)}.${own.value.toString(36)}\u0000`
+    own.prefix = { every, own: own.value, text }
+    return text
   }
 
   #generation(name: string): Generation {

@@ -133,11 +133,14 @@ export class CacheNamespace {
     options: CallOptions | undefined,
     run: (stored: string, options: CallOptions | undefined) => Promise<T>,
   ): Promise<T> {
-    try {
-      checkKey(key, this.#parts.maxKeyLength)
-    } catch (error) {
-      return Promise.reject(error)
-    }
+    // The cache checks the stored key (the prefix is well-formed, so it is iff `key` is); only
+    // what the prefix would hide is checked here.
+    if (typeof key !== 'string' || key === '')
+      try {
+        checkKey(key, this.#parts.maxKeyLength)
+      } catch (error) {
+        return Promise.reject(error)
+      }
     return this.#prefixed((prefix) => run(prefix + key, this.#ownTags(options, prefix)))
   }
 
