@@ -60,7 +60,9 @@ describe.skipIf(!redisAvailable)('namespaces on Redis', () => {
   }
 
   async function connections(): Promise<number> {
-    return String(await suite.admin().call('CLIENT', 'LIST')).trim().split('\n').length
+    return String(await suite.admin().call('CLIENT', 'LIST'))
+      .trim()
+      .split('\n').length
   }
 
   it('views open no connection: CLIENT LIST counts the same with 20 namespaces in use', async () => {
@@ -145,6 +147,31 @@ describe.skipIf(!redisAvailable)('namespaces on Redis', () => {
     expect(await b.namespace('users').getOrLoad('k', counted(loads, 'k', 'after'))).toBe('after')
     expect(await a.namespace('users').getOrLoad('k', counted(loads, 'k', 'a-after'))).toBe('after')
     expect(loads.get('k')).toBe(1)
+  })
+
+  it('the rest of the API through a view: set, get, has, delete, getOrLoadResult, wrap', async () => {
+    const [a, b] = [await cache(), await cache()]
+    await a.namespace('users').set('s', { id: 1 })
+    expect(await b.namespace('users').get('s')).toEqual({ id: 1 })
+    expect(await b.namespace('users').has('s')).toBe(true)
+    expect(await b.get('s')).toBeUndefined() // not the cache's own key
+    expect(await a.namespace('users').delete('s', { durable: 'queue' })).toBe('deleted')
+    await until(async () => !(await b.namespace('users').has('s')), "b's L1 to drop the deleted key", 5_000)
+    expect(await a.namespace('users').getOrLoadResult('r', async () => 1)).toEqual({ value: 1, outcome: 'loaded' })
+    expect(await b.namespace('users').getOrLoadResult('r', async () => 2)).toEqual({ value: 1, outcome: 'hit' })
+    let runs = 0
+    const wrapped = (c: Cache) =>
+      c.namespace('users').wrap(
+        async (id: string) => {
+          runs++
+          return `user ${id}`
+        },
+        { key: (id) => `w:${id}` },
+      )
+    expect(await wrapped(a)('7')).toBe('user 7')
+    expect(await wrapped(b)('7')).toBe('user 7')
+    expect(await b.namespace('orders').get('w:7')).toBeUndefined()
+    expect(runs).toBe(1)
   })
 
   it('tags are per namespace: deleteByTag in one leaves the same tag of another', async () => {
