@@ -52,6 +52,8 @@ export class Generations {
   readonly #named = new LRUCache<string, Generation>({ max: MAX_REMEMBERED_NAMESPACES })
   /** Bumped whenever a bump may have been missed: a read begun before it confirms nothing. */
   #losses = 0
+  /** The subscriber connection is down: a bump now would go unheard, so a read confirms nothing (each call reads). */
+  #subscriberDown = false
 
   /** @internal */
   constructor(core: CacheCore, client: Redis | Cluster | undefined) {
@@ -64,7 +66,10 @@ export class Generations {
     const notifier = core.notifier!
     // The messages come on the subscriber connection the cache already has (no connection of our own).
     // Once it confirms this subscription it reports 'restored', which unconfirms what was read before.
-    notifier.onLoss(() => this.#unconfirmAll())
+    notifier.onLoss((phase) => {
+      this.#subscriberDown = phase === 'lost'
+      this.#unconfirmAll()
+    })
     notifier.listen(generationChannel(core.settings.namespace), (message) => this.#told(message))
   }
 
@@ -117,7 +122,7 @@ export class Generations {
       .then(
         (value) => {
           this.#raise(name, generation, value, 'remote')
-          if (this.#losses === losses) generation.confirmed = true
+          if (this.#losses === losses && !this.#subscriberDown) generation.confirmed = true
         },
         () => {
           // Redis is unavailable: nothing newer can be read, and nothing of the namespace can be

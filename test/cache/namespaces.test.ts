@@ -1,8 +1,9 @@
+import { Redis } from 'ioredis'
 import { describe, expect, it } from 'vitest'
 import { createCache, type Cache, type CacheOptions } from '../../src/index.js'
 import { useCacheSuite } from '../support/cache-suite.js'
 import { commandsSinceReset } from '../support/command-stats.js'
-import { redisAvailable } from '../support/redis.js'
+import { HOST, redisAvailable } from '../support/redis.js'
 import { gate, sleep, until } from '../support/timing.js'
 
 function invalidArgument(argument: string) {
@@ -172,6 +173,22 @@ describe.skipIf(!redisAvailable)('namespaces on Redis', () => {
     expect(await wrapped(b)('7')).toBe('user 7')
     expect(await b.namespace('orders').get('w:7')).toBeUndefined()
     expect(runs).toBe(1)
+  })
+
+  it('while its subscriber connection is down, a cache reads the generation on every call (a clear then goes unheard)', async () => {
+    const a = await cache()
+    // b's subscriber (a duplicate of its client) reconnects only after 2 s: the steps below run while it is down.
+    const client = new Redis({ host: HOST, port: suite.server().port, retryStrategy: () => 2_000 })
+    const b = createCache({ redis: client, ttl: '30s' })
+    await b.ready()
+    await b.namespace('users').getOrLoad('k', async () => 'old')
+    await suite.admin().call('CLIENT', 'KILL', 'TYPE', 'pubsub')
+    await until(() => b.stats()['redis-error'] > 0, 'b to see its subscriber connection lost', 5_000)
+    expect(await b.namespace('users').getOrLoad('k', async () => 'unexpected')).toBe('old') // read: nothing cleared yet
+    await a.namespace('users').clear() // published while b cannot hear it
+    expect(await b.namespace('users').getOrLoad('k', async () => 'new')).toBe('new')
+    await b.close()
+    client.disconnect()
   })
 
   it('tags are per namespace: deleteByTag in one leaves the same tag of another', async () => {
