@@ -76,7 +76,8 @@ export class Generations {
   /** The prefix of `name`'s keys now; a promise when a generation must be read first. */
   prefix(name: string): string | Promise<string> {
     const own = this.#generation(name)
-    if (own.confirmed && this.#every.confirmed) return this.#prefixOf(name, own)
+    // Closed: the call is refused by the cache; nothing is read for it.
+    if ((own.confirmed && this.#every.confirmed) || this.#core.closed) return this.#prefixOf(name, own)
     return Promise.all([this.#confirm(EVERY, this.#every), this.#confirm(name, own)]).then(() =>
       this.#prefixOf(name, this.#generation(name)),
     )

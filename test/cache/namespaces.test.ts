@@ -48,6 +48,10 @@ describe('namespaces in-process', () => {
     expect(await cache.get('k')).toBe('r') // outside every namespace
     expect(Object.fromEntries(loads)).toEqual({ users: 1, orders: 1, root: 1 })
     await cache.close()
+    const closed = expect.objectContaining({ name: 'CacheClosedError' })
+    await expect(users.getOrLoad('k', async () => 1)).rejects.toEqual(closed)
+    await expect(users.clear()).rejects.toEqual(closed)
+    await expect(cache.clear()).rejects.toEqual(closed)
   })
 })
 
