@@ -101,11 +101,6 @@ export class Deletes {
     }
   }
 
-  /** Deletes waiting for Redis. */
-  get queued(): number {
-    return this.#queue.size
-  }
-
   /**
    * Removes `key` everywhere (see `Cache.delete`). Durable and Redis unreachable: queued,
    * resolves `'queued'`; the outbox full: rejects with `RedisUnavailableError`.
@@ -136,7 +131,7 @@ export class Deletes {
       if (!durable || !(error instanceof RedisUnavailableError) || this.#closed) throw error
       return this.#enqueue(key, { keys, beforeMicros, broadcast }, error)
     }
-    this.#queue.delete(key) // done now, and fenced above every token: what was queued for it is superseded
+    this.#queue.delete(key) // done now, and later than what was queued for the key: that is superseded
     return 'deleted'
   }
 
