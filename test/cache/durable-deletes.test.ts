@@ -114,6 +114,24 @@ describe.skipIf(!redisAvailable)('durable deletes through a partition', () => {
     client.disconnect()
   })
 
+  it('the reconnect itself starts the replay (no retry timer due)', async () => {
+    const { cache, client } = await partitionable({
+      durableDeletes: { default: 'queue', retryInterval: '1h' },
+      circuitBreaker: { threshold: 100 }, // kept closed: the reconnect's replay is not refused by it
+    })
+    const replayed = record(cache, 'delete-replayed')
+    await cache.getOrLoad('a', async () => 'old')
+    proxy!.blackhole()
+    expect(await cache.delete('a')).toBe('queued')
+    expect(await cache.delete('b')).toBe('queued')
+    proxy!.heal()
+    await until(() => replayed.length === 2, 'the reconnect to replay both', 10_000)
+    expect(replayed.map((event) => event.key)).toEqual(['a', 'b'])
+    expect(await suite.cache().get('a')).toBeUndefined()
+    await cache.close()
+    client.disconnect()
+  })
+
   it('a namespace clear() that cannot reach Redis rejects, and clears nothing here either', async () => {
     const { cache, client } = await partitionable()
     const users = cache.namespace('users')
