@@ -73,6 +73,28 @@ export interface CacheEvents {
    * `maxmemory-policy` other than `noeviction` can evict locks, fences and delete tombstones.
    */
   'config-warning': { setting: string; value: string; message: string }
+  /**
+   * A namespace (`namespace`), or every namespace (`namespace` undefined: the cache's own
+   * `clear()`), was cleared: by this process (`process`), or by another, whose bump reached this
+   * one over pub/sub or was found on a re-read of the generation (`remote`). This process's L1
+   * copies of it are dropped by then (docs/namespaces.md).
+   */
+  'namespace-cleared': { namespace: string | undefined; from: 'process' | 'remote' }
+  /**
+   * A durable `delete()` could not reach Redis and was queued in the delete outbox (`queued`:
+   * its entries now, this one included). Replayed once Redis answers (docs/durable-deletes.md).
+   */
+  'delete-queued': { key: string; queued: number }
+  /**
+   * A queued delete was replayed: `erased` false when Redis held a value newer than the delete
+   * (loaded or set after it was asked for), which is kept.
+   */
+  'delete-replayed': { key: string; erased: boolean }
+  /**
+   * A durable delete was given up: the outbox was full (`outbox-full`: the delete rejected with
+   * `RedisUnavailableError`, nothing queued), or the cache closed before it could be replayed (`closed`).
+   */
+  'delete-dropped': { key: string; reason: 'outbox-full' | 'closed' }
 }
 
 export type CacheEventName = keyof CacheEvents
@@ -100,6 +122,10 @@ const EVENT_NAMES: CacheEventName[] = [
   'circuit-open',
   'circuit-close',
   'config-warning',
+  'namespace-cleared',
+  'delete-queued',
+  'delete-replayed',
+  'delete-dropped',
 ]
 
 /** A typed emitter that also counts. Emitting with no listener costs one increment. */

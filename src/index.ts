@@ -1,6 +1,8 @@
 export { Cache, createCache } from './cache/cache.js'
 export type { LoadOutcome, LoadResult } from './cache/call.js'
 export type { WrapOptions, Wrapped } from './cache/wrap.js'
+export type { CacheNamespace } from './cache/namespace.js'
+export type { DeleteOutcome } from './cache/delete-outbox.js'
 export type { Loader, LoaderContext } from './context.js'
 export type { Duration } from './duration.js'
 export type { RedisClientLike } from './redis-client.js'
@@ -28,6 +30,8 @@ export type {
   CacheOptions,
   CallOptions,
   CircuitBreakerOptions,
+  DeleteOptions,
+  DurableDeleteOptions,
   EarlyRefresh,
   L1Options,
   LoaderConcurrencyOptions,

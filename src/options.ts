@@ -278,6 +278,13 @@ export interface CacheOptions extends PolicyOptions {
    * Needs Redis. Default `false` (off).
    */
   loaderConcurrency?: LoaderConcurrencyOptions | false
+  /**
+   * Deletes that survive a Redis outage (docs/durable-deletes.md): a `delete()` that cannot
+   * reach Redis is queued in a bounded outbox and replayed, fenced, once Redis answers.
+   * `{ default: 'queue' }` makes every `delete()` durable; `{ durable: 'queue' }` per call
+   * does it for one. Default: off (`delete()` rejects with `RedisUnavailableError`).
+   */
+  durableDeletes?: DurableDeleteOptions
 }
 
 /** See {@link CacheOptions.loaderConcurrency}. */
@@ -290,4 +297,36 @@ export interface LoaderConcurrencyOptions {
    * heartbeat every lease/3. Default `10_000`.
    */
   maxQueued?: number
+}
+
+/** See {@link CacheOptions.durableDeletes} and docs/durable-deletes.md. */
+export interface DurableDeleteOptions {
+  /**
+   * What a `delete()` without its own `durable` option does when Redis cannot be reached:
+   * `'queue'` queues it in the outbox (it resolves `'queued'`), `false` rejects with
+   * `RedisUnavailableError`. Default `false`.
+   */
+  default?: 'queue' | false
+  /**
+   * Most deletes the outbox holds, one per key (a key deleted again while queued keeps one
+   * entry, the latest). Past it a durable delete of a key not yet queued rejects with
+   * `RedisUnavailableError` and emits `delete-dropped` (reason `'outbox-full'`): the oldest
+   * deletes are never dropped to make room. An integer in 1..1,000,000. Default `10_000`.
+   */
+  maxQueued?: number
+  /**
+   * How often the outbox tries Redis again while it holds deletes (besides at once when the
+   * client reconnects). Milliseconds or a string such as `'1s'`. Default `'1s'`.
+   */
+  retryInterval?: Duration
+}
+
+/** `delete()`'s options. */
+export interface DeleteOptions {
+  /**
+   * `'queue'`: when Redis cannot be reached, queue the delete in the outbox and resolve
+   * `'queued'` (replayed, fenced, once Redis answers); `false`: reject with
+   * `RedisUnavailableError`. Default: the cache's `durableDeletes.default` (`false`).
+   */
+  durable?: 'queue' | false
 }

@@ -93,6 +93,7 @@ const CACHE_KEYS = new Set<string>([
   'maxKeysPerTag',
   'tagClockSkew',
   'loaderConcurrency',
+  'durableDeletes',
 ])
 const CALL_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'tags', 'forceRefresh'])
 const L1_KEYS = new Set(['max', 'maxBytes', 'maxTtl'])

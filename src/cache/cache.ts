@@ -17,6 +17,11 @@ import { Resolver } from './resolve.js'
 import { commitTagged, invalidateTags } from './tags.js'
 import { CallerTimeouts } from './timeouts.js'
 import { wrapFunction, type WrapOptions, type Wrapped } from './wrap.js'
+import type { Cluster, Redis } from 'ioredis'
+import type { DeleteOptions } from '../options.js'
+import { Deletes, type DeleteOutcome } from './delete-outbox.js'
+import { Generations, checkNamespaceName } from './generations.js'
+import { namespaceOf, type CacheNamespace } from './namespace.js'
 
 const valueOf = (resolution: Resolution): unknown => resolution.value
 
@@ -52,6 +57,11 @@ export class Cache {
   readonly #resolver: Resolver
   /** Flights of forced refreshes (forceRefresh), which other forced calls of the key join. */
   readonly #forced = new WeakSet<Promise<Resolution>>()
+  /** `delete()` and its outbox of durable deletes (delete-outbox.ts). */
+  readonly #deletes: Deletes
+  /** The namespaces' generations, from the first `namespace()` or `clear()` on (generations.ts). */
+  #generations: Generations | undefined
+  readonly #client: Redis | Cluster | undefined
 
   static {
     partsOf = (cache) => ({ core: cache.#core, refresher: cache.#refresher })
@@ -68,6 +78,8 @@ export class Cache {
     const answers = (this.#answers = new Answers(core, leader, refresher))
     this.#timeouts = new CallerTimeouts(core, answers)
     const resolver: Resolver = (this.#resolver = new Resolver(core, leader, refresher, answers))
+    this.#client = options.redis as Redis | Cluster | undefined
+    this.#deletes = new Deletes(core, this.#client, options.durableDeletes)
   }
 
   /** The load scope `instrument()` installs (load-scope.ts). */
@@ -207,15 +219,43 @@ export class Cache {
   /**
    * Removes `key` everywhere: this process's L1, Redis, and (over pub/sub) every other
    * process's L1. A load that began before this call cannot store its result after it.
-   * Rejects with `RedisUnavailableError` if Redis could not be told.
+   * Resolves `'deleted'`. When Redis cannot be told it rejects with `RedisUnavailableError`,
+   * unless the delete is durable (`options.durable: 'queue'`, or `durableDeletes.default`):
+   * then it is queued, resolves `'queued'`, and is replayed, fenced, once Redis answers
+   * (docs/durable-deletes.md).
    */
-  async delete(key: string): Promise<void> {
+  delete(key: string, options?: DeleteOptions): Promise<DeleteOutcome> {
+    return this.#deletes.delete(key, options)
+  }
+
+  /**
+   * A view of this cache whose keys and tags are its own (docs/namespaces.md): the same API,
+   * the same connections, L1 and budgets, and a `clear()` that empties it in every process with
+   * one command. `name`: a non-empty string without `\0`, at most 256 characters
+   * (`InvalidArgumentError` otherwise). Cheap: views of one name share everything.
+   */
+  namespace(name: string): CacheNamespace {
+    checkNamespaceName(name)
     const core = this.#core
-    core.call(key, () => undefined, undefined)
-    core.forget(key)
-    if (!core.store) return
-    // Other processes may hold it in L1 even if this one has none: the script tells them.
-    await core.store.invalidate(entryKeys(core.settings.namespace, key), core.retentionMs, core.forgetMessage(key))
+    const parts = {
+      generations: this.#namespaces(),
+      checkCallOptions: (options: CallOptions) => core.applyOptions({ policy: core.settings.policy }, options),
+      maxKeyLength: core.settings.maxKeyLength,
+    }
+    return namespaceOf(this, parts, name)
+  }
+
+  /**
+   * Empties every namespace of this cache (see `namespace()`) in every process, with one
+   * command. Keys used on the cache itself, outside any namespace, are not touched. Rejects
+   * with `RedisUnavailableError` when Redis could not be told.
+   */
+  clear(): Promise<void> {
+    return this.#namespaces().clear(undefined)
+  }
+
+  #namespaces(): Generations {
+    return (this.#generations ??= new Generations(this.#core, this.#client))
   }
 
   /**
@@ -257,6 +297,7 @@ export class Cache {
     core.closed = true
     core.polls?.interruptAll() // each wait sees `closed` once woken, or after the lookup it is in
     for (let work = core.unfinished(); work.length > 0; work = core.unfinished()) await Promise.allSettled(work)
+    await this.#deletes.close()
     await core.loaderPermits?.close()
     core.store?.close()
     core.probe?.close()

@@ -87,6 +87,11 @@ export class MemoryTier {
     this.lru.delete(key)
   }
 
+  /** The keys held now (a namespace's clear drops those of its old generation). */
+  keys(): IterableIterator<string> {
+    return this.lru.keys()
+  }
+
   clear(): void {
     this.lru.clear()
   }

@@ -18,7 +18,7 @@ describe.skipIf(!redisAvailable)('grace refreshes obey delete() and set() (issue
     const b = createCache({ redis: rb, ttl: 200, staleTtl: '30s', namespace: 'gd' })
     await a.getOrLoad('k', async () => 'v0')
     await sleep(300) // in grace in Redis; b has nothing in L1
-    let deleting: Promise<void> | undefined
+    let deleting: Promise<unknown> | undefined
     b.on('load', () => {
       // The refresh's commit has just been sent: the delete goes out behind it.
       queueMicrotask(() => {

@@ -56,6 +56,7 @@ describe('the emitted Cache type', () => {
         '#private',
         'Constructor',
         '[LOAD_SCOPE]', // instrument()'s slot, keyed by a symbol no entry point exports
+        'clear',
         'close',
         'delete',
         'deleteByTag',
@@ -64,6 +65,7 @@ describe('the emitted Cache type', () => {
         'get',
         'getOrLoadResult',
         'has',
+        'namespace',
         'on',
         'ready',
         'set',

@@ -19,6 +19,12 @@ export interface BlackholeProxy {
   stall(what: 'replies' | 'both'): void
   /** Forward every held byte, in order, and forward as usual from now on. */
   resume(): void
+  /**
+   * End a black hole: the connections it cut are reset (what they carried is lost midway, so
+   * they cannot go on), and new ones are forwarded again. Clients see the partition end as a
+   * dropped connection they reconnect.
+   */
+  heal(): void
   /** Connections currently open through the proxy. */
   readonly connections: number
   /** Destroys every connection and stops listening. */
@@ -67,6 +73,10 @@ export async function startBlackholeProxy(targetPort: number, targetHost = '127.
     resume() {
       stalled = undefined
       for (const { to, chunk } of held.splice(0)) if (!to.destroyed) to.write(chunk)
+    },
+    heal() {
+      holed = false
+      for (const socket of sockets) socket.destroy()
     },
     get connections() {
       return sockets.size / 2
