@@ -40,14 +40,18 @@ const BINARY_VALUE_PREFIX = BINARY_VALUE_MAGIC.length + 4
 const COMPRESSED_PREFIX = 4 + 1 + 4
 const CODEC_NAME = /^[A-Za-z0-9._-]{1,64}$/
 
-export function valueFormat(codec: Codec | BinaryCodec, compression: Compression | undefined, maxValueBytes: number) {
+export function valueFormat(
+  codec: Codec | BinaryCodec,
+  compression: Compression | undefined,
+  maxValueBytes: number,
+): ValueFormat {
   let binaryHeader: Buffer | undefined
   if (isBinaryCodec(codec)) {
     if (typeof codec.name !== 'string' || !CODEC_NAME.test(codec.name))
       throw new TypeError('a binary codec needs a name of 1 to 64 ASCII letters, digits and ._-')
     binaryHeader = Buffer.concat([Buffer.from([NUL, S, G, CODEC_KIND, codec.name.length]), Buffer.from(codec.name)])
   }
-  return { codec, binaryHeader, compression, maxValueBytes } satisfies ValueFormat
+  return { codec, binaryHeader, compression, maxValueBytes }
 }
 
 /** The codec's form of `value`: its text, or its bytes after the header naming it. */
