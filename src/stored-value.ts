@@ -115,6 +115,11 @@ export function decodeValue(format: ValueFormat, data: Buffer, from = 0): unknow
   return decodeUncompressed(format, inflated, 0)
 }
 
+/** What `l1.maxBytes` counts of a value as stored: its length before compression (a string's in UTF-16 units). */
+export function storedSize(data: string | Buffer): number {
+  return typeof data === 'string' ? data.length : encodedSize(data)
+}
+
 /** The length of the encoded value (what `l1.maxBytes` counts): before compression, if compressed. */
 export function encodedSize(data: Buffer, from = 0): number {
   return marked(data, from, COMPRESSED_KIND) && data.length - from >= COMPRESSED_PREFIX

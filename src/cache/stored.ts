@@ -37,9 +37,11 @@ export class StoredEntries {
       throw new SerializationError(key, `the codec could not encode it: ${describeFailure(error).message}`, error)
     }
     const max = format.maxValueBytes
+    // Compressed only for Redis: in-process mode keeps the value itself, and encodes only to check it.
+    const stored = (checked: string | Buffer) => (this.store ? compressed(format, checked) : checked)
     if (Buffer.isBuffer(data)) {
       if (data.length > max) throw new ValueTooLargeError(key, data.length, max)
-      return compressed(format, data)
+      return stored(data)
     }
     // A UTF-16 unit is 1 to 3 UTF-8 bytes: count the bytes only when the length cannot tell.
     if (data.length * 3 > max) {
@@ -47,7 +49,7 @@ export class StoredEntries {
       const bytes = Buffer.byteLength(data)
       if (bytes > max) throw new ValueTooLargeError(key, bytes, max)
     }
-    return compressed(format, data)
+    return stored(data)
   }
 
   decode(key: string, found: Lookup): Entry | undefined {
