@@ -7,6 +7,30 @@ export interface Codec {
 }
 
 /**
+ * Turns values into bytes for Redis and back: stored and published as bytes, never through
+ * UTF-8 or base64. Must throw on what it cannot encode. `msgpackCodec()` is one.
+ */
+export interface BinaryCodec {
+  /** Marks it as a codec of bytes. */
+  readonly binary: true
+  /**
+   * Names the format; written (a few bytes) before every value it stores, so that a process
+   * reading with another codec reports the value corrupt (`CodecMismatchError`) instead of
+   * decoding garbage. 1 to 64 characters of ASCII letters, digits and `._-`; change it when
+   * the format changes.
+   */
+  readonly name: string
+  encode(value: unknown): Uint8Array
+  /** `bytes` may be a view into a larger Redis reply (a batched read). */
+  decode(bytes: Buffer): unknown
+}
+
+/** Is `codec` one of bytes? */
+export function isBinaryCodec(codec: Codec | BinaryCodec): codec is BinaryCodec {
+  return (codec as Partial<BinaryCodec>).binary === true
+}
+
+/**
  * The default codec: JSON that also keeps `Date`, `BigInt`, `Map`, `Set`, `NaN`,
  * `±Infinity` and `undefined` in arrays, and refuses what it cannot give back unchanged.
  *

@@ -5,47 +5,16 @@
  * only ever holds *remaining* lifetimes, turned into deadlines on the local
  * monotonic clock, so clock skew between app servers cannot disagree on freshness.
  */
-import type { Codec } from './codecs.js'
-
 /**
  * A value whose payload is raw bytes (an HTTP body): stored as those bytes, after a head
- * the codec encodes, instead of base64 inside the codec's text. L1 keeps the object as is.
+ * the codec encodes, instead of base64 inside the codec's text (see stored-value.ts). L1
+ * keeps the object as is.
  */
 export class BinaryValue<H = unknown> {
   constructor(
     readonly head: H,
     readonly bytes: Buffer,
   ) {}
-}
-
-/** Starts the Redis form of a BinaryValue: NUL, then "sgb1", then the head's length (uint32 BE). */
-const BINARY_MAGIC = Buffer.from('\0sgb1', 'latin1')
-const BINARY_PREFIX = BINARY_MAGIC.length + 4
-
-/** What goes to Redis: the codec's text, or for a BinaryValue the magic, its head's length, the head and the bytes. */
-export function encodeValue(codec: Codec, value: unknown): string | Buffer {
-  if (!(value instanceof BinaryValue)) return codec.encode(value)
-  const head = Buffer.from(codec.encode(value.head))
-  const prefix = Buffer.alloc(BINARY_PREFIX)
-  BINARY_MAGIC.copy(prefix)
-  prefix.writeUInt32BE(head.length, BINARY_MAGIC.length)
-  return Buffer.concat([prefix, head, value.bytes])
-}
-
-/** Does `data` start with BINARY_MAGIC at `from` (compared in place: this is on every hit)? */
-function isBinaryValue(data: Buffer, from: number): boolean {
-  if (data.length - from < BINARY_PREFIX) return false
-  for (let i = 0; i < BINARY_MAGIC.length; i++) if (data[from + i] !== BINARY_MAGIC[i]) return false
-  return true
-}
-
-/** The inverse of encodeValue, from the bytes Redis holds (those of `data` from `from` on). */
-export function decodeValue(codec: Codec, data: Buffer, from = 0): unknown {
-  if (!isBinaryValue(data, from)) return codec.decode(data.toString('utf8', from))
-  const headAt = from + BINARY_PREFIX
-  const headEnd = headAt + data.readUInt32BE(from + BINARY_MAGIC.length)
-  if (headEnd > data.length) throw new RangeError('truncated binary value')
-  return new BinaryValue(codec.decode(data.toString('utf8', headAt, headEnd)), data.subarray(headEnd))
 }
 
 /** Remaining lifetimes of an entry, in ms from "now" as Redis saw it. */

@@ -107,6 +107,35 @@ export class SerializationError extends StampedeGuardError {
 }
 
 /**
+ * Stored data that cannot be a value: truncated, a compressed value that does not inflate (or
+ * inflates past `maxValueBytes`), an unknown compression. Reported through the `corrupt` event
+ * (a miss, which one load replaces), never thrown to callers.
+ */
+export class CorruptValueError extends StampedeGuardError {
+  constructor(message: string, cause?: unknown, code = 'ERR_SG_CORRUPT_VALUE') {
+    super(code, `stored value is corrupt: ${message}`, { cause })
+  }
+}
+
+/**
+ * A stored value was written with another codec than this cache's (a binary codec's value
+ * read with a text codec, or the other way round, or two binary codecs of different names).
+ * Reported as `corrupt` (a miss, which one load replaces): every process sharing a namespace
+ * must use the same codec.
+ */
+export class CodecMismatchError extends CorruptValueError {
+  /** What wrote it: `'a text codec'` or `'the binary codec "<name>"'`. */
+  readonly stored: string
+  /** What this cache reads with, in the same words. */
+  readonly expected: string
+  constructor(stored: string, expected: string) {
+    super(`written by ${stored}, read with ${expected}`, undefined, 'ERR_SG_CODEC_MISMATCH')
+    this.stored = stored
+    this.expected = expected
+  }
+}
+
+/**
  * A value encodes to more than `maxValueBytes`. A loaded one is returned to its callers and
  * not stored (reported through the `uncacheable` event); `set()` rejects with it.
  */

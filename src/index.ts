@@ -6,10 +6,14 @@ export type { DeleteOutcome } from './cache/delete-outbox.js'
 export type { Loader, LoaderContext } from './context.js'
 export type { Duration } from './duration.js'
 export type { RedisClientLike } from './redis-client.js'
-export { jsonCodec, superjsonCodec, type Codec, type SuperJsonLike } from './codecs.js'
+export { jsonCodec, superjsonCodec, type BinaryCodec, type Codec, type SuperJsonLike } from './codecs.js'
+export { msgpackCodec, type MsgpackrLike } from './msgpack-codec.js'
+export type { CompressionAlgorithm, CompressionOptions } from './compression.js'
 export { BinaryValue } from './entry.js'
 export {
   CacheClosedError,
+  CodecMismatchError,
+  CorruptValueError,
   FencingUnsupportedError,
   InvalidArgumentError,
   LoaderConcurrencyError,

@@ -1,6 +1,7 @@
 import type { RedisClientLike } from './redis-client.js'
 import type { Duration } from './duration.js'
-import type { Codec } from './codecs.js'
+import type { BinaryCodec, Codec } from './codecs.js'
+import type { CompressionOptions } from './compression.js'
 import type { ReplicaWaitOption } from './redis/replicas.js'
 
 export type { Duration }
@@ -238,9 +239,20 @@ export interface CacheOptions extends PolicyOptions {
    * `Map`, `Set`, `NaN`, `±Infinity` and `undefined` in arrays; `null` is a value. Refused
    * (returned to the caller, not stored, an `uncacheable` event and one process warning per
    * reason): class instances, typed arrays, `RegExp`, functions, cycles, and a top-level
-   * `undefined`. `superjsonCodec(superjson)` stores more. See docs/codecs.md.
+   * `undefined`. `superjsonCodec(superjson)` stores more; `msgpackCodec()` stores
+   * MessagePack bytes (a `BinaryCodec`). See docs/codecs.md.
    */
-  codec?: Codec
+  codec?: Codec | BinaryCodec
+  /**
+   * Compress encoded values of at least `minBytes` (default 16 KiB) with node:zlib: less Redis
+   * memory and fewer bytes on the wire for large values, for some CPU on every write and
+   * every read (see docs/codecs.md for measurements). `true` is `{}`: brotli, quality 4.
+   * Compressed values are marked, so every process reads them whatever its own setting
+   * (a version without this option reads them as corrupt: turn it on once every process
+   * runs one that has it). `maxValueBytes` bounds the value before compression, and so what
+   * any process inflates. Default off.
+   */
+  compression?: boolean | CompressionOptions
   /** Longest accepted key, in UTF-16 code units. Default `1024`. */
   maxKeyLength?: number
   /**

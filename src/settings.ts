@@ -1,7 +1,9 @@
 import { parseDuration, type Duration } from './duration.js'
 import { InvalidArgumentError } from './errors.js'
 import { positiveInteger } from './counts.js'
-import { jsonCodec, type Codec } from './codecs.js'
+import { jsonCodec, type BinaryCodec, type Codec } from './codecs.js'
+import { resolveCompression } from './compression.js'
+import { valueFormat, type ValueFormat } from './stored-value.js'
 import type { CacheOptions, CallOptions, EarlyRefresh, PolicyOptions } from './options.js'
 import { parseShardedPubSub } from './redis/server-probe.js'
 import { DEFAULT_MAX_POLL_RATE } from './redis/poll-scheduler.js'
@@ -50,7 +52,9 @@ export interface Settings {
   maxPendingWaits: number
   ttlJitter: number
   breaker: { threshold: number; openFor: number }
-  codec: Codec
+  codec: Codec | BinaryCodec
+  /** How values are stored: the codec, compression and maxValueBytes together (stored-value.ts). */
+  format: ValueFormat
   maxKeyLength: number
   shardedPubSub: boolean | 'auto'
   maxKeysPerTag: number
@@ -82,6 +86,7 @@ const CACHE_KEYS = new Set<string>([
   'redisFailoverWait',
   'circuitBreaker',
   'codec',
+  'compression',
   'maxKeyLength',
   'shardedPubSub',
   'redisCommands',
@@ -201,6 +206,14 @@ export function resolveSettings(options: CacheOptions): Settings {
   if (typeof codec?.encode !== 'function' || typeof codec?.decode !== 'function') {
     throw new InvalidArgumentError('codec', 'must have encode(value) and decode(text) functions')
   }
+  const maxValueBytes = positiveInteger('maxValueBytes', options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES)
+  let format: ValueFormat
+  try {
+    format = valueFormat(codec, resolveCompression(options.compression), maxValueBytes)
+  } catch (error) {
+    if (error instanceof InvalidArgumentError) throw error
+    throw new InvalidArgumentError('codec', (error as Error).message)
+  }
   const lease = parseDuration('lock.lease', lock.lease ?? 5_000)
   if (lease < 30) throw new InvalidArgumentError('lock.lease', `must be at least 30 ms, got ${lease}`)
   const maxHold = parseDuration('lock.maxHold', lock.maxHold ?? 60_000)
@@ -243,7 +256,7 @@ export function resolveSettings(options: CacheOptions): Settings {
       maxInFlight: positiveInteger('redisCommands.maxInFlight', commands.maxInFlight ?? 256),
       maxQueued: positiveInteger('redisCommands.maxQueued', commands.maxQueued ?? 50_000),
     },
-    maxValueBytes: positiveInteger('maxValueBytes', options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES),
+    maxValueBytes,
     maxBackgroundRefreshes: positiveInteger('maxBackgroundRefreshes', options.maxBackgroundRefreshes ?? 64),
     maxWaits: positiveInteger('maxWaits', options.maxWaits ?? DEFAULT_MAX_WAITS),
     maxPendingWaits: positiveInteger('maxPendingWaits', options.maxPendingWaits ?? DEFAULT_MAX_PENDING_WAITS),
@@ -253,6 +266,7 @@ export function resolveSettings(options: CacheOptions): Settings {
       openFor: parseDuration('circuitBreaker.openFor', breaker.openFor ?? 2_000),
     },
     codec,
+    format,
     maxKeyLength: positiveInteger('maxKeyLength', options.maxKeyLength ?? 1024),
     shardedPubSub: parseShardedPubSub('shardedPubSub', options.shardedPubSub, options.redis),
     maxKeysPerTag: positiveInteger('maxKeysPerTag', options.maxKeysPerTag ?? 10_000),

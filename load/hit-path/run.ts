@@ -8,6 +8,9 @@
  * neighbour on a shared machine hurts both sides alike.
  * - The same rows instrumented (`instrument()` with a real MeterProvider and TracerProvider):
  *   what OpenTelemetry costs on each path.
+ * - By value and format (values.ts): a small and a large value with jsonCodec, msgpackCodec
+ *   and compression: Redis memory per value, bytes on the wire, and the cost of a hit.
+ *   `BENCH_ONLY=values` runs that part alone.
  * Uses a private redis-server when REDIS_URL is unset.
  */
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus'
@@ -17,6 +20,7 @@ import { Redis } from 'ioredis'
 import { createCache, type CacheOptions } from '../../src/index.js'
 import { instrument, type InstrumentOptions } from '../../src/observability/index.js'
 import { findRedisServer, startPrivateRedis } from '../shared/redis-server.js'
+import { benchValues } from './values.js'
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
 const KEYS = 1_000
@@ -146,6 +150,13 @@ const privateRedis = process.env.REDIS_URL ? undefined : await startPrivateRedis
 const url = process.env.REDIS_URL ?? privateRedis!.url
 const redis = new Redis(url)
 const admin = new Redis(url)
+if (process.env.BENCH_ONLY === 'values') {
+  await benchValues(redis, admin)
+  redis.disconnect()
+  admin.disconnect()
+  await privateRedis?.stop()
+  process.exit(0)
+}
 
 // A typical API payload, ~600 bytes of JSON.
 const product = (id: number) => ({
@@ -201,6 +212,8 @@ console.log(
   `Redis CPU per fresh hit: ${ours.usec.toFixed(2)} µs (${ours.commands})  vs GET ${get.usec.toFixed(2)} ` +
     `µs (${get.commands})  = ${cpuRatio.toFixed(2)}×  (goal ≤ 2×: ${cpuRatio <= 2 ? 'met' : 'NOT met'})`,
 )
+
+await benchValues(redis, admin)
 
 // Instrumented twins, created only now so the rows above run exactly as they would without
 // them. The Prometheus exporter is the metric reader (it collects only when scraped); spans

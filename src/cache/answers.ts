@@ -1,4 +1,5 @@
-import { decodeValue, fallbackValid, type Entry } from '../entry.js'
+import { fallbackValid, type Entry } from '../entry.js'
+import { decodeValue } from '../stored-value.js'
 import { decodeFailure } from '../loader-error.js'
 import { LockWaitTimeoutError, RemoteLoaderError } from '../errors.js'
 import type { FreshRead } from './redis/fresh-reads.js'
@@ -72,7 +73,7 @@ export class Answers {
     if (!record) return undefined
     let value: unknown
     try {
-      value = decodeValue(core.settings.codec, record.bytes, record.dataAt)
+      value = decodeValue(core.settings.format, record.bytes, record.dataAt)
     } catch (error) {
       core.events.emit('corrupt', { key: call.key, error })
       return undefined

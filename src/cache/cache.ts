@@ -1,4 +1,5 @@
 import { LoadContext, type Loader } from '../context.js'
+import { storedSize } from '../stored-value.js'
 import { entryFrom } from '../entry.js'
 import { CacheClosedError, InvalidArgumentError } from '../errors.js'
 import type { CacheEventName, CacheEvents, CacheStats } from '../events.js'
@@ -184,7 +185,7 @@ export class Cache {
       if (version === undefined) return
     }
     if (core.deletions === epoch)
-      core.rememberTagged({ ...call, epoch }, entryFrom(value, life, writtenFrom, version, data.length), call.tags)
+      core.rememberTagged({ ...call, epoch }, entryFrom(value, life, writtenFrom, version, storedSize(data)), call.tags)
   }
 
   /**

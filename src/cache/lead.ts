@@ -1,4 +1,5 @@
 import { LoadContext, type Loader } from '../context.js'
+import { storedSize } from '../stored-value.js'
 import { entryFrom, fallbackValid, type Entry, type Lifetimes } from '../entry.js'
 import { encodeFailure } from '../loader-error.js'
 import { LoaderConcurrencyError, LoaderTimeoutError } from '../errors.js'
@@ -91,7 +92,7 @@ export class LoadLeader {
       ? await this.commitLoaded(store, call, lock, { data, life, tags, loadMs })
       : { written: true, version: undefined, committedAt: performance.now() }
     if (written) {
-      this.core.rememberTagged(call, entryFrom(value, life, committedAt, version, data.length), tags)
+      this.core.rememberTagged(call, entryFrom(value, life, committedAt, version, storedSize(data)), tags)
       this.core.refreshHolds.delete(key) // the next early refresh is due for this new value
     }
     return loaded

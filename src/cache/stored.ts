@@ -1,4 +1,5 @@
-import { decodeValue, encodeValue, entryFrom, type Entry, type Lifetimes } from '../entry.js'
+import { entryFrom, type Entry, type Lifetimes } from '../entry.js'
+import { compressed, decodeValue, encodedSize, encodeValue } from '../stored-value.js'
 import { describeFailure } from '../loader-error.js'
 import { SerializationError, ValueTooLargeError } from '../errors.js'
 import type { CacheEmitter } from '../events.js'
@@ -23,26 +24,32 @@ export class StoredEntries {
     private readonly store: RedisStore | undefined,
   ) {}
 
-  /** The value as stored; throws `SerializationError` or `ValueTooLargeError` when it cannot be. */
+  /**
+   * The value as stored (compressed when the format says so); throws `SerializationError` or
+   * `ValueTooLargeError` (above `maxValueBytes` before compression) when it cannot be.
+   */
   encode(key: string, value: unknown): string | Buffer {
-    let data: unknown
+    const { format } = this.settings
+    let data: string | Buffer
     try {
-      data = encodeValue(this.settings.codec, value)
+      data = encodeValue(format, value)
     } catch (error) {
       throw new SerializationError(key, `the codec could not encode it: ${describeFailure(error).message}`, error)
     }
-    const max = this.settings.maxValueBytes
+    const max = format.maxValueBytes
+    // Compressed only for Redis: in-process mode keeps the value itself, and encodes only to check it.
+    const stored = (checked: string | Buffer) => (this.store ? compressed(format, checked) : checked)
     if (Buffer.isBuffer(data)) {
       if (data.length > max) throw new ValueTooLargeError(key, data.length, max)
-      return data
+      return stored(data)
     }
-    if (typeof data !== 'string') throw new SerializationError(key, `the codec returned ${typeof data}, not a string`)
     // A UTF-16 unit is 1 to 3 UTF-8 bytes: count the bytes only when the length cannot tell.
-    if (data.length * 3 <= max) return data
-    if (data.length > max) throw new ValueTooLargeError(key, undefined, max)
-    const bytes = Buffer.byteLength(data)
-    if (bytes > max) throw new ValueTooLargeError(key, bytes, max)
-    return data
+    if (data.length * 3 > max) {
+      if (data.length > max) throw new ValueTooLargeError(key, undefined, max)
+      const bytes = Buffer.byteLength(data)
+      if (bytes > max) throw new ValueTooLargeError(key, bytes, max)
+    }
+    return stored(data)
   }
 
   decode(key: string, found: Lookup): Entry | undefined {
@@ -66,7 +73,7 @@ export class StoredEntries {
   /** `at`: the local time `life` counts from (now, unless the lifetimes were measured earlier). */
   decodeData(key: string, data: Buffer, life: Lifetimes, version: string, at = performance.now()): Entry | undefined {
     try {
-      return entryFrom(decodeValue(this.settings.codec, data), life, at, version, data.length)
+      return entryFrom(decodeValue(this.settings.format, data), life, at, version, encodedSize(data))
     } catch (error) {
       this.events.emit('corrupt', { key, error })
       return undefined

@@ -4,8 +4,8 @@
  * read, and the commit message that wakes a waiter in another cache.
  */
 import { describe, expect, it } from 'vitest'
-import { decodeValue, encodeValue } from '../../src/entry.js'
-import { BinaryValue, createCache, jsonCodec } from '../../src/index.js'
+import { decodeValue, encodeValue, valueFormat } from '../../src/stored-value.js'
+import { BinaryValue, CorruptValueError, createCache, jsonCodec } from '../../src/index.js'
 import { redisAvailable } from '../support/redis.js'
 import { useRedisServer } from '../support/redis-suite.js'
 import { gate } from '../support/timing.js'
@@ -16,22 +16,24 @@ const BYTES = Buffer.concat([
   Buffer.from([0xff, 0xfe, 0xc3, 0x28, 0x00, 0x80]),
 ])
 
+const format = valueFormat(jsonCodec, undefined, 32 * 1024 * 1024)
+
 describe('encodeValue / decodeValue', () => {
   it('round-trips a BinaryValue exactly, and leaves other values to the codec', () => {
-    const encoded = encodeValue(jsonCodec, new BinaryValue({ status: 200, note: 'héllo' }, BYTES))
+    const encoded = encodeValue(format, new BinaryValue({ status: 200, note: 'héllo' }, BYTES))
     expect(Buffer.isBuffer(encoded)).toBe(true)
     expect((encoded as Buffer).length).toBe(BYTES.length + 9 + Buffer.byteLength('{"status":200,"note":"héllo"}'))
-    const decoded = decodeValue(jsonCodec, encoded as Buffer) as BinaryValue
+    const decoded = decodeValue(format, encoded as Buffer) as BinaryValue
     expect(decoded).toBeInstanceOf(BinaryValue)
     expect(decoded.head).toEqual({ status: 200, note: 'héllo' })
     expect(decoded.bytes.equals(BYTES)).toBe(true)
-    expect(encodeValue(jsonCodec, { a: 'héllo' })).toBe('{"a":"héllo"}')
-    expect(decodeValue(jsonCodec, Buffer.from('{"a":"héllo"}'))).toEqual({ a: 'héllo' })
+    expect(encodeValue(format, { a: 'héllo' })).toBe('{"a":"héllo"}')
+    expect(decodeValue(format, Buffer.from('{"a":"héllo"}'))).toEqual({ a: 'héllo' })
   })
 
   it('refuses a truncated binary value (the core reports it corrupt: a miss)', () => {
-    const encoded = encodeValue(jsonCodec, new BinaryValue({ long: 'x'.repeat(50) }, BYTES)) as Buffer
-    expect(() => decodeValue(jsonCodec, encoded.subarray(0, 20))).toThrow(RangeError)
+    const encoded = encodeValue(format, new BinaryValue({ long: 'x'.repeat(50) }, BYTES)) as Buffer
+    expect(() => decodeValue(format, encoded.subarray(0, 20))).toThrow(CorruptValueError)
   })
 })
 

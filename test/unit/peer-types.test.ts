@@ -10,12 +10,14 @@ import { BasicTracerProvider } from '@opentelemetry/sdk-trace-base'
 import { Etcd3, type ComparatorBuilder, type Namespace } from 'etcd3'
 import type { Request, Response, NextFunction } from 'express'
 import { Cluster, Redis } from 'ioredis'
+import type * as Msgpackr from 'msgpackr'
 import zookeeper, { type Client, type Transaction } from 'node-zookeeper-client'
 import { describe, expect, it } from 'vitest'
 import type { NextFunctionLike, RequestLike, ResponseLike } from '../../src/express/http-types.js'
 import type { EtcdClientLike, EtcdTxnLike } from '../../src/lock/etcd/client-like.js'
 import type { ZooKeeperClientLike, ZooKeeperTransactionLike } from '../../src/lock/zookeeper/client-like.js'
 import type { MeterLike, TracerLike } from '../../src/observability/otel-like.js'
+import type { MsgpackrLike } from '../../src/msgpack-codec.js'
 import type { RedisClientLike } from '../../src/redis-client.js'
 
 // Compile-time: the peers' own types are assignable to the shapes (a mismatch fails `npm run typecheck`).
@@ -33,6 +35,7 @@ export type Checked = [
   Fits<Request, RequestLike>,
   Fits<Response, ResponseLike>,
   Fits<NextFunction, NextFunctionLike>,
+  Fits<typeof Msgpackr, MsgpackrLike>,
 ]
 
 function functionsOf(value: object, names: readonly string[]): Record<string, string> {
