@@ -79,11 +79,22 @@ export function hasForeignForwardedProto(req: IncomingMessage, scheme: string): 
  * Is this request header one of the reverse-proxy family a handler may reflect into the
  * page (links, redirects, "secure" flags)? Every `X-Forwarded-*` but `-For` (per client,
  * see docs) and `-Host` (checked against `Host`, see hasForeignForwardedHost), plus
- * `Forwarded`, `Front-End-Https` and `X-Url-Scheme`.
+ * `Forwarded`, `Front-End-Https`, `X-Url-Scheme` and the original-URL fields rewriting
+ * proxies send (`X-Original-URL`, `X-Original-URI`, `X-Rewrite-URL`: IIS, nginx ingress),
+ * which a handler may reflect as its own address.
  */
+const PROXY_FIELDS = new Set([
+  'forwarded',
+  'front-end-https',
+  'x-url-scheme',
+  'x-original-url',
+  'x-original-uri',
+  'x-rewrite-url',
+])
+
 function isForwardedField(name: string): boolean {
   if (name.startsWith('x-forwarded-')) return name !== 'x-forwarded-for' && name !== 'x-forwarded-host'
-  return name === 'forwarded' || name === 'front-end-https' || name === 'x-url-scheme'
+  return PROXY_FIELDS.has(name)
 }
 
 /**

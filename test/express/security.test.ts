@@ -98,6 +98,9 @@ describe.skipIf(!redisAvailable).each(EXPRESS_VERSIONS)('security ($name)', ({ e
       ['Front-End-Https', 'on'],
       ['X-Url-Scheme', 'https'],
       ['Forwarded', 'by=evil;proto=http'],
+      ['X-Original-URL', '/evil'],
+      ['X-Original-URI', '/evil'],
+      ['X-Rewrite-URL', '/evil'],
     ]
     for (const trust of [true, false]) {
       for (const [name, value] of family) {
