@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { reducedAcceptEncoding } from './accept-encoding.js'
-import { tokensOf } from './headers.js'
 
 /**
  * Cache keys (docs/express.md, rules 7 and 8).
@@ -39,11 +38,13 @@ export function validatedHost(req: IncomingMessage, allowedHosts: ReadonlySet<st
  * one's key. The middleware passes these requests by, uncached.
  */
 export function hasForeignForwardedHost(req: IncomingMessage, host: string): boolean {
-  const bare = (value: string) => value.replace(/^"|"$/g, '').trim().toLowerCase()
+  // Compared as spelled: a handler reading it (req.hostname) sees `SHOP.TEST`, not `shop.test`.
+  const bare = (value: string) => value.replace(/^"|"$/g, '').trim()
   const claimed: string[] = []
   for (const name of ['x-forwarded-host', 'x-host', 'x-forwarded-server', 'x-original-host']) {
     const value = req.headers[name]
-    if (value !== undefined) claimed.push(...tokensOf(Array.isArray(value) ? value.join(',') : value))
+    if (value !== undefined)
+      claimed.push(...(Array.isArray(value) ? value.join(',') : value).split(',').filter((v) => v.trim()))
   }
   const forwarded = req.headers.forwarded
   if (forwarded) {
