@@ -7,7 +7,6 @@
  */
 import { describe, expect, it } from 'vitest'
 import { createCache, InvalidArgumentError, LoaderConcurrencyError } from '../../src/index.js'
-import { createPostgresDatabase, postgresAvailable } from '../support/databases.js'
 import { redisAvailable } from '../support/redis.js'
 import { useWorkerSuite } from '../support/worker-suite.js'
 import type { ColdKeysReport, ColdKeysRequest } from '../fixtures/loader-cap-worker.js'
@@ -41,54 +40,6 @@ describe.skipIf(!redisAvailable)('loaderConcurrency', () => {
     expect(Number(await redis.get('inside'))).toBe(0)
     console.log(`[loaderConcurrency] 400 keys × 4 processes: 400 loads, at most ${peak} at once (limit ${limit})`)
   }, 180_000)
-
-  it.skipIf(!postgresAvailable)(
-    '4 processes × 1,000 cold keys, each load a PostgreSQL query: the database counts at most `limit` at once',
-    async () => {
-      const limit = 8
-      const db = await createPostgresDatabase('loader_cap')
-      try {
-        const admin = await db.pool({ max: 1 })
-        await admin.query('CREATE TABLE cap (inside integer NOT NULL, peak integer NOT NULL)')
-        await admin.query('INSERT INTO cap VALUES (0, 0)')
-        await admin.query('CREATE TABLE loads (key text NOT NULL)')
-        const workers = await suite.spawn(4, {
-          CACHE_OPTIONS: JSON.stringify({ loaderConcurrency: { limit } }),
-          PG_DATABASE: db.name,
-        })
-        const keys = Array.from({ length: 1_000 }, (_, i) => `pg-cold-${i}`)
-        const reports = await Promise.all(
-          workers.map((worker, w) =>
-            worker.request<ColdKeysReport>(
-              {
-                keys: keys.map((_, i) => keys[(i * 7 + w * 101) % keys.length]!),
-                loaderMs: 10,
-                waitTimeout: 120_000,
-              } satisfies ColdKeysRequest,
-              150_000,
-            ),
-          ),
-        )
-        expect(reports.map((r) => r.errors)).toEqual([{}, {}, {}, {}])
-        expect(reports.reduce((sum, r) => sum + r.values, 0)).toBe(4 * keys.length)
-        const { rows: loads } = await admin.query<{ loads: string; keys: string }>(
-          'SELECT count(*) AS loads, count(DISTINCT key) AS keys FROM loads',
-        )
-        expect(loads[0]).toEqual({ loads: '1000', keys: '1000' }) // each cold key queried once
-        const { rows } = await admin.query<{ inside: number; peak: number }>('SELECT inside, peak FROM cap')
-        expect(rows[0]!.inside).toBe(0)
-        expect(rows[0]!.peak).toBeLessThanOrEqual(limit)
-        expect(rows[0]!.peak).toBeGreaterThanOrEqual(2) // a cap, not a mutex
-        console.log(
-          `[loaderConcurrency] PostgreSQL: 1,000 keys × 4 processes: 1,000 queries, at most ${rows[0]!.peak} at once (limit ${limit})`,
-        )
-        await Promise.all(workers.map((worker) => worker.stop()))
-      } finally {
-        await db.drop()
-      }
-    },
-    180_000,
-  )
 
   it('a load that gets no permit within waitTimeout does not run: LoaderConcurrencyError, never its own loader', async () => {
     const redis = suite.server().client()
