@@ -11,6 +11,7 @@ import type { TagRefusal } from './redis/tags.js'
 import { withTimeout } from '../timers.js'
 import { type Call, type FlightNotes, type HeldEntryLock, type Resolution, NEVER_ABORTED } from './call.js'
 import type { CacheCore } from './core.js'
+import { endedBeforeLoading } from './loader-permits.js'
 import { commitTagged, type TaggedCommit } from './tags.js'
 
 /** How a loaded value's commit went: `written` unless it was fenced or refused (a Redis failure keeps it in L1). */
@@ -212,8 +213,9 @@ export class LoadLeader {
   ): Promise<Resolution> {
     const { key, policy } = call
     const covered = fallbackValid(fallback, performance.now())
-    if (lock?.lockValue && error instanceof LoaderConcurrencyError) {
-      // The loader never ran: no failure to share or cache; waiters re-check, and one of them leads.
+    if (lock?.lockValue && (error instanceof LoaderConcurrencyError || endedBeforeLoading(error))) {
+      // The loader never ran (no permit in time, or the lease ran out in line): no failure to
+      // share or cache; waiters re-check, and one of them leads.
       await this.core.store?.release(lock.keys, lock.lockValue, 'r|').catch(() => {})
     } else if (lock?.lockValue) {
       const message = encodeFailure(error) // never throws, whatever the loader threw

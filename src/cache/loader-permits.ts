@@ -4,6 +4,18 @@ import type { CacheEmitter } from '../events.js'
 import { createLocks, type Locks } from '../lock/locks.js'
 import type { HeldPermitsHandle, Semaphore } from '../lock/semaphore/semaphore.js'
 
+/**
+ * Errors of loads whose loader never ran because the wait for a permit ended first (the
+ * lead's signal aborted: its lease ran out in line). There is no failure to share: the
+ * lead gives its lock back for the waiters to re-check, as on LoaderConcurrencyError.
+ */
+const NEVER_RAN = new WeakSet<object>()
+
+/** Did this error end a load before its loader ran (see NEVER_RAN)? */
+export function endedBeforeLoading(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && NEVER_RAN.has(error)
+}
+
 /** The semaphore's name under the cache's namespace: one cap per namespace. */
 const SEMAPHORE_NAME = 'loaders'
 
@@ -59,6 +71,7 @@ export class LoaderPermits {
       return permit
     } catch (error) {
       if (error instanceof LockBusyError) throw new LoaderConcurrencyError(key, waitMs, this.limit)
+      if (signal.aborted && typeof error === 'object' && error !== null) NEVER_RAN.add(error)
       if (error instanceof LoaderConcurrencyError || signal.aborted) throw error
       this.events.emit('redis-error', { operation: 'loaderConcurrency', error })
       return undefined

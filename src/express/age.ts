@@ -13,12 +13,20 @@ export interface Exchanged {
 }
 
 /**
+ * The greatest delta-seconds a cache uses or sends (RFC 9111 §1.2.2): a larger value, or a
+ * calculation that overflows, is read as this, so an `Age` of 20 digits is neither kept as
+ * a float nor sent on as one (`9.999…e19` would be an invalid `Age` downstream).
+ */
+const MAX_DELTA_SECONDS = 2 ** 31
+
+/**
  * The `Age` field's value in seconds: its first member (a list is read as RFC 9111 §5.1
- * says), 0 when absent or invalid (anything but a non-negative integer is ignored).
+ * says), 0 when absent or invalid (anything but a non-negative integer is ignored), at most
+ * 2^31.
  */
 export function ageValue(headers: HeaderList): number {
   const first = headerOf(headers, 'age')?.split(',')[0]?.trim()
-  return first !== undefined && /^\d+$/.test(first) ? Number(first) : 0
+  return first !== undefined && /^\d+$/.test(first) ? Math.min(Number(first), MAX_DELTA_SECONDS) : 0
 }
 
 /**
@@ -33,7 +41,7 @@ export function initialAgeMs(headers: HeaderList, times: Exchanged): number {
   return Math.max(apparent, ageValue(headers) * 1000 + responseDelay)
 }
 
-/** `current_age` in whole seconds: the initial age plus the time resident in the cache. */
+/** `current_age` in whole seconds: the initial age plus the time resident in the cache, at most 2^31. */
 export function currentAgeSeconds(initialAge: number, storedAt: number, now = Date.now()): number {
-  return Math.max(0, Math.floor((initialAge + now - storedAt) / 1000))
+  return Math.min(MAX_DELTA_SECONDS, Math.max(0, Math.floor((initialAge + now - storedAt) / 1000)))
 }

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { reducedAcceptEncoding } from './accept-encoding.js'
-import { tokensOf } from './headers.js'
 
 /**
  * Cache keys (docs/express.md, rules 7 and 8).
@@ -39,11 +38,13 @@ export function validatedHost(req: IncomingMessage, allowedHosts: ReadonlySet<st
  * one's key. The middleware passes these requests by, uncached.
  */
 export function hasForeignForwardedHost(req: IncomingMessage, host: string): boolean {
-  const bare = (value: string) => value.replace(/^"|"$/g, '').trim().toLowerCase()
+  // Compared as spelled: a handler reading it (req.hostname) sees `SHOP.TEST`, not `shop.test`.
+  const bare = (value: string) => value.replace(/^"|"$/g, '').trim()
   const claimed: string[] = []
   for (const name of ['x-forwarded-host', 'x-host', 'x-forwarded-server', 'x-original-host']) {
     const value = req.headers[name]
-    if (value !== undefined) claimed.push(...tokensOf(Array.isArray(value) ? value.join(',') : value))
+    if (value !== undefined)
+      claimed.push(...(Array.isArray(value) ? value.join(',') : value).split(',').filter((v) => v.trim()))
   }
   const forwarded = req.headers.forwarded
   if (forwarded) {
@@ -79,11 +80,22 @@ export function hasForeignForwardedProto(req: IncomingMessage, scheme: string): 
  * Is this request header one of the reverse-proxy family a handler may reflect into the
  * page (links, redirects, "secure" flags)? Every `X-Forwarded-*` but `-For` (per client,
  * see docs) and `-Host` (checked against `Host`, see hasForeignForwardedHost), plus
- * `Forwarded`, `Front-End-Https` and `X-Url-Scheme`.
+ * `Forwarded`, `Front-End-Https`, `X-Url-Scheme` and the original-URL fields rewriting
+ * proxies send (`X-Original-URL`, `X-Original-URI`, `X-Rewrite-URL`: IIS, nginx ingress),
+ * which a handler may reflect as its own address.
  */
+const PROXY_FIELDS = new Set([
+  'forwarded',
+  'front-end-https',
+  'x-url-scheme',
+  'x-original-url',
+  'x-original-uri',
+  'x-rewrite-url',
+])
+
 function isForwardedField(name: string): boolean {
   if (name.startsWith('x-forwarded-')) return name !== 'x-forwarded-for' && name !== 'x-forwarded-host'
-  return name === 'forwarded' || name === 'front-end-https' || name === 'x-url-scheme'
+  return PROXY_FIELDS.has(name)
 }
 
 /**

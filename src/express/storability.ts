@@ -104,6 +104,10 @@ export function classifyRequest(req: Request, settings: RouteSettings): RequestV
     // The default key trusts Host alone, so a request that claims another host is not
     // allowed near the cache. A custom key function decides for itself.
     if (hasForeignForwardedHost(req, host)) return { action: 'bypass', reason: 'forwarded-host' }
+    // The key lower-cases Host, but a handler sees it as sent: a Host in another case
+    // (browsers and proxies send it lower-cased) would store its spelling, or a redirect to
+    // the canonical spelling, for every client.
+    if (req.headers.host !== host) return { action: 'bypass', reason: 'host' }
     // The scheme is keyed; one that is neither http nor https (a forged
     // X-Forwarded-Proto, trust proxy on) could only be a poisoning attempt.
     const scheme = requestScheme(req)

@@ -129,6 +129,12 @@ export class LeaseWatchdog {
       this.lose('the lease ran out before a renewal was confirmed', true)
   }
 
+  /** Throws the `LockLostError` of a lease lost, or past its deadline by the clock read now (see expireIfDue). */
+  assertHeld(): void {
+    this.expireIfDue()
+    if (this.lostWith) throw this.lostWith
+  }
+
   /**
    * Renews now, after any renewal in flight (a user's `extend`). Resolves `true` when
    * extended, `false` when the lease is lost (or was already); rejects with the store's

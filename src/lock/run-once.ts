@@ -37,6 +37,17 @@ export interface RunOnceContext {
    * minus a margin); with `keepAlive`, once a renewal could not be confirmed within it.
    */
   readonly signal: AbortSignal
+  /**
+   * ms left before `signal` aborts, by the monotonic clock read now: 0 once the claim's local
+   * deadline has passed, even in the first instant after a pause (SIGSTOP, GC) when no timer
+   * has run yet and `signal.aborted` is still `false`.
+   */
+  readonly validForMs: number
+  /**
+   * Throws `LockLostError` unless the claim is still this instance's by {@link validForMs}
+   * (and aborts `signal` then): call it right before a side effect no fence protects.
+   */
+  assertHeld(): void
 }
 
 /**
@@ -121,7 +132,13 @@ export async function runOnce<T>(
   else closing.addEventListener('abort', onClose, { once: true })
   let value: T
   try {
-    value = await fn({ signal: end.signal })
+    value = await fn({
+      signal: end.signal,
+      assertHeld: () => end.assertHeld(),
+      get validForMs() {
+        return end.validForMs
+      },
+    })
   } catch (error) {
     closing.removeEventListener('abort', onClose)
     await end.stop()
@@ -140,6 +157,10 @@ export async function runOnce<T>(
 
 interface ClaimEnd {
   readonly signal: AbortSignal
+  /** ms left before the local deadline, by the clock read now (0 once lost). */
+  readonly validForMs: number
+  /** Throws `LockLostError` once lost or past the local deadline (aborting `signal` then). */
+  assertHeld(): void
   /** No more renewals (waiting for one in flight) and no abort from here on. */
   stop(): Promise<void>
   /** Ends the hold now: no more renewals, and `signal` aborts with `LockLostError(reason)`. */
@@ -153,12 +174,23 @@ function claimDeadline(name: string, atMostMs: number, sentAt: number): ClaimEnd
     clearTimeout(expiry)
     if (!controller.signal.aborted) controller.abort(new LockLostError(name, reason))
   }
-  const expiry = setTimeout(
-    () => lose(`lockAtMostFor (${atMostMs} ms) has passed: another instance may run the job now`),
-    Math.max(0, sentAt + atMostMs - leaseMarginMs(atMostMs) - performance.now()),
-  )
+  const deadline = sentAt + atMostMs - leaseMarginMs(atMostMs)
+  const passed = `lockAtMostFor (${atMostMs} ms) has passed: another instance may run the job now`
+  const expiry = setTimeout(() => lose(passed), Math.max(0, deadline - performance.now()))
   expiry.unref()
-  return { signal: controller.signal, stop: async () => clearTimeout(expiry), lose }
+  return {
+    signal: controller.signal,
+    get validForMs() {
+      return controller.signal.aborted ? 0 : Math.max(0, deadline - performance.now())
+    },
+    assertHeld() {
+      // Read the clock: after a pause the expiry timer may not have run yet.
+      if (performance.now() >= deadline) lose(passed)
+      if (controller.signal.aborted) throw controller.signal.reason
+    },
+    stop: async () => clearTimeout(expiry),
+    lose,
+  }
 }
 
 /** With keepAlive: the lock watchdog renews the claim every lockAtMostFor/3 and aborts the signal at its local deadline. */
@@ -169,5 +201,13 @@ function renewedClaim(name: string, claim: Claim, atMostMs: number, sentAt: numb
     startedAt: sentAt,
     renew: (ms) => claim.extend!(ms),
   })
-  return { signal: watchdog.signal, stop: () => watchdog.stop(), lose: (reason) => watchdog.lose(reason) }
+  return {
+    signal: watchdog.signal,
+    get validForMs() {
+      return watchdog.validForMs
+    },
+    assertHeld: () => watchdog.assertHeld(),
+    stop: () => watchdog.stop(),
+    lose: (reason) => watchdog.lose(reason),
+  }
 }

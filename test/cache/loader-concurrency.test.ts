@@ -7,7 +7,9 @@
  */
 import { describe, expect, it } from 'vitest'
 import { createCache, InvalidArgumentError, LoaderConcurrencyError } from '../../src/index.js'
+import { entryKeys } from '../../src/cache/redis/keys.js'
 import { redisAvailable } from '../support/redis.js'
+import { sleep } from '../support/timing.js'
 import { useWorkerSuite } from '../support/worker-suite.js'
 import type { ColdKeysReport, ColdKeysRequest } from '../fixtures/loader-cap-worker.js'
 
@@ -60,6 +62,51 @@ describe.skipIf(!redisAvailable)('loaderConcurrency', () => {
     expect(ran).toBe(1)
     await cache.close()
     redis.disconnect()
+  }, 30_000)
+
+  it('a leader whose lease runs out while it waits in line for a permit shares no failure: its loader never ran, a waiter elsewhere leads', async () => {
+    const options = {
+      ttl: '1m',
+      namespace: 'lost-in-line',
+      loaderConcurrency: { limit: 1 },
+      lock: { lease: 300 },
+    } as const
+    const [clientA, clientB] = [suite.server().client(), suite.server().client()]
+    const a = createCache({ redis: clientA, ...options })
+    const b = createCache({ redis: clientB, ...options })
+    let finish!: () => void
+    const holding = b.getOrLoad('slow', () => new Promise<string>((resolve) => (finish = () => resolve('slow'))))
+    await expect.poll(() => finish !== undefined, { timeout: 10_000 }).toBe(true) // b holds the one permit
+    const loads = { a: 0, b: 0 }
+    const leader = a.getOrLoad('k', async () => (loads.a++, 'from a'), { waitTimeout: 10_000 })
+    const leaderOutcome = leader.then(
+      (value) => value,
+      (error: Error) => error.name,
+    )
+    const lockKey = entryKeys('lost-in-line', 'k').lock
+    await expect.poll(() => clientB.exists(lockKey), { timeout: 10_000 }).toBe(1) // a leads k, in line for the permit
+    const waiter = b.getOrLoad('k', async () => (loads.b++, 'from b'), { waitTimeout: 10_000 })
+    const waiterOutcome = waiter.then(
+      (value) => value,
+      (error: Error) => `${error.name}: ${error.message}`,
+    )
+    await sleep(50) // b waits on a's lock
+    // a's renewals reached Redis (the lock stays a's there) but a pauses past its lease (GC,
+    // SIGSTOP): by its own clock the lease ran out, so it gives up its place in line.
+    await suite.redis().pexpire(lockKey, 5_000)
+    const until = performance.now() + 500
+    while (performance.now() < until) {
+      // blocked: no timer runs
+    }
+    expect(await leaderOutcome).toBe('LockLostError') // a's own caller: its lease is gone, nothing loaded
+    finish()
+    expect(await holding).toBe('slow')
+    // Before: b got RemoteLoaderError, a's lost lease shared as if a's loader had failed.
+    expect(await waiterOutcome).toBe('from b')
+    expect(loads).toEqual({ a: 0, b: 1 })
+    await Promise.all([a.close(), b.close()])
+    clientA.disconnect()
+    clientB.disconnect()
   }, 30_000)
 
   it('bad options are refused before anything is sent', () => {

@@ -86,13 +86,16 @@ describe.skipIf(!redisAvailable)('keys, poisoning, request directives', () => {
       const server = await app((req, res) => void res.send(`host ${req.headers.host}`))
       const a = await raw(server.port, '/r', { headers: { host: 'a.test' } })
       const b = await raw(server.port, '/r', { headers: { host: 'b.test' } })
-      const a2 = await raw(server.port, '/r', { headers: { host: 'A.TEST' } })
+      const a2 = await raw(server.port, '/r', { headers: { host: 'a.test' } })
       expect([a.body.toString(), b.body.toString(), a2.body.toString()]).toEqual([
         'host a.test',
         'host b.test',
         'host a.test',
       ])
       expect(a2.headers['x-cache']).toBe('HIT')
+      // Not lower-case: the handler would see (and reflect) this spelling, so it passes by.
+      const upper = await raw(server.port, '/r', { headers: { host: 'A.TEST' } })
+      expect([upper.body.toString(), upper.headers['x-cache']]).toEqual(['host A.TEST', 'BYPASS'])
       const bad = await raw(server.port, '/r', { headers: { host: 'evil.test/../x' } })
       expect(bad.headers['x-cache']).toBe('BYPASS')
     })

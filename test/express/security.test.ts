@@ -98,6 +98,9 @@ describe.skipIf(!redisAvailable).each(EXPRESS_VERSIONS)('security ($name)', ({ e
       ['Front-End-Https', 'on'],
       ['X-Url-Scheme', 'https'],
       ['Forwarded', 'by=evil;proto=http'],
+      ['X-Original-URL', '/evil'],
+      ['X-Original-URI', '/evil'],
+      ['X-Rewrite-URL', '/evil'],
     ]
     for (const trust of [true, false]) {
       for (const [name, value] of family) {
@@ -137,6 +140,49 @@ describe.skipIf(!redisAvailable).each(EXPRESS_VERSIONS)('security ($name)', ({ e
       })
       expect((await served.get('/ip').set('X-Forwarded-For', '6.6.6.6')).text).toBe('you are 6.6.6.6')
       expect((await served.get('/ip').set('X-Forwarded-For', '10.0.0.1')).text).toBe('you are 10.0.0.1')
+    })
+  })
+
+  describe('a Host spelled in another case passes by (the key lower-cases it, a handler sees it as sent)', () => {
+    it('Host: SHOP.TEST reflected by the handler is never served to a clean request', async () => {
+      const served = await h.app((app, cache) => {
+        app.get('/p', cacheRoute(cache, { ttl: '30s' }), (req, res) => {
+          res.send(`host=${req.get('host')} hostname=${req.hostname}`)
+        })
+      })
+      const attack = await raw(served.port, '/p', { headers: { host: 'SHOP.TEST' } })
+      expect(attack.body.toString()).toBe('host=SHOP.TEST hostname=SHOP.TEST')
+      expect((await raw(served.port, '/p')).body.toString()).toBe('host=shop.test hostname=shop.test')
+    })
+
+    it('a canonical-host redirect answered to Host: SHOP.TEST is not stored for shop.test (a redirect loop for everyone)', async () => {
+      const served = await h.app((app, cache) => {
+        app.get('/p', cacheRoute(cache, { ttl: '30s' }), (req, res) => {
+          if (req.hostname !== 'shop.test') return void res.redirect(301, `http://shop.test${req.originalUrl}`)
+          res.send('the page')
+        })
+      })
+      expect((await raw(served.port, '/p', { headers: { host: 'SHOP.TEST' } })).status).toBe(301)
+      const clean = await raw(served.port, '/p')
+      expect([clean.status, clean.body.toString()]).toEqual([200, 'the page'])
+    })
+
+    it('X-Forwarded-Host: SHOP.TEST (trust proxy) with Host: shop.test passes by', async () => {
+      const served = await h.app((app, cache) => {
+        app.set('trust proxy', true)
+        app.get('/p', cacheRoute(cache, { ttl: '30s' }), (req, res) => void res.send(`hostname=${req.hostname}`))
+      })
+      const attack = await raw(served.port, '/p', { headers: { 'x-forwarded-host': 'SHOP.TEST' } })
+      expect(attack.body.toString()).toBe('hostname=SHOP.TEST')
+      expect((await raw(served.port, '/p')).body.toString()).toBe('hostname=shop.test')
+    })
+
+    it('a lower-case Host is still cached', async () => {
+      const served = await h.app((app, cache) => {
+        app.get('/p', cacheRoute(cache, { ttl: '30s', xCacheHeader: true }), (_req, res) => void res.send('x'))
+      })
+      await raw(served.port, '/p')
+      expect((await raw(served.port, '/p')).headers['x-cache']).toBe('HIT')
     })
   })
 

@@ -19,6 +19,10 @@ export interface CoalesceContext {
   readonly run: number
   /** Aborts with `LockLostError` when this run's claim could not be renewed in time: stop. */
   readonly signal: AbortSignal
+  /** ms left before `signal` aborts, by the monotonic clock read now (0 once past, even before any timer ran). */
+  readonly validForMs: number
+  /** Throws `LockLostError` unless this run's claim is still held by {@link validForMs} (aborting `signal` then). */
+  assertHeld(): void
 }
 
 /**
@@ -72,7 +76,15 @@ export async function coalesce<T>(
     if (closing.aborted) onClose()
     else closing.addEventListener('abort', onClose, { once: true })
     try {
-      outcome = { ok: true, value: await fn({ run: index, signal: watchdog.signal }) }
+      const context: CoalesceContext = {
+        run: index,
+        signal: watchdog.signal,
+        get validForMs() {
+          return watchdog.validForMs
+        },
+        assertHeld: () => watchdog.assertHeld(),
+      }
+      outcome = { ok: true, value: await fn(context) }
     } catch (error) {
       outcome = { ok: false, error }
     }
