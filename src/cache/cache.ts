@@ -153,6 +153,8 @@ export class Cache {
     if (core.store) {
       const keys = entryKeys(core.settings.namespace, key)
       const request = { lockValue: '', token: '', data, ...life }
+      // Announced with this tick's other invalidations once written, not by the commit itself.
+      const announced = { ...core.forgetMessage(key), afterWrite: true }
       if (call.tags) {
         const outcome = await commitTagged(
           core.store,
@@ -161,15 +163,16 @@ export class Cache {
           key,
           request,
           this.#leader.tagged(call.tags, startedAt, startedLocal),
-          core.forgetMessage(key),
+          announced,
           core.retentionMs,
         )
         if (outcome.version === undefined) return void this.#leader.notStored(key, undefined, outcome.refused)
         version = outcome.version
       } else {
-        version = await core.store.commit(keys, request, core.forgetMessage(key), core.retentionMs)
+        version = await core.store.commit(keys, request, announced, core.retentionMs)
       }
       if (version === undefined) return
+      await core.invalidations!.announce(key) // the write is done: other processes drop their copy
     }
     if (core.deletions === epoch)
       core.rememberTagged({ ...call, epoch }, entryFrom(value, life, writtenFrom, version, data.length), call.tags)
@@ -199,7 +202,7 @@ export class Cache {
       id: core.id,
       retentionMs: core.retentionMs,
       forget: (key: string) => core.forget(key),
-      keyMessage: (key: string) => core.forgetMessage(key),
+      invalidate: (key: string) => core.invalidations!.invalidate(entryKeys(core.settings.namespace, key)),
     }
     await invalidateTags(store, core.tagStore!, checked, how)
   }
@@ -214,8 +217,9 @@ export class Cache {
     core.call(key, () => undefined, undefined)
     core.forget(key)
     if (!core.store) return
-    // Other processes may hold it in L1 even if this one has none: the script tells them.
-    await core.store.invalidate(entryKeys(core.settings.namespace, key), core.retentionMs, core.forgetMessage(key))
+    // Other processes may hold it in L1 even if this one has none: the script tells them (with
+    // the other deletes of this tick, in one message).
+    await core.invalidations!.invalidate(entryKeys(core.settings.namespace, key))
   }
 
   /**
