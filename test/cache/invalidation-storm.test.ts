@@ -42,7 +42,7 @@ describe.skipIf(!redisAvailable)('an invalidation storm', () => {
   it('a receiver stopped for 5 s during 5,000 deletes/s keeps its subscriber and serves no deleted value', async () => {
     const keys = Array.from({ length: 5_000 }, (_, i) => `item:${i}`)
     receiver = await forkWorker(RECEIVER, { env: { REDIS_URL: suite.server().url } })
-    expect(await receiver.request<number>({ op: 'fill', keys }, 60_000)).toBe(keys.length)
+    expect(await receiver.request<number>({ op: 'fill', keys, marker: 'storm-end' }, 60_000)).toBe(keys.length)
     const sender = await cache(suite.client(), false)
     const channel = await countChannel(suite.client({ connectionName: PROBE }), CHANNEL)
     const before = await connectionCounts(suite.admin())
