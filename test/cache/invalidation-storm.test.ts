@@ -120,4 +120,46 @@ describe.skipIf(!redisAvailable)('an invalidation storm', () => {
     expect(channel.messages - 1).toBeGreaterThanOrEqual(1)
     expect(channel.messages - 1).toBeLessThanOrEqual(members.length / 10)
   })
+
+  it('20,000 deletes in one tick fit a command budget of 4 in flight and 40 queued: 40 calls, not 20,000', async () => {
+    const client = suite.client()
+    const a = await cache(client, true)
+    const b = createCache({
+      redis: suite.client(),
+      ttl: '10m',
+      l1: false,
+      redisCommands: { maxInFlight: 4, maxQueued: 40 },
+    })
+    caches.push(b)
+    await b.ready()
+    const keys = Array.from({ length: 20_000 }, (_, i) => `burst:${i}`)
+    await Promise.all(keys.slice(0, 100).map((key) => a.getOrLoad(key, async () => `old:${key}`)))
+    const channel = await countChannel(suite.client(), CHANNEL)
+    const counted = suite.client()
+    await counted.config('RESETSTAT')
+    const results = await Promise.allSettled(keys.map((key) => b.delete(key)))
+    expect(results.filter((result) => result.status === 'rejected').length).toBe(0) // one budget slot per 500 keys
+    const stats = await counted.info('commandstats')
+    const sent =
+      Number(/^cmdstat_evalsha:calls=(\d+)/m.exec(stats)?.[1] ?? 0) +
+      Number(/^cmdstat_eval:calls=(\d+)/m.exec(stats)?.[1] ?? 0)
+    expect(sent).toBe(40)
+    await until(() => channel.messages === 40, 'the 40 messages')
+    for (const key of keys.slice(0, 100))
+      await until(async () => (await a.getOrLoad(key, async () => `new:${key}`)) === `new:${key}`, `a to drop ${key}`)
+  })
+
+  it('a delete() left in a batch when its cache closes settles (it does not hang)', async () => {
+    const a = await cache(suite.client(), false)
+    const deleting = a.delete('k').then(
+      () => 'resolved',
+      (error: unknown) => (error as Error).name,
+    )
+    await a.close()
+    const settled = await Promise.race([
+      deleting,
+      new Promise((resolve) => setTimeout(() => resolve('pending'), 5_000)),
+    ])
+    expect(['resolved', 'RedisUnavailableError', 'CacheClosedError']).toContain(settled)
+  })
 })
