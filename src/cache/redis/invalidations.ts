@@ -29,7 +29,7 @@ export class InvalidationBatch {
   private pending: Pending[] = []
   private flushing = false
 
-  /** `keyOf` on a Cluster: an entry name's full key (for its slot). */
+  /** @internal `keyOf` on a Cluster: an entry name's full key (for its slot). */
   constructor(
     private readonly store: RedisStore,
     private readonly channel: string,
