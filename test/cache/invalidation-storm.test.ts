@@ -47,10 +47,11 @@ describe.skipIf(!redisAvailable)('an invalidation storm', () => {
     const channel = await countChannel(suite.client({ connectionName: PROBE }), CHANNEL)
     const before = await connectionCounts(suite.admin())
 
-    const { deletes, peakOutputBuffer } = await stalled(receiver, () =>
+    const { deletes, refused, peakOutputBuffer } = await stalled(receiver, () =>
       storm(sender, suite.admin(), keys, { rate: 5_000, durationMs: 5_000, probeName: PROBE }),
     )
     expect(deletes).toBe(25_000)
+    expect(refused).toBe(0)
     // The storm ends with a tag's invalidation, on the same subscriber connection after every delete.
     await sender.deleteByTag('storm-end')
     expect(await receiver.request<boolean>({ op: 'tag-seen', tag: 'storm-end', timeoutMs: 30_000 }, 40_000)).toBe(true)

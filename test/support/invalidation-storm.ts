@@ -45,31 +45,38 @@ async function subscriberBuffers(admin: Redis, probeName: string): Promise<numbe
 /**
  * Deletes `keys` in turn, `rate` a second for `durationMs` (in steps of 10 ms, each step's
  * deletes sent together, as a busy server's requests of one tick are), then waits for all
- * of them. Samples the subscribers' output buffers every 100 ms.
+ * of them, counting those that failed (the sender's own command budget, past it). Samples
+ * the subscribers' output buffers every 100 ms.
  */
 export async function storm(
   sender: Cache,
   admin: Redis,
   keys: readonly string[],
   options: { rate: number; durationMs: number; probeName: string; from?: number },
-): Promise<{ deletes: number; peakOutputBuffer: number }> {
+): Promise<{ deletes: number; refused: number; peakOutputBuffer: number }> {
   const perStep = Math.round(options.rate / 100)
   const steps = Math.round(options.durationMs / 10)
-  const pending: Promise<void>[] = []
+  const pending: Promise<boolean>[] = []
   let peakOutputBuffer = 0
   let next = options.from ?? 0
   const started = performance.now()
   for (let step = 0; step < steps; step++) {
-    for (let i = 0; i < perStep; i++) pending.push(sender.delete(keys[next++ % keys.length]!))
+    for (let i = 0; i < perStep; i++)
+      pending.push(
+        sender.delete(keys[next++ % keys.length]!).then(
+          () => true,
+          () => false, // refused: counted, not left unhandled while the storm goes on
+        ),
+      )
     if (step % 10 === 0)
       peakOutputBuffer = Math.max(peakOutputBuffer, await subscriberBuffers(admin, options.probeName))
     const due = started + (step + 1) * 10
     const wait = due - performance.now()
     if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait))
   }
-  await Promise.all(pending)
+  const refused = (await Promise.all(pending)).filter((done) => !done).length
   peakOutputBuffer = Math.max(peakOutputBuffer, await subscriberBuffers(admin, options.probeName))
-  return { deletes: pending.length, peakOutputBuffer }
+  return { deletes: pending.length, refused, peakOutputBuffer }
 }
 
 /** Stops `receiver` (SIGSTOP) for the whole of `during`, then lets it go on (SIGCONT). */
