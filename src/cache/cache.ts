@@ -155,6 +155,7 @@ export class Cache {
       const request = { lockValue: '', token: '', data, ...life }
       // Announced with this tick's other invalidations once written, not by the commit itself.
       const announced = { ...core.forgetMessage(key), afterWrite: true }
+      core.invalidations!.sendPending() // deletes called before this set() run before its commit
       if (call.tags) {
         const outcome = await commitTagged(
           core.store,

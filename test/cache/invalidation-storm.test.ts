@@ -163,4 +163,11 @@ describe.skipIf(!redisAvailable)('an invalidation storm', () => {
     ])
     expect(['resolved', 'RedisUnavailableError', 'CacheClosedError']).toContain(settled)
   })
+
+  it('a set() called after a delete() of its key in the same tick wins, as it did when each delete went out at once', async () => {
+    const [a, b] = [await cache(suite.client(), false), await cache(suite.client(), false)]
+    await a.set('k', 'before')
+    await Promise.all([a.delete('k'), a.set('k', 'after')])
+    expect(await b.getOrLoad('k', async () => 'loaded: the set was deleted')).toBe('after')
+  })
 })

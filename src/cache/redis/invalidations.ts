@@ -48,6 +48,15 @@ export class InvalidationBatch {
     return this.add(key, undefined)
   }
 
+  /**
+   * Sends what is pending now, not at the end of the tick: a write about to go out (set())
+   * must follow the deletes called before it on the same connection, or a delete called
+   * first would run after it and remove its value.
+   */
+  sendPending(): void {
+    if (this.pending.length > 0) this.flush()
+  }
+
   /** The message for `keys`, as invalidate.lua and commit.lua publish it. */
   static message(cacheId: string, keys: readonly string[]): string {
     return `${cacheId}|${JSON.stringify(keys)}`
