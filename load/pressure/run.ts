@@ -2,7 +2,8 @@
  * `npm run bench:pressure`: what a burst costs a process, counted.
  * - hit burst: CALLS concurrent calls over KEYS keys that Redis already holds, from a
  *   process with an empty L1. Every call should be a hit: loaders run, `redis-error`
- *   events and breaker openings should all be 0.
+ *   events and breaker openings should all be 0. The heap per in-flight hit (all CALLS
+ *   dispatched, none answered yet) must stay within HEAP_PER_HIT_BUDGET: exit code 1 past it.
  * - joined callers: JOINED callers on one flight, each with softTimeout, hardTimeout and
  *   waitTimeout. Counts the timers in flight (setTimeout is wrapped to count them) and
  *   the heap per caller.
@@ -23,6 +24,12 @@ const CALLS = arg('calls', 100_000)
 const KEYS = arg('keys', 20_000)
 const JOINED = arg('joined', 100_000)
 const COHORT = arg('cohort', 2_000)
+/**
+ * Heap per in-flight Redis hit must not grow: 2.8 KB measured when it was first counted
+ * (100,000 hits over 20,000 keys), with room for GC noise between runs. Past it the run
+ * exits with code 1.
+ */
+const HEAP_PER_HIT_BUDGET = 3_500
 
 // Every timer the cache arms, live until it fires or is cleared (unref'd ones included,
 // which process.getActiveResourcesInfo() leaves out).
@@ -80,10 +87,15 @@ async function hitBurst(): Promise<void> {
   const loader = async () => (loads++, { id: -1 })
   await cache.getOrLoad('item:0', loader) // connected and scripts loaded
   const before = cache.stats()
+  globalThis.gc?.()
+  const heapBefore = process.memoryUsage().heapUsed
   const started = performance.now()
   const calls = Array.from({ length: CALLS }, (_, i) => cache.getOrLoad(`item:${i % KEYS}`, loader))
   const timersAfterDispatch = timersInFlight()
   const dispatched = performance.now() - started
+  // Every call is in flight now (no reply is read before this turn of the loop ends): what they hold.
+  globalThis.gc?.()
+  const heapPerHit = (process.memoryUsage().heapUsed - heapBefore) / CALLS
   await Promise.all(calls)
   const elapsed = performance.now() - started
   const after = cache.stats()
@@ -94,6 +106,12 @@ async function hitBurst(): Promise<void> {
       `redis hits ${round(after.hit - before.hit)}, timers right after dispatch ${round(timersAfterDispatch)}, ` +
       `dispatch ${round(dispatched)} ms, all answered ${round(elapsed)} ms`,
   )
+  const overBudget = heapPerHit > HEAP_PER_HIT_BUDGET
+  console.log(
+    `  heap per in-flight Redis hit ${round(heapPerHit)} B${globalThis.gc ? '' : ' (no --expose-gc: rough)'} ` +
+      `(budget ${round(HEAP_PER_HIT_BUDGET)} B: ${overBudget ? 'OVER, exit code 1' : 'within'})`,
+  )
+  if (overBudget) process.exitCode = 1
   await cache.close()
   redis.disconnect()
 }

@@ -5,6 +5,8 @@
  * connection the cache duplicates is counted too; a script call is named by its file.
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { Redis } from 'ioredis'
 import { createCache, type CacheOptions } from '../../src/index.js'
 import { scriptFiles, scriptOf } from '../../test/support/script-calls.js'
@@ -15,6 +17,12 @@ const role = process.env.BENCH_ROLE as 'holder' | 'waiter'
 const options = JSON.parse(process.env.BENCH_CACHE_OPTIONS ?? '{}') as CacheOptions
 
 const files = scriptFiles()
+// A full collection before each heap reading, so the heap per pending wait is what waits hold.
+setFlagsFromString('--expose-gc')
+const collect = runInNewContext('gc') as () => void
+const heapNow = () => (collect(), process.memoryUsage().heapUsed)
+/** When each key's call returned, as epoch ms (one clock for both processes on one machine). */
+const now = () => performance.timeOrigin + performance.now()
 
 let commands: Record<string, number> = {}
 /** Lookups (get-or-lock.lua) sent since start: the waiter reports it is waiting once they stop. */
@@ -67,6 +75,7 @@ async function start(keys: number, prefix: string): Promise<void> {
   let settled = 0
   let errors = 0
   const key = (i: number) => `${prefix}:${i}`
+  const answeredAt: number[] = new Array<number>(keys).fill(0)
   if (role === 'holder') {
     let running = 0
     const calls = Array.from({ length: keys }, (_, i) =>
@@ -78,7 +87,7 @@ async function start(keys: number, prefix: string): Promise<void> {
           return { i }
         })
         .catch(() => errors++)
-        .finally(() => settled++),
+        .finally(() => ((answeredAt[i] = now()), settled++)),
     )
     await Promise.all(calls)
   } else {
@@ -93,17 +102,19 @@ async function start(keys: number, prefix: string): Promise<void> {
       const giveUpAt = performance.now() + 30_000
       const settle = (seen: number) =>
         setTimeout(() => {
-          if (lookups === seen || performance.now() > giveUpAt) send({ type: 'started', waiting, settled })
+          if (lookups === seen || performance.now() > giveUpAt)
+            send({ type: 'started', waiting, settled, heapPerWait: (heapNow() - heapBefore) / Math.max(1, waiting) })
           else settle(lookups)
         }, 500)
       settle(lookups)
     }
     cache.on('wait', () => (waiting++, tell()))
+    const heapBefore = heapNow()
     const calls = Array.from({ length: keys }, (_, i) =>
       cache
         .getOrLoad(key(i), async () => (loads++, { i, by: 'waiter' }))
         .catch(() => errors++)
-        .finally(() => (settled++, tell())),
+        .finally(() => ((answeredAt[i] = now()), settled++, tell())),
     )
     await Promise.all(calls)
   }
@@ -113,7 +124,7 @@ async function start(keys: number, prefix: string): Promise<void> {
         `${since(phaseAt.sample ?? 0)}–${since(phaseAt.report ?? 0)}, release ${since(phaseAt.release ?? 0)}`
     ] = 0
   }
-  send({ type: 'done', loads, errors, stats: cache.stats(), lostReasons })
+  send({ type: 'done', loads, errors, stats: cache.stats(), lostReasons, answeredAt })
 }
 
 process.on('message', (m: ParentToChild) => {

@@ -24,8 +24,15 @@ export interface Sample {
 export type ChildToParent =
   | { type: 'ready' }
   /** Holder: every loader is running (every lock taken). Waiter: this many calls reached their wait (or were answered). */
-  | { type: 'started'; waiting: number; settled: number }
+  | { type: 'started'; waiting: number; settled: number; heapPerWait?: number }
   | { type: 'sample'; sample: Sample }
-  /** Every call returned: loader runs here, and how the calls ended. */
-  | { type: 'done'; loads: number; errors: number; stats: Record<string, number>; lostReasons: Record<string, number> }
+  /** Every call returned: loader runs here, how the calls ended, and when each key's call returned (epoch ms). */
+  | {
+      type: 'done'
+      loads: number
+      errors: number
+      stats: Record<string, number>
+      lostReasons: Record<string, number>
+      answeredAt: number[]
+    }
   | { type: 'error'; message: string }

@@ -90,6 +90,11 @@ interface Row {
   waiterLoads: number
   waiterErrors: number
   holderLost: number
+  holderFenced: number
+  heapPerWait: number
+  /** How long after the holder's call for a key returned (its commit done) the waiter's did: p99 and max, ms. */
+  afterCommitP99: number
+  afterCommitMax: number
 }
 
 async function measure(url: string, keys: number): Promise<Row> {
@@ -106,7 +111,7 @@ async function measure(url: string, keys: number): Promise<Row> {
     await holding
     const started = waiter.next('started')
     waiter.send({ type: 'start', keys, prefix: 'cold' })
-    const { waiting, settled } = await started
+    const { waiting, settled, heapPerWait = NaN } = await started
     await sleep(1_000) // past the first, quick polls of a wait
     const before = await serverCounts(admin)
     holder.send({ type: 'sample' })
@@ -129,6 +134,7 @@ async function measure(url: string, keys: number): Promise<Row> {
         `  the waiter loaded keys it waited on: waiter ${JSON.stringify(waited.stats)}, holder ${JSON.stringify(led.stats)}`,
       )
     const windowMs = (h.windowMs + w.windowMs) / 2
+    const lags = waited.answeredAt.map((at, i) => at - led.answeredAt[i]!).sort((x, y) => x - y)
     return {
       keys,
       waiting,
@@ -146,6 +152,10 @@ async function measure(url: string, keys: number): Promise<Row> {
       waiterLoads: waited.loads,
       waiterErrors: waited.stats['redis-error'] ?? 0,
       holderLost: led.stats['lock-lost'] ?? 0,
+      holderFenced: led.stats.fenced ?? 0,
+      heapPerWait,
+      afterCommitP99: lags[Math.min(lags.length - 1, Math.floor(lags.length * 0.99))] ?? NaN,
+      afterCommitMax: lags.at(-1) ?? NaN,
     }
   } finally {
     await Promise.all([holder.stop(), waiter.stop()])
@@ -174,6 +184,9 @@ const header = [
   'waiter loads',
   'waiter redis-errors',
   'holder locks lost',
+  'holder commits fenced',
+  'heap per pending wait B',
+  'answered after commit p99 / max ms',
 ]
 console.log(`| ${header.join(' | ')} |`)
 console.log(`|${header.map(() => ' ---: ').join('|')}|`)
@@ -194,7 +207,13 @@ try {
       r.channels,
     ].map(int)
     console.log(
-      `| ${[...cells, ms(r.waiterP99), ms(r.holderP99), ...[r.waiterLoads, r.waiterErrors, r.holderLost].map(int)].join(' | ')} |`,
+      `| ${[
+        ...cells,
+        ms(r.waiterP99),
+        ms(r.holderP99),
+        ...[r.waiterLoads, r.waiterErrors, r.holderLost, r.holderFenced, r.heapPerWait].map(int),
+        `${ms(r.afterCommitP99)} / ${ms(r.afterCommitMax)}`,
+      ].join(' | ')} |`,
     )
   }
 } finally {

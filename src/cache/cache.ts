@@ -166,6 +166,9 @@ export class Cache {
     if (core.store) {
       const keys = entryKeys(core.settings.namespace, key)
       const request = { lockValue: '', token: '', data, ...life }
+      // Announced with this tick's other invalidations once written, not by the commit itself.
+      const announced = { ...core.forgetMessage(key), afterWrite: true }
+      core.invalidations!.sendPending() // deletes called before this set() run before its commit
       if (call.tags) {
         const outcome = await commitTagged(
           core.store,
@@ -174,15 +177,16 @@ export class Cache {
           key,
           request,
           this.#leader.tagged(call.tags, startedAt, startedLocal),
-          core.forgetMessage(key),
+          announced,
           core.retentionMs,
         )
         if (outcome.version === undefined) return void this.#leader.notStored(key, undefined, outcome.refused)
         version = outcome.version
       } else {
-        version = await core.store.commit(keys, request, core.forgetMessage(key), core.retentionMs)
+        version = await core.store.commit(keys, request, announced, core.retentionMs)
       }
       if (version === undefined) return
+      await core.invalidations!.announce(key) // the write is done: other processes drop their copy
     }
     if (core.deletions === epoch)
       core.rememberTagged({ ...call, epoch }, entryFrom(value, life, writtenFrom, version, storedSize(data)), call.tags)
@@ -212,7 +216,7 @@ export class Cache {
       id: core.id,
       retentionMs: core.retentionMs,
       forget: (key: string) => core.forget(key),
-      keyMessage: (key: string) => core.forgetMessage(key),
+      invalidate: (key: string) => core.invalidations!.invalidate(entryKeys(core.settings.namespace, key)),
     }
     await invalidateTags(store, core.tagStore!, checked, how)
   }

@@ -17,6 +17,7 @@ import { Notifier } from '../redis/notifier.js'
 import { PollScheduler } from '../redis/poll-scheduler.js'
 import { ServerProbe } from '../redis/server-probe.js'
 import { RedisStore, type Broadcast } from './redis/store.js'
+import { InvalidationBatch } from './redis/invalidations.js'
 import { TagStore, tagChannel } from './redis/tags.js'
 import { checkTags } from '../tag.js'
 import type { Call, FlightNotes, Resolution } from './call.js'
@@ -33,6 +34,7 @@ interface RedisTiers {
   polls: PollScheduler
   probe: ServerProbe
   tagStore: TagStore
+  invalidations: InvalidationBatch
 }
 
 /**
@@ -66,6 +68,8 @@ export class CacheCore {
   readonly deletedAt = new Map<string, number>()
   deletions = 0
   readonly store: RedisStore | undefined
+  /** delete()s and set()s of one tick, told to other processes in one message (invalidations.ts). */
+  readonly invalidations: InvalidationBatch | undefined
   readonly notifier: Notifier | undefined
   /** Every cross-process wait's safety-net poll, on one timeline and one rate budget (`lock.maxPollRate`). */
   readonly polls: PollScheduler | undefined
@@ -98,6 +102,7 @@ export class CacheCore {
     if (options.redis) {
       const tiers = this.connect(options.redis as Redis | Cluster)
       this.store = tiers.store
+      this.invalidations = tiers.invalidations
       this.notifier = tiers.notifier
       this.polls = tiers.polls
       this.probe = tiers.probe
@@ -154,16 +159,15 @@ export class CacheCore {
         })
     })
     if (this.memory) {
-      notifier.listen(invalidationChannel(namespace), (message) => {
-        const bar = message.indexOf('|')
-        if (message.slice(0, bar) !== this.id) this.forget(message.slice(bar + 1)) // our own deletes are done already
-      })
+      notifier.listen(invalidationChannel(namespace), (message) => this.forgetAll(message))
       notifier.listen(tagChannel(namespace), (message) => {
         const bar = message.indexOf('|')
         if (message.slice(0, bar) !== this.id) this.forgetTag(message.slice(bar + 1), 'remote')
       })
     }
-    return { store, notifier, polls, probe, tagStore: new TagStore(client, store, namespace) }
+    const channel = invalidationChannel(namespace)
+    const invalidations = new InvalidationBatch(store, channel, this.id, this.retentionMs, store.clusterKeyOf)
+    return { store, notifier, polls, probe, tagStore: new TagStore(client, store, namespace), invalidations }
   }
 
   // ── calls ─────────────────────────────────────────────────────────────────
@@ -285,9 +289,25 @@ export class CacheCore {
     this.events.emit('tag-invalidated', { tag, from })
   }
 
-  /** The invalidation that delete() and set() publish with their write. */
+  /**
+   * An invalidation message from another process (`<cache id>|<JSON array of keys>`, see
+   * invalidations.ts): each key dropped, our own skipped (done already). A text that is no
+   * JSON array is one key, as versions that sent one message per key wrote it (a rolling
+   * upgrade keeps their deletes).
+   */
+  private forgetAll(message: string): void {
+    const bar = message.indexOf('|')
+    if (bar < 0 || message.slice(0, bar) === this.id) return
+    const text = message.slice(bar + 1)
+    for (const key of keysIn(text)) this.forget(key)
+  }
+
+  /** The invalidation a forced refresh publishes with its commit, and set()'s undo of a late commit. */
   forgetMessage(key: string): Broadcast {
-    return { channel: invalidationChannel(this.settings.namespace), message: `${this.id}|${key}` }
+    return {
+      channel: invalidationChannel(this.settings.namespace),
+      message: InvalidationBatch.message(this.id, [key]),
+    }
   }
 
   private forgetDeleteMarker(key: string): void {
@@ -321,4 +341,15 @@ export class CacheCore {
     const flights = this.flights.size === 0 ? [] : [this.flights.idle()]
     return this.background.size === 0 ? flights : [...flights, ...this.background]
   }
+}
+
+function keysIn(text: string): string[] {
+  if (!text.startsWith('[')) return [text]
+  try {
+    const keys: unknown = JSON.parse(text)
+    if (Array.isArray(keys)) return keys.filter((key): key is string => typeof key === 'string')
+  } catch {
+    // one key that merely starts with '['
+  }
+  return [text]
 }

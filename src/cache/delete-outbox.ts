@@ -126,7 +126,7 @@ export class Deletes {
           await this.#replays.invalidateBefore(keys, beforeMicros, core.retentionMs, broadcast),
           false,
         )
-      else await store.invalidate(keys, core.retentionMs, broadcast)
+      else await core.invalidations!.invalidate(keys) // with the other deletes of this tick, in one message
     } catch (error) {
       if (!durable || !(error instanceof RedisUnavailableError) || this.#closed) throw error
       return this.#enqueue(key, { keys, beforeMicros, broadcast }, error)

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { entryKeys, type EntryKeys } from './redis/keys.js'
+import type { EntryKeys } from './redis/keys.js'
 import type { Broadcast, CommitRequest, RedisStore } from './redis/store.js'
 import { tagChannel, type TagRefusal, type TagStore } from './redis/tags.js'
 
@@ -80,15 +80,15 @@ export interface TagInvalidation {
   retentionMs: number
   /** Drops a member from this process's L1 (and detaches its flight), before Redis is told. */
   forget(key: string): void
-  /** The per-key invalidation published with each member's delete. */
-  keyMessage(key: string): Broadcast
+  /** Deletes a member as delete() does, batched with the tick's other deletes (invalidations.ts). */
+  invalidate(key: string): Promise<void>
 }
 
 /**
  * deleteByTags in Redis: (1) each tag's drain (`at` = now, members moved, tag broadcast),
  * all tags at once; then, a tag at a time, (2) SSCAN its drain, (3) each member deleted as
- * `delete()` does (fence bump, tombstone, per-key broadcast), a batch at a time, then removed
- * from the drain. Every fan-out stays within the command budget (RedisStore.fanOut). Rejects
+ * `delete()` does (fence bump, tombstone, broadcast), a batch at a time in one call and one
+ * message, then removed from the drain. Every fan-out stays within the command budget (RedisStore.fanOut). Rejects
  * with `RedisUnavailableError` when any step fails: the members not yet done stay in the
  * drain, and the next deleteByTag of the tag does them.
  */
@@ -107,9 +107,8 @@ export async function invalidateTags(
       const [next, members] = await tags.scan(tag, cursor, TAG_SCAN_BATCH)
       if (members.length > 0) {
         for (const key of members) how.forget(key)
-        await store.fanOut(members, (key) =>
-          store.invalidate(entryKeys(how.namespace, key), how.retentionMs, how.keyMessage(key)),
-        )
+        // One script call and one message for the whole step (per slot on a Cluster).
+        await Promise.all(members.map((key) => how.invalidate(key)))
         await tags.drained(tag, members)
       }
       cursor = next

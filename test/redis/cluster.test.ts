@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createCache } from '../../src/index.js'
 import { redisAvailable } from '../support/redis.js'
 import { startCluster, type RedisClusterHandle } from '../support/redis-cluster.js'
+import { keySlot } from '../../src/redis/failing-clock.js'
 import { sleep, until } from '../support/timing.js'
 
 describe.skipIf(!redisAvailable)('Redis Cluster', () => {
@@ -74,4 +75,24 @@ describe.skipIf(!redisAvailable)('Redis Cluster', () => {
       for (const client of clients) client.disconnect()
     },
   )
+
+  it('the deletes of one tick go out as one script and message per slot, and a set() is announced by a script of no key', async () => {
+    const clients = [cluster.client(), cluster.client()]
+    const [a, b] = clients.map((redis) => createCache({ redis, ttl: '30s', namespace: 'batched' }))
+    const keys = Array.from({ length: 12 }, (_, i) => `item:${i}`)
+    for (const key of keys) expect(await a!.getOrLoad(key, async () => `old:${key}`)).toBe(`old:${key}`)
+    for (const key of keys) expect(await b!.getOrLoad(key, async () => 'unused')).toBe(`old:${key}`) // in b's L1 now
+    await Promise.all(cluster.nodes.map((node) => node.client().config('RESETSTAT')))
+    await Promise.all(keys.map((key) => a!.delete(key)))
+    const slots = new Set(keys.map((key) => keySlot(`batched:{k:${key}}`))).size
+    expect(await callsOnNodes('publish')).toBe(slots) // one message per slot's batch, not per key
+    for (const key of keys)
+      await until(async () => (await b!.getOrLoad(key, async () => `new:${key}`)) === `new:${key}`, `b to drop ${key}`)
+
+    await a!.set('item:0', 'set-by-a') // b holds 'new:item:0' in L1
+    expect(await callsOnNodes('publish')).toBe(slots + 1)
+    await until(async () => (await b!.getOrLoad('item:0', async () => 'unused')) === 'set-by-a', 'b to drop item:0')
+    await Promise.all([a!.close(), b!.close()])
+    for (const client of clients) client.disconnect()
+  })
 })

@@ -10,7 +10,7 @@ const SCRIPTS = {
   stampedeGuardGetOrLock: { file: 'get-or-lock.lua', keys: 3 },
   stampedeGuardCommit: { file: 'commit.lua', keys: 4 },
   stampedeGuardRelease: { file: 'release.lua', keys: 3 },
-  stampedeGuardInvalidate: { file: 'invalidate.lua', keys: 2 },
+  stampedeGuardInvalidate: { file: 'invalidate.lua', keys: null },
 } as const
 
 /** @internal A client with the cache's scripts, and those it shares with the lock (src/redis/scripts.ts). */

@@ -50,6 +50,12 @@ export interface Lookup {
 export interface Broadcast {
   channel: string
   message: string
+  /**
+   * Not published by the commit: its caller announces the write once it is done, batched with
+   * the tick's other invalidations (set(), see invalidations.ts). The undo of a late commit
+   * still publishes it.
+   */
+  afterWrite?: boolean
 }
 
 /** What the leader writes: the encoded value and its lifetimes from now, in ms. */
@@ -303,12 +309,12 @@ export class RedisStore {
         fallbackMs,
         Math.round(loadMs),
         publish,
-        ...this.broadcastArgs(broadcast),
+        ...this.broadcastArgs(broadcast?.afterWrite ? undefined : broadcast),
       )
     }).catch((error: unknown) => {
       if (sent && undoLate !== undefined)
         this.client
-          .stampedeGuardInvalidate(keys.entry, keys.fresh, undoLate, ...this.broadcastArgs(broadcast))
+          .stampedeGuardInvalidate(2, keys.entry, keys.fresh, undoLate, ...this.broadcastArgs(broadcast))
           .catch(() => {})
       throw error
     })) as [number, number, string, string, number]
@@ -353,12 +359,16 @@ export class RedisStore {
     return this.call('poll', locks[0], () => this.client.stampedeGuardPollLocks(locks.length, ...locks))
   }
 
-  /** Deletes the value, keeps the fence, and publishes `broadcast` in the same script. */
-  async invalidate(keys: EntryKeys, retentionMs: number, broadcast?: Broadcast): Promise<void> {
-    const corrupt = await this.call('invalidate', keys.entry, () =>
-      this.client.stampedeGuardInvalidate(keys.entry, keys.fresh, retentionMs, ...this.broadcastArgs(broadcast)),
+  /**
+   * Deletes each entry's value, keeps its fence, and publishes `broadcast` in the same script
+   * (entries of one slot on a Cluster; none: the broadcast alone).
+   */
+  async invalidate(entries: readonly EntryKeys[], retentionMs: number, broadcast?: Broadcast): Promise<void> {
+    const names = entries.flatMap((keys) => [keys.entry, keys.fresh])
+    const found = await this.call('invalidate', names[0], () =>
+      this.client.stampedeGuardInvalidate(names.length, ...names, retentionMs, ...this.broadcastArgs(broadcast)),
     )
-    this.reportCorrupt(keys, corrupt)
+    if (Array.isArray(found)) entries.forEach((keys, i) => this.reportCorrupt(keys, found[i]))
   }
 
   /** A script found planted or corrupted data at the entry's keys, and repaired it (see fields.lua). */
