@@ -1,12 +1,16 @@
 export { Cache, createCache } from './cache/cache.js'
 export type { LoadOutcome, LoadResult } from './cache/call.js'
 export type { WrapOptions, Wrapped } from './cache/wrap.js'
+export type { BatchLoader, BatchLoaderContext, BatchResult } from './cache/batch-loads.js'
+export type { Batcher, BatcherOptions } from './cache/batcher.js'
+export type { ManyResult } from './cache/load-many.js'
 export type { Loader, LoaderContext } from './context.js'
 export type { Duration } from './duration.js'
 export type { RedisClientLike } from './redis-client.js'
 export { jsonCodec, superjsonCodec, type Codec, type SuperJsonLike } from './codecs.js'
 export { BinaryValue } from './entry.js'
 export {
+  BatchResultError,
   CacheClosedError,
   FencingUnsupportedError,
   InvalidArgumentError,

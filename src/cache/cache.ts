@@ -17,6 +17,12 @@ import { Resolver } from './resolve.js'
 import { commitTagged, invalidateTags } from './tags.js'
 import { CallerTimeouts } from './timeouts.js'
 import { wrapFunction, type WrapOptions, type Wrapped } from './wrap.js'
+import type { BatchLoader } from './batch-loads.js'
+import { createBatcher, type Batcher, type BatcherOptions } from './batcher.js'
+import { Expiry } from './expire.js'
+import { getOrLoadMany, type ManyResult } from './load-many.js'
+import { checkKey } from '../key.js'
+import type { Cluster, Redis } from 'ioredis'
 
 const valueOf = (resolution: Resolution): unknown => resolution.value
 
@@ -50,6 +56,7 @@ export class Cache {
   readonly #answers: Answers
   readonly #timeouts: CallerTimeouts
   readonly #resolver: Resolver
+  readonly #expiry: Expiry
   /** Flights of forced refreshes (forceRefresh), which other forced calls of the key join. */
   readonly #forced = new WeakSet<Promise<Resolution>>()
 
@@ -68,6 +75,7 @@ export class Cache {
     const answers = (this.#answers = new Answers(core, leader, refresher))
     this.#timeouts = new CallerTimeouts(core, answers)
     const resolver: Resolver = (this.#resolver = new Resolver(core, leader, refresher, answers))
+    this.#expiry = new Expiry(core, options.redis as Redis | Cluster | undefined)
   }
 
   /** The load scope `instrument()` installs (load-scope.ts). */
@@ -128,6 +136,79 @@ export class Cache {
       fn,
       options,
     )
+  }
+
+  /**
+   * The values of `keys` (at most 10,000, no key twice), each as `getOrLoad` would give it,
+   * with the work of the batch shared: L1 first, then one MGET of Redis's fresh copies and one
+   * get-or-lock script for the keys none was found for (per Redis Cluster slot, at most 1,000
+   * keys a command), and ONE call of `batchLoader` with only the keys this process is elected
+   * to load. A key another process is loading is waited for, as `getOrLoad` waits, never
+   * loaded again here; a key this process is already loading joins that load.
+   *
+   * Resolves with a Map from each key (in the order given) to `{ status: 'fulfilled', value }`
+   * or `{ status: 'rejected', reason }` (`PromiseSettledResult`): a key fails alone, e.g. with
+   * the batch loader's error, or `BatchResultError` when its result has no value for the key.
+   * Rejects only on bad input (`InvalidArgumentError`: not an array, empty, a bad or repeated
+   * key, a `batchLoader` that is not a function, a bad option or `forceRefresh`) and after
+   * `close()` (`CacheClosedError`). `options` apply to every key, as `getOrLoad`'s do.
+   */
+  getOrLoadMany<V>(
+    keys: readonly string[],
+    batchLoader: BatchLoader<V>,
+    options?: CallOptions,
+  ): Promise<Map<string, ManyResult<V>>> {
+    const parts = {
+      core: this.#core,
+      answers: this.#answers,
+      resolver: this.#resolver,
+      timeouts: this.#timeouts,
+      fly: (call: Call) => this.#fly(call),
+    }
+    return getOrLoadMany(parts, keys, batchLoader, options)
+  }
+
+  /**
+   * A DataLoader-style front on `getOrLoadMany`: `batcher.load(key)` resolves with the key's
+   * value, and the keys `load`ed in one tick of the event loop go out as one `getOrLoadMany`,
+   * so the loads they need are one `batchLoader` call. `options` (checked now: a bad one throws
+   * `InvalidArgumentError` naming it) are those calls' options, plus `maxBatchSize`.
+   */
+  batcher<V>(batchLoader: BatchLoader<V>, options?: BatcherOptions): Batcher<V> {
+    const core = this.#core
+    return createBatcher<V>(
+      (keys, loader, callOptions) => this.getOrLoadMany(keys, loader, callOptions),
+      (callOptions) => core.applyOptions({ policy: core.settings.policy }, callOptions),
+      (key) => checkKey(key, core.settings.maxKeyLength),
+      batchLoader,
+      options,
+    )
+  }
+
+  /**
+   * Soft invalidation: the value of `key` becomes stale now without disappearing. The next
+   * call, in whichever process, reloads it (one load across processes), while every other
+   * call in every process is served the stale value until that load commits, within the
+   * value's grace window (`staleTtl`, counted from now). Other processes drop their L1 copy
+   * (the invalidation channel). Without a grace window (`staleTtl: 0`) nobody is served it:
+   * the next call loads and the others wait for that load, as after a delete (the value
+   * stays as fail-safe within `staleIfError`). A key with no fresh value (missing, deleted,
+   * already stale) is left as it is. Never brings back a deleted value, never touches a
+   * newer one. Resolves `true` when a fresh value was made stale. Rejects with
+   * `InvalidArgumentError` on a bad key, `RedisUnavailableError` if Redis could not be told.
+   */
+  expire(key: string): Promise<boolean> {
+    return this.#expiry.expire(key)
+  }
+
+  /**
+   * `expire` for every entry stored with `tag` (docs/tags.md): each is made stale as `expire`
+   * makes one. Resolves with how many fresh values were made stale. Rejects with
+   * `InvalidArgumentError` on a bad tag, `RedisUnavailableError` if Redis could not be told
+   * (calling it again finishes the job).
+   */
+  expireByTag(tag: string): Promise<number> {
+    return this.#expiry.expireByTag(tag)
   }
 
   /**

@@ -1,0 +1,133 @@
+import type { LoaderContext } from '../context.js'
+import { BatchResultError } from '../errors.js'
+
+/** What a batch loader receives besides its keys. */
+export interface BatchLoaderContext {
+  /**
+   * Aborts once every key of this batch has lost its lock (a renewal failed, or
+   * `lock.maxHold` passed): no result of the batch can be stored any more.
+   */
+  readonly signal: AbortSignal
+}
+
+/**
+ * `getOrLoadMany`'s loader: loads `keys` (only those that need loading, each once) in one call.
+ * Returns a Map from key to value, or an array with one value per key in the order of `keys`.
+ * A key missing from the Map fails alone (`BatchResultError`, reason `'missing'`); an `Error`
+ * as a key's value fails that key alone with it; a throw or rejection fails the batch's keys.
+ * As for `getOrLoad`, `undefined` is not stored (return `null` to cache "nothing").
+ */
+export type BatchLoader<V> = (keys: string[], context: BatchLoaderContext) => BatchResult<V> | Promise<BatchResult<V>>
+
+/** A batch loader's result: by key, or aligned with the keys it was given; an `Error` fails its key alone. */
+export type BatchResult<V> = ReadonlyMap<string, V | Error> | readonly (V | Error)[]
+
+interface PendingLoad {
+  key: string
+  signal: AbortSignal
+  resolve(value: unknown): void
+  reject(error: unknown): void
+}
+
+/**
+ * How many turns of the event loop a batch waits for the keys whose lock its lookup won and
+ * whose loaders have not been called yet (a background refresh starts a turn later; a
+ * loader waiting for a `loaderConcurrency` permit may never come in time): then it goes.
+ */
+const MAX_WAIT_TURNS = 4
+
+/**
+ * The loads of one getOrLoadMany call, gathered into batch-loader calls. Each key's flight
+ * calls `load(key, context)` as its loader when (and only when) it is the one to load the
+ * key; the loads gathered by the next turn of the event loop go to the batch loader as one
+ * call, once every key `expect`ed (its lookup won the lock) has asked, or after
+ * MAX_WAIT_TURNS turns. A load asked for later (a wait that timed out and loads) is the
+ * first of the next batch.
+ */
+export class BatchLoads<V> {
+  private pending: PendingLoad[] = []
+  private readonly expected = new Set<string>()
+  private turns = -1
+
+  constructor(private readonly batchLoader: BatchLoader<V>) {}
+
+  /** `key`'s lookup won its lock: its load is about to be asked for. */
+  expect(key: string): void {
+    this.expected.add(key)
+  }
+
+  /** A key's loader: resolves with its value from the next batch-loader call. */
+  load(key: string, context: LoaderContext<unknown>): Promise<unknown> {
+    this.expected.delete(key)
+    return new Promise((resolve, reject) => {
+      this.pending.push({ key, signal: context.signal, resolve, reject })
+      if (this.turns < 0) {
+        this.turns = 0
+        setImmediate(() => this.turn())
+      }
+    })
+  }
+
+  private turn(): void {
+    if (this.expected.size > 0 && ++this.turns < MAX_WAIT_TURNS) return void setImmediate(() => this.turn())
+    this.expected.clear()
+    this.turns = -1
+    const loads = this.pending
+    this.pending = []
+    void this.dispatch(loads)
+  }
+
+  /** One batch-loader call for `loads` (a key asked for twice is loaded once); each load settles with its own value. */
+  private async dispatch(loads: PendingLoad[]): Promise<void> {
+    const keys = [...new Set(loads.map((load) => load.key))]
+    let result: BatchResult<V>
+    try {
+      result = await this.batchLoader(keys, { signal: allAborted(loads.map((load) => load.signal)) })
+    } catch (error) {
+      for (const load of loads) load.reject(error)
+      return
+    }
+    const values = valuesByKey(keys, result)
+    for (const load of loads) {
+      const value = values.get(load.key)
+      if (value instanceof Error) load.reject(value)
+      else load.resolve(value)
+    }
+  }
+}
+
+/** Each key's value (or the error that fails it) from a batch loader's result. */
+function valuesByKey<V>(keys: string[], result: BatchResult<V>): Map<string, unknown> {
+  const values = new Map<string, unknown>()
+  if (result instanceof Map) {
+    for (const key of keys)
+      values.set(
+        key,
+        result.has(key) ? result.get(key) : new BatchResultError(key, 'missing', 'the Map returned has no such key'),
+      )
+  } else if (Array.isArray(result) && result.length === keys.length) {
+    keys.forEach((key, i) => values.set(key, result[i]))
+  } else {
+    const got = Array.isArray(result) ? `an array of ${result.length} items for ${keys.length} keys` : typeof result
+    for (const key of keys)
+      values.set(
+        key,
+        new BatchResultError(key, 'malformed', `expected a Map or an array of one value per key, got ${got}`),
+      )
+  }
+  return values
+}
+
+/** A signal that aborts once all of `signals` have (one that never aborts keeps it from aborting). */
+function allAborted(signals: AbortSignal[]): AbortSignal {
+  const controller = new AbortController()
+  let left = signals.length
+  const onAbort = (signal: AbortSignal) => {
+    if (--left === 0) controller.abort(signal.reason)
+  }
+  for (const signal of signals) {
+    if (signal.aborted) onAbort(signal)
+    else signal.addEventListener('abort', () => onAbort(signal), { once: true })
+  }
+  return controller.signal
+}
