@@ -49,7 +49,11 @@ export class BatchLoads<V> {
   private readonly expected = new Set<string>()
   private turns = -1
 
-  constructor(private readonly batchLoader: BatchLoader<V>) {}
+  /** `order`: each key's place in the call's keys: a batch lists its keys in that order. */
+  constructor(
+    private readonly batchLoader: BatchLoader<V>,
+    private readonly order?: ReadonlyMap<string, number>,
+  ) {}
 
   /** `key`'s lookup won its lock: its load is about to be asked for. */
   expect(key: string): void {
@@ -80,6 +84,8 @@ export class BatchLoads<V> {
   /** One batch-loader call for `loads` (a key asked for twice is loaded once); each load settles with its own value. */
   private async dispatch(loads: PendingLoad[]): Promise<void> {
     const keys = [...new Set(loads.map((load) => load.key))]
+    const order = this.order
+    if (order) keys.sort((a, b) => (order.get(a) ?? 0) - (order.get(b) ?? 0))
     let result: BatchResult<V>
     try {
       result = await this.batchLoader(keys, { signal: allAborted(loads.map((load) => load.signal)) })

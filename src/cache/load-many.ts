@@ -45,8 +45,10 @@ export async function getOrLoadMany<V>(
   options: CallOptions | undefined,
 ): Promise<Map<string, ManyResult<V>>> {
   const { core } = parts
-  const loads = new BatchLoads(batchLoader)
+  const order = new Map<string, number>()
+  const loads = new BatchLoads(batchLoader, order)
   const calls = checkedCalls(core, keys, batchLoader, options, (context) => loads.load(context.key, context))
+  calls.forEach((call, i) => order.set(call.key, i))
   const answers = new Map<string, Promise<Resolution>>()
   const toLookUp: Call[] = []
   for (const call of calls) {

@@ -25,7 +25,7 @@ function invalidArgument(argument: string) {
 }
 
 describe.skipIf(!redisAvailable)('getOrLoadMany', () => {
-  const { cache, admin, client } = useCacheSuite()
+  const { cache, client, server, admin } = useCacheSuite()
 
   it('one batch-loader call with only the missing keys; results in the order given; a second cache loads nothing', async () => {
     const calls: string[][] = []
@@ -164,6 +164,23 @@ describe.skipIf(!redisAvailable)('getOrLoadMany', () => {
       return keys
     })
     expect(loads).toBe(2)
+  })
+
+  it('Redis down: every key not in L1 is loaded here, in ONE batch-loader call, and the call resolves', async () => {
+    const c = cache()
+    await c.getOrLoadMany(['warm'], (keys) => keys.map(() => 'in L1'))
+    await server().kill()
+    try {
+      const batches: string[][] = []
+      const results = await c.getOrLoadMany(['warm', 'a', 'b', 'c'], (keys) => {
+        batches.push(keys)
+        return keys.map((key) => `local:${key}`)
+      })
+      expect(valuesOf(results)).toEqual(['in L1', 'local:a', 'local:b', 'local:c'])
+      expect(batches).toEqual([['a', 'b', 'c']])
+    } finally {
+      await server().restart()
+    }
   })
 })
 
