@@ -4,6 +4,7 @@ import { BatchResultError, createCache, type ManyResult } from '../../src/index.
 import { useCacheSuite } from '../support/cache-suite.js'
 import { countScripts } from '../support/script-calls.js'
 import { redisAvailable } from '../support/redis.js'
+import { until } from '../support/timing.js'
 
 const valuesOf = <V>(results: Map<string, ManyResult<V>>) =>
   [...results.values()].map((r) => (r.status === 'fulfilled' ? r.value : `error:${(r.reason as Error).name}`))
@@ -181,6 +182,27 @@ describe.skipIf(!redisAvailable)('getOrLoadMany', () => {
     } finally {
       await server().restart()
     }
+  })
+
+  it('the batch script sent and not answered (writes paused past redisTimeout): keys loaded here, and the locks it takes later are released behind it', async () => {
+    const c = cache({ redisTimeout: 300, lock: { lease: '30s' } })
+    await c.ready()
+    await admin().call('CLIENT', 'PAUSE', '1500', 'WRITE') // MGET answers, the script waits
+    const batches: string[][] = []
+    const results = await c.getOrLoadMany(['p1', 'p2'], (keys) => {
+      batches.push(keys)
+      return keys
+    })
+    expect(valuesOf(results)).toEqual(['p1', 'p2'])
+    expect(batches).toEqual([['p1', 'p2']])
+    // Once the pause ends, the script runs and takes both locks (its token counter creates the hashes);
+    // the releases queued behind it free them, else they would be held for the 30 s lease.
+    await until(async () => (await admin().exists('sg:{k:p1}', 'sg:{k:p2}')) === 2, 'the script to run', 5_000)
+    await until(
+      async () => (await admin().exists('sg:{k:p1}:lock', 'sg:{k:p2}:lock')) === 0,
+      'the locks to be released',
+      5_000,
+    )
   })
 })
 
