@@ -26,7 +26,7 @@ function gate(): { open: () => void; opened: Promise<void> } {
 }
 
 describe.skipIf(!redisAvailable)('expire and expireByTag', () => {
-  const { cache, admin } = useCacheSuite({ staleTtl: '1m' })
+  const { cache, admin, server } = useCacheSuite({ staleTtl: '1m' })
 
   it('the value stays, stale: the next call is served it and starts ONE reload; 20 callers meanwhile get it stale', async () => {
     const c = cache()
@@ -137,6 +137,20 @@ describe.skipIf(!redisAvailable)('expire and expireByTag', () => {
     await c.close()
     await expect(c.expire('k')).rejects.toMatchObject({ name: 'CacheClosedError' })
     await expect(c.expireByTag('t')).rejects.toMatchObject({ name: 'CacheClosedError' })
+  })
+
+  it('Redis down: RedisUnavailableError; once Redis is back, the call works again', async () => {
+    const c = cache({ redisTimeout: 300 })
+    await c.getOrLoad('k', counted('v1'))
+    await server().kill()
+    try {
+      await expect(c.expire('k')).rejects.toMatchObject({ name: 'RedisUnavailableError' })
+      await expect(c.expireByTag('t')).rejects.toMatchObject({ name: 'RedisUnavailableError' })
+    } finally {
+      await server().restart()
+    }
+    // The restarted server kept nothing (no persistence): nothing fresh to expire.
+    await until(async () => (await c.expire('k').catch(() => undefined)) === false, 'expire to answer again', 10_000)
   })
 })
 

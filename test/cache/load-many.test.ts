@@ -204,6 +204,21 @@ describe.skipIf(!redisAvailable)('getOrLoadMany', () => {
       5_000,
     )
   })
+
+  it('keys in grace (expired): served stale at once, and reloaded in the background in ONE batch-loader call', async () => {
+    const c = cache({ staleTtl: '1m' })
+    const keys = Array.from({ length: 20 }, (_, i) => `g${i}`)
+    await c.getOrLoadMany(keys, (got) => got.map((key) => `old:${key}`), { tags: ['grace'] })
+    expect(await c.expireByTag('grace')).toBe(20)
+    const batches: string[][] = []
+    const results = await c.getOrLoadMany(keys, (got) => {
+      batches.push(got)
+      return got.map((key) => `new:${key}`)
+    })
+    expect(valuesOf(results)).toEqual(keys.map((key) => `old:${key}`))
+    await until(async () => (await c.get(keys[19]!)) === `new:${keys[19]}`, 'the background reload')
+    expect(batches).toEqual([keys])
+  })
 })
 
 describe('getOrLoadMany without Redis', () => {
