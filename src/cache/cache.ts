@@ -139,19 +139,13 @@ export class Cache {
   }
 
   /**
-   * The values of `keys` (at most 10,000, no key twice), each as `getOrLoad` would give it,
-   * with the work of the batch shared: L1 first, then one MGET of Redis's fresh copies and one
-   * get-or-lock script for the keys none was found for (per Redis Cluster slot, at most 1,000
-   * keys a command), and ONE call of `batchLoader` with only the keys this process is elected
-   * to load. A key another process is loading is waited for, as `getOrLoad` waits, never
-   * loaded again here; a key this process is already loading joins that load.
-   *
-   * Resolves with a Map from each key (in the order given) to `{ status: 'fulfilled', value }`
-   * or `{ status: 'rejected', reason }` (`PromiseSettledResult`): a key fails alone, e.g. with
-   * the batch loader's error, or `BatchResultError` when its result has no value for the key.
-   * Rejects only on bad input (`InvalidArgumentError`: not an array, empty, a bad or repeated
-   * key, a `batchLoader` that is not a function, a bad option or `forceRefresh`) and after
-   * `close()` (`CacheClosedError`). `options` apply to every key, as `getOrLoad`'s do.
+   * The values of `keys` (1 to 10,000, none twice), each as `getOrLoad` gives it, the batch's
+   * work shared: L1, then one MGET and one get-or-lock script per Redis Cluster slot, and ONE
+   * `batchLoader` call with only the keys this process must load (a key another process is
+   * loading is waited for, never loaded again). Resolves with a Map from each key, in order,
+   * to a `PromiseSettledResult`: a key fails alone (its loader error, or `BatchResultError`
+   * when the result lacks it). Rejects only on bad input (`InvalidArgumentError`) or after
+   * `close()`. `options` apply to every key (`forceRefresh` is refused). See docs/api.md.
    */
   getOrLoadMany<V>(
     keys: readonly string[],
@@ -186,16 +180,13 @@ export class Cache {
   }
 
   /**
-   * Soft invalidation: the value of `key` becomes stale now without disappearing. The next
-   * call, in whichever process, reloads it (one load across processes), while every other
-   * call in every process is served the stale value until that load commits, within the
-   * value's grace window (`staleTtl`, counted from now). Other processes drop their L1 copy
-   * (the invalidation channel). Without a grace window (`staleTtl: 0`) nobody is served it:
-   * the next call loads and the others wait for that load, as after a delete (the value
-   * stays as fail-safe within `staleIfError`). A key with no fresh value (missing, deleted,
-   * already stale) is left as it is. Never brings back a deleted value, never touches a
-   * newer one. Resolves `true` when a fresh value was made stale. Rejects with
-   * `InvalidArgumentError` on a bad key, `RedisUnavailableError` if Redis could not be told.
+   * Soft invalidation: `key`'s value becomes stale now, without disappearing. The next call,
+   * in any process, reloads it (one load across processes) while every other call is served
+   * the stale value, for up to `staleTtl` from now; other processes drop their L1 copy. With
+   * `staleTtl: 0` nobody gets the old value: the next call loads, the others wait for it.
+   * Only a fresh value is touched (a deleted or newer value never is): resolves `true` when
+   * one was made stale. Rejects with `InvalidArgumentError` on a bad key,
+   * `RedisUnavailableError` if Redis could not be told. See docs/api.md.
    */
   expire(key: string): Promise<boolean> {
     return this.#expiry.expire(key)

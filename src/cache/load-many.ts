@@ -10,7 +10,8 @@ import type { CacheCore } from './core.js'
 import type { FreshRead } from './redis/fresh-reads.js'
 import { entryKeys, type EntryKeys } from './redis/keys.js'
 import type { Lookup, RedisStore } from './redis/store.js'
-import type { BatchedLookups, FirstLookup, Resolver } from './resolve.js'
+import type { BatchedLookups, FirstLookup } from './batched-lookups.js'
+import type { Resolver } from './resolve.js'
 import type { CallerTimeouts } from './timeouts.js'
 
 /** Most keys one `getOrLoadMany` call takes (a bigger array: `InvalidArgumentError`). */

@@ -10,6 +10,7 @@ import type { CacheCore } from './core.js'
 import type { LoadLeader } from './lead.js'
 import type { Refresher } from './refresh.js'
 import { Wait } from './wait.js'
+import type { BatchedLookups, FirstLookup } from './batched-lookups.js'
 
 /** The flight's first lookup answered (or failed): from now on its joined callers' waitTimeouts run. */
 function lookedUp(notes: FlightNotes): void {
@@ -98,21 +99,6 @@ export class Resolver {
       (error: unknown) => new RedisFlight(this, store, call, notes).run(Promise.reject(error)),
     )
   }
-}
-
-/** What getOrLoadMany's batch read and looked up for its flights (see load-many.ts). */
-export interface BatchedLookups {
-  /** The key's fresh copy, from the batch's MGET. */
-  read(key: string): Promise<FreshRead>
-  /** The key's first get-or-lock answer, from the batch's script, and the owner it was asked for. */
-  lookup(key: string): FirstLookup | undefined
-}
-
-/** A flight's first lookup, made for it by a batch: its owner, its answer, and whether it went unanswered. */
-export interface FirstLookup {
-  owner: string
-  answer: Promise<Lookup>
-  abandoned(): boolean
 }
 
 /**
