@@ -24,6 +24,7 @@ export class Expiry {
   private readonly client: ClientWith<keyof typeof EXPIRE_SCRIPTS> | undefined
   private readonly keyPrefix: string
 
+  /** @internal */
   constructor(
     private readonly core: CacheCore,
     client: Redis | Cluster | undefined,

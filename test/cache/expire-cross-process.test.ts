@@ -105,4 +105,36 @@ describe.skipIf(!redisAvailable)('expire across processes', () => {
     expect(await suite.redis().exists('sg:{k:none}', 'sg:{k:none}:v')).toBe(0)
     expect(await loads('none')).toBe(0)
   })
+
+  it('expireByTag from one process: 3 processes × getOrLoadMany of the 10 tagged keys get them stale, and each key is reloaded once', async () => {
+    const group = await spawn(3, { staleTtl: '1m' })
+    const keys = Array.from({ length: 10 }, (_, i) => `t${i}`)
+    await group[0]!.request({ op: 'many', keys, value: 'old', tags: ['catalog'] })
+    for (const worker of group) await worker.request({ op: 'many', keys, value: 'unused' }) // every L1 holds them
+    expect(await group[2]!.request({ op: 'expireByTag', tag: 'catalog' })).toBe(10)
+    for (const key of keys) await dropped(group, key)
+    const answers = await Promise.all(
+      group.map((worker) =>
+        worker.request<{ batches: string[][]; results: Produced[] }>({
+          op: 'many',
+          keys,
+          value: 'new',
+          releaseKey: 'go:catalog',
+        }),
+      ),
+    )
+    for (const { results } of answers) expect(results.map((r) => r.value)).toEqual(keys.map((key) => `old:${key}`))
+    await until(
+      async () => (await Promise.all(keys.map(loads))).every((n) => n === 2),
+      'each key to be reloaded once',
+      10_000,
+    )
+    await suite.redis().set('go:catalog', '1')
+    await until(
+      async () => (await group[1]!.request<{ value?: Produced }>({ op: 'peek', key: 't9' })).value?.value === 'new:t9',
+      'the reloads to land',
+      10_000,
+    )
+    expect(await Promise.all(keys.map(loads))).toEqual(keys.map(() => 2))
+  })
 })
