@@ -45,9 +45,14 @@ describe.skipIf(!redisAvailable)('getOrLoadMany', () => {
     expect(calls).toHaveLength(1)
   })
 
-  it('an array result is read in the order of the keys the loader got', async () => {
-    const results = await cache().getOrLoadMany(['x', 'y'], (keys) => keys.map((key) => key.toUpperCase()))
-    expect(valuesOf(results)).toEqual(['X', 'Y'])
+  it('an array result is read in the order of the keys the loader got; keys with braces and non-ASCII work', async () => {
+    const keys = ['x', 'a{b}', 'ü:€']
+    const results = await cache().getOrLoadMany(keys, (got) => got.map((key) => key.toUpperCase()))
+    expect(valuesOf(results)).toEqual(['X', 'A{B}', 'Ü:€'])
+    const again = await cache().getOrLoadMany(keys, () => {
+      throw new Error('cached: not called')
+    })
+    expect(valuesOf(again)).toEqual(['X', 'A{B}', 'Ü:€'])
   })
 
   it('1,000 keys, 900 in Redis: one MGET, one get-or-lock-many script, one batch of exactly the 100 others', async () => {
