@@ -141,7 +141,7 @@ describe.skipIf(!redisAvailable)('getOrLoadMany', () => {
 
   it('a key this process is loading already joins that load; a concurrent getOrLoad of a batched key joins the batch', async () => {
     const c = cache()
-    let release!: () => void
+    let release: (() => void) | undefined
     const slow = c.getOrLoad('busy', () => new Promise<string>((resolve) => (release = () => resolve('single'))))
     const batches: string[][] = []
     const many = c.getOrLoadMany(['busy', 'other'], (keys) => {
@@ -149,8 +149,8 @@ describe.skipIf(!redisAvailable)('getOrLoadMany', () => {
       return keys.map((key) => `batch:${key}`)
     })
     const joined = c.getOrLoad('other', () => 'own loader')
-    await new Promise((resolve) => setTimeout(resolve, 50))
-    release()
+    await until(() => release !== undefined && batches.length === 1, "busy's load and the batch to start")
+    release!()
     expect(valuesOf(await many)).toEqual(['single', 'batch:other'])
     expect(await slow).toBe('single')
     expect(await joined).toBe('batch:other')
