@@ -30,24 +30,28 @@ interface PendingLoad {
 }
 
 /**
- * How many turns of the event loop a batch waits for the keys whose lock its lookup won and
- * whose loaders have not been called yet (a background refresh starts a turn later; a
- * loader waiting for a `loaderConcurrency` permit may never come in time): then it goes.
+ * How many turns of the event loop a batch waits, once its lookups are answered, for the keys
+ * whose lock they won and whose loaders have not been called yet (a background refresh starts
+ * a turn later; a loader waiting for a `loaderConcurrency` permit may never come in time).
  */
 const MAX_WAIT_TURNS = 4
 
 /**
  * The loads of one getOrLoadMany call, gathered into batch-loader calls. Each key's flight
  * calls `load(key, context)` as its loader when (and only when) it is the one to load the
- * key; the loads gathered by the next turn of the event loop go to the batch loader as one
- * call, once every key `expect`ed (its lookup won the lock) has asked, or after
- * MAX_WAIT_TURNS turns. A load asked for later (a wait that timed out and loads) is the
- * first of the next batch.
+ * key. The loads go to the batch loader as one call once no lookup of the batch is still
+ * unanswered (each is bounded by `redisTimeout`) and every key whose lookup won the lock has
+ * asked for its load, or MAX_WAIT_TURNS turns of the event loop after that. A load asked for
+ * later (a wait that timed out and loads) is the first of the next batch.
  */
 export class BatchLoads<V> {
   private pending: PendingLoad[] = []
+  /** Keys whose lookup won the lock and whose load has not been asked for yet. */
   private readonly expected = new Set<string>()
-  private turns = -1
+  /** Keys sent in lookups not answered yet (they may win their lock). */
+  private undecided = 0
+  private scheduled = false
+  private turns = 0
 
   /** `order`: each key's place in the call's keys: a batch lists its keys in that order. */
   constructor(
@@ -55,9 +59,16 @@ export class BatchLoads<V> {
     private readonly order?: ReadonlyMap<string, number>,
   ) {}
 
-  /** `key`'s lookup won its lock: its load is about to be asked for. */
-  expect(key: string): void {
-    this.expected.add(key)
+  /** `count` keys are being looked up: their lookups' answers are waited for before a batch goes. */
+  lookingUp(count: number): void {
+    this.undecided += count
+  }
+
+  /** A lookup of `count` keys was answered (or failed): of them, `won` took their locks, so their loads are coming. */
+  decided(count: number, won: readonly string[]): void {
+    this.undecided -= count
+    for (const key of won) this.expected.add(key)
+    this.schedule()
   }
 
   /** A key's loader: resolves with its value from the next batch-loader call. */
@@ -65,17 +76,22 @@ export class BatchLoads<V> {
     this.expected.delete(key)
     return new Promise((resolve, reject) => {
       this.pending.push({ key, signal: context.signal, resolve, reject })
-      if (this.turns < 0) {
-        this.turns = 0
-        setImmediate(() => this.turn())
-      }
+      this.schedule()
     })
   }
 
+  private schedule(): void {
+    if (this.scheduled || this.pending.length === 0) return
+    this.scheduled = true
+    setImmediate(() => this.turn())
+  }
+
   private turn(): void {
-    if (this.expected.size > 0 && ++this.turns < MAX_WAIT_TURNS) return void setImmediate(() => this.turn())
+    this.scheduled = false
+    if (this.undecided > 0) return // decided() schedules the next turn
+    if (this.expected.size > 0 && ++this.turns < MAX_WAIT_TURNS) return this.schedule()
     this.expected.clear()
-    this.turns = -1
+    this.turns = 0
     const loads = this.pending
     this.pending = []
     void this.dispatch(loads)

@@ -140,7 +140,7 @@ export class Cache {
 
   /**
    * The values of `keys` (1 to 10,000, none twice), each as `getOrLoad` gives it, the batch's
-   * work shared: L1, then one MGET and one get-or-lock script per Redis Cluster slot, and ONE
+   * work shared: L1, then one MGET and one get-or-lock script (200 keys at most) per slot, and ONE
    * `batchLoader` call with only the keys this process must load (a key another process is
    * loading is waited for, never loaded again). Resolves with a Map from each key, in order,
    * to a `PromiseSettledResult`: a key fails alone (its loader error, or `BatchResultError`

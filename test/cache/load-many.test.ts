@@ -82,6 +82,22 @@ describe.skipIf(!redisAvailable)('getOrLoadMany', () => {
     expect(scripts['commit.lua']?.calls).toBe(100)
   })
 
+  it('450 misses, more than one script takes (200): 3 get-or-lock-many calls, still ONE batch-loader call', async () => {
+    const keys = Array.from({ length: 450 }, (_, i) => `m${i}`)
+    const connection = client()
+    const c = cache({ redis: connection })
+    await c.ready()
+    const scripts = countScripts(connection)
+    const batches: string[][] = []
+    const results = await c.getOrLoadMany(keys, (got) => {
+      batches.push(got)
+      return got
+    })
+    expect(valuesOf(results)).toEqual(keys)
+    expect(batches).toEqual([keys])
+    expect(scripts['get-or-lock-many.lua']).toEqual({ calls: 3, keys: 3 * 450 })
+  })
+
   it('a key missing from the Map, an Error as a value, and a throwing loader fail those keys only', async () => {
     const c = cache()
     await c.set('ok', 'cached')
