@@ -98,6 +98,18 @@ describe.skipIf(!redisAvailable)('getOrLoadMany', () => {
     expect(scripts['get-or-lock-many.lua']).toEqual({ calls: 3, keys: 3 * 450 })
   })
 
+  it('with loaderConcurrency (limit 2): no deadlock, every key loaded once, in batches split by the permits', async () => {
+    const c = cache({ loaderConcurrency: { limit: 2 } })
+    const keys = Array.from({ length: 10 }, (_, i) => `lc${i}`)
+    const batches: string[][] = []
+    const results = await c.getOrLoadMany(keys, async (got) => {
+      batches.push(got)
+      return got
+    })
+    expect(valuesOf(results)).toEqual(keys)
+    expect(batches.flat().sort()).toEqual([...keys].sort())
+  })
+
   it('a key missing from the Map, an Error as a value, and a throwing loader fail those keys only', async () => {
     const c = cache()
     await c.set('ok', 'cached')
