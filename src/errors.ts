@@ -243,3 +243,18 @@ export class LockUpgradeError extends StampedeGuardError {
     this.key = key
   }
 }
+
+/**
+ * `getOrLoadMany`'s batch loader gave no value for `key`: its result had no entry for the key
+ * (`reason: 'missing'`), or was not a Map, nor an array with one item per key it was given
+ * (`'malformed'`). Only the keys concerned fail, each with its own error.
+ */
+export class BatchResultError extends StampedeGuardError {
+  readonly key: string
+  readonly reason: 'missing' | 'malformed'
+  constructor(key: string, reason: 'missing' | 'malformed', detail: string) {
+    super('ERR_SG_BATCH_RESULT', `batch loader gave no value for "${key}": ${detail}`)
+    this.key = key
+    this.reason = reason
+  }
+}

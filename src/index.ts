@@ -3,6 +3,9 @@ export type { LoadOutcome, LoadResult } from './cache/call.js'
 export type { WrapOptions, Wrapped } from './cache/wrap.js'
 export type { CacheNamespace } from './cache/namespace.js'
 export type { DeleteOutcome } from './cache/delete-outbox.js'
+export type { BatchLoader, BatchLoaderContext, BatchResult } from './cache/batch-loads.js'
+export type { Batcher, BatcherOptions } from './cache/batcher.js'
+export type { ManyResult } from './cache/load-many.js'
 export type { Loader, LoaderContext } from './context.js'
 export type { Duration } from './duration.js'
 export type { RedisClientLike } from './redis-client.js'
@@ -11,6 +14,7 @@ export { msgpackCodec, type MsgpackrLike } from './msgpack-codec.js'
 export type { CompressionAlgorithm, CompressionOptions } from './compression.js'
 export { BinaryValue } from './entry.js'
 export {
+  BatchResultError,
   CacheClosedError,
   CodecMismatchError,
   CorruptValueError,

@@ -23,6 +23,11 @@ import type { DeleteOptions } from '../options.js'
 import { Deletes, type DeleteOutcome } from './delete-outbox.js'
 import { Generations, checkNamespaceName } from './generations.js'
 import { namespaceOf, type CacheNamespace } from './namespace.js'
+import type { BatchLoader } from './batch-loads.js'
+import { createBatcher, type Batcher, type BatcherOptions } from './batcher.js'
+import { Expiry } from './expire.js'
+import { getOrLoadMany, type ManyResult } from './load-many.js'
+import { checkKey } from '../key.js'
 
 const valueOf = (resolution: Resolution): unknown => resolution.value
 
@@ -56,6 +61,7 @@ export class Cache {
   readonly #answers: Answers
   readonly #timeouts: CallerTimeouts
   readonly #resolver: Resolver
+  readonly #expiry: Expiry
   /** Flights of forced refreshes (forceRefresh), which other forced calls of the key join. */
   readonly #forced = new WeakSet<Promise<Resolution>>()
   /** `delete()` and its outbox of durable deletes (delete-outbox.ts). */
@@ -81,6 +87,7 @@ export class Cache {
     const resolver: Resolver = (this.#resolver = new Resolver(core, leader, refresher, answers))
     this.#client = options.redis as Redis | Cluster | undefined
     this.#deletes = new Deletes(core, this.#client, options.durableDeletes)
+    this.#expiry = new Expiry(core, options.redis as Redis | Cluster | undefined)
   }
 
   /** The load scope `instrument()` installs (load-scope.ts). */
@@ -141,6 +148,70 @@ export class Cache {
       fn,
       options,
     )
+  }
+
+  /**
+   * The values of `keys` (1 to 10,000, none twice), each as `getOrLoad` gives it, the batch's
+   * work shared: L1, then one MGET and one get-or-lock script (200 keys at most) per slot, and ONE
+   * `batchLoader` call with only the keys this process must load (a key another process is
+   * loading is waited for, never loaded again). Resolves with a Map from each key, in order,
+   * to a `PromiseSettledResult`: a key fails alone (its loader error, or `BatchResultError`
+   * when the result lacks it). Rejects only on bad input (`InvalidArgumentError`) or after
+   * `close()`. `options` apply to every key (`forceRefresh` is refused). See docs/api.md.
+   */
+  getOrLoadMany<V>(
+    keys: readonly string[],
+    batchLoader: BatchLoader<V>,
+    options?: CallOptions,
+  ): Promise<Map<string, ManyResult<V>>> {
+    const parts = {
+      core: this.#core,
+      answers: this.#answers,
+      resolver: this.#resolver,
+      timeouts: this.#timeouts,
+      fly: (call: Call) => this.#fly(call),
+    }
+    return getOrLoadMany(parts, keys, batchLoader, options)
+  }
+
+  /**
+   * A DataLoader-style front on `getOrLoadMany`: `batcher.load(key)` resolves with the key's
+   * value, and the keys `load`ed in one tick of the event loop go out as one `getOrLoadMany`,
+   * so the loads they need are one `batchLoader` call. `options` (checked now: a bad one throws
+   * `InvalidArgumentError` naming it) are those calls' options, plus `maxBatchSize`.
+   */
+  batcher<V>(batchLoader: BatchLoader<V>, options?: BatcherOptions): Batcher<V> {
+    const core = this.#core
+    return createBatcher<V>(
+      (keys, loader, callOptions) => this.getOrLoadMany(keys, loader, callOptions),
+      (callOptions) => core.applyOptions({ policy: core.settings.policy }, callOptions),
+      (key) => checkKey(key, core.settings.maxKeyLength),
+      batchLoader,
+      options,
+    )
+  }
+
+  /**
+   * Soft invalidation: `key`'s value becomes stale now, without disappearing. The next call,
+   * in any process, reloads it (one load across processes) while every other call is served
+   * the stale value, for up to `staleTtl` from now; other processes drop their L1 copy. With
+   * `staleTtl: 0` nobody gets the old value: the next call loads, the others wait for it.
+   * Only a fresh value is touched (a deleted or newer value never is): resolves `true` when
+   * one was made stale. Rejects with `InvalidArgumentError` on a bad key,
+   * `RedisUnavailableError` if Redis could not be told. See docs/api.md.
+   */
+  expire(key: string): Promise<boolean> {
+    return this.#expiry.expire(key)
+  }
+
+  /**
+   * `expire` for every entry stored with `tag` (docs/tags.md): each is made stale as `expire`
+   * makes one. Resolves with how many fresh values were made stale. Rejects with
+   * `InvalidArgumentError` on a bad tag, `RedisUnavailableError` if Redis could not be told
+   * (calling it again finishes the job).
+   */
+  expireByTag(tag: string): Promise<number> {
+    return this.#expiry.expireByTag(tag)
   }
 
   /**

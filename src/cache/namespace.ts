@@ -6,6 +6,10 @@ import type { DeleteOutcome } from './delete-outbox.js'
 import type { LoadResult } from './call.js'
 import type { Generations } from './generations.js'
 import { wrapFunction, type WrapOptions, type Wrapped } from './wrap.js'
+import type { BatchLoader, BatchResult } from './batch-loads.js'
+import { createBatcher, type Batcher, type BatcherOptions } from './batcher.js'
+import type { ManyResult } from './load-many.js'
+import { InvalidArgumentError } from '../errors.js'
 
 /** What a namespace asks of its cache: the cache's own methods, given the stored key. */
 export interface NamespaceHost {
@@ -16,6 +20,13 @@ export interface NamespaceHost {
   set<V>(key: string, value: V, options?: CallOptions): Promise<void>
   delete(key: string, options?: DeleteOptions): Promise<DeleteOutcome>
   deleteByTags(tags: readonly string[]): Promise<void>
+  getOrLoadMany<V>(
+    keys: readonly string[],
+    batchLoader: BatchLoader<V>,
+    options?: CallOptions,
+  ): Promise<Map<string, ManyResult<V>>>
+  expire(key: string): Promise<boolean>
+  expireByTag(tag: string): Promise<number>
   ready(): Promise<void>
 }
 
@@ -102,6 +113,60 @@ export class CacheNamespace {
     return this.#prefixed((prefix) => this.#host.deleteByTags(checked.map((tag) => prefix + tag)))
   }
 
+  /**
+   * `cache.getOrLoadMany` on this namespace's keys: `batchLoader` gets and returns them as
+   * given here, and the Map is keyed by them.
+   */
+  getOrLoadMany<V>(
+    keys: readonly string[],
+    batchLoader: BatchLoader<V>,
+    options?: CallOptions,
+  ): Promise<Map<string, ManyResult<V>>> {
+    if (!Array.isArray(keys))
+      return Promise.reject(new InvalidArgumentError('keys', `must be an array, got ${typeof keys}`))
+    if (typeof batchLoader !== 'function')
+      return Promise.reject(new InvalidArgumentError('batchLoader', `must be a function, got ${typeof batchLoader}`))
+    return this.#prefixed(async (prefix) => {
+      for (const key of keys) if (typeof key !== 'string' || key === '') checkKey(key, this.#parts.maxKeyLength)
+      const own = (stored: string) => stored.slice(prefix.length)
+      const loader: BatchLoader<V> = async (stored, context) =>
+        storedResult(await batchLoader(stored.map(own), context), prefix)
+      const results = await this.#host.getOrLoadMany(
+        keys.map((key) => prefix + key),
+        loader,
+        this.#ownTags(options, prefix),
+      )
+      return new Map([...results].map(([stored, result]) => [own(stored), result]))
+    })
+  }
+
+  /** `cache.batcher` on this namespace's keys. */
+  batcher<V>(batchLoader: BatchLoader<V>, options?: BatcherOptions): Batcher<V> {
+    return createBatcher<V>(
+      (keys, loader, callOptions) => this.getOrLoadMany(keys, loader, callOptions),
+      this.#parts.checkCallOptions,
+      (key) => checkKey(key, this.#parts.maxKeyLength),
+      batchLoader,
+      options,
+    )
+  }
+
+  /** `cache.expire` on this namespace's `key`. */
+  expire(key: string): Promise<boolean> {
+    return this.#on(key, undefined, (stored) => this.#host.expire(stored))
+  }
+
+  /** `cache.expireByTag` on this namespace's `tag`: entries of other namespaces with the same tag stay. */
+  expireByTag(tag: string): Promise<number> {
+    let checked: string
+    try {
+      checked = checkTags([tag], 'tag')[0]!
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return this.#prefixed((prefix) => this.#host.expireByTag(prefix + checked))
+  }
+
   /** `cache.wrap` with this namespace's keys: `options.key(...args)` names an entry of this namespace. */
   wrap<A extends unknown[], R>(fn: (...args: A) => R | Promise<R>, options: WrapOptions<A>): Wrapped<A, R> {
     const getOrLoad = (key: string, loader: () => unknown, callOptions: CallOptions) =>
@@ -159,4 +224,10 @@ export class CacheNamespace {
     if (options?.tags === undefined) return options
     return { ...options, tags: checkTags(options.tags, 'tags').map((tag) => prefix + tag) }
   }
+}
+
+/** A batch loader's result by stored key: a Map keyed by the namespace's keys gets the prefix back. */
+function storedResult<V>(result: BatchResult<V>, prefix: string): BatchResult<V> {
+  if (!(result instanceof Map)) return result
+  return new Map([...result].map(([key, value]) => [prefix + key, value]))
 }

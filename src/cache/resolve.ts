@@ -10,6 +10,7 @@ import type { CacheCore } from './core.js'
 import type { LoadLeader } from './lead.js'
 import type { Refresher } from './refresh.js'
 import { Wait } from './wait.js'
+import type { BatchedLookups, FirstLookup } from './batched-lookups.js'
 
 /** The flight's first lookup answered (or failed): from now on its joined callers' waitTimeouts run. */
 function lookedUp(notes: FlightNotes): void {
@@ -77,6 +78,27 @@ export class Resolver {
       }),
     )
   }
+
+  /**
+   * One flight of getOrLoadMany (load-many.ts): as resolve(), but its fresh read is the batch's
+   * MGET and its first lookup the batch's get-or-lock-many call (`batch.lookup`, undefined for a
+   * key the batch did not look up: the flight sends its own).
+   */
+  resolveBatched(call: Call, notes: FlightNotes, batch: BatchedLookups): Promise<Resolution> {
+    const { core } = this
+    const store = core.store!
+    if (core.memory) {
+      const inMemory = core.memory.get(call.key)
+      if (fallbackValid(inMemory, performance.now())) notes.fallback = inMemory
+    }
+    notes.lookingUp ??= true
+    return batch.read(call.key).then(
+      (found) =>
+        this.answers.freshHit(call, found, store) ??
+        new RedisFlight(this, store, call, notes, batch.lookup(call.key)).run(undefined),
+      (error: unknown) => new RedisFlight(this, store, call, notes).run(Promise.reject(error)),
+    )
+  }
 }
 
 /**
@@ -102,12 +124,16 @@ class RedisFlight {
   private readonly committing: boolean
   private readonly failoverDeadline: number
   private wait: Wait | undefined
+  /** Lookups asked for: the first may be the batch's. */
+  private lookups = 0
 
   constructor(
     private readonly parts: Resolver,
     private readonly store: RedisStore,
     private readonly call: Call,
     private readonly notes: FlightNotes,
+    /** The first lookup, made by getOrLoadMany's batch; undefined: the flight sends its own. */
+    private readonly first?: FirstLookup,
   ) {
     this.core = parts.core
     this.keys = entryKeys(this.core.settings.namespace, call.key)
@@ -123,7 +149,7 @@ class RedisFlight {
         const fresh = await this.readFreshAgain(failedRead)
         if (fresh) return this.parts.answers.hit(this.call, fresh)
       }
-      this.owner = randomBytes(16).toString('hex')
+      this.owner = this.first?.owner ?? randomBytes(16).toString('hex')
       for (;;) {
         const step = await this.answer(await this.lookUp())
         if (typeof step === 'function') return step() // unawaited: `finally` runs before its loader, `catch` never sees its errors
@@ -133,7 +159,7 @@ class RedisFlight {
       return this.unreachable(error)
     } finally {
       this.wait?.release()
-      if (this.abandoned && !this.won) this.store.releaseAbandoned(this.keys, this.owner)
+      if ((this.abandoned || this.first?.abandoned()) && !this.won) this.store.releaseAbandoned(this.keys, this.owner)
     }
   }
 
@@ -168,9 +194,18 @@ class RedisFlight {
     const { lease, pollInterval } = core.settings.lock
     const waitDeadline = this.wait?.deadline ?? 0
     this.notes.lookingUp ??= true
+    let batched = this.lookups === 0 ? this.first?.answer : undefined // a retry of it goes alone, with the same owner
+    this.lookups++
     return store
       .throughFailover(
-        () => store.getOrLock(keys, this.owner, lease, this.mode, core.retentionMs, -1, () => (this.abandoned = true)),
+        () => {
+          const answer = batched
+          batched = undefined
+          return (
+            answer ??
+            store.getOrLock(keys, this.owner, lease, this.mode, core.retentionMs, -1, () => (this.abandoned = true))
+          )
+        },
         waitDeadline || this.failoverDeadline,
         pollInterval,
         { key: keys.entry, patient: this.committing || waitDeadline > 0 },

@@ -63,6 +63,11 @@ export class TagIndex {
     return keys
   }
 
+  /** The keys indexed under `tag` now (they stay indexed). */
+  keysOf(tag: string): string[] {
+    return [...(this.byTag.get(tag) ?? [])]
+  }
+
   /** Was any of `tags` invalidated after `epoch` (a call's start)? */
   invalidatedSince(tags: readonly string[], epoch: number): boolean {
     if (this.floor > epoch) return true

@@ -64,6 +64,39 @@ describe.skipIf(!redisAvailable)('namespaces on Redis', () => {
     return created
   }
 
+  it('getOrLoadMany, batcher, expire and expireByTag work on a view: its keys and tags, the batch loader sees them as given', async () => {
+    const shared = await cache({ staleTtl: '1m' })
+    const [users, orders] = [shared.namespace('users'), shared.namespace('orders')]
+    const asked: string[][] = []
+    const byMap = async (keys: string[]) => {
+      asked.push(keys)
+      return new Map(keys.map((key) => [key, `u:${key}`]))
+    }
+    const first = await users.getOrLoadMany(['a', 'b'], byMap, { tags: ['t'] })
+    expect([...first].map(([key, result]) => [key, result.status === 'fulfilled' && result.value])).toEqual([
+      ['a', 'u:a'],
+      ['b', 'u:b'],
+    ])
+    const again = await users.getOrLoadMany(['a', 'b', 'c'], async (keys) => keys.map((key) => `u:${key}`))
+    expect([...again.keys()]).toEqual(['a', 'b', 'c'])
+    expect(asked).toEqual([['a', 'b']]) // a and b came from the cache; c from the array loader
+    expect(await orders.get('a')).toBeUndefined() // another namespace's key of the same name
+    const batch = users.batcher(async (keys) => keys.map((key) => `b:${key}`))
+    expect(await Promise.all([batch.load('a'), batch.load('d')])).toEqual(['u:a', 'b:d'])
+
+    await orders.set('a', 'o:a', { tags: ['t'] })
+    expect(await users.expireByTag('t')).toBe(2) // a and b of users; orders' a keeps fresh
+    expect(await users.expire('c')).toBe(true)
+    expect(await users.expire('missing')).toBe(false)
+    const loads = new Map<string, number>()
+    expect(await users.getOrLoad('a', counted(loads, 'a', 'u:a2'))).toBe('u:a') // stale at once, reloaded behind
+    await until(async () => (await users.get('a')) === 'u:a2', 'the stale a to be reloaded', 5_000)
+    expect(loads.get('a')).toBe(1)
+    const hit = await orders.getOrLoadResult('a', async () => 'never')
+    expect(hit).toEqual(expect.objectContaining({ value: 'o:a', outcome: 'hit' }))
+    await expect(users.getOrLoadMany(['ok', ''], byMap)).rejects.toEqual(invalidArgument('key'))
+  })
+
   async function connections(): Promise<number> {
     return String(await suite.admin().call('CLIENT', 'LIST'))
       .trim()

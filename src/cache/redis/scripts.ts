@@ -8,6 +8,7 @@ import { defineWithSharedScripts, type ClientWith, type SharedScriptName } from 
  */
 const SCRIPTS = {
   stampedeGuardGetOrLock: { file: 'get-or-lock.lua', keys: 3 },
+  stampedeGuardGetOrLockMany: { file: 'get-or-lock-many.lua', keys: null },
   stampedeGuardCommit: { file: 'commit.lua', keys: 4 },
   stampedeGuardRelease: { file: 'release.lua', keys: 3 },
   stampedeGuardInvalidate: { file: 'invalidate.lua', keys: null },

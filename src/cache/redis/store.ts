@@ -7,6 +7,7 @@ import { CommandChannel } from './command-channel.js'
 import { keyPrefixOf } from '../../redis/keys.js'
 import type { EntryKeys } from './keys.js'
 import { getOne, promisedRead, type FreshRead, type FreshReader } from './fresh-reads.js'
+import { lookupFrom, type LookupReply } from './lookup-reply.js'
 import { RenewalBatch } from '../../redis/renewals.js'
 import { clusterKeyOf } from '../../redis/batches.js'
 import { execWithReplicaWait, type ReplicaWait } from '../../redis/replicas.js'
@@ -248,23 +249,43 @@ export class RedisStore {
         else this.releaseAbandoned(keys, owner)
       }
       throw error
-    })) as [Buffer, Buffer, Buffer, Buffer, number, number, number, number, number, number, Buffer, Buffer, Buffer]
-    const serverNow = Number(String(reply[10]))
-    this.clock.observe(serverNow, sentAt, performance.now())
-    const [state, lock, lockArg, data, freshMs, graceMs, fallbackMs, loadMs, corrupt, ttlMs, , version, fence] = reply
-    return {
-      state: String(state) as Lookup['state'],
-      lock: String(lock) as Lookup['lock'],
-      lockArg: String(lockArg),
-      data,
-      life: { freshMs, graceMs, fallbackMs, loadMs, ttlMs: ttlMs || freshMs },
-      corrupt: corrupt === 1,
-      version: String(version),
-      fence: String(fence),
-      acknowledged,
-      serverNow,
-      sentAt,
-    }
+    })) as LookupReply
+    const lookup = lookupFrom(reply, sentAt, acknowledged)
+    this.clock.observe(lookup.serverNow, sentAt, performance.now())
+    return lookup
+  }
+
+  /**
+   * get-or-lock in mode 'read' for `entries` of one slot, in one get-or-lock-many.lua call
+   * (getOrLoadMany): one `Lookup` per entry, in order. Sent and not answered: `onAbandoned`
+   * (each entry's lock may be taken yet, for its owner: the caller releases it once done).
+   */
+  async getOrLockMany(
+    entries: readonly { keys: EntryKeys; owner: string }[],
+    leaseMs: number,
+    retentionMs: number,
+    onAbandoned: () => void,
+  ): Promise<Lookup[]> {
+    const keys = entries.flatMap(({ keys }) => [keys.entry, keys.lock, keys.fresh])
+    const args = [keys.length, ...keys, leaseMs, retentionMs, ...entries.map(({ owner }) => owner)]
+    let sent = false
+    let sentAt = performance.now()
+    const replies = (await this.call('getOrLockMany', keys[0], () => {
+      sent = true
+      sentAt = performance.now()
+      return this.client.stampedeGuardGetOrLockManyBuffer(...args)
+    }).catch((error: unknown) => {
+      if (sent) onAbandoned()
+      throw error
+    })) as LookupReply[]
+    const lookups = replies.map((reply) => lookupFrom(reply, sentAt))
+    if (lookups[0]) this.clock.observe(lookups[0].serverNow, sentAt, performance.now())
+    return lookups
+  }
+
+  /** The fresh copies of `freshKeys` (of one slot on a Cluster) in one MGET: what each read found, in order. */
+  readFreshMany(freshKeys: readonly string[]): Promise<FreshRead[]> {
+    return this.call('mget', freshKeys[0], () => this.client.mgetBuffer(...freshKeys))
   }
 
   /** Undoes, behind them, what lookups of `owner` that got no answer may still do (see abandoned.ts). */

@@ -7,7 +7,7 @@ import type { Broadcast, RedisStore } from './store.js'
  * The Redis names of one tag. All share the tag's own hash tag (one slot per tag, in
  * general not the slot of any entry it lists): every tag script touches only these.
  */
-interface TagKeys {
+export interface TagKeys {
   /** Set of the cache keys (as given to getOrLoad) stored with the tag since its last invalidation. */
   members: string
   /** String: server ms of the tag's last invalidation, kept for the longest a load may commit. */
@@ -17,7 +17,7 @@ interface TagKeys {
 }
 
 /** `<ns>:tag:{t:<tag>}` (or `{th:<sha256>}` for a tag with braces), plus `:keys`, `:at`, `:drain`. */
-function tagKeys(namespace: string, tag: string): TagKeys {
+export function tagKeys(namespace: string, tag: string): TagKeys {
   const base = `${namespace}:tag:${hashTag('t', 'th', tag)}`
   return { members: `${base}:keys`, at: `${base}:at`, drain: `${base}:drain` }
 }
