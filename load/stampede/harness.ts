@@ -30,6 +30,11 @@ import {
 import { getScenario, type Scenario, type ScenarioName } from './scenarios.js'
 import { runTraffic } from './traffic.js'
 import { zipfSampler } from './zipf.js'
+import { summarizePhases } from './report/phases.js'
+import { redisUsage, usageBetween, type RedisUsage } from './redis-usage.js'
+
+/** Scenarios whose runs time each miss's phases (load/stampede/app/miss-probe.ts): the many-keys one. */
+const PROBED_SCENARIOS: ReadonlySet<ScenarioName> = new Set<ScenarioName>(['zipf'])
 
 export interface LoadOptions {
   scenarios: ScenarioName[]
@@ -159,12 +164,15 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
           namespace,
           cache: cacheOptionsFor(mode, scenario.cache, redis.url !== undefined),
           dbLatencyMs: options.dbLatencyMs,
+          probe: PROBED_SCENARIOS.has(scenario.name),
         })
         events.onRunStart?.(scenario, mode)
         liveRunId = runId
         liveQueries = 0
 
         const pathFor = pathSampler(scenario)
+        const probed = PROBED_SCENARIOS.has(scenario.name) && redis.url !== undefined
+        const usageBefore: RedisUsage | undefined = probed ? await redisUsage(redis.url!) : undefined
         const trafficStart = absoluteNow()
         const timeline = scheduleTimeline(scenario, app, redis.privateServer)
         const ticker = setInterval(() => {
@@ -190,6 +198,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
         // Loads started in the last moments finish and are counted (they were counted at start anyway).
         await sleep(100)
         const collected = await app.collect(runId)
+        const server = usageBefore ? usageBetween(usageBefore, await redisUsage(redis.url!)) : undefined
         const per100ms = binsFromStart(collected.bins, trafficStart, scenario.durationMs)
         const dbQueries = per100ms.reduce((a, b) => a + b, 0)
         const result: ModeResult = {
@@ -205,6 +214,9 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
           staleShare: traffic.requests > 0 ? staleServedFrom(collected.stats) / traffic.requests : 0,
           oldestServedMs: collected.oldestServedMs,
           cacheStats: collected.stats,
+          ...(collected.probes.length > 0
+            ? { phases: summarizePhases(collected.probes, options.dbLatencyMs + scenario.cache.ttlMs, server) }
+            : {}),
         }
         modeResults.push(result)
         events.onRunEnd?.(scenario, result)

@@ -9,6 +9,7 @@ import { progressBar } from './report/progress.js'
 import { bold, dim } from '../shared/format.js'
 import { renderMarkdownTable, renderTable } from './report/table.js'
 import { renderTerminalChart } from './report/terminal-chart.js'
+import { renderPhases } from './report/phases.js'
 import { writeResults } from './report/results-file.js'
 import path from 'node:path'
 import { CONTENDERS } from './coupons/contenders.js'
@@ -64,6 +65,8 @@ async function main(): Promise<void> {
           )
           console.log(renderTable(scenario))
           console.log('')
+          const phases = renderPhases(scenario)
+          if (phases) console.log(`${phases}\n`)
           console.log(renderTerminalChart(scenario))
           console.log('')
         })
