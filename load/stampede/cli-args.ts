@@ -15,6 +15,7 @@ export interface CliOptions {
   workers: number
   dbLatencyMs: number
   timeScale: number
+  repeat: number
   connections: number | undefined
   noPrivateRedis: boolean
   writeFiles: boolean
@@ -36,6 +37,7 @@ export const USAGE = `Usage: npm run load -- [options]
   --workers N         app worker processes (default: 4)
   --db-latency MS     latency of one database query (default: 50)
   --time-scale X      multiply every scenario's duration (default: 1; 0.5 = half as long)
+  --repeat N          run the modes N times, interleaved and each round starting one mode later (default: 1)
   --connections N     override every scenario's number of connections
   --no-private-redis  never start a redis-server (in-process mode unless REDIS_URL is set)
   --no-files          do not write load/results/<timestamp>.json and the SVG charts
@@ -79,6 +81,7 @@ export function parseCliArgs(argv: string[]): CliOptions {
       workers: { type: 'string' },
       'db-latency': { type: 'string' },
       'time-scale': { type: 'string' },
+      repeat: { type: 'string' },
       connections: { type: 'string' },
       'no-private-redis': { type: 'boolean' },
       'no-files': { type: 'boolean' },
@@ -109,6 +112,7 @@ export function parseCliArgs(argv: string[]): CliOptions {
     workers: values.workers ? Math.round(positive(values.workers, 'workers')) : 4,
     dbLatencyMs: values['db-latency'] ? positive(values['db-latency'], 'db-latency', true) : 50,
     timeScale: values['time-scale'] ? positive(values['time-scale'], 'time-scale') : 1,
+    repeat: values.repeat ? Math.round(positive(values.repeat, 'repeat')) : 1,
     connections: values.connections ? Math.round(positive(values.connections, 'connections')) : undefined,
     noPrivateRedis: values['no-private-redis'] ?? false,
     writeFiles: !(values['no-files'] ?? false),

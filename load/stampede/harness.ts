@@ -43,6 +43,11 @@ export interface LoadOptions {
   dbLatencyMs: number
   /** Multiplies every scenario's run time (1 = as specified; tests use less). */
   timeScale: number
+  /**
+   * Runs the modes this many times over, interleaved (a, b, c, a, b, c…), one row each: on a
+   * shared machine a neighbour's burst then hurts every mode alike, and no mode is always first.
+   */
+  repeat?: number
   /** Use this Redis (REDIS_URL). Undefined: start a private one if redis-server exists, else in-process mode. */
   redisUrl: string | undefined
   /** Never start a redis-server, even if one is installed (forces in-process mode without redisUrl). */
@@ -154,7 +159,10 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
         continue
       }
       const modeResults: ModeResult[] = []
-      for (const mode of modes) {
+      const order = Array.from({ length: options.repeat ?? 1 }, (_, round) =>
+        modes.map((_, i) => modes[(i + round) % modes.length]!),
+      ).flat()
+      for (const mode of order) {
         const runId = `${scenario.name}-${mode}-${randomBytes(4).toString('hex')}`
         const namespace = `sg-load:${runId}`
         namespaces.push(namespace)

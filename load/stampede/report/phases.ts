@@ -114,9 +114,11 @@ export function summarizePhases(probes: ProbeReport[], windowMs: number, server?
 /** One block per probed mode: loads vs ideal, commands per request and per load, the phase percentiles. */
 export function renderPhases(scenario: ScenarioResult): string {
   const lines: string[] = []
+  const shown = new Set<string>()
   for (const mode of scenario.modes) {
     const s = mode.phases
-    if (!s) continue
+    if (!s || shown.has(mode.mode)) continue // repeated rounds: the first round's phases
+    shown.add(mode.mode)
     const ideal = s.idealLoads > 0 ? (mode.dbQueries / s.idealLoads).toFixed(2) : '—'
     const perLoad = (n: number) => (mode.dbQueries > 0 ? ((n * s.requests) / mode.dbQueries).toFixed(2) : '—')
     lines.push(
