@@ -33,8 +33,8 @@ import { zipfSampler } from './zipf.js'
 import { summarizePhases } from './report/phases.js'
 import { redisUsage, usageBetween, type RedisUsage } from './redis-usage.js'
 
-/** Scenarios whose runs time each miss's phases (load/stampede/app/miss-probe.ts): the many-keys one. */
-const PROBED_SCENARIOS: ReadonlySet<ScenarioName> = new Set<ScenarioName>(['zipf'])
+/** Scenarios whose runs time each miss's phases (load/stampede/app/miss-probe.ts): the many-keys one, or LOAD_PROBE=<list>. */
+const PROBED_SCENARIOS: ReadonlySet<string> = new Set(process.env.LOAD_PROBE?.split(',') ?? ['zipf'])
 
 export interface LoadOptions {
   scenarios: ScenarioName[]
