@@ -124,7 +124,7 @@ export function renderPhases(scenario: ScenarioResult): string {
     lines.push(
       `${mode.mode}: loads ${mode.dbQueries.toLocaleString('en-US')} / ideal ${s.idealLoads.toLocaleString('en-US')} = ${ideal}×; ` +
         `${s.requests.toLocaleString('en-US')} requests, ${s.flights.toLocaleString('en-US')} flights ` +
-        `(${s.flightsWithoutRedis.toLocaleString('en-US')} without Redis), wakes unmatched ${s.unmatchedWakes}`,
+        `(${s.flightsWithoutRedis.toLocaleString('en-US')} without Redis); ${s.unmatchedWakes} wakes with no commit answered in the 1 s before (a re-check that saw the value first)`,
     )
     lines.push(
       '  commands per request (per load): ' +
