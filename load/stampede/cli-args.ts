@@ -2,7 +2,7 @@
  * Command-line options of `npm run load` (and the subset `npm run demo` accepts).
  */
 import { parseArgs } from 'node:util'
-import { isModeName, MODE_NAMES, type ModeName } from './modes.js'
+import { DEFAULT_MODES, isModeName, MODE_NAMES, type ModeName } from './modes.js'
 import { isScenarioName, SCENARIO_NAMES, type ScenarioName } from './scenarios.js'
 
 export interface CliOptions {
@@ -15,6 +15,7 @@ export interface CliOptions {
   workers: number
   dbLatencyMs: number
   timeScale: number
+  repeat: number
   connections: number | undefined
   noPrivateRedis: boolean
   writeFiles: boolean
@@ -32,10 +33,11 @@ export const USAGE = `Usage: npm run load -- [options]
                       distributed-lock scenario (1,000 coupons, 1,200 users, 4 processes,
                       PostgreSQL at DATABASE_URL, default 127.0.0.1:5432/test)
   --contenders LIST   coupons only: which locks compete (default: all registered)
-  --modes LIST        comma-separated: ${MODE_NAMES.join(', ')} (default: all)
+  --modes LIST        comma-separated: ${MODE_NAMES.join(', ')} (default: ${DEFAULT_MODES.join(', ')})
   --workers N         app worker processes (default: 4)
   --db-latency MS     latency of one database query (default: 50)
   --time-scale X      multiply every scenario's duration (default: 1; 0.5 = half as long)
+  --repeat N          run the modes N times, interleaved and each round starting one mode later (default: 1)
   --connections N     override every scenario's number of connections
   --no-private-redis  never start a redis-server (in-process mode unless REDIS_URL is set)
   --no-files          do not write load/results/<timestamp>.json and the SVG charts
@@ -79,6 +81,7 @@ export function parseCliArgs(argv: string[]): CliOptions {
       workers: { type: 'string' },
       'db-latency': { type: 'string' },
       'time-scale': { type: 'string' },
+      repeat: { type: 'string' },
       connections: { type: 'string' },
       'no-private-redis': { type: 'boolean' },
       'no-files': { type: 'boolean' },
@@ -93,7 +96,7 @@ export function parseCliArgs(argv: string[]): CliOptions {
   const scenarioArg = httpScenarios?.join(',')
   const modeArg = values.modes ?? values.mode
   // Keep the modes in the canonical order whatever order they were given in: the table reads none → full.
-  const modes = modeArg ? list(modeArg, MODE_NAMES, isModeName, 'mode') : [...MODE_NAMES]
+  const modes = modeArg ? list(modeArg, MODE_NAMES, isModeName, 'mode') : [...DEFAULT_MODES]
   return {
     scenarios: scenarioArg
       ? list(scenarioArg, SCENARIO_NAMES, isScenarioName, 'scenario')
@@ -109,6 +112,7 @@ export function parseCliArgs(argv: string[]): CliOptions {
     workers: values.workers ? Math.round(positive(values.workers, 'workers')) : 4,
     dbLatencyMs: values['db-latency'] ? positive(values['db-latency'], 'db-latency', true) : 50,
     timeScale: values['time-scale'] ? positive(values['time-scale'], 'time-scale') : 1,
+    repeat: values.repeat ? Math.round(positive(values.repeat, 'repeat')) : 1,
     connections: values.connections ? Math.round(positive(values.connections, 'connections')) : undefined,
     noPrivateRedis: values['no-private-redis'] ?? false,
     writeFiles: !(values['no-files'] ?? false),

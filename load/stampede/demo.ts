@@ -8,7 +8,7 @@
 import path from 'node:path'
 import { runLoad } from './harness.js'
 import { sourceKindFromEnv } from './db/source.js'
-import { MODE_DESCRIPTIONS, MODE_NAMES } from './modes.js'
+import { DEFAULT_MODES, MODE_DESCRIPTIONS } from './modes.js'
 import { findRedisServer } from '../shared/redis-server.js'
 import { getScenario, type ScenarioName } from './scenarios.js'
 import { bold, dim } from '../shared/format.js'
@@ -61,7 +61,7 @@ else {
 console.log(`  autocannon as the clients, on 127.0.0.1 only`)
 console.log('')
 console.log(bold('Four ways to serve the same requests, one after the other:'))
-for (const mode of MODE_NAMES) {
+for (const mode of DEFAULT_MODES) {
   if (mode === 'naive' && !sharedRedis) continue
   console.log(`  ${mode.padEnd(6)} ${MODE_DESCRIPTIONS[mode]}`)
 }
@@ -82,7 +82,7 @@ const progress = progressBar()
 let index = 0
 const results = await runLoad({
   scenarios: SCENARIOS,
-  modes: [...MODE_NAMES],
+  modes: [...DEFAULT_MODES],
   workers: WORKERS,
   dbLatencyMs: DB_LATENCY_MS,
   timeScale: TIME_SCALE,

@@ -30,6 +30,11 @@ import {
 import { getScenario, type Scenario, type ScenarioName } from './scenarios.js'
 import { runTraffic } from './traffic.js'
 import { zipfSampler } from './zipf.js'
+import { summarizePhases } from './report/phases.js'
+import { redisUsage, usageBetween, type RedisUsage } from './redis-usage.js'
+
+/** Scenarios whose runs time each miss's phases (load/stampede/app/miss-probe.ts): the many-keys one, or LOAD_PROBE=<list>. */
+const PROBED_SCENARIOS: ReadonlySet<string> = new Set(process.env.LOAD_PROBE?.split(',') ?? ['zipf'])
 
 export interface LoadOptions {
   scenarios: ScenarioName[]
@@ -38,6 +43,11 @@ export interface LoadOptions {
   dbLatencyMs: number
   /** Multiplies every scenario's run time (1 = as specified; tests use less). */
   timeScale: number
+  /**
+   * Runs the modes this many times over, interleaved (a, b, c, a, b, c…), one row each: on a
+   * shared machine a neighbour's burst then hurts every mode alike, and no mode is always first.
+   */
+  repeat?: number
   /** Use this Redis (REDIS_URL). Undefined: start a private one if redis-server exists, else in-process mode. */
   redisUrl: string | undefined
   /** Never start a redis-server, even if one is installed (forces in-process mode without redisUrl). */
@@ -149,7 +159,10 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
         continue
       }
       const modeResults: ModeResult[] = []
-      for (const mode of modes) {
+      const order = Array.from({ length: options.repeat ?? 1 }, (_, round) =>
+        modes.map((_, i) => modes[(i + round) % modes.length]!),
+      ).flat()
+      for (const mode of order) {
         const runId = `${scenario.name}-${mode}-${randomBytes(4).toString('hex')}`
         const namespace = `sg-load:${runId}`
         namespaces.push(namespace)
@@ -159,12 +172,15 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
           namespace,
           cache: cacheOptionsFor(mode, scenario.cache, redis.url !== undefined),
           dbLatencyMs: options.dbLatencyMs,
+          probe: PROBED_SCENARIOS.has(scenario.name),
         })
         events.onRunStart?.(scenario, mode)
         liveRunId = runId
         liveQueries = 0
 
         const pathFor = pathSampler(scenario)
+        const probed = PROBED_SCENARIOS.has(scenario.name) && redis.url !== undefined
+        const usageBefore: RedisUsage | undefined = probed ? await redisUsage(redis.url!) : undefined
         const trafficStart = absoluteNow()
         const timeline = scheduleTimeline(scenario, app, redis.privateServer)
         const ticker = setInterval(() => {
@@ -190,6 +206,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
         // Loads started in the last moments finish and are counted (they were counted at start anyway).
         await sleep(100)
         const collected = await app.collect(runId)
+        const server = usageBefore ? usageBetween(usageBefore, await redisUsage(redis.url!)) : undefined
         const per100ms = binsFromStart(collected.bins, trafficStart, scenario.durationMs)
         const dbQueries = per100ms.reduce((a, b) => a + b, 0)
         const result: ModeResult = {
@@ -205,6 +222,9 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
           staleShare: traffic.requests > 0 ? staleServedFrom(collected.stats) / traffic.requests : 0,
           oldestServedMs: collected.oldestServedMs,
           cacheStats: collected.stats,
+          ...(collected.probes.length > 0
+            ? { phases: summarizePhases(collected.probes, options.dbLatencyMs + scenario.cache.ttlMs, server) }
+            : {}),
         }
         modeResults.push(result)
         events.onRunEnd?.(scenario, result)

@@ -12,18 +12,22 @@ export interface ModeCacheOptions {
   l1: boolean
 }
 
-export const MODE_NAMES = ['none', 'naive', 'lock', 'full'] as const
+export const MODE_NAMES = ['none', 'naive', 'spinlock', 'lock', 'full'] as const
 export type ModeName = (typeof MODE_NAMES)[number]
+/** What runs when no `--modes` is given: the spin lock is a baseline asked for by name. */
+export const DEFAULT_MODES: readonly ModeName[] = ['none', 'naive', 'lock', 'full']
 
 export const MODE_DESCRIPTIONS: Record<ModeName, string> = {
   none: 'no cache: every request queries the database',
   naive: 'GET/SET read-through cache in Redis, no lock (what most apps start with)',
+  spinlock:
+    'the seed spin lock: GET, else SET NX PX + token, load, SET, Lua compare-and-delete; busy = sleep 100 ms and retry; no L1',
   lock: 'stampede-guard, lock only: one loader per miss across all processes; no stale, no early refresh, no L1 (with Redis)',
   full: 'stampede-guard, everything on: lock + stale-while-revalidate + early refresh + stale-if-error + L1',
 }
 
 /** Modes that need Redis (naive stores in Redis; the others can run in-process). */
-export const NEEDS_REDIS: ReadonlySet<ModeName> = new Set<ModeName>(['naive'])
+export const NEEDS_REDIS: ReadonlySet<ModeName> = new Set<ModeName>(['naive', 'spinlock'])
 
 export function isModeName(value: string): value is ModeName {
   return (MODE_NAMES as readonly string[]).includes(value)

@@ -7,6 +7,7 @@ import { BIN_MS, type QueryBins } from './app/protocol.js'
 import type { ModeName } from './modes.js'
 import type { ScenarioName } from './scenarios.js'
 import type { TrafficResult } from './traffic.js'
+import type { PhaseSummary } from './report/phases.js'
 
 export interface ModeResult {
   mode: ModeName
@@ -29,6 +30,8 @@ export interface ModeResult {
   oldestServedMs: number
   /** stampede-guard's counters summed over all workers, as reported by cache.stats(). */
   cacheStats: Record<string, number>
+  /** Per-phase timings and command counts of a probed run (the zipf scenario's). */
+  phases?: PhaseSummary
 }
 
 export interface ScenarioResult {

@@ -9,6 +9,8 @@ import { progressBar } from './report/progress.js'
 import { bold, dim } from '../shared/format.js'
 import { renderMarkdownTable, renderTable } from './report/table.js'
 import { renderTerminalChart } from './report/terminal-chart.js'
+import { renderPhases } from './report/phases.js'
+import { renderRepeats } from './report/repeats.js'
 import { writeResults } from './report/results-file.js'
 import path from 'node:path'
 import { CONTENDERS } from './coupons/contenders.js'
@@ -40,6 +42,7 @@ async function main(): Promise<void> {
     workers: options.workers,
     dbLatencyMs: options.dbLatencyMs,
     timeScale: options.timeScale,
+    repeat: options.repeat,
     connections: options.connections,
     redisUrl: process.env.REDIS_URL || undefined,
     noPrivateRedis: options.noPrivateRedis,
@@ -64,6 +67,10 @@ async function main(): Promise<void> {
           )
           console.log(renderTable(scenario))
           console.log('')
+          const repeats = renderRepeats(scenario)
+          if (repeats) console.log(`${repeats}\n`)
+          const phases = renderPhases(scenario)
+          if (phases) console.log(`${phases}\n`)
           console.log(renderTerminalChart(scenario))
           console.log('')
         })

@@ -43,9 +43,13 @@ export class Resolver {
    */
   resolve(call: Call, notes: FlightNotes): Promise<Resolution> {
     const { core } = this
+    /** L1 held a copy whose ttl has passed (then Redis's fresh copy has ended too, unless reloaded elsewhere). */
+    let pastTtl = false
     if (core.memory) {
       const inMemory = core.memory.get(call.key)
-      if (fallbackValid(inMemory, performance.now())) notes.fallback = inMemory
+      const now = performance.now()
+      if (fallbackValid(inMemory, now)) notes.fallback = inMemory
+      pastTtl = inMemory !== undefined && now >= inMemory.freshUntil
     }
     const store = core.store
     if (!store) {
@@ -57,8 +61,11 @@ export class Resolver {
     // The first lookup is the fresh GET and, when it finds nothing, the script: joined
     // callers' waitTimeouts start once it answers (see withTimeouts in timeouts.ts).
     notes.lookingUp ??= true
-    // A forced refresh skips the fresh copy: it takes the lock even from a fresh value.
-    if (!store.clock.known() || call.force) return new RedisFlight(this, store, call, notes).run(undefined)
+    // A forced refresh skips the fresh copy: it takes the lock even from a fresh value. So does
+    // a call whose L1 copy is past its ttl: L1 never outlives Redis's copy, so the fresh GET
+    // finds nothing unless another process reloaded meanwhile, and the script answers that case
+    // too (state 'fresh', with the value): one round trip to the grace copy or the lock, not two.
+    if (!store.clock.known() || call.force || pastTtl) return new RedisFlight(this, store, call, notes).run(undefined)
     const outer = this // methods, not arrow properties: tsx names each arrow property it creates, per call
     return new Promise<Resolution>((resolve, reject) =>
       store.readFresh({

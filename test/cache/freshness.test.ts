@@ -3,6 +3,8 @@ import { createCache } from '../../src/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { sleep } from '../support/timing.js'
 import { cacheParts } from '../../src/cache/cache.js'
+import type { Redis } from 'ioredis'
+import { scriptFiles, scriptOf } from '../support/script-calls.js'
 
 /** How old a served value may be: no older than ttl + its load + a little, in every process (issue 8). */
 describe.skipIf(!redisAvailable)('no value outlives its ttl by more than a reload', () => {
@@ -31,6 +33,46 @@ describe.skipIf(!redisAvailable)('no value outlives its ttl by more than a reloa
     expect(await b.getOrLoadResult('k', async () => (bLoads++, 'b-load'))).toEqual({ value: 'new', outcome: 'hit' })
     expect(bLoads).toBe(0)
     expect(b.stats().stale).toBe(0)
+    await Promise.all([a.close(), b.close()])
+    ra.disconnect()
+    rb.disconnect()
+  })
+
+  it('an L1 copy past ttl costs one round trip: the get-or-lock script, with no GET of the fresh copy before it', async () => {
+    const r = server.client()
+    const a = createCache({ redis: r, ttl: 200, staleTtl: '30s', namespace: 'fr-trip', ttlJitter: 0 })
+    await a.ready()
+    await a.getOrLoad('k', async () => 'old')
+    await sleep(300) // past ttl, in grace: Redis's fresh copy has expired too
+    const sent = countSent(r)
+    let finish: ((value: string) => void) | undefined
+    const reload = () => new Promise<string>((resolve) => (finish = resolve))
+    expect(await a.getOrLoadResult('k', reload)).toEqual({ value: 'old', outcome: 'stale' }) // a reloads in the background
+    expect(sent).toEqual(['get-or-lock.lua']) // before: a GET of the fresh copy (a miss), then the script
+    for (let i = 0; i < 200 && !finish; i++) await sleep(5)
+    finish!('new')
+    for (let i = 0; i < 200 && (await a.getOrLoad('k', reload)) !== 'new'; i++) await sleep(10)
+    expect(await a.getOrLoad('k', reload)).toBe('new')
+    await a.close()
+    r.disconnect()
+  })
+
+  it('an L1 copy past ttl whose key another process reloaded meanwhile: the script answers the fresh value, a hit', async () => {
+    const [ra, rb] = [server.client(), server.client()]
+    const options = { ttl: 200, staleTtl: '30s', namespace: 'fr-trip2', ttlJitter: 0 }
+    const a = createCache({ redis: ra, ...options })
+    const b = createCache({ redis: rb, ...options, earlyRefresh: false })
+    await Promise.all([a.ready(), b.ready()])
+    await a.getOrLoad('k', async () => 'old')
+    await b.getOrLoad('k', async () => 'unused')
+    await sleep(300)
+    await a.getOrLoad('k', async () => 'new') // stale; a reloads in the background
+    for (let i = 0; i < 200 && (await ra.exists('fr-trip2:{k:k}:v')) === 0; i++) await sleep(10)
+    const sent = countSent(rb)
+    expect(await b.getOrLoadResult('k', async () => 'b-load')).toEqual({ value: 'new', outcome: 'hit' })
+    expect(sent).toEqual(['get-or-lock.lua'])
+    expect(await b.getOrLoadResult('k', async () => 'b-load')).toEqual({ value: 'new', outcome: 'hit' }) // from L1 now
+    expect(sent).toEqual(['get-or-lock.lua'])
     await Promise.all([a.close(), b.close()])
     ra.disconnect()
     rb.disconnect()
@@ -92,3 +134,15 @@ describe.skipIf(!redisAvailable)('no value outlives its ttl by more than a reloa
     redis.disconnect()
   })
 })
+
+/** What `client` sends from now on: each command's name, a script by its file. */
+function countSent(client: Redis): string[] {
+  const files = scriptFiles()
+  const sent: string[] = []
+  const send = client.sendCommand.bind(client)
+  client.sendCommand = ((command: { name: string; args: unknown[] }, ...rest: unknown[]) => {
+    sent.push(scriptOf(command, files) ?? command.name.toLowerCase())
+    return (send as (...a: unknown[]) => unknown)(command, ...rest)
+  }) as typeof client.sendCommand
+  return sent
+}

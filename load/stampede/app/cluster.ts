@@ -5,6 +5,7 @@
 import { fileURLToPath } from 'node:url'
 import { forkTs } from '../../shared/fork-ts.js'
 import type { SourceKind } from '../db/source.js'
+import type { ProbeReport } from './miss-probe.js'
 import type { HarnessToPrimary, PrimaryToHarness, QueryBins, RunConfig } from './protocol.js'
 
 export interface AppClusterOptions {
@@ -24,6 +25,8 @@ export interface Collected {
   stats: Record<string, number>
   /** Age of the oldest value any worker answered with (ms since the database read it). */
   oldestServedMs: number
+  /** One per worker, when the run was probed. */
+  probes: ProbeReport[]
 }
 
 export interface AppCluster {
@@ -133,8 +136,8 @@ export async function startAppCluster(options: AppClusterOptions): Promise<AppCl
     async collect(runId) {
       const done = next('collected', runId, 15_000)
       send({ type: 'collect', runId })
-      const { bins, failedQueries, stats, oldestServedMs } = await done
-      return { bins, failedQueries, stats, oldestServedMs }
+      const { bins, failedQueries, stats, oldestServedMs, probes } = await done
+      return { bins, failedQueries, stats, oldestServedMs, probes }
     },
     onQueries(listener) {
       queryListeners.push(listener)

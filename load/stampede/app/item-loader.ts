@@ -5,8 +5,10 @@
  */
 import type { Redis } from 'ioredis'
 import { NaiveCache } from '../naive-cache.js'
+import { SpinLockCache } from '../../wakeup/spin-lock-cache.js'
 import type { Item } from '../db/source.js'
 import { isModeName } from '../modes.js'
+import type { MissProbe } from './miss-probe.js'
 import type { RunConfig } from './protocol.js'
 
 export interface ItemLoader {
@@ -23,6 +25,8 @@ export interface ItemLoaderDeps {
   redis: Redis | undefined
   /** Client for the naive baseline (fails fast when Redis is down, as a hand-written cache would). */
   naiveRedis: () => Redis
+  /** Told when a wait on another process's load ends with its value (the wake-up phase). */
+  probe?: MissProbe
 }
 
 export async function createItemLoader(run: RunConfig, deps: ItemLoaderDeps): Promise<ItemLoader> {
@@ -37,6 +41,16 @@ export async function createItemLoader(run: RunConfig, deps: ItemLoaderDeps): Pr
       const naive = new NaiveCache(deps.naiveRedis(), run.namespace, run.cache.ttl)
       return {
         get: (id) => naive.getOrLoad(String(id), () => queryDatabase(id)),
+        stats: () => ({}),
+        close: async () => {},
+      }
+    }
+
+    case 'spinlock': {
+      // The seed's design: no L1, lease 5 s, 100 ms sleep between tries, its 50-retry limit (5 s).
+      const spin = new SpinLockCache(deps.naiveRedis(), run.cache.ttl, 100, 5_000, 50)
+      return {
+        get: (id) => spin.getOrLoad(`${run.namespace}:${id}`, () => queryDatabase(id)),
         stats: () => ({}),
         close: async () => {},
       }
@@ -57,6 +71,8 @@ export async function createItemLoader(run: RunConfig, deps: ItemLoaderDeps): Pr
         earlyRefresh: o.earlyRefresh,
         l1: o.l1 ? { max: 10_000 } : false,
       })
+      const { probe } = deps
+      if (probe) cache.on('waited', (wait) => wait.outcome === 'value' && probe.waitedForValue(wait.key))
       return {
         get: (id) => cache.getOrLoad(String(id), () => queryDatabase(id)),
         stats: () => numericFields(cache.stats()),

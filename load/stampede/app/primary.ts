@@ -16,6 +16,7 @@ import {
   type QueryBins,
   type WorkerToPrimary,
 } from './protocol.js'
+import type { ProbeReport } from './miss-probe.js'
 
 const workerCount = Number(process.env.LOAD_WORKERS ?? 4)
 let shuttingDown = false
@@ -24,7 +25,12 @@ function toHarness(message: PrimaryToHarness): void {
   process.send?.(message)
 }
 
-cluster.setupPrimary({ exec: fileURLToPath(new URL('./worker.ts', import.meta.url)), execArgv: process.execArgv })
+// LOAD_CPU_PROF=<dir>: each worker writes a V8 CPU profile there when it exits (where a miss spends CPU).
+const profileDir = process.env.LOAD_CPU_PROF
+cluster.setupPrimary({
+  exec: fileURLToPath(new URL('./worker.ts', import.meta.url)),
+  execArgv: profileDir ? [...process.execArgv, '--cpu-prof', `--cpu-prof-dir=${profileDir}`] : process.execArgv,
+})
 
 const workers: Worker[] = []
 for (let i = 0; i < workerCount; i++) workers.push(cluster.fork(process.env))
@@ -91,13 +97,15 @@ process.on('message', (message: HarnessToPrimary) => {
         const stats: Record<string, number> = {}
         let failedQueries = 0
         let oldestServedMs = 0
+        const probes: ProbeReport[] = []
         for (const a of answers) {
+          if (a.probe) probes.push(a.probe)
           oldestServedMs = Math.max(oldestServedMs, a.oldestServedMs)
           mergeBins(bins, a.bins)
           mergeStats(stats, a.stats)
           failedQueries += a.failedQueries
         }
-        toHarness({ type: 'collected', runId: message.runId, bins, failedQueries, stats, oldestServedMs })
+        toHarness({ type: 'collected', runId: message.runId, bins, failedQueries, stats, oldestServedMs, probes })
       })
       break
     }
@@ -112,7 +120,7 @@ function shutdown(code: number): void {
   shuttingDown = true
   for (const w of workers) w.process.kill('SIGTERM')
   // Give workers a moment to go; then leave regardless (they also exit on disconnect).
-  setTimeout(() => process.exit(code), 500).unref()
+  setTimeout(() => process.exit(code), profileDir ? 10_000 : 500).unref()
   Promise.all(workers.map((w) => new Promise((r) => (w.isDead() ? r(null) : w.once('exit', r))))).then(() =>
     process.exit(code),
   )

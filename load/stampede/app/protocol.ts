@@ -7,6 +7,7 @@
  * is the harness's, so a run is described in one place (load/stampede/harness.ts).
  */
 import type { ModeCacheOptions } from '../modes.js'
+import type { ProbeReport } from './miss-probe.js'
 
 /** One (scenario, mode) run as the workers see it. */
 export interface RunConfig {
@@ -19,6 +20,8 @@ export interface RunConfig {
   cache: ModeCacheOptions
   /** Latency of one DB query in ms (built-in source: a timer; PostgreSQL: pg_sleep). */
   dbLatencyMs: number
+  /** Time each miss's phases and count its Redis commands (load/stampede/app/miss-probe.ts). */
+  probe?: boolean
 }
 
 /** Per-process DB query counts: 100 ms bins of absolute time (performance.timeOrigin + now). */
@@ -46,6 +49,8 @@ export type PrimaryToHarness =
       failedQueries: number
       stats: Record<string, number>
       oldestServedMs: number
+      /** One per worker, when the run was probed. */
+      probes: ProbeReport[]
     }
   | { type: 'fatal'; message: string }
 
@@ -63,6 +68,7 @@ export type WorkerToPrimary =
       failedQueries: number
       stats: Record<string, number>
       oldestServedMs: number
+      probe?: ProbeReport
     }
   | { type: 'fatal'; message: string }
 

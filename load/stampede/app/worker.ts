@@ -14,6 +14,7 @@ import { QueryCounter } from '../db/query-counter.js'
 import { SlowSource } from '../db/slow-source.js'
 import { ITEM_COUNT, type Item, type ItemSource, type SourceKind } from '../db/source.js'
 import { createItemLoader, type ItemLoader } from './item-loader.js'
+import { MissProbe } from './miss-probe.js'
 import type { PrimaryToWorker, RunConfig, WorkerToPrimary } from './protocol.js'
 
 const redisUrl = process.env.LOAD_REDIS_URL || undefined
@@ -33,6 +34,9 @@ const latency = () => run?.dbLatencyMs ?? 0
 const baseSource: ItemSource =
   sourceKind.kind === 'postgres' ? new PostgresSource(sourceKind.url, latency) : new SlowSource(latency)
 const database = new FaultInjectingSource(baseSource)
+/** Off unless the run asks for it (RunConfig.probe): then every Redis command of this process is counted and timed. */
+const probe = new MissProbe()
+probe.install()
 
 // stampede-guard gets a default client: its own command timeouts and circuit breaker decide.
 const redis = redisUrl ? new Redis(redisUrl) : undefined
@@ -54,10 +58,19 @@ redis?.on('error', () => {})
 function queryDatabase(id: number): Promise<Item> {
   const runCounter = counter
   runCounter.recordQuery()
-  return database.load(id).catch((err: unknown) => {
-    runCounter.recordFailure()
-    throw err
-  })
+  const item = String(id)
+  const startedAt = probe.loaderStarted(item)
+  return database.load(id).then(
+    (loaded) => {
+      probe.loaderEnded(item, startedAt)
+      return loaded
+    },
+    (err: unknown) => {
+      probe.loaderEnded(item, startedAt)
+      runCounter.recordFailure()
+      throw err
+    },
+  )
 }
 
 /** LOAD_ITEM_LOADER: another module's `createItemLoader`, with modes of its own (load/compare/); imported before listening. */
@@ -74,7 +87,9 @@ async function configure(next: RunConfig): Promise<void> {
   run = next
   oldestServedMs = 0
   counter = new QueryCounter(next.runId)
-  loader = await createLoader(next, { queryDatabase, redis, naiveRedis: getNaiveRedis })
+  probe.active = false
+  loader = await createLoader(next, { queryDatabase, redis, naiveRedis: getNaiveRedis, probe })
+  if (next.probe) probe.start()
   send({ type: 'configured', runId: next.runId })
 }
 
@@ -97,6 +112,7 @@ process.on('message', (message: PrimaryToWorker) => {
         failedQueries,
         stats: loader?.stats() ?? {},
         oldestServedMs,
+        ...(run?.probe ? { probe: probe.take() } : {}),
       })
       break
     }
@@ -123,12 +139,15 @@ app.get('/item/:id', async (req, res) => {
     res.status(503).json({ error: 'not configured yet' })
     return
   }
+  probe.requestStarted(req.params.id)
   try {
     const item = await loader.get(id)
     oldestServedMs = Math.max(oldestServedMs, Date.now() - item.loadedAt)
     res.json(item)
   } catch (err) {
     res.status(503).json({ error: err instanceof Error ? err.message : String(err) })
+  } finally {
+    probe.requestEnded(req.params.id)
   }
 })
 
@@ -142,3 +161,5 @@ server.keepAliveTimeout = 60_000
 
 // If the primary goes away, so do we (no orphaned workers holding the port).
 process.on('disconnect', () => process.exit(0))
+// Profiled (LOAD_CPU_PROF, see primary.ts): leave by exit() on the primary's SIGTERM, so V8 writes the profile.
+if (process.env.LOAD_CPU_PROF) process.on('SIGTERM', () => process.exit(0))

@@ -8,8 +8,8 @@ import type { ScenarioResult } from '../results.js'
 import { chartData } from './series.js'
 
 /** Same colors as the terminal chart's lines. */
-const MODE_DOMAIN = ['none', 'naive', 'lock', 'full']
-const MODE_RANGE = ['#d62728', '#e6a700', '#1f77b4', '#2ca02c']
+const MODE_DOMAIN = ['none', 'naive', 'spinlock', 'lock', 'full']
+const MODE_RANGE = ['#d62728', '#e6a700', '#9467bd', '#1f77b4', '#2ca02c']
 
 export async function renderSvgChart(scenario: ScenarioResult, subtitle: string): Promise<string> {
   const data = chartData(scenario, 100)

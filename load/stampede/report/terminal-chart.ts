@@ -14,6 +14,7 @@ import { useColor } from '../../shared/format.js'
 export const MODE_COLORS: Record<ModeName, string> = {
   none: asciichart.red,
   naive: asciichart.yellow,
+  spinlock: asciichart.magenta,
   lock: asciichart.blue,
   full: asciichart.green,
 }
