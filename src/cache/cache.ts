@@ -1,23 +1,18 @@
-import { LoadContext, type Loader } from '../context.js'
-import { storedSize } from '../stored-value.js'
-import { entryFrom } from '../entry.js'
-import { CacheClosedError, InvalidArgumentError } from '../errors.js'
+import type { Loader } from '../context.js'
 import type { CacheEventName, CacheEvents, CacheStats } from '../events.js'
 import { LOAD_SCOPE, type LoadScope } from './load-scope.js'
 import type { CacheOptions, CallOptions, PolicyOptions } from '../options.js'
-import { entryKeys } from './redis/keys.js'
-import { checkTags } from '../tag.js'
 import { Answers } from './answers.js'
 import type { Flight } from '../memory/single-flight.js'
-import { NEVER_ABORTED, type Call, type FlightNotes, type LoadResult, type Resolution } from './call.js'
+import { type Call, type FlightNotes, type LoadResult, type Resolution } from './call.js'
 import { CacheCore } from './core.js'
 import { LoadLeader } from './lead.js'
 import { Refresher } from './refresh.js'
 import { peek } from './peek.js'
 import { Resolver } from './resolve.js'
-import { commitTagged, invalidateTags } from './tags.js'
 import { CallerTimeouts } from './timeouts.js'
 import { wrapFunction, type WrapOptions, type Wrapped } from './wrap.js'
+import { deleteByTags, setValue } from './writes.js'
 import type { Cluster, Redis } from 'ioredis'
 import type { DeleteOptions } from '../options.js'
 import { Deletes, type DeleteOutcome } from './delete-outbox.js'
@@ -221,46 +216,8 @@ export class Cache {
    * when Redis is unavailable (`RedisUnavailableError`). With `tags`, it is stored under
    * them as a load would be (docs/tags.md), unless one was invalidated since this call began.
    */
-  async set<V>(key: string, value: V, options?: CallOptions): Promise<void> {
-    const core = this.#core
-    const call = core.call(key, () => value, options)
-    // A tagged value set now predates an invalidation after this (undefined: the clock is not measured yet).
-    const [startedAt, startedLocal] = [core.store?.clock.now(), performance.now()]
-    if (value === undefined)
-      throw new InvalidArgumentError('value', 'undefined cannot be stored; use null for "nothing"')
-    const data = core.entries.encode(key, value)
-    core.forget(key)
-    const epoch = core.deletions // a delete() while we write must win over this value in L1
-    const life = core.jittered(new LoadContext(key, NEVER_ABORTED, undefined, call.policy).lifetimes(0))
-    let version: string | undefined
-    const writtenFrom = performance.now() // L1's copy lives no longer than Redis's, which counts from when the write ran
-    if (core.store) {
-      const keys = entryKeys(core.settings.namespace, key)
-      const request = { lockValue: '', token: '', data, ...life }
-      // Announced with this tick's other invalidations once written, not by the commit itself.
-      const announced = { ...core.forgetMessage(key), afterWrite: true }
-      core.invalidations!.sendPending() // deletes called before this set() run before its commit
-      if (call.tags) {
-        const outcome = await commitTagged(
-          core.store,
-          core.tagStore!,
-          keys,
-          key,
-          request,
-          this.#leader.tagged(call.tags, startedAt, startedLocal),
-          announced,
-          core.retentionMs,
-        )
-        if (outcome.version === undefined) return void this.#leader.notStored(key, undefined, outcome.refused)
-        version = outcome.version
-      } else {
-        version = await core.store.commit(keys, request, announced, core.retentionMs)
-      }
-      if (version === undefined) return
-      await core.invalidations!.announce(key) // the write is done: other processes drop their copy
-    }
-    if (core.deletions === epoch)
-      core.rememberTagged({ ...call, epoch }, entryFrom(value, life, writtenFrom, version, storedSize(data)), call.tags)
+  set<V>(key: string, value: V, options?: CallOptions): Promise<void> {
+    return setValue(this.#core, this.#leader, key, value, options)
   }
 
   /**
@@ -275,21 +232,8 @@ export class Cache {
   }
 
   /** `deleteByTag` for several tags at once (each tag on its own slot; the tags marked invalidated in parallel, then their members deleted). */
-  async deleteByTags(tags: readonly string[]): Promise<void> {
-    const core = this.#core
-    if (core.closed) throw new CacheClosedError()
-    const checked = checkTags(tags, 'tags')
-    for (const tag of checked) core.forgetTag(tag, 'process')
-    const store = core.store
-    if (!store) return
-    const how = {
-      namespace: core.settings.namespace,
-      id: core.id,
-      retentionMs: core.retentionMs,
-      forget: (key: string) => core.forget(key),
-      invalidate: (key: string) => core.invalidations!.invalidate(entryKeys(core.settings.namespace, key)),
-    }
-    await invalidateTags(store, core.tagStore!, checked, how)
+  deleteByTags(tags: readonly string[]): Promise<void> {
+    return deleteByTags(this.#core, tags)
   }
 
   /**
