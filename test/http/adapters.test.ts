@@ -82,6 +82,9 @@ describe.skipIf(!redisAvailable)('adapters beyond the table', () => {
       ])
       await app.inject({ url: '/cached', headers: { host: HOST } })
       expect((await app.inject({ url: '/cached', headers: { host: HOST } })).headers['x-cache']).toBe('HIT')
+      // Fastify's own HEAD route of a config.cache: true GET is served from the GET entry too.
+      const head = await app.inject({ method: 'HEAD', url: '/cached', headers: { host: HOST } })
+      expect([head.headers['x-cache'], head.headers['content-length'], head.body]).toEqual(['HIT', '9', ''])
       await app.close()
 
       const bad = Fastify()
