@@ -202,18 +202,8 @@ export function resolveSettings(options: CacheOptions): Settings {
   const ttlJitter = options.ttlJitter ?? 0.05
   if (typeof ttlJitter !== 'number' || !(ttlJitter >= 0 && ttlJitter < 1))
     throw new InvalidArgumentError('ttlJitter', `must be a fraction in [0, 1), got ${String(ttlJitter)}`)
-  const codec = options.codec ?? jsonCodec
-  if (typeof codec?.encode !== 'function' || typeof codec?.decode !== 'function') {
-    throw new InvalidArgumentError('codec', 'must have encode(value) and decode(text) functions')
-  }
   const maxValueBytes = positiveInteger('maxValueBytes', options.maxValueBytes ?? DEFAULT_MAX_VALUE_BYTES)
-  let format: ValueFormat
-  try {
-    format = valueFormat(codec, resolveCompression(options.compression), maxValueBytes)
-  } catch (error) {
-    if (error instanceof InvalidArgumentError) throw error
-    throw new InvalidArgumentError('codec', (error as Error).message)
-  }
+  const { codec, format } = resolveFormat(options, maxValueBytes)
   const lease = parseDuration('lock.lease', lock.lease ?? 5_000)
   if (lease < 30) throw new InvalidArgumentError('lock.lease', `must be at least 30 ms, got ${lease}`)
   const maxHold = parseDuration('lock.maxHold', lock.maxHold ?? 60_000)
@@ -229,19 +219,7 @@ export function resolveSettings(options: CacheOptions): Settings {
   return {
     namespace,
     policy: resolvePolicy(undefined, options),
-    l1:
-      l1 === false
-        ? false
-        : {
-            max: positiveInteger('l1.max', l1.max ?? 10_000),
-            maxBytes: positiveInteger('l1.maxBytes', l1.maxBytes ?? DEFAULT_L1_MAX_BYTES),
-            maxTtl:
-              l1.maxTtl === undefined
-                ? DEFAULT_L1_MAX_TTL_MS
-                : l1.maxTtl === Infinity
-                  ? Infinity
-                  : parseDuration('l1.maxTtl', l1.maxTtl),
-          },
+    l1: l1 === false ? false : resolveL1(l1),
     lock: {
       lease,
       maxHold,
@@ -276,6 +254,36 @@ export function resolveSettings(options: CacheOptions): Settings {
       true,
     ),
     loaderConcurrency: parseLoaderConcurrency(options),
+  }
+}
+
+/** `codec` and `compression`: how values are stored (stored-value.ts). */
+function resolveFormat(
+  options: CacheOptions,
+  maxValueBytes: number,
+): { codec: Settings['codec']; format: ValueFormat } {
+  const codec = options.codec ?? jsonCodec
+  if (typeof codec?.encode !== 'function' || typeof codec?.decode !== 'function') {
+    throw new InvalidArgumentError('codec', 'must have encode(value) and decode(text) functions')
+  }
+  try {
+    return { codec, format: valueFormat(codec, resolveCompression(options.compression), maxValueBytes) }
+  } catch (error) {
+    if (error instanceof InvalidArgumentError) throw error
+    throw new InvalidArgumentError('codec', (error as Error).message)
+  }
+}
+
+function resolveL1(l1: Exclude<CacheOptions['l1'], false | undefined>): Exclude<Settings['l1'], false> {
+  return {
+    max: positiveInteger('l1.max', l1.max ?? 10_000),
+    maxBytes: positiveInteger('l1.maxBytes', l1.maxBytes ?? DEFAULT_L1_MAX_BYTES),
+    maxTtl:
+      l1.maxTtl === undefined
+        ? DEFAULT_L1_MAX_TTL_MS
+        : l1.maxTtl === Infinity
+          ? Infinity
+          : parseDuration('l1.maxTtl', l1.maxTtl),
   }
 }
 

@@ -244,35 +244,14 @@ function checkedCount(argument: string, value: unknown): number {
   return value as number
 }
 
-/** Validates route options at `cacheRoute()` time; errors name the option. */
-export function resolveRouteOptions<Req>(options: RouteCacheOptions<Req>): RouteSettings<Req> {
+/** The checks that need no value resolved: an object, known names, `ttl` given, the right kinds. */
+function checkOptionShape<Req>(options: RouteCacheOptions<Req>): void {
   if (typeof options !== 'object' || options === null)
     throw new InvalidArgumentError('cacheRoute', 'needs an options object with at least { ttl }')
   for (const name of Object.keys(options)) {
     if (!KNOWN.has(name)) throw new InvalidArgumentError(`cacheRoute.${name}`, 'unknown option')
   }
   if (options.ttl === undefined) throw new InvalidArgumentError('cacheRoute.ttl', 'is required')
-  const ttl = parseDuration('cacheRoute.ttl', options.ttl)
-  const staleTtl =
-    options.staleTtl === undefined ? undefined : parseDuration('cacheRoute.staleTtl', options.staleTtl, true)
-
-  const statuses = options.statuses ?? DEFAULT_STATUSES
-  for (const status of statuses) {
-    // 501 is in RFC 9110's heuristically cacheable set (a method the resource will not
-    // implement); every other 5xx is a failure of the moment and is never stored.
-    if (!Number.isInteger(status) || status < 100 || status > 599 || (status >= 500 && status !== 501)) {
-      throw new InvalidArgumentError(
-        'cacheRoute.statuses',
-        `${status} cannot be cached (1xx-4xx and 501 only; other 5xx are never stored)`,
-      )
-    }
-  }
-  const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024
-  if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 0)
-    throw new InvalidArgumentError('cacheRoute.maxBodyBytes', `must be a non-negative integer, got ${maxBodyBytes}`)
-  const etag = options.etag ?? 'keep'
-  if (etag !== 'keep' && etag !== 'strong' && etag !== false)
-    throw new InvalidArgumentError('cacheRoute.etag', `must be 'keep', 'strong' or false, got ${JSON.stringify(etag)}`)
   if (options.captureBudget !== undefined && !(options.captureBudget instanceof CaptureBudget)) {
     throw new InvalidArgumentError('cacheRoute.captureBudget', 'must come from createCaptureBudget(bytes)')
   }
@@ -287,6 +266,35 @@ export function resolveRouteOptions<Req>(options: RouteCacheOptions<Req>): Route
     if (options[name] !== undefined && typeof options[name] !== 'function')
       throw new InvalidArgumentError(`cacheRoute.${name}`, 'must be a function')
   }
+}
+
+function checkedStatuses(statuses: readonly number[]): readonly number[] {
+  for (const status of statuses) {
+    // 501 is in RFC 9110's heuristically cacheable set (a method the resource will not
+    // implement); every other 5xx is a failure of the moment and is never stored.
+    if (!Number.isInteger(status) || status < 100 || status > 599 || (status >= 500 && status !== 501)) {
+      throw new InvalidArgumentError(
+        'cacheRoute.statuses',
+        `${status} cannot be cached (1xx-4xx and 501 only; other 5xx are never stored)`,
+      )
+    }
+  }
+  return statuses
+}
+
+/** Validates route options at `cacheRoute()` time; errors name the option. */
+export function resolveRouteOptions<Req>(options: RouteCacheOptions<Req>): RouteSettings<Req> {
+  checkOptionShape(options)
+  const ttl = parseDuration('cacheRoute.ttl', options.ttl)
+  const staleTtl =
+    options.staleTtl === undefined ? undefined : parseDuration('cacheRoute.staleTtl', options.staleTtl, true)
+  const statuses = checkedStatuses(options.statuses ?? DEFAULT_STATUSES)
+  const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024
+  if (!Number.isInteger(maxBodyBytes) || maxBodyBytes < 0)
+    throw new InvalidArgumentError('cacheRoute.maxBodyBytes', `must be a non-negative integer, got ${maxBodyBytes}`)
+  const etag = options.etag ?? 'keep'
+  if (etag !== 'keep' && etag !== 'strong' && etag !== false)
+    throw new InvalidArgumentError('cacheRoute.etag', `must be 'keep', 'strong' or false, got ${JSON.stringify(etag)}`)
 
   const varyOn = canonicalHeaderNames(options.varyOn ?? [])
   const allowAuthenticated = options.allowAuthenticated ?? false

@@ -90,42 +90,56 @@ export function classifyRequest<Req>(req: HttpRequest, raw: Req, settings: Route
   } else {
     // A write invalidates the URL whichever scheme it came in by, as its proxy sent it and bare.
     const forwarded = forwardedKeyPart(req, req.scheme)
-    if (!lookup) {
-      const keysOf = (pathAndQuery: string) => {
-        const bare = [urlKey('http', host, pathAndQuery), urlKey('https', host, pathAndQuery)]
-        return forwarded ? [...bare, ...bare.map((key) => key + forwarded)] : bare
-      }
-      const target = parseTarget(req.url)?.pathAndQuery ?? '/'
-      return {
-        action: 'invalidate',
-        keys: keysOf(target),
-        keysOf,
-        origin: { host, scheme: req.scheme, target },
-      }
-    }
-    // The default key trusts Host alone, so a request that claims another host is not
-    // allowed near the cache. A custom key function decides for itself.
-    if (hasForeignForwardedHost(req, host)) return { action: 'bypass', reason: 'forwarded-host' }
-    // The key lower-cases Host, but a handler sees it as sent: a Host in another case
-    // (browsers and proxies send it lower-cased) would store its spelling, or a redirect to
-    // the canonical spelling, for every client.
-    if (req.headers.host !== host) return { action: 'bypass', reason: 'host' }
-    // The scheme is keyed; one that is neither http nor https (a forged
-    // X-Forwarded-Proto, trust proxy on) could only be a poisoning attempt.
-    const scheme = req.scheme
-    if ((scheme !== 'http' && scheme !== 'https') || hasForeignForwardedProto(req, scheme))
-      return { action: 'bypass', reason: 'forwarded-proto' }
-    // An absolute-form target is keyed as its origin-form, so it must name this very
-    // scheme and Host; anything else (`*`, another authority) is not a URL we key.
-    const target = parseTarget(req.url)
-    if (!target || (target.absolute && (target.absolute.scheme !== scheme || target.absolute.authority !== host)))
-      return { action: 'bypass', reason: 'absolute-form' }
-    // Middleware before us rewrote the URL the router matched (X-Original-URL, an SPA
-    // fallback to /index.html): the response depends on what drove the rewrite.
-    if (req.rewritten === true) return { action: 'bypass', reason: 'rewritten' }
-    key = defaultUrlKey(req.url, host, scheme) + forwarded
+    if (!lookup) return invalidationOf(req, host, forwarded)
+    const found = defaultKey(req, host, forwarded)
+    if (typeof found !== 'string') return found
+    key = found
   }
+  return lookupVerdict(req, raw, settings, key)
+}
 
+/** An unsafe method's verdict: the URL's keys, for either scheme (as proxied and bare), to invalidate. */
+function invalidationOf(req: HttpRequest, host: string, forwarded: string): RequestVerdict {
+  const keysOf = (pathAndQuery: string) => {
+    const bare = [urlKey('http', host, pathAndQuery), urlKey('https', host, pathAndQuery)]
+    return forwarded ? [...bare, ...bare.map((key) => key + forwarded)] : bare
+  }
+  const target = parseTarget(req.url)?.pathAndQuery ?? '/'
+  return {
+    action: 'invalidate',
+    keys: keysOf(target),
+    keysOf,
+    origin: { host, scheme: req.scheme, target },
+  }
+}
+
+/** The default key of a GET or HEAD, or why it passes by (a request that could poison the entry). */
+function defaultKey(req: HttpRequest, host: string, forwarded: string): string | RequestVerdict {
+  // The default key trusts Host alone, so a request that claims another host is not
+  // allowed near the cache. A custom key function decides for itself.
+  if (hasForeignForwardedHost(req, host)) return { action: 'bypass', reason: 'forwarded-host' }
+  // The key lower-cases Host, but a handler sees it as sent: a Host in another case
+  // (browsers and proxies send it lower-cased) would store its spelling, or a redirect to
+  // the canonical spelling, for every client.
+  if (req.headers.host !== host) return { action: 'bypass', reason: 'host' }
+  // The scheme is keyed; one that is neither http nor https (a forged
+  // X-Forwarded-Proto, trust proxy on) could only be a poisoning attempt.
+  const scheme = req.scheme
+  if ((scheme !== 'http' && scheme !== 'https') || hasForeignForwardedProto(req, scheme))
+    return { action: 'bypass', reason: 'forwarded-proto' }
+  // An absolute-form target is keyed as its origin-form, so it must name this very
+  // scheme and Host; anything else (`*`, another authority) is not a URL we key.
+  const target = parseTarget(req.url)
+  if (!target || (target.absolute && (target.absolute.scheme !== scheme || target.absolute.authority !== host)))
+    return { action: 'bypass', reason: 'absolute-form' }
+  // Middleware before us rewrote the URL the router matched (X-Original-URL, an SPA
+  // fallback to /index.html): the response depends on what drove the rewrite.
+  if (req.rewritten === true) return { action: 'bypass', reason: 'rewritten' }
+  return defaultUrlKey(req.url, host, scheme) + forwarded
+}
+
+/** The checks on a GET or HEAD whose key is known: what it asks or carries decides whether it may be served from the cache. */
+function lookupVerdict<Req>(req: HttpRequest, raw: Req, settings: RouteSettings<Req>, key: string): RequestVerdict {
   // Only whole responses are stored, and a handler that would answer 206 (sendFile)
   // may produce one too large to store: a range request is its handler's business.
   if (req.headers.range !== undefined) return { action: 'bypass', reason: 'range' }
