@@ -33,6 +33,7 @@ interface RedisTiers {
   polls: PollScheduler
   probe: ServerProbe
   tagStore: TagStore
+  breaker: CircuitBreaker
 }
 
 /**
@@ -109,7 +110,8 @@ export class CacheCore {
           this.settings.namespace,
           cap.limit,
           cap.maxQueued,
-          lock.lease,
+          { leaseMs: lock.lease, commandTimeoutMs: this.settings.redisTimeout },
+          () => tiers.breaker.isOpen(),
           this.events,
         )
       // In the background, so the first burst of a fresh process does not wait on it.
@@ -163,7 +165,7 @@ export class CacheCore {
         if (message.slice(0, bar) !== this.id) this.forgetTag(message.slice(bar + 1), 'remote')
       })
     }
-    return { store, notifier, polls, probe, tagStore: new TagStore(client, store, namespace) }
+    return { store, notifier, polls, probe, tagStore: new TagStore(client, store, namespace), breaker: circuit }
   }
 
   // ── calls ─────────────────────────────────────────────────────────────────
