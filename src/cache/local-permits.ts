@@ -5,6 +5,9 @@
  * of its loads stand in the Redis line (the rest wait here, at no cost to Redis), and it is
  * the cap that still holds, per process, when Redis cannot be asked.
  */
+/** setTimeout's longest delay; a longer wait gives up after it (about 24 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1
+
 export class LocalPermits {
   private held = 0
   private readonly waiting: Array<(taken: boolean) => void> = []
@@ -41,11 +44,14 @@ export class LocalPermits {
         clearTimeout(timer)
         reject(signal.reason as Error)
       }
-      const timer = setTimeout(() => {
-        leave()
-        signal.removeEventListener('abort', onAbort)
-        resolve(false)
-      }, waitMs)
+      const timer = setTimeout(
+        () => {
+          leave()
+          signal.removeEventListener('abort', onAbort)
+          resolve(false)
+        },
+        Math.min(waitMs, MAX_TIMER_MS),
+      )
       signal.addEventListener('abort', onAbort, { once: true })
       this.waiting.push(settle)
     })
