@@ -282,12 +282,15 @@ export interface CacheOptions extends PolicyOptions {
    * A fleet-wide cap on loader runs, for a fragile database behind the cache: across every
    * process sharing this Redis and `namespace`, at most `limit` loaders run at once (a
    * counting semaphore in Redis, its permits leased for `lock.lease` and renewed while the
-   * loader runs). A load past the cap waits in one FIFO line for up to its callers'
-   * `waitTimeout`; then its callers get a stale value if they have one, else
+   * loader runs, behind a per-process semaphore of `limit`, so at most `limit` loads per
+   * process stand in the Redis line). A load past the cap waits in FIFO order for up to its
+   * callers' `waitTimeout`; then its callers get a stale value if they have one, else
    * `LoaderConcurrencyError`. It never runs its loader without a permit because of the cap
-   * (that is the stampede the cap is for). When Redis cannot be asked for a permit, the
-   * loader runs without one (a `redis-error` event): the cap then holds only per process.
-   * Needs Redis. Default `false` (off).
+   * (that is the stampede the cap is for). A permit command that times out (`redisTimeout`)
+   * is sent again within the wait: a slow Redis does not lift the cap. Only when Redis is
+   * unavailable (connection down, circuit breaker open) does a load run on its per-process
+   * permit alone (a `redis-error` event): at most `limit` per process then. Needs Redis.
+   * Default `false` (off).
    */
   loaderConcurrency?: LoaderConcurrencyOptions | false
   /**
@@ -305,8 +308,8 @@ export interface LoaderConcurrencyOptions {
   limit: number
   /**
    * Most loads one cache keeps waiting for a permit; past it a load does not wait (stale, else
-   * `LoaderConcurrencyError`). Each waiting load is one entry of the line in Redis and one
-   * heartbeat every lease/3. Default `10_000`.
+   * `LoaderConcurrencyError`). Waiting loads wait in this process (a closure and a timer
+   * each); at most `limit` of them stand in the Redis line at once. Default `10_000`.
    */
   maxQueued?: number
 }

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events'
 import type { Loader } from '../context.js'
 import type { Entry } from '../entry.js'
 import type { Deadlines } from '../deadlines.js'
@@ -71,6 +72,11 @@ export interface HeldEntryLock {
   serverAt?: number
 }
 
+/**
+ * The signal of loads that hold no lease. Many of them may wait on it at once (for a loader
+ * permit, each listening for an abort that never comes): no listener cap, so no warning.
+ */
 export const NEVER_ABORTED = new AbortController().signal
+setMaxListeners(0, NEVER_ABORTED)
 /** A channel message's kind, its first byte: 'c' commit, 'e' loader error, 'u' uncacheable (messages are Buffers). */
 export const messageKind = (message: Buffer): string => String.fromCharCode(message[0] ?? 0)

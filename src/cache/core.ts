@@ -35,6 +35,7 @@ interface RedisTiers {
   probe: ServerProbe
   tagStore: TagStore
   invalidations: InvalidationBatch
+  breaker: CircuitBreaker
 }
 
 /**
@@ -114,7 +115,8 @@ export class CacheCore {
           this.settings.namespace,
           cap.limit,
           cap.maxQueued,
-          lock.lease,
+          { leaseMs: lock.lease, commandTimeoutMs: this.settings.redisTimeout },
+          () => tiers.breaker.isOpen(),
           this.events,
         )
       // In the background, so the first burst of a fresh process does not wait on it.
@@ -167,7 +169,8 @@ export class CacheCore {
     }
     const channel = invalidationChannel(namespace)
     const invalidations = new InvalidationBatch(store, channel, this.id, this.retentionMs, store.clusterKeyOf)
-    return { store, notifier, polls, probe, tagStore: new TagStore(client, store, namespace), invalidations }
+    const tagStore = new TagStore(client, store, namespace)
+    return { store, notifier, polls, probe, tagStore, invalidations, breaker: circuit }
   }
 
   // ── calls ─────────────────────────────────────────────────────────────────

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { fallbackValid, type Entry } from '../entry.js'
-import { CacheClosedError, RedisUnavailableError, RemoteLoaderError } from '../errors.js'
+import { CacheClosedError, LoaderConcurrencyError, RedisUnavailableError, RemoteLoaderError } from '../errors.js'
 import type { FreshRead } from './redis/fresh-reads.js'
 import { entryKeys, freshKeyOf, type EntryKeys } from './redis/keys.js'
 import type { Lookup, LookupMode, RedisStore } from './redis/store.js'
@@ -8,6 +8,7 @@ import type { Answers } from './answers.js'
 import { type Call, type FlightNotes, type HeldEntryLock, type Resolution, messageKind } from './call.js'
 import type { CacheCore } from './core.js'
 import type { LoadLeader } from './lead.js'
+import { endedBeforeLoading } from './loader-permits.js'
 import type { Refresher } from './refresh.js'
 import { Wait } from './wait.js'
 import type { BatchedLookups, FirstLookup } from './batched-lookups.js'
@@ -291,7 +292,27 @@ class RedisFlight {
     core.events.emit('miss', { key: call.key })
     this.handedOff = true
     this.wait?.release() // a wait that ends in taking the lock is over: the load is not one
-    return await this.parts.leader.lead(call, lock, this.notes)
+    try {
+      return await this.parts.leader.lead(call, lock, this.notes)
+    } catch (error) {
+      if (!this.lostInLine(error)) throw error
+      // The lease ran out while the load waited for a loader permit: its loader never ran and
+      // the lock was given back ('r|'). Look up again, within the call's wait, rather than fail.
+      this.won = false
+      this.handedOff = false
+      this.wait = undefined
+      return undefined
+    }
+  }
+
+  /** A lead whose loader never ran because its lease ran out in line for a permit, with time left to re-check. */
+  private lostInLine(error: unknown): boolean {
+    return (
+      endedBeforeLoading(error) &&
+      !(error instanceof LoaderConcurrencyError) &&
+      !this.core.closed &&
+      performance.now() < this.failoverDeadline
+    )
   }
 
   private async refreshInGrace(lock: HeldEntryLock, stale: Entry): Promise<Resolution> {

@@ -2,6 +2,18 @@ import type { Cluster, Redis } from 'ioredis'
 import { RedisUnavailableError } from '../../errors.js'
 import { withTimeout } from '../../timers.js'
 
+/** Errors of commands that got no answer in time on a connected client (see `timedOut`). */
+const TIMED_OUT = new WeakSet<object>()
+
+/**
+ * Whether `error` is a `boundedRedisCall` that timed out: the connection was up but no
+ * answer came in time (a slow server or a starved process), which is not an outage.
+ * @internal
+ */
+export function timedOut(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && TIMED_OUT.has(error)
+}
+
 /** ioredis states in which a command would only sit in the offline queue. */
 const OFFLINE = new Set(['reconnecting', 'close', 'end'])
 
@@ -20,11 +32,11 @@ export async function boundedRedisCall<T>(
   if (OFFLINE.has(client.status))
     throw new RedisUnavailableError(`redis ${operation} skipped: connection is ${client.status}`)
   try {
-    return await withTimeout(
-      command(),
-      timeoutMs,
-      () => new RedisUnavailableError(`redis ${operation} timed out after ${timeoutMs} ms`),
-    )
+    return await withTimeout(command(), timeoutMs, () => {
+      const error = new RedisUnavailableError(`redis ${operation} timed out after ${timeoutMs} ms`)
+      TIMED_OUT.add(error)
+      return error
+    })
   } catch (error) {
     throw error instanceof RedisUnavailableError
       ? error
