@@ -1,10 +1,11 @@
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
-import { BodyBuffer } from './body-buffer.js'
-import { notModifiedHeaders } from './conditional.js'
-import type { CaptureBudget } from './capture-budget.js'
-import { HeaderMap, INVALID_REASON, withoutFields, type HeaderList, type HeaderValue } from './headers.js'
+import { BodyBuffer } from '../http/body-buffer.js'
+import { notModifiedHeaders } from '../http/conditional.js'
+import type { CaptureBudget } from '../http/capture-budget.js'
+import { HeaderMap, INVALID_REASON, withoutFields, type HeaderList, type HeaderValue } from '../http/headers.js'
 import { Interception, type AnyFunction, type MethodName } from './interception.js'
-import type { ResponseSnapshot } from './stored-response.js'
+import type { ResponseSnapshot } from '../http/stored-response.js'
+import type { CaptureEnd, ReleaseReason } from '../http/exchange.js'
 
 /**
  * Runs a handler's output into a buffer instead of the socket.
@@ -35,10 +36,7 @@ import type { ResponseSnapshot } from './stored-response.js'
  *   that one is flushed to its client exactly as produced, as it would be uncached.
  */
 
-export type ReleaseReason = 'too-large' | 'streamed' | 'timeout' | 'over-budget' | 'broken' | 'truncated'
-
-export type CaptureEnd =
-  { kind: 'complete'; response: ResponseSnapshot } | { kind: 'released'; reason: ReleaseReason; toClient: boolean }
+export type { CaptureEnd, ReleaseReason } from '../http/exchange.js'
 
 export interface CaptureOptions {
   /** Larger bodies are not buffered to the end. */

@@ -4,49 +4,47 @@ import type {
   ResponseLike as Response,
 } from './http-types.js'
 import type { Cache } from '../cache/cache.js'
-import { reducedAcceptEncoding } from './accept-encoding.js'
-import { currentAgeSeconds } from './age.js'
-import { cacheStatusValue, forwardOf, type CacheOutcome, type Forward } from './cache-status.js'
-import { ResponseCapture, type CaptureEnd } from './capture.js'
-import { isNotModified, type Validators } from './conditional.js'
-import { HeaderMap, type HeaderList } from './headers.js'
-import { routedTargets, sameRoutedUrl } from './key.js'
+import { reducedAcceptEncoding } from '../http/accept-encoding.js'
+import { currentAgeSeconds } from '../http/age.js'
+import { ResponseCapture } from './capture.js'
+import { isNotModified, type Validators } from '../http/conditional.js'
+import {
+  bypassHeaders,
+  statusHeaders,
+  type CaptureEnd,
+  type ExchangeNote,
+  type HttpExchange,
+  type RouteState,
+  type RunHandlerOptions,
+} from '../http/exchange.js'
+import { HeaderMap, type HeaderList } from '../http/headers.js'
+import { routedTargets, sameRoutedUrl } from './routing.js'
 import type { CallOptions } from '../options.js'
-import { requestCallOptions, type RouteSettings } from './options.js'
-import { replay, type CacheStatus, type Replayable } from './replay.js'
-import { forbiddenBy } from './response-policy.js'
-import { ownForm } from './stored-form.js'
-import type { ResponseSnapshot, StoredResponse } from './stored-response.js'
+import { requestCallOptions, type RouteSettings as EngineRouteSettings } from '../http/options.js'
+import type { CacheStatus, Replayable } from '../http/replay.js'
+import { replay } from './replay.js'
+import { forbiddenBy } from '../http/response-policy.js'
+import { ownForm } from '../http/stored-form.js'
+import type { StoredResponse } from '../http/stored-response.js'
 
-/** What one cacheRoute() learns while it serves, shared by its requests. */
-export interface RouteState {
-  /**
-   * A response judged storable went out with a Set-Cookie (or no-store, private,
-   * no-cache, Vary: *) that the handler chain did not set: middleware before cacheRoute
-   * adds it in an on-headers hook (express-session does), which runs only as the head
-   * goes out. A response whose head cannot go out before it is stored (a background
-   * refresh, a handler that finished after its client was answered stale) cannot show
-   * it, so on this route such responses are no longer stored.
-   */
-  upstreamForbidsStoring: boolean
-}
+type RouteSettings = EngineRouteSettings<Request>
 
 /**
- * One request through cacheRoute: its `next` (the handler), its live client, and what
+ * One request through cacheRoute (the engine's HttpExchange over Express's live `res`): its `next` (the handler), its live client, and what
  * the middleware learned along the way. The rules it enforces:
  * - `next` runs at most once: the handler runs for this request once, captured, or
  *   once uncached (fail open), never both;
  * - the client is answered at most once: by a replay, or by a released capture
  *   streaming to it, whichever claims it first.
  */
-export class Exchange {
+export class Exchange implements HttpExchange<Request> {
   readonly head: boolean
   /** The client's validators, saved before the capture hides them from the handler. */
   readonly validators: Validators
   /** Headers set by middleware before cacheRoute: per-request, so never stored. */
   readonly upstreamHeaders: HeaderList
   /** Why this request went forward (or waited), for `Cache-Status`: set along the way. */
-  readonly note: { fwd?: Forward; detail?: string; fwdStatus?: number; collapsed?: boolean } = {}
+  readonly note: ExchangeNote = {}
   /** Set by the loader when this request's handler produced a stored response (`X-Cache: MISS`). */
   storedOwn: StoredResponse | undefined
   private handlerRun: Promise<CaptureEnd> | undefined
@@ -107,14 +105,7 @@ export class Exchange {
    * (so the body exists to store), the client's validators are hidden (so it answers a
    * full 200 worth storing; the cache answers them), and Accept-Encoding is reduced.
    */
-  runHandler(options: {
-    asOrigin: boolean
-    beforeFlush?: (status: number | undefined) => Promise<void>
-    /** Called synchronously when the handler ends normally: answer the client there (see CaptureOptions). */
-    completed?: (response: ResponseSnapshot) => void
-    /** Revalidate a stale stored response: the handler sees its validators instead of the client's. */
-    conditional?: { ifNoneMatch?: string; ifModifiedSince?: string }
-  }): Promise<CaptureEnd> {
+  runHandler(options: RunHandlerOptions): Promise<CaptureEnd> {
     if (this.handlerRun) return this.handlerRun
     // next() already ran uncached (fail open): there is nothing to capture, and no client.
     if (this.nextCalled) return Promise.resolve({ kind: 'released', reason: 'timeout', toClient: false })
@@ -231,23 +222,7 @@ export class Exchange {
    * `note` says why the request went forward, and `stored` gives a hit its ttl.
    */
   statusHeaders(status: CacheStatus, stored?: StoredResponse): HeaderList {
-    const headers: HeaderList = []
-    if (this.settings.xCacheHeader) headers.push(['X-Cache', status])
-    const name = this.settings.cacheStatus
-    if (name === undefined) return headers
-    const { note } = this
-    let outcome: CacheOutcome
-    if (status === 'HIT' || status === 'STALE') {
-      outcome = note.collapsed ? { fwd: note.fwd ?? 'uri-miss', collapsed: true } : { hit: true }
-      if (stored?.freshUntil !== undefined) outcome.ttl = (stored.freshUntil - Date.now()) / 1000
-      if (status === 'STALE') outcome.detail = note.detail ?? 'stale'
-    } else {
-      outcome = { fwd: note.fwd ?? 'uri-miss', ...(status === 'BYPASS' ? {} : { stored: true }) }
-      if (note.fwdStatus !== undefined) outcome.fwdStatus = note.fwdStatus
-      if (note.detail !== undefined && status === 'BYPASS') outcome.detail = note.detail
-    }
-    headers.push(['Cache-Status', cacheStatusValue(name, outcome)])
-    return headers
+    return statusHeaders(this.settings, this.note, status, stored)
   }
 
   private claimClient(): boolean {
@@ -317,17 +292,7 @@ export class Exchange {
 
 /** The route runs uncached for this request (`X-Cache: BYPASS`, `Cache-Status` with `reason`). */
 export function passThrough(res: Response, next: NextFunction, settings: RouteSettings, reason?: string): void {
-  if (!res.headersSent) {
-    if (settings.xCacheHeader) res.setHeader('X-Cache', 'BYPASS')
-    if (settings.cacheStatus !== undefined)
-      res.setHeader(
-        'Cache-Status',
-        cacheStatusValue(settings.cacheStatus, {
-          fwd: reason ? forwardOf(reason) : 'bypass',
-          ...(reason ? { detail: reason } : { detail: 'error' }),
-        }),
-      )
-  }
+  if (!res.headersSent) for (const [name, value] of bypassHeaders(settings, reason)) res.setHeader(name, value)
   next()
 }
 

@@ -6,10 +6,16 @@ import type {
 } from './http-types.js'
 import type { Cache } from '../cache/cache.js'
 import { resolvePolicy } from '../settings.js'
-import { Exchange, passThrough, reportError, type RouteState } from './exchange.js'
-import { serveAuthorized, serveCached, serveUnsafe } from './flows.js'
-import { resolveRouteOptions, type CacheRouteOptions } from './options.js'
-import { classifyRequest } from './storability.js'
+import { Exchange, passThrough, reportError } from './exchange.js'
+import type { RouteState } from '../http/exchange.js'
+import { serveAuthorized, serveCached, serveUnsafe } from '../http/flows.js'
+import { resolveRouteOptions, type RouteCacheOptions } from '../http/options.js'
+import type { HttpRequest } from '../http/request.js'
+import { classifyRequest } from '../http/storability.js'
+import { isRewritten, requestScheme, routeHandlesHead } from './routing.js'
+
+/** Options of one cached Express route (see RouteCacheOptions; callbacks receive Express's request). */
+export type CacheRouteOptions = RouteCacheOptions<Request>
 
 /**
  * Express middleware that caches the responses of the route it is mounted on, in
@@ -36,7 +42,7 @@ export function cacheRoute(cache: Cache, options: CacheRouteOptions): RequestHan
       else next()
     }
     try {
-      const verdict = classifyRequest(req, settings)
+      const verdict = classifyRequest(requestView(req), req, settings)
       switch (verdict.action) {
         case 'ignore':
           return next()
@@ -58,5 +64,17 @@ export function cacheRoute(cache: Cache, options: CacheRouteOptions): RequestHan
     } catch (error) {
       failOpen(error)
     }
+  }
+}
+
+/** The request as the engine sees it, with what only Express knows (mounting, rewrites, its own HEAD routes). */
+function requestView(req: Request): HttpRequest {
+  return {
+    method: req.method,
+    url: req.originalUrl,
+    headers: req.headers,
+    scheme: requestScheme(req),
+    rewritten: isRewritten(req),
+    ownHeadHandler: routeHandlesHead(req),
   }
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { reducedAcceptEncoding } from '../../../src/express/accept-encoding.js'
+import { reducedAcceptEncoding } from '../../../src/http/accept-encoding.js'
 
 describe('reducedAcceptEncoding', () => {
   it('picks the supported coding with the highest q; ties go br, gzip, identity', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { MAX_LIFETIME_MS } from '../../../src/duration.js'
-import { deltaSeconds, forbidsStale, parseCacheControl, responseLifetime } from '../../../src/express/cache-control.js'
+import { deltaSeconds, forbidsStale, parseCacheControl, responseLifetime } from '../../../src/http/cache-control.js'
 
 describe('parseCacheControl', () => {
   it('reads names case-insensitively, with and without arguments', () => {

@@ -5,8 +5,8 @@ import {
   parseEntityTags,
   strongEtag,
   weakMatch,
-} from '../../../src/express/conditional.js'
-import type { HeaderList } from '../../../src/express/headers.js'
+} from '../../../src/http/conditional.js'
+import type { HeaderList } from '../../../src/http/headers.js'
 
 describe('If-None-Match', () => {
   it('parses lists, weak tags, commas inside tags, and *', () => {

@@ -7,8 +7,8 @@
 import fc from 'fast-check'
 import CachePolicy from 'http-cache-semantics'
 import { describe, expect, it } from 'vitest'
-import { judgeResponse, type ResponsePolicy } from '../../../src/express/response-policy.js'
-import type { HeaderList } from '../../../src/express/headers.js'
+import { judgeResponse, type ResponsePolicy } from '../../../src/http/response-policy.js'
+import type { HeaderList } from '../../../src/http/headers.js'
 
 const policy: ResponsePolicy = {
   ttl: 24 * 3600_000, // the route ttl only applies when the response states no lifetime

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { HeaderMap, parseHttpDate, withoutHopByHop } from '../../../src/express/headers.js'
-import { ownForm, storedForm } from '../../../src/express/stored-form.js'
+import { HeaderMap, parseHttpDate, withoutHopByHop } from '../../../src/http/headers.js'
+import { ownForm, storedForm } from '../../../src/http/stored-form.js'
 
 describe('HeaderMap', () => {
   it('behaves like ServerResponse headers: case-insensitive, first spelling kept, validated', () => {

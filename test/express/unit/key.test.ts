@@ -4,15 +4,19 @@ import { describe, expect, it } from 'vitest'
 import {
   canonicalHeaderNames,
   customUrlKey,
-  defaultUrlKey,
+  defaultUrlKey as urlKeyOfTarget,
   hasForeignForwardedHost,
   normalizedHeader,
   validatedHost,
   variantKey,
-} from '../../../src/express/key.js'
+} from '../../../src/http/key.js'
 
 const req = (headers: Record<string, string | string[]>, url = '/p?q=1', method = 'GET') =>
   ({ headers, url, originalUrl: url, method }) as unknown as IncomingMessage & { originalUrl: string }
+
+/** The default key of a request: its target as received (what an adapter passes as `url`). */
+const defaultUrlKey = (r: { originalUrl: string }, host: string, scheme?: 'http' | 'https') =>
+  urlKeyOfTarget(r.originalUrl, host, scheme)
 
 describe('validatedHost', () => {
   it('accepts host names, IPs and ports, lower-cased', () => {

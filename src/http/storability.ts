@@ -1,4 +1,4 @@
-import type { RequestLike as Request } from './http-types.js'
+import { headerValue, type HttpRequest } from './request.js'
 import { reducedAcceptEncoding } from './accept-encoding.js'
 import {
   customUrlKey,
@@ -6,9 +6,7 @@ import {
   forwardedKeyPart,
   hasForeignForwardedHost,
   hasForeignForwardedProto,
-  isRewritten,
   parseTarget,
-  requestScheme,
   urlKey,
   validatedHost,
 } from './key.js'
@@ -62,7 +60,11 @@ export type RequestVerdict =
   /** Any other method (OPTIONS, ...): not the cache's business. */
   | { action: 'ignore' }
 
-export function classifyRequest(req: Request, settings: RouteSettings): RequestVerdict {
+/**
+ * What the cache does with `req`. `raw` is the framework's own request, handed to the
+ * route's `key` and `bypass` functions.
+ */
+export function classifyRequest<Req>(req: HttpRequest, raw: Req, settings: RouteSettings<Req>): RequestVerdict {
   const method = req.method.toUpperCase()
   const lookup = method === 'GET' || method === 'HEAD'
   if (!lookup && !isUnsafeMethod(method)) return { action: 'ignore' }
@@ -73,32 +75,32 @@ export function classifyRequest(req: Request, settings: RouteSettings): RequestV
   // The route has a HEAD handler of its own, which Express has already chosen: run as a
   // GET it would still answer with an empty body, stored for every GET (RFC 9111 §4.3.5:
   // a HEAD response never replaces a stored GET response). Its own handler answers it.
-  if (method === 'HEAD' && routeHandlesHead(req)) return { action: 'bypass', reason: 'head-handler' }
+  if (method === 'HEAD' && req.ownHeadHandler === true) return { action: 'bypass', reason: 'head-handler' }
   const host = validatedHost(req, settings.allowedHosts)
   if (host === undefined) return lookup ? { action: 'bypass', reason: 'host' } : { action: 'ignore' }
   let key: string
   if (settings.key) {
     try {
-      key = customUrlKey(settings.key(req))
+      key = customUrlKey(settings.key(raw))
     } catch (error) {
-      settings.onError(error, req)
+      settings.onError(error, raw)
       return lookup ? { action: 'bypass', reason: 'key-error' } : { action: 'ignore' }
     }
     if (!lookup) return { action: 'invalidate', keys: [key] }
   } else {
     // A write invalidates the URL whichever scheme it came in by, as its proxy sent it and bare.
-    const forwarded = forwardedKeyPart(req)
+    const forwarded = forwardedKeyPart(req, req.scheme)
     if (!lookup) {
       const keysOf = (pathAndQuery: string) => {
         const bare = [urlKey('http', host, pathAndQuery), urlKey('https', host, pathAndQuery)]
         return forwarded ? [...bare, ...bare.map((key) => key + forwarded)] : bare
       }
-      const target = parseTarget(req.originalUrl)?.pathAndQuery ?? '/'
+      const target = parseTarget(req.url)?.pathAndQuery ?? '/'
       return {
         action: 'invalidate',
         keys: keysOf(target),
         keysOf,
-        origin: { host, scheme: requestScheme(req), target },
+        origin: { host, scheme: req.scheme, target },
       }
     }
     // The default key trusts Host alone, so a request that claims another host is not
@@ -106,18 +108,18 @@ export function classifyRequest(req: Request, settings: RouteSettings): RequestV
     if (hasForeignForwardedHost(req, host)) return { action: 'bypass', reason: 'forwarded-host' }
     // The scheme is keyed; one that is neither http nor https (a forged
     // X-Forwarded-Proto, trust proxy on) could only be a poisoning attempt.
-    const scheme = requestScheme(req)
+    const scheme = req.scheme
     if ((scheme !== 'http' && scheme !== 'https') || hasForeignForwardedProto(req, scheme))
       return { action: 'bypass', reason: 'forwarded-proto' }
     // An absolute-form target is keyed as its origin-form, so it must name this very
     // scheme and Host; anything else (`*`, another authority) is not a URL we key.
-    const target = parseTarget(req.originalUrl)
+    const target = parseTarget(req.url)
     if (!target || (target.absolute && (target.absolute.scheme !== scheme || target.absolute.authority !== host)))
       return { action: 'bypass', reason: 'absolute-form' }
     // Middleware before us rewrote the URL the router matched (X-Original-URL, an SPA
     // fallback to /index.html): the response depends on what drove the rewrite.
-    if (isRewritten(req)) return { action: 'bypass', reason: 'rewritten' }
-    key = defaultUrlKey(req, host, scheme) + forwarded
+    if (req.rewritten === true) return { action: 'bypass', reason: 'rewritten' }
+    key = defaultUrlKey(req.url, host, scheme) + forwarded
   }
 
   // Only whole responses are stored, and a handler that would answer 206 (sendFile)
@@ -128,9 +130,9 @@ export function classifyRequest(req: Request, settings: RouteSettings): RequestV
   if (req.headers['if-match'] !== undefined || req.headers['if-unmodified-since'] !== undefined)
     return { action: 'bypass', reason: 'precondition' }
   // A client that refuses identity and every coding a variant is made with.
-  if (reducedAcceptEncoding(req.headers['accept-encoding']) === undefined)
+  if (reducedAcceptEncoding(headerValue(req.headers, 'accept-encoding')) === undefined)
     return { action: 'bypass', reason: 'accept-encoding' }
-  if (settings.bypass?.(req)) return { action: 'bypass', reason: 'bypass-option' }
+  if (settings.bypass?.(raw)) return { action: 'bypass', reason: 'bypass-option' }
   if (!settings.allowAuthenticated) {
     if (req.headers.cookie !== undefined) return { action: 'bypass', reason: 'cookie' }
     if (req.headers.authorization !== undefined) return { action: 'authorized', key }
@@ -138,22 +140,9 @@ export function classifyRequest(req: Request, settings: RouteSettings): RequestV
   return { action: 'cache', key }
 }
 
-/**
- * Did Express route this request to a route with a HEAD handler of its own (`app.head`,
- * `route().head`)? `app.all` registers the same handlers for HEAD as for GET: not its own.
- */
-function routeHandlesHead(req: Request): boolean {
-  const route = (req as { route?: { stack?: Array<{ method?: string; handle?: unknown }> } }).route
-  if (!Array.isArray(route?.stack)) return false
-  const handles = (method: string) => route.stack!.filter((layer) => layer.method === method).map((l) => l.handle)
-  const head = handles('head')
-  const get = handles('get')
-  return head.length > 0 && (head.length !== get.length || head.some((handle, i) => handle !== get[i]))
-}
-
 /** Does the request carry a body (RFC 9112 §6.3: Transfer-Encoding, or a Content-Length other than 0)? */
-function hasBody(req: Request): boolean {
+function hasBody(req: HttpRequest): boolean {
   if (req.headers['transfer-encoding'] !== undefined) return true
-  const length = req.headers['content-length']
+  const length = headerValue(req.headers, 'content-length')
   return length !== undefined && length.trim() !== '0'
 }

@@ -1,6 +1,6 @@
 import type { LoadResult } from '../cache/call.js'
 import { RemoteLoaderError } from '../errors.js'
-import type { Exchange } from './exchange.js'
+import type { HttpExchange } from './exchange.js'
 import { variantKey } from './key.js'
 import { admitsVariant, HandlerFailedError, urlLoader, variantLoader } from './loaders.js'
 import { invalidates, namedTargets } from './invalidation.js'
@@ -18,7 +18,7 @@ import { cachedForm, routeEntryOf } from './stored-response.js'
  * GET/HEAD: look up the URL key, then the variant key if the URL has variants. A miss
  * elects one request (across processes) to run its handler; see loaders.ts.
  */
-export async function serveCached(exchange: Exchange): Promise<void> {
+export async function serveCached<Req>(exchange: HttpExchange<Req>): Promise<void> {
   const { cache, key, req } = exchange
   for (let attempt = 0; ; attempt++) {
     try {
@@ -75,7 +75,7 @@ function isHandlerFailure(error: unknown): boolean {
  * the cache. Its response is stored for everyone only when it says it is shared
  * (`public`, `s-maxage`, `must-revalidate`; RFC 9111 §3.5) and has no variants.
  */
-export async function serveAuthorized(exchange: Exchange): Promise<void> {
+export async function serveAuthorized<Req>(exchange: HttpExchange<Req>): Promise<void> {
   const { cache, settings, key } = exchange
   Object.assign(exchange.note, { fwd: 'request', detail: 'authorization' })
   let answered = false
@@ -106,8 +106,8 @@ export async function serveAuthorized(exchange: Exchange): Promise<void> {
  * URL's `keys` (and so all their variants) before the client sees the answer, so the
  * client's next GET cannot be served the old entry (RFC 9111 §4.4).
  */
-export async function serveUnsafe(
-  exchange: Exchange,
+export async function serveUnsafe<Req>(
+  exchange: HttpExchange<Req>,
   verdict: Extract<RequestVerdict, { action: 'invalidate' }>,
 ): Promise<void> {
   let keys = verdict.keys
@@ -131,11 +131,11 @@ export async function serveUnsafe(
 }
 
 /** Did this very request's handler produce the value? Then its client gets that response. */
-function ranOwnHandler(exchange: Exchange, found: LoadResult<unknown>): boolean {
+function ranOwnHandler<Req>(exchange: HttpExchange<Req>, found: LoadResult<unknown>): boolean {
   return found.outcome === 'loaded' && exchange.handlerStarted
 }
 
-async function answerWithOwnResponse(exchange: Exchange): Promise<void> {
+async function answerWithOwnResponse<Req>(exchange: HttpExchange<Req>): Promise<void> {
   const end = await exchange.runHandler({ asOrigin: true }) // already run: its result
   if (end.kind !== 'complete') return // streamed to the client (or, with no client left, dropped)
   const stored = exchange.storedOwn

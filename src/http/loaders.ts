@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Loader, LoaderContext } from '../context.js'
 import { StampedeGuardError } from '../errors.js'
-import type { Exchange } from './exchange.js'
+import type { HttpExchange } from './exchange.js'
 import { canonicalHeaderNames, variantKey } from './key.js'
 import { isFailure, judgeResponse, type Lifetimes } from './response-policy.js'
 import { headerOf, withoutFields } from './headers.js'
@@ -63,7 +63,7 @@ type Produced =
 type Judged = { produced: Produced } | { failure: number }
 
 /** The loader for the URL key: a response, or the list of headers its variants are keyed on. */
-export function urlLoader(exchange: Exchange): Loader<unknown> {
+export function urlLoader<Req>(exchange: HttpExchange<Req>): Loader<unknown> {
   return asCacheLoader(async (context, stale) => {
     // A stale variant list is still right (a Vary change is caught per variant, see
     // variantLoader): keep it, without running the handler for nothing.
@@ -113,7 +113,7 @@ export function admitsVariant(list: VariantList, variant: string, maxVariants: n
 }
 
 /** Records a newly stored variant in its URL's list, so the next requests count it. */
-async function recordVariant(exchange: Exchange, list: VariantList, variant: string): Promise<void> {
+async function recordVariant<Req>(exchange: HttpExchange<Req>, list: VariantList, variant: string): Promise<void> {
   if (list.variants === undefined || list.variants.includes(variant)) return
   const updated: VariantList = { ...list, variants: [...list.variants, variant] }
   await exchange.cache
@@ -122,7 +122,7 @@ async function recordVariant(exchange: Exchange, list: VariantList, variant: str
 }
 
 /** The loader for one variant (key `variant`) of a URL whose variant list is `list`. */
-export function variantLoader(exchange: Exchange, list: VariantList, variant: string): Loader<unknown> {
+export function variantLoader<Req>(exchange: HttpExchange<Req>, list: VariantList, variant: string): Loader<unknown> {
   return asCacheLoader(async (context) => {
     if (unobservable(exchange, context)) return skipped(context)
     const produced = await produce(exchange, context, list)
@@ -147,7 +147,7 @@ function asCacheLoader(
  * A 304 to a revalidation is the stored response updated with the 304's headers (RFC 9111
  * §4.3.4), its body and status kept, its freshness counted from now.
  */
-function refreshedBy(stored: StoredResponse | undefined, exchange: Exchange) {
+function refreshedBy<Req>(stored: StoredResponse | undefined, exchange: HttpExchange<Req>) {
   return (snapshot: ResponseSnapshot): ResponseSnapshot => {
     if (snapshot.status !== 304 || !stored) return snapshot
     exchange.note.fwdStatus = 304
@@ -166,7 +166,11 @@ function refreshedBy(stored: StoredResponse | undefined, exchange: Exchange) {
 }
 
 /** Runs the handler (for one variant of `list`, when given) and judges what it produced. */
-async function produce(exchange: Exchange, context: LoaderContext<unknown>, list?: VariantList): Promise<Produced> {
+async function produce<Req>(
+  exchange: HttpExchange<Req>,
+  context: LoaderContext<unknown>,
+  list?: VariantList,
+): Promise<Produced> {
   let judged: Judged | undefined
   if (list) exchange.note.fwd = 'vary-miss'
   if (context.staleValue !== undefined) exchange.note.fwd = 'stale'
@@ -201,8 +205,8 @@ async function produce(exchange: Exchange, context: LoaderContext<unknown>, list
  * response, cached or not. A failure is answered too, unless a stale response covers it
  * (stale-if-error: the core serves that instead).
  */
-function judgeAndAnswer(
-  exchange: Exchange,
+function judgeAndAnswer<Req>(
+  exchange: HttpExchange<Req>,
   context: LoaderContext<unknown>,
   snapshot: ResponseSnapshot,
   list: VariantList | undefined,
@@ -253,8 +257,8 @@ function judgeAndAnswer(
  * already (a soft timeout served it stale), the hooks cannot be seen: stored unless
  * this route's hooks have been seen adding a Set-Cookie.
  */
-function refusedAsSent(
-  exchange: Exchange,
+function refusedAsSent<Req>(
+  exchange: HttpExchange<Req>,
   context: LoaderContext<unknown>,
   storable: boolean | undefined,
 ): RouteEntry | undefined {
@@ -264,7 +268,7 @@ function refusedAsSent(
 }
 
 /** A background refresh on a route whose upstream hooks add Set-Cookie: its response could not be judged as sent. */
-function unobservable(exchange: Exchange, context: LoaderContext<unknown>): boolean {
+function unobservable<Req>(exchange: HttpExchange<Req>, context: LoaderContext<unknown>): boolean {
   return context.background && exchange.route.upstreamForbidsStoring
 }
 
@@ -275,8 +279,8 @@ function skipped(context: LoaderContext<unknown>): RouteEntry {
 }
 
 /** Not stored, not shared, and (by default) remembered briefly as hit-for-miss. */
-function uncacheable(
-  exchange: Exchange,
+function uncacheable<Req>(
+  exchange: HttpExchange<Req>,
   context: LoaderContext<unknown>,
   hitForMiss = true,
   reason?: string,

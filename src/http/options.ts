@@ -1,4 +1,3 @@
-import type { RequestLike as Request } from './http-types.js'
 import { parseDuration, type Duration } from '../duration.js'
 import { InvalidArgumentError } from '../errors.js'
 import type { CallOptions, PolicyOptions } from '../options.js'
@@ -20,7 +19,7 @@ export const DEFAULT_STATUSES: readonly number[] = [200, 203, 204, 300, 301, 308
  * are passed to `getOrLoad` as given; unset ones follow the cache's own settings.
  * `negativeTtl` is refused: a route never stores a failure.
  */
-export interface CacheRouteOptions extends Omit<PolicyOptions, 'ttl' | 'staleTtl' | 'negativeTtl'> {
+export interface RouteCacheOptions<Req> extends Omit<PolicyOptions, 'ttl' | 'staleTtl' | 'negativeTtl'> {
   /**
    * How long a stored response is fresh at most. Milliseconds or a string like `'10s'`.
    * Required. A response's shorter `s-maxage`/`max-age`/`Expires` shortens it; with
@@ -38,7 +37,7 @@ export interface CacheRouteOptions extends Omit<PolicyOptions, 'ttl' | 'staleTtl
    * must include the user's identity). Unsafe methods invalidate `key(req)` of their
    * own request, so return the same key for the POST as for the GET of a resource.
    */
-  key?: (req: Request) => string
+  key?: (req: Req) => string
   /** Status codes that may be stored. Default {@link DEFAULT_STATUSES}. 5xx other than 501 are refused. */
   statuses?: readonly number[]
   /**
@@ -139,7 +138,7 @@ export interface CacheRouteOptions extends Omit<PolicyOptions, 'ttl' | 'staleTtl
    * handler, uncached. Request `Cache-Control: no-cache` is ignored by default (RFC 9111
    * §5.2.1 allows it), so anonymous clients cannot force origin work.
    */
-  bypass?: (req: Request) => boolean
+  bypass?: (req: Req) => boolean
   /**
    * Tags of every response this route stores (see docs/tags.md), or a function of the
    * request returning them, e.g. `(req) => ['products', `product:${req.params.id}`]`. A
@@ -147,17 +146,17 @@ export interface CacheRouteOptions extends Omit<PolicyOptions, 'ttl' | 'staleTtl
    * carrying the tag is dropped, in every process. A function that throws or returns bad
    * tags fails the request open (its handler runs, uncached; `onError` is told). Default none.
    */
-  tags?: readonly string[] | ((req: Request) => readonly string[])
+  tags?: readonly string[] | ((req: Req) => readonly string[])
   /** Told about every error the middleware swallows to fail open (Redis down, a key function that threw, ...). */
-  onError?: (error: unknown, req: Request) => void
+  onError?: (error: unknown, req: Req) => void
 }
 
 /** The options with defaults applied and durations in ms. */
-export interface RouteSettings {
+export interface RouteSettings<Req = unknown> {
   ttl: number
   staleTtl: number | undefined
   callOptions: PolicyOptions
-  key: ((req: Request) => string) | undefined
+  key: ((req: Req) => string) | undefined
   statuses: ReadonlySet<number>
   varyOn: readonly string[]
   allowAuthenticated: boolean
@@ -175,10 +174,10 @@ export interface RouteSettings {
   hitForMiss: number
   handlerTimeout: number
   allowedHosts: ReadonlySet<string> | undefined
-  bypass: ((req: Request) => boolean) | undefined
-  onError: (error: unknown, req: Request) => void
+  bypass: ((req: Req) => boolean) | undefined
+  onError: (error: unknown, req: Req) => void
   /** The tags of a request's stored responses; undefined for none. */
-  tags: ((req: Request) => readonly string[]) | undefined
+  tags: ((req: Req) => readonly string[]) | undefined
   /** Headers every variant of this route is keyed on: `varyOn`, plus credentials when `allowAuthenticated` has no `key`. */
   fixedVariantHeaders: readonly string[]
 }
@@ -208,7 +207,7 @@ const KNOWN = new Set([
 ])
 
 /** `tags` as a function of the request, its result checked (InvalidArgumentError naming `cacheRoute.tags`). */
-function resolveTags(tags: CacheRouteOptions['tags']): RouteSettings['tags'] {
+function resolveTags<Req>(tags: RouteCacheOptions<Req>['tags']): RouteSettings<Req>['tags'] {
   if (tags === undefined) return undefined
   if (typeof tags === 'function') return (req) => checkTags(tags(req), 'cacheRoute.tags')
   const fixed = checkTags(tags, 'cacheRoute.tags')
@@ -216,7 +215,7 @@ function resolveTags(tags: CacheRouteOptions['tags']): RouteSettings['tags'] {
 }
 
 /** The options of one request's `getOrLoad` and `set` calls: the route's, plus the request's tags. */
-export function requestCallOptions(settings: RouteSettings, req: Request): CallOptions {
+export function requestCallOptions<Req>(settings: RouteSettings<Req>, req: Req): CallOptions {
   return settings.tags ? { ...settings.callOptions, tags: settings.tags(req) } : settings.callOptions
 }
 
@@ -246,7 +245,7 @@ function checkedCount(argument: string, value: unknown): number {
 }
 
 /** Validates route options at `cacheRoute()` time; errors name the option. */
-export function resolveRouteOptions(options: CacheRouteOptions): RouteSettings {
+export function resolveRouteOptions<Req>(options: RouteCacheOptions<Req>): RouteSettings<Req> {
   if (typeof options !== 'object' || options === null)
     throw new InvalidArgumentError('cacheRoute', 'needs an options object with at least { ttl }')
   for (const name of Object.keys(options)) {

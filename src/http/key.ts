@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
-import type { IncomingMessage } from 'node:http'
 import { reducedAcceptEncoding } from './accept-encoding.js'
 import { tokensOf } from './headers.js'
+import { headerValue, type HttpHeaders } from './request.js'
 
 /**
  * Cache keys (docs/express.md, rules 7 and 8).
@@ -11,8 +11,8 @@ import { tokensOf } from './headers.js'
  * and `varyOn`) live under secondary keys derived from the URL key; see variantKey().
  */
 
-/** A request as the keying code needs it; Express adds `originalUrl` (the URL before mounting). */
-type KeyedRequest = IncomingMessage & { originalUrl?: string }
+/** A request as the keying code needs it: its header fields. */
+type KeyedRequest = { headers: HttpHeaders }
 
 /** host or IPv4, or an [IPv6] literal, then an optional port. Anything else is not a Host we key on. */
 const HOST_PATTERN =
@@ -23,7 +23,7 @@ const HOST_PATTERN =
  * (and in `allowedHosts` when given). Never `X-Forwarded-Host`, and never Express's
  * `req.hostname`, which reads `X-Forwarded-Host` when `trust proxy` is on.
  */
-export function validatedHost(req: IncomingMessage, allowedHosts: ReadonlySet<string> | undefined): string | undefined {
+export function validatedHost(req: KeyedRequest, allowedHosts: ReadonlySet<string> | undefined): string | undefined {
   const raw = req.headers.host
   if (typeof raw !== 'string') return undefined
   const host = raw.trim().toLowerCase()
@@ -38,14 +38,14 @@ export function validatedHost(req: IncomingMessage, allowedHosts: ReadonlySet<st
  * `req.hostname` (trust proxy on) would store the attacker's host under the real
  * one's key. The middleware passes these requests by, uncached.
  */
-export function hasForeignForwardedHost(req: IncomingMessage, host: string): boolean {
+export function hasForeignForwardedHost(req: KeyedRequest, host: string): boolean {
   const bare = (value: string) => value.replace(/^"|"$/g, '').trim().toLowerCase()
   const claimed: string[] = []
   for (const name of ['x-forwarded-host', 'x-host', 'x-forwarded-server', 'x-original-host']) {
     const value = req.headers[name]
     if (value !== undefined) claimed.push(...tokensOf(Array.isArray(value) ? value.join(',') : value))
   }
-  const forwarded = req.headers.forwarded
+  const forwarded = headerValue(req.headers, 'forwarded')
   if (forwarded) {
     for (const match of forwarded.matchAll(/(?:^|[;,\s])host\s*=\s*("[^"]*"|[^;,\s]*)/gi)) claimed.push(bare(match[1]!))
   }
@@ -53,21 +53,11 @@ export function hasForeignForwardedHost(req: IncomingMessage, host: string): boo
 }
 
 /**
- * The scheme a handler sees: Express's `req.protocol`, which reads `X-Forwarded-Proto`
- * when `trust proxy` is on (so a client may send anything there); the connection's
- * otherwise. Part of the default key.
- */
-export function requestScheme(req: IncomingMessage & { protocol?: unknown }): string {
-  if (typeof req.protocol === 'string') return req.protocol
-  return (req.socket as { encrypted?: boolean } | undefined)?.encrypted ? 'https' : 'http'
-}
-
-/**
  * Does `Forwarded` claim a `proto=` other than `scheme`? Express never reads it, so only
  * a handler parsing it itself would see it: passed by, like a foreign forwarded host.
  */
-export function hasForeignForwardedProto(req: IncomingMessage, scheme: string): boolean {
-  const forwarded = req.headers.forwarded
+export function hasForeignForwardedProto(req: KeyedRequest, scheme: string): boolean {
+  const forwarded = headerValue(req.headers, 'forwarded')
   if (!forwarded) return false
   for (const match of forwarded.matchAll(/(?:^|[;,\s])proto\s*=\s*("[^"]*"|[^;,\s]*)/gi)) {
     if (match[1]!.replace(/^"|"$/g, '').trim().toLowerCase() !== scheme) return true
@@ -91,15 +81,15 @@ function isForwardedField(name: string): boolean {
  * Keyed whether or not the app trusts the proxy: a handler may read them itself, and a
  * proxy sends the same values on every request (one entry), while a forged value only
  * ever reaches its own key. `Forwarded` is keyed without its `for=` (the client address);
- * an `X-Forwarded-Proto` that Express trusted is left to the scheme.
+ * an `X-Forwarded-Proto` the app trusted (the request's scheme says the same) is left to the scheme.
  */
-export function forwardedKeyPart(req: IncomingMessage & { protocol?: unknown }): string {
+export function forwardedKeyPart(req: KeyedRequest, scheme: string): string {
   const fields: Array<[string, string]> = []
   for (const [name, value] of Object.entries(req.headers)) {
     if (value === undefined || !isForwardedField(name)) continue
     let text = Array.isArray(value) ? value.join(', ') : value
-    // Trusted (trust proxy on), X-Forwarded-Proto is `req.protocol`, keyed as the scheme already.
-    if (name === 'x-forwarded-proto' && text.split(',')[0]!.trim().toLowerCase() === req.protocol) continue
+    // Trusted (trust proxy on), X-Forwarded-Proto is the request's scheme, keyed as the scheme already.
+    if (name === 'x-forwarded-proto' && text.split(',')[0]!.trim().toLowerCase() === scheme) continue
     if (name === 'forwarded') text = text.replace(/(^|[;,\s])for\s*=\s*("[^"]*"|[^;,\s]*)/gi, '$1')
     fields.push([name, text])
   }
@@ -154,42 +144,14 @@ export function parseTarget(raw: string): Target | undefined {
  * so it starts with `/`) runs to the end, or is a ` sha256:` digest when long. What the
  * middleware appends (a variant) starts with a space, which the URL part never contains.
  */
-export function defaultUrlKey(req: KeyedRequest, host: string, scheme: 'http' | 'https' = 'http'): string {
-  const target = parseTarget(req.originalUrl ?? req.url ?? '/')
+export function defaultUrlKey(url: string, host: string, scheme: 'http' | 'https' = 'http'): string {
+  const target = parseTarget(url)
   return urlKey(scheme, host, target?.pathAndQuery ?? '/')
 }
 
 /** The key of one (scheme, host, origin-form path and query). */
 export function urlKey(scheme: 'http' | 'https', host: string, pathAndQuery: string): string {
   return `url:${scheme}://${host}${keyPart(pathAndQuery)}`
-}
-
-/**
- * Express's `req.baseUrl` + `req.url`: the URL the router matched (mounting moves a prefix
- * from one to the other, so their sum is what the request line said unless something
- * rewrote `req.url`). Mounted at its own root, `/api` is routed as baseUrl `/api` and url `/`.
- */
-export function routedTargets(req: KeyedRequest & { baseUrl?: string }): string[] {
-  const base = req.baseUrl ?? ''
-  const url = parseTarget(req.url ?? '/')?.pathAndQuery ?? req.url ?? '/'
-  const routed = [base + url]
-  if (base !== '' && (url === '/' || url.startsWith('/?'))) routed.push(base + url.slice(1))
-  return routed
-}
-
-/**
- * Did middleware before us rewrite the URL the router matched (an `X-Original-URL`
- * rewrite, an SPA history fallback to `/index.html`)? Then what the handler produces
- * depends on whatever drove the rewrite (a request header), which the key does not see.
- */
-export function isRewritten(req: KeyedRequest & { baseUrl?: string }): boolean {
-  const original = parseTarget(req.originalUrl ?? req.url ?? '/')?.pathAndQuery
-  return original === undefined || !routedTargets(req).includes(original)
-}
-
-/** Do two readings of routedTargets() name the same URL (wherever mounting split it)? */
-export function sameRoutedUrl(a: readonly string[], b: readonly string[]): boolean {
-  return a.some((url) => b.includes(url))
 }
 
 /** The key of a route's own `key(req)` function, kept apart from the default keys. */
@@ -207,7 +169,7 @@ export function customUrlKey(userKey: string): string {
  * `Accept-Encoding` is the exception: reduced to one coding (accept-encoding.ts), which
  * is also what the handler sees while it runs as the cache's fetch.
  */
-export function normalizedHeader(req: IncomingMessage, name: string): string | null {
+export function normalizedHeader(req: KeyedRequest, name: string): string | null {
   const value = req.headers[name]
   if (name === 'accept-encoding') {
     const coding = reducedAcceptEncoding(value)
@@ -226,12 +188,7 @@ export function normalizedHeader(req: IncomingMessage, name: string): string | n
  * and a digest of the request's values for every header in the list. Credentials
  * (when a route keys on them) enter only through the digest, never in clear.
  */
-export function variantKey(
-  urlKey: string,
-  generation: string,
-  headers: readonly string[],
-  req: IncomingMessage,
-): string {
+export function variantKey(urlKey: string, generation: string, headers: readonly string[], req: KeyedRequest): string {
   const values = headers.map((name) => normalizedHeader(req, name))
   return `${urlKey} v${generation}:${digest(JSON.stringify(values), 22)}`
 }
