@@ -13,7 +13,7 @@ import type { Cache } from '../../src/index.js'
 import { cacheRoute, type KoaCacheRouteOptions } from '../../src/koa/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
 import { gate, until } from '../support/timing.js'
-import { HOST, raw, testCache, type RawResponse } from '../express/helpers.js'
+import { raw, testCache, type RawResponse } from '../express/helpers.js'
 
 type Downstream = (ctx: Koa.Context) => unknown
 
