@@ -58,7 +58,9 @@ for (const platform of ['express', 'fastify'] as const) {
     const name = String(h.get('x-cache'))
     return { ...t, [name]: (t[name] ?? 0) + 1 }
   }, {})
-  console.log(`${platform}: 20 simultaneous requests → X-Cache ${JSON.stringify(tally)}; the handler ran ${renders - before} time(s)`)
+  console.log(
+    `${platform}: 20 simultaneous requests → X-Cache ${JSON.stringify(tally)}; the handler ran ${renders - before} time(s)`,
+  )
   const hit = await get()
   await fetch(url, { method: 'PUT' })
   const afterWrite = await get()
@@ -66,7 +68,8 @@ for (const platform of ['express', 'fastify'] as const) {
     `${platform}: then → X-Cache ${hit.get('x-cache')} (Cache-Status ${hit.get('cache-status')}); after PUT → X-Cache ${afterWrite.get('x-cache')}; the handler ran ${renders - before} time(s) in total`,
   )
   await app.close()
-  if (renders - before !== 2) throw new Error(`${platform}: expected two renders (cold, after the PUT), got ${renders - before}`)
+  if (renders - before !== 2)
+    throw new Error(`${platform}: expected two renders (cold, after the PUT), got ${renders - before}`)
 }
 
 await cache.close()

@@ -46,7 +46,7 @@ step "npm install the tarball, ioredis@$IOREDIS, @types/node@20, typescript $TS_
 (cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error \
   "$tarball" "ioredis@$IOREDIS" "@types/node@^20.19" \
   "ts-lowest@npm:typescript@$TS_LOWEST" "ts-latest@npm:typescript@$TS_LATEST" >/dev/null)
-for peer in express @types/express pg mysql2 etcd3 node-zookeeper-client @opentelemetry/api cron-parser; do
+for peer in express @types/express koa @types/koa @nestjs/common @nestjs/core rxjs reflect-metadata pg mysql2 etcd3 node-zookeeper-client @opentelemetry/api cron-parser; do
   if [ -e "$app/node_modules/$peer" ]; then
     echo "optional peer $peer got installed"
     exit 1
