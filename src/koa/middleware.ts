@@ -1,15 +1,13 @@
-import { Readable } from 'node:stream'
+import { ServerResponse } from 'node:http'
+import { finished } from 'node:stream/promises'
 import type { Cache } from '../cache/cache.js'
-import { resolvePolicy } from '../settings.js'
-import { AnswerExchange, type Answer, type YieldingHandler } from '../http/answer-exchange.js'
-import { bypassHeaders, type RouteState } from '../http/exchange.js'
-import { serveAuthorized, serveCached, serveUnsafe } from '../http/flows.js'
 import { HeaderMap, type HeaderList } from '../http/headers.js'
-import { resolveRouteOptions, type RouteCacheOptions, type RouteSettings } from '../http/options.js'
+import type { OriginRequest } from '../http/origin-exchange.js'
+import type { RouteCacheOptions } from '../http/options.js'
 import type { HttpRequest } from '../http/request.js'
-import { classifyRequest } from '../http/storability.js'
+import { HttpCacheRoute } from '../http/route.js'
 import type { KoaContextLike, KoaMiddlewareLike, KoaNextLike } from './context.js'
-import { replayOnContext } from './replay.js'
+import { answerOnContext } from './replay.js'
 import { koaOriginOf } from './response.js'
 
 /** Options of one cached Koa route (see docs/express.md#options; callbacks receive the Koa context). */
@@ -28,92 +26,69 @@ export type KoaCacheRouteOptions = RouteCacheOptions<KoaContextLike>
  * response or get a stale one. See docs/koa.md. Options are validated here, at startup.
  */
 export function cacheRoute(cache: Cache, options: KoaCacheRouteOptions): KoaMiddlewareLike {
-  const settings = resolveRouteOptions(options)
-  resolvePolicy(undefined, settings.callOptions) // fail fast on a bad resilience option, too
-  // Koa answers when its chain returns, and a ctx cannot be set again after: no response can
-  // be produced for a client already answered, so no background refresh (docs/koa.md).
-  const route: RouteState = { upstreamForbidsStoring: true }
-
+  const route = new HttpCacheRoute<KoaContextLike>(cache, options)
   return async function cacheRouteMiddleware(ctx: KoaContextLike, next: KoaNextLike): Promise<void> {
-    let verdict
-    try {
-      verdict = classifyRequest(requestView(ctx), ctx, settings)
-    } catch (error) {
-      report(settings, error, ctx)
-      return passThrough(ctx, next, bypassHeaders(settings))
-    }
-    if (verdict.action === 'ignore') {
-      await next()
-      return
-    }
-    if (verdict.action === 'bypass') return passThrough(ctx, next, bypassHeaders(settings, verdict.reason))
-    const key = verdict.action === 'invalidate' ? verdict.keys[0]! : verdict.key
+    // Fields set above us (before their `await next()`): per request, never stored.
     const upstream = HeaderMap.from(ctx.res.getHeaders()).toList()
-    const exchange = new AnswerExchange(
+    const head = ctx.method.toUpperCase() === 'HEAD'
+    const answer = await route.serve(
       ctx,
-      { headers: ctx.req.headers, method: ctx.method },
-      downstream(ctx, next),
-      cache,
-      settings,
-      route,
-      key,
+      requestView(ctx),
+      (request) => runDownstream(ctx, next, request, upstream),
       upstream,
     )
-    const flow =
-      verdict.action === 'cache'
-        ? serveCached(exchange)
-        : verdict.action === 'invalidate'
-          ? serveUnsafe(exchange, verdict)
-          : serveAuthorized(exchange)
-    void flow
-      .catch((error: unknown) => {
-        exchange.reportError(error)
-        return exchange.failOpen()
-      })
-      .finally(() => {
-        if (!exchange.isAnswered) void exchange.failOpen()
-      })
-    await apply(ctx, await exchange.answered, next, exchange.head)
+    if (answer.handlerError !== undefined) throw answer.handlerError // Koa's error handling answers
+    answerOnContext(ctx, answer, head)
   }
 }
 
-/** The downstream as the engine runs it: `await next()`, then what it left on ctx. */
-function downstream(ctx: KoaContextLike, next: KoaNextLike): YieldingHandler {
-  return {
-    headers: ctx.req.headers,
-    method: { get: () => ctx.method, set: (method) => (ctx.method = method) },
-    routedUrl: () => ctx.url,
-    async produce() {
-      await next()
-      const origin = koaOriginOf(ctx) // sets what Koa's respond() would (Content-Length of JSON)
-      return { ...origin, headers: HeaderMap.from(ctx.res.getHeaders()).toList() }
-    },
-  }
-}
-
-/** Puts the answer on ctx (Koa sends it when the chain returns), or runs the downstream uncached. */
-async function apply(ctx: KoaContextLike, answer: Answer, next: KoaNextLike, head: boolean): Promise<void> {
-  switch (answer.kind) {
-    case 'plan':
-      return replayOnContext(ctx, answer.plan, head)
-    case 'stream': {
-      const body = answer.body instanceof Readable ? answer.body : Readable.from(answer.body)
-      if (ctx.body !== body) ctx.body = body
-      for (const [name, value] of answer.headers) ctx.set(name, value)
-      ctx.status = answer.status
-      if (answer.statusMessage !== undefined) ctx.message = answer.statusMessage
-      return
+/**
+ * Runs the downstream (`await next()`) for `request` and reads what it left on ctx. A
+ * background run (stale-while-revalidate: this request's client was answered from the
+ * cache) waits for that answer to go out, then runs on a response of its own that is
+ * never sent, since Koa cannot set a ctx again once its head went out.
+ */
+async function runDownstream(ctx: KoaContextLike, next: KoaNextLike, request: OriginRequest, upstream: HeaderList) {
+  if (request.background) await detach(ctx, upstream)
+  const { req } = ctx
+  const method = req.method
+  const headers = req.headers
+  req.method = request.method
+  req.headers = request.headers as typeof headers
+  try {
+    await next()
+  } finally {
+    if (!request.background) {
+      req.method = method
+      req.headers = headers
     }
-    case 'pass':
-      return passThrough(ctx, next, answer.headers)
-    case 'error':
-      throw answer.error
   }
+  const origin = koaOriginOf(ctx) // sets what Koa's respond() would (JSON's Content-Length)
+  return { ...origin, headers: HeaderMap.from(ctx.res.getHeaders()).toList() }
 }
 
-async function passThrough(ctx: KoaContextLike, next: KoaNextLike, headers: HeaderList): Promise<void> {
-  for (const [name, value] of headers) ctx.set(name, value)
-  await next()
+/** Koa's response internals that a detached run starts afresh. */
+interface KoaResponseInternals {
+  res: ServerResponse
+  _body?: unknown
+  _explicitStatus?: boolean
+  _explicitNullBody?: boolean
+}
+
+/** A response of its own for a background run, with the fields set above the cache, as the request had them. */
+async function detach(ctx: KoaContextLike, upstream: HeaderList): Promise<void> {
+  await finished(ctx.res, { readable: false }).catch(() => {})
+  const res = new ServerResponse(ctx.req)
+  res.statusCode = 404 // Koa's default until a body or status is set
+  for (const [name, value] of upstream) res.setHeader(name, value)
+  ctx.res = res
+  const response = (ctx as { response?: KoaResponseInternals }).response
+  if (response) {
+    response.res = res
+    response._body = undefined
+    response._explicitStatus = false
+    response._explicitNullBody = false
+  }
 }
 
 /** The request as the engine sees it, with what only Koa knows (koa-mount's prefix, a rewritten ctx.url). */
@@ -132,17 +107,6 @@ function isRewritten(ctx: KoaContextLike): boolean {
   const mount = ctx.mountPath ?? ''
   if (mount + ctx.url === ctx.originalUrl) return false
   // Mounted at its own root, `/api` is seen as mountPath `/api` and url `/`.
-  return !(
-    mount !== '' &&
-    (ctx.url === '/' || ctx.url.startsWith('/?')) &&
-    mount + ctx.url.slice(1) === ctx.originalUrl
-  )
-}
-
-function report(settings: RouteSettings<KoaContextLike>, error: unknown, ctx: KoaContextLike): void {
-  try {
-    settings.onError(error, ctx)
-  } catch {
-    // an observer that throws must not break the request
-  }
+  const atRoot = ctx.url === '/' || ctx.url.startsWith('/?')
+  return !(mount !== '' && atRoot && mount + ctx.url.slice(1) === ctx.originalUrl)
 }

@@ -1,29 +1,30 @@
+import { Readable } from 'node:stream'
+import type { HttpAnswer } from '../http/origin-exchange.js'
 import type { KoaContextLike } from './context.js'
 
-/** A response to put on `ctx`: the engine's replay plan (src/http/replay.ts), framework-free. */
-export interface KoaReplay {
-  status: number
-  statusMessage?: string
-  /** Fields set above the cache that the stored response removed. */
-  remove: string[]
-  headers: Array<[name: string, value: string | string[]]>
-  /** Undefined: a bodyless status. An empty Buffer for HEAD, whose Content-Length is the GET's. */
-  body: Buffer | undefined
+/**
+ * Puts the engine's answer on `ctx`, as the downstream would have: middleware above the
+ * cache sees (and may change) `ctx.status`, the fields and `ctx.body`, and Koa sends it.
+ * The order matters to Koa's setters: the body first (it would otherwise pick a
+ * Content-Type and make the status 200), then the fields (the answer's Content-Type and
+ * Content-Length win), then the status (which drops the body of a 204/304). HEAD gets
+ * the fields with the GET's Content-Length and no body (Koa sends none for HEAD).
+ */
+export function answerOnContext(ctx: KoaContextLike, answer: HttpAnswer, head: boolean): void {
+  const body = koaBody(answer.body)
+  if (body !== undefined && !head && ctx.body !== body) ctx.body = body
+  for (const name of answer.remove) ctx.remove(name)
+  // Koa types a Buffer body application/octet-stream; an answer without a type has none.
+  if (body !== undefined && !answer.headers.some(([name]) => name.toLowerCase() === 'content-type'))
+    ctx.remove('Content-Type')
+  for (const [name, value] of answer.headers) ctx.set(name, value)
+  ctx.status = answer.status
+  if (answer.statusMessage !== undefined) ctx.message = answer.statusMessage
 }
 
-/**
- * Puts a replay on `ctx`, as the downstream would have: middleware above the cache sees
- * (and may change) `ctx.status`, the fields and `ctx.body`, and Koa sends it. The order
- * matters to Koa's setters: the body first (it would otherwise pick a Content-Type and
- * make the status 200), then the stored fields (Content-Type and Content-Length win),
- * then the status (which drops the body of a 204/304).
- */
-export function replayOnContext(ctx: KoaContextLike, replay: KoaReplay, head: boolean): void {
-  if (replay.body !== undefined && !head) ctx.body = replay.body
-  for (const name of replay.remove) ctx.remove(name)
-  // Koa types a Buffer body application/octet-stream; a stored response without a type has none.
-  if (!replay.headers.some(([name]) => name.toLowerCase() === 'content-type')) ctx.remove('Content-Type')
-  for (const [name, value] of replay.headers) ctx.set(name, value)
-  ctx.status = replay.status
-  if (replay.statusMessage !== undefined) ctx.message = replay.statusMessage
+function koaBody(body: HttpAnswer['body']): Buffer | string | Readable | undefined {
+  if (body === undefined || body === null) return undefined
+  if (typeof body === 'string' || Buffer.isBuffer(body)) return body
+  if (body instanceof Uint8Array) return Buffer.from(body.buffer, body.byteOffset, body.byteLength)
+  return body instanceof Readable ? body : Readable.from(body)
 }

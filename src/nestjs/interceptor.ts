@@ -2,14 +2,11 @@ import type { IncomingMessage } from 'node:http'
 import { RequestMethod } from '@nestjs/common'
 import { from, lastValueFrom, mergeMap, throwError, type Observable } from 'rxjs'
 import type { Cache } from '../cache/cache.js'
-import { resolvePolicy } from '../settings.js'
-import { AnswerExchange, type Answer, type YieldingHandler } from '../http/answer-exchange.js'
-import { bypassHeaders, type RouteState } from '../http/exchange.js'
-import { serveAuthorized, serveCached, serveUnsafe } from '../http/flows.js'
-import { HeaderMap, headerOf, type HeaderList } from '../http/headers.js'
+import { HeaderMap, headerOf } from '../http/headers.js'
 import { invalidates } from '../http/invalidation.js'
-import { resolveRouteOptions, type RouteSettings } from '../http/options.js'
-import { classifyRequest } from '../http/storability.js'
+import { resolveRouteOptions, type RouteCacheOptions, type RouteSettings } from '../http/options.js'
+import type { HttpRequest } from '../http/request.js'
+import { HttpCacheRoute } from '../http/route.js'
 import {
   CACHE_ROUTE_METADATA,
   INVALIDATE_TAGS_METADATA,
@@ -21,14 +18,12 @@ import { nestOriginOf } from './serialize.js'
 import type { CallHandlerLike, ExecutionContextLike, NestRequestLike, NestResponseLike } from './shapes.js'
 import { webResponseOf } from './web-response.js'
 
-type Settings = RouteSettings<NestRequestLike>
 // eslint-disable-next-line @typescript-eslint/no-unsafe-function-type -- Nest's handlers and classes
 type Target = Function
 
-/** One marked route: its settings and what it learns while it serves. */
+/** One marked route: the engine behind it. */
 interface CachedRoute {
-  settings: Settings
-  state: RouteState
+  http: HttpCacheRoute<NestRequestLike>
 }
 
 /**
@@ -76,11 +71,8 @@ export class CacheRouteInterceptor {
     if (!byHandler) this.routes.set(controller, (byHandler = new Map()))
     let route = byHandler.get(handler)
     if (!route) {
-      const settings = resolveRouteOptions<NestRequestLike>({ ...this.defaults, ...options } as never)
-      resolvePolicy(undefined, settings.callOptions)
-      // Nest's request pipeline is over once the client is answered: no response can be
-      // produced for a client answered stale, so no background refresh (docs/nestjs.md).
-      route = { settings, state: { upstreamForbidsStoring: true } }
+      const merged = { ...this.defaults, ...options } as RouteCacheOptions<NestRequestLike>
+      route = { http: new HttpCacheRoute<NestRequestLike>(this.cache, merged) }
       byHandler.set(handler, route)
     }
     return route
@@ -124,95 +116,41 @@ export class CacheRouteInterceptor {
     tags: TagSource[] | undefined,
     next: CallHandlerLike<Observable<unknown>>,
   ): Promise<Observable<unknown>> {
-    const { settings, state } = route
     const raw = (req.raw ?? req) as IncomingMessage
-    const ownHead = metadataOf<number>('method', handler) === RequestMethod.HEAD
-    let verdict
-    try {
-      const view = { method: req.method, url: req.originalUrl ?? req.url, headers: raw.headers, scheme: req.protocol }
-      verdict = classifyRequest({ ...view, ownHeadHandler: ownHead }, req, settings)
-    } catch (error) {
-      report(settings, error, req)
-      return this.pass(res, bypassHeaders(settings), next)
+    const request: HttpRequest = {
+      method: req.method,
+      url: req.originalUrl ?? req.url,
+      headers: raw.headers,
+      scheme: req.protocol,
+      // A @Head() handler of its own: never run as the GET's fetch (its empty body would be stored for GET).
+      ownHeadHandler: metadataOf<number>('method', handler) === RequestMethod.HEAD,
     }
-    if (verdict.action === 'ignore') return next.handle()
-    if (verdict.action === 'bypass') return this.pass(res, bypassHeaders(settings, verdict.reason), next)
-    const key = verdict.action === 'invalidate' ? verdict.keys[0]! : verdict.key
     const upstream = HeaderMap.from(res.getHeaders()).toList()
     const platform = res.raw ? 'fastify' : 'express'
-    const yielding: YieldingHandler = {
-      headers: raw.headers,
-      produce: async () => {
+    const answer = await route.http.serve(
+      req,
+      request,
+      async (originRequest) => {
+        const unsafe = !['GET', 'HEAD'].includes(request.method.toUpperCase())
         const value = await lastValueFrom(next.handle(), { defaultValue: undefined })
-        const origin = nestOriginOf(
-          value,
-          value instanceof Response ? value.status : routeStatus(req, handler),
-          platform,
-        )
-        if (tags && verdict.action === 'invalidate' && invalidates(origin.status))
-          await this.dropTags(tags, req, (error) => report(settings, error, req))
-        const headers = HeaderMap.from(res.getHeaders())
-        for (const [name, value] of origin.headers) headers.set(name, value)
+        const status = value instanceof Response ? value.status : routeStatus(req, handler)
+        const origin = nestOriginOf(value, status, platform)
+        if (tags && unsafe && invalidates(origin.status))
+          await this.dropTags(tags, req, (error) => report(route.http.settings, error, req))
+        // In the background the response went out already: its fields are the stale answer's.
+        const headers = HeaderMap.from(originRequest.background ? upstream : res.getHeaders())
+        for (const [name, field] of origin.headers) headers.set(name, field)
         if (origin.defaultType && headerOf(headers.toList(), 'content-type') === undefined)
           headers.set('Content-Type', origin.defaultType)
         if (Buffer.isBuffer(origin.body) && headerOf(headers.toList(), 'content-length') === undefined)
           headers.set('Content-Length', String(origin.body.length))
         return { status: origin.status, headers: headers.toList(), body: origin.body }
       },
-    }
-    const exchange = new AnswerExchange(
-      req,
-      { headers: raw.headers, method: req.method },
-      yielding,
-      this.cache,
-      settings,
-      state,
-      key,
       upstream,
     )
-    const flow =
-      verdict.action === 'cache'
-        ? serveCached(exchange)
-        : verdict.action === 'invalidate'
-          ? serveUnsafe(exchange, verdict)
-          : serveAuthorized(exchange)
-    void flow
-      .catch((error: unknown) => {
-        exchange.reportError(error)
-        return exchange.failOpen()
-      })
-      .finally(() => {
-        if (!exchange.isAnswered) void exchange.failOpen()
-      })
-    return this.answerWith(await exchange.answered, res, next)
-  }
-
-  private answerWith(
-    answer: Answer,
-    res: NestResponseLike,
-    next: CallHandlerLike<Observable<unknown>>,
-  ): Observable<unknown> {
-    switch (answer.kind) {
-      case 'plan':
-        for (const name of answer.plan.remove) res.removeHeader(name)
-        return from([webResponseOf(answer.plan.status, answer.plan.headers, answer.plan.body)])
-      case 'stream':
-        return from([webResponseOf(answer.status, answer.headers, answer.body)])
-      case 'pass':
-        return this.pass(res, answer.headers, next)
-      case 'error':
-        return throwError(() => answer.error)
-    }
-  }
-
-  private pass(
-    res: NestResponseLike,
-    headers: HeaderList,
-    next: CallHandlerLike<Observable<unknown>>,
-  ): Observable<unknown> {
-    const target = res.raw ?? (res as unknown as { setHeader(name: string, value: string | string[]): void })
-    for (const [name, value] of headers) target.setHeader(name, value)
-    return next.handle()
+    if (answer.handlerError !== undefined) return throwError(() => answer.handlerError) // Nest's filters answer
+    for (const name of answer.remove) res.removeHeader(name)
+    return from([webResponseOf(answer.status, answer.headers, answer.body)])
   }
 }
 
@@ -221,7 +159,7 @@ function routeStatus(req: NestRequestLike, handler: Target): number {
   return metadataOf<number>('__httpCode__', handler) ?? (req.method.toUpperCase() === 'POST' ? 201 : 200)
 }
 
-function report(settings: Settings, error: unknown, req: NestRequestLike): void {
+function report(settings: RouteSettings<NestRequestLike>, error: unknown, req: NestRequestLike): void {
   try {
     settings.onError(error, req)
   } catch {

@@ -12,7 +12,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import type { Cache } from '../../src/index.js'
 import { cacheRoute, type KoaCacheRouteOptions } from '../../src/koa/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
-import { gate, until } from '../support/timing.js'
+import { gate, sleep, until } from '../support/timing.js'
 import { raw, testCache, type RawResponse } from '../express/helpers.js'
 
 type Downstream = (ctx: Koa.Context) => unknown
@@ -200,6 +200,35 @@ describe.skipIf(!redisAvailable)('Koa cacheRoute', () => {
     expect(first.body.length).toBe(40_960)
     expect(second.body.length).toBe(40_960)
     expect(second.headers['x-cache']).not.toBe('HIT')
+    expect(runs).toBe(2)
+  })
+
+  it('stale-while-revalidate: a stale hit is answered at once, the downstream refreshes it in the background', async () => {
+    let version = 0
+    const port = await app(
+      (ctx) => {
+        version++
+        ctx.set('X-Version', String(version))
+        ctx.body = { version }
+      },
+      { ttl: 100, staleTtl: '30s', cacheStatus: 'koa' },
+      async (ctx, next) => {
+        ctx.set('X-Above', 'yes')
+        await next()
+      },
+    )
+    expect(JSON.parse((await raw(port, '/swr')).body.toString())).toEqual({ version: 1 })
+    await sleep(150)
+    const stale = await raw(port, '/swr')
+    expect(stale.headers['x-cache']).toBe('STALE')
+    expect(stale.headers['x-above'], JSON.stringify(stale.headers)).toBe('yes')
+    expect([stale.headers['x-version'], JSON.parse(stale.body.toString())]).toEqual(['1', { version: 1 }])
+    await until(() => runs === 2, 'the background refresh')
+    await until(async () => (await raw(port, '/swr')).headers['x-version'] === '2', 'the refreshed entry')
+    const fresh = await raw(port, '/swr')
+    expect(fresh.headers['x-cache']).toBe('HIT')
+    expect(JSON.parse(fresh.body.toString())).toEqual({ version: 2 })
+    expect(fresh.headers['x-above']).toBe('yes')
     expect(runs).toBe(2)
   })
 

@@ -27,7 +27,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import type { Cache } from '../../src/index.js'
 import { CacheRoute, CacheRouteInterceptor, InvalidateTags } from '../../src/nestjs/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
-import { gate, until } from '../support/timing.js'
+import { gate, sleep, until } from '../support/timing.js'
 import { raw, testCache } from '../express/helpers.js'
 
 /** Counts handler runs; the controllers get it by constructor injection. */
@@ -101,6 +101,14 @@ class ProductsController {
   large() {
     this.counter.runs++
     return new StreamableFile(Readable.from(Array.from({ length: 10 }, () => Buffer.alloc(4096, 'z'))))
+  }
+
+  @Get('swr')
+  @CacheRoute({ ttl: 100, staleTtl: '30s', xCacheHeader: true })
+  @Header('X-Route', 'swr')
+  swr() {
+    this.counter.runs++
+    return { version: this.counter.runs }
   }
 
   @Get('plain')
@@ -244,6 +252,20 @@ for (const platform of ['express', 'fastify'] as const) {
       expect(plain.body.toString()).toBe('not cached')
       expect(plain.headers['x-cache']).toBeUndefined()
       expect(counter.runs).toBe(3)
+    })
+
+    it('stale-while-revalidate: a stale hit is answered at once, the handler refreshes it in the background', async () => {
+      expect(JSON.parse((await raw(port, '/p/swr')).body.toString())).toEqual({ version: 1 })
+      await sleep(150)
+      const stale = await raw(port, '/p/swr')
+      expect(stale.headers['x-cache']).toBe('STALE')
+      expect(JSON.parse(stale.body.toString())).toEqual({ version: 1 })
+      await until(() => counter.runs === 2, 'the background refresh')
+      await until(async () => (await raw(port, '/p/swr')).body.toString() === '{"version":2}', 'the refreshed entry')
+      const fresh = await raw(port, '/p/swr')
+      expect(fresh.headers['x-cache']).toBe('HIT')
+      expect(fresh.headers['x-route']).toBe('swr')
+      expect(counter.runs).toBe(2)
     })
 
     it('a body past maxBodyBytes reaches its client whole and is not stored', async () => {
