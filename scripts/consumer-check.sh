@@ -46,7 +46,7 @@ step "npm install the tarball, ioredis@$IOREDIS, @types/node@20, typescript $TS_
 (cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error \
   "$tarball" "ioredis@$IOREDIS" "@types/node@^20.19" \
   "ts-lowest@npm:typescript@$TS_LOWEST" "ts-latest@npm:typescript@$TS_LATEST" >/dev/null)
-for peer in express @types/express koa @types/koa @nestjs/common @nestjs/core rxjs reflect-metadata pg mysql2 etcd3 node-zookeeper-client @opentelemetry/api cron-parser; do
+for peer in express @types/express fastify hono koa @types/koa @nestjs/common @nestjs/core rxjs reflect-metadata pg mysql2 etcd3 node-zookeeper-client @opentelemetry/api cron-parser; do
   if [ -e "$app/node_modules/$peer" ]; then
     echo "optional peer $peer got installed"
     exit 1
@@ -81,13 +81,28 @@ done
 # ioredis is an optional peer: with it uninstalled, every .d.ts of the package must still
 # compile, and a cache without Redis (and the middleware) must run.
 mv "$app/node_modules/ioredis" "$work/ioredis-aside"
-step "without ioredis: all $(find "$app/node_modules/stampede-guard/dist" -name '*.d.ts' | wc -l) .d.ts of the package and cache-only.ts compile (tsc $TS_LATEST, skipLibCheck false)"
+# The Fastify entry's .d.ts import fastify (its users have it); no other .d.ts may name an
+# optional framework, so they compile without any installed.
+dist="$app/node_modules/stampede-guard/dist"
+leaks="$(grep -rlE "from '(fastify|hono|express|koa|rxjs|@nestjs/[a-z-]+)'|import\\('(fastify|hono|express|koa|rxjs|@nestjs/[a-z-]+)" "$dist" --include='*.d.ts' | grep -v '/dist/fastify/' || true)"
+if [ -n "$leaks" ]; then
+  echo "framework types leak into: $leaks"
+  exit 1
+fi
+step "without ioredis: all $(find "$dist" -name '*.d.ts' -not -path '*/dist/fastify/*' | wc -l) .d.ts of the package but the Fastify entry's, and cache-only.ts, compile (tsc $TS_LATEST, skipLibCheck false)"
 (cd "$app" && node node_modules/ts-latest/bin/tsc --noEmit --strict --skipLibCheck false --module nodenext \
   --moduleResolution nodenext --target ES2022 --types node cache-only.ts \
-  $(find node_modules/stampede-guard/dist -name '*.d.ts'))
+  $(find node_modules/stampede-guard/dist -name '*.d.ts' -not -path '*/dist/fastify/*'))
 step "without ioredis: an in-process cache runs"
 (cd "$app" && node no-ioredis.mjs)
 mv "$work/ioredis-aside" "$app/node_modules/ioredis"
+
+# Fastify 5's own types need TypeScript 5.4 (NoInfer): checked with the latest only.
+step "fastify installed: the Fastify entry's .d.ts and fastify.ts compile (tsc $TS_LATEST, skipLibCheck false)"
+(cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error --no-save "fastify@^5" >/dev/null)
+(cd "$app" && node node_modules/ts-latest/bin/tsc --noEmit --strict --skipLibCheck false --module nodenext \
+  --moduleResolution nodenext --target ES2022 --types node fastify.ts \
+  $(find node_modules/stampede-guard/dist/fastify -name '*.d.ts'))
 
 step "publint"
 (cd "$root" && node_modules/.bin/publint run "$tarball" --strict)
