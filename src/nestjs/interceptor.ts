@@ -1,10 +1,11 @@
-import type { IncomingMessage } from 'node:http'
+import { ServerResponse, type IncomingMessage } from 'node:http'
 import { RequestMethod } from '@nestjs/common'
 import { from, lastValueFrom, mergeMap, throwError, type Observable } from 'rxjs'
 import type { Cache } from '../cache/cache.js'
-import { HeaderMap, headerOf } from '../http/headers.js'
+import { HeaderMap, headerOf, withoutFields } from '../http/headers.js'
 import { invalidates } from '../http/invalidation.js'
 import { resolveRouteOptions, type RouteCacheOptions, type RouteSettings } from '../http/options.js'
+import type { OriginRequest } from '../http/origin-exchange.js'
 import type { HttpRequest } from '../http/request.js'
 import { HttpCacheRoute } from '../http/route.js'
 import {
@@ -132,7 +133,9 @@ export class CacheRouteInterceptor {
       request,
       async (originRequest) => {
         const unsafe = !['GET', 'HEAD'].includes(request.method.toUpperCase())
-        const value = await lastValueFrom(next.handle(), { defaultValue: undefined })
+        const value = await asOrigin(raw, originRequest, () =>
+          lastValueFrom(next.handle(), { defaultValue: undefined }),
+        )
         const status = value instanceof Response ? value.status : routeStatus(req, handler)
         const origin = nestOriginOf(value, status, platform)
         if (tags && unsafe && invalidates(origin.status))
@@ -150,7 +153,36 @@ export class CacheRouteInterceptor {
     )
     if (answer.handlerError !== undefined) return throwError(() => answer.handlerError) // Nest's filters answer
     for (const name of answer.remove) res.removeHeader(name)
-    return from([webResponseOf(answer.status, answer.headers, answer.body)])
+    let headers = answer.headers
+    if (!res.raw) {
+      // Nest's Express platform sets a Response's fields with Express's res.set(), which
+      // adds a charset to a text Content-Type; Node's own setHeader sends it as stored.
+      const type = headerOf(headers, 'content-type')
+      if (type !== undefined) {
+        ServerResponse.prototype.setHeader.call(res, 'Content-Type', type)
+        headers = withoutFields(headers, ['content-type'])
+      }
+    }
+    return from([webResponseOf(answer.status, headers, answer.body)])
+  }
+}
+
+/**
+ * Runs the handler with the request the cache fetches with (HEAD as GET, the client's
+ * validators hidden, Accept-Encoding reduced: see OriginRequest), then puts the client's
+ * back, unless the run is in the background (its client was answered already).
+ */
+async function asOrigin<T>(raw: IncomingMessage, request: OriginRequest, run: () => Promise<T>): Promise<T> {
+  const { method, headers } = raw
+  raw.method = request.method
+  raw.headers = request.headers as IncomingMessage['headers']
+  try {
+    return await run()
+  } finally {
+    if (!request.background) {
+      raw.method = method
+      raw.headers = headers
+    }
   }
 }
 

@@ -17,6 +17,8 @@ export function webResponseOf(status: number, headers: HeaderList, body: BodySou
 
 function contentOf(body: BodySource): Uint8Array | string | ReadableStream<Uint8Array> | null {
   if (body === undefined || body === null) return null
-  if (typeof body === 'string' || body instanceof Uint8Array) return body
+  // A string body would get a default Content-Type from the Response: bytes get none.
+  if (typeof body === 'string') return Buffer.from(body)
+  if (body instanceof Uint8Array) return body
   return Readable.toWeb(Readable.from(body)) as ReadableStream<Uint8Array>
 }
