@@ -75,6 +75,15 @@ describe.skipIf(!redisAvailable)('examples (against a private redis-server)', ()
     }
   })
 
+  for (const example of ['fastify-route.ts', 'hono-route.ts']) {
+    it(`${example}: one handler run for a burst of 20 requests; X-Cache and Cache-Status printed`, async () => {
+      const run = await runExample(example, { REDIS_URL: redis.url })
+      expect(run.code, explain(run)).toBe(0)
+      expect(run.stdout).toContain('"MISS (example; fwd=uri-miss; stored)":1')
+      expect(run.stdout).toContain('the handler ran 1 time(s) in total')
+    })
+  }
+
   it('cluster-workers.ts: one loader run across 4 worker processes', async () => {
     const run = await runExample('cluster-workers.ts', { REDIS_URL: redis.url })
     expect(run.code, explain(run)).toBe(0)
