@@ -49,11 +49,14 @@ export async function captureBody(
   pending: Promise<OriginResponse>,
   limits: BodyCaptureLimits,
   startedAt = Date.now(),
+  /** Settles when buffering must stop at once (failing open): released as a timeout. */
+  stop?: Promise<void>,
 ): Promise<BodyCapture> {
   let timer: NodeJS.Timeout | undefined
   const timedOut = new Promise<'timeout'>((resolve) => {
     timer = setTimeout(() => resolve('timeout'), Math.max(0, startedAt + limits.timeoutMs - Date.now()))
     timer.unref()
+    void stop?.then(() => resolve('timeout'))
   })
   let reserved = 0
   const body = new BodyBuffer()

@@ -65,7 +65,7 @@ export class OriginExchange<Req> implements HttpExchange<Req> {
   private clientClaimed = false
   private handlerRun: Promise<CaptureEnd> | undefined
   private requestOptions: CallOptions | undefined
-  /** Set by failOpen while the handler runs: stop buffering at once, the rest streams. */
+  /** Called by failOpen while the handler runs: buffering stops at once, the rest streams to the client. */
   private releaseNow: (() => void) | undefined
 
   constructor(
@@ -123,21 +123,18 @@ export class OriginExchange<Req> implements HttpExchange<Req> {
     } catch (error) {
       pending = Promise.reject(error)
     }
-    const capture = await Promise.race([
-      captureBody(pending, {
+    const stop = new Promise<void>((resolve) => (this.releaseNow = resolve))
+    const capture = await captureBody(
+      pending,
+      {
         maxBodyBytes: this.settings.maxBodyBytes,
         timeoutMs: this.settings.handlerTimeout,
         budget: this.settings.captureBudget,
-      }).catch((error: unknown) => ({ kind: 'failed' as const, error })),
-      new Promise<'fail-open'>((resolve) => (this.releaseNow = () => resolve('fail-open'))),
-    ])
+      },
+      startedAt,
+      stop,
+    ).catch((error: unknown) => ({ kind: 'failed' as const, error }))
     this.releaseNow = undefined
-    if (capture === 'fail-open') {
-      // Failing open while the handler runs: its response goes to the client when it comes.
-      const released = this.claimClient()
-      if (released) this.settle(await this.passedBy(pending, this.note.detail))
-      return { kind: 'released', reason: 'timeout', toClient: released }
-    }
     if (capture.kind === 'failed') {
       // The handler threw: an uncached route would answer with the framework's error handling,
       // which is the adapter's. Treated as a 500 (a failure, never stored).

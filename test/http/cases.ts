@@ -414,6 +414,28 @@ export const CASES: ConformanceCase[] = [
   },
   {
     group: 'broken handlers and aborts',
+    name: 'the cache failing while the handler streams (hardTimeout): the whole response still reaches the client, in order',
+    routes: () =>
+      one(
+        () => ({
+          headers: { 'content-type': 'text/plain' },
+          body: (async function* () {
+            yield Buffer.from('first ')
+            await sleep(300) // past hardTimeout: the cache gives up on this request and fails open
+            yield Buffer.from('second ')
+            yield Buffer.from('third')
+          })(),
+        }),
+        { ...DEFAULT_OPTIONS, hardTimeout: 100 },
+      ),
+    async run({ send, runs }) {
+      const reply = await send()
+      expect([reply.status, reply.body.toString(), reply.complete]).toEqual([200, 'first second third', true])
+      expect(runs()).toBe(1)
+    },
+  },
+  {
+    group: 'broken handlers and aborts',
     name: 'a handler slower than handlerTimeout: its response still reaches its client, uncached',
     routes: () =>
       one(
