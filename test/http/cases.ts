@@ -75,7 +75,10 @@ export const CASES: ConformanceCase[] = [
         'sg; fwd=uri-miss; stored',
       ])
       expect([hit.status, xCache(hit), hit.body.toString()]).toEqual([200, 'HIT', 'the page'])
-      expect(hit.headers['cache-status']).toMatch(/^sg; hit; ttl=\d+$/)
+      // The leader's client is answered before its response is committed, so a request sent
+      // right after may still join that commit (collapsed) instead of hitting (as in
+      // test/express/rfc-features.test.ts): either way from the cache, the handler ran once.
+      expect(hit.headers['cache-status']).toMatch(/^sg; (hit|fwd=uri-miss; collapsed); ttl=\d+$/)
       expect(hit.headers['content-type']).toBe(miss.headers['content-type'])
       expect(runs()).toBe(1)
     },
