@@ -64,21 +64,23 @@ const refreshSecret = randomBytes(18).toString('base64url')
 const plugin: FastifyPluginCallback<FastifyCachePluginOptions> = (fastify, options, done) => {
   if (!options || typeof options.cache !== 'object' || options.cache === null)
     return done(new TypeError('stampede-guard/fastify: register with { cache }'))
-  const routes = new WeakMap<object, HttpCacheRoute<FastifyRequest>>()
+  // Handlers of cached GET routes by URL: Fastify's own HEAD route of a GET reuses its handler.
+  const getHandlers = new Map<string, Set<unknown>>()
   fastify.addHook('onRoute', (routeOptions) => {
     const own = routeOptions.config?.cache
     if (own === undefined) return
-    const settings = own === true ? {} : own
-    // Fastify's own HEAD route for a GET shares its options: served from the GET's entry.
-    let route = routes.get(settings)
-    const ownHeadHandler = route === undefined && routeOptions.method === 'HEAD'
-    if (!route) {
-      route = new HttpCacheRoute<FastifyRequest>(options.cache, {
-        ...options.defaults,
-        ...settings,
-      } as FastifyCacheRouteOptions)
-      routes.set(settings, route)
+    const methods = [routeOptions.method].flat()
+    if (methods.includes('GET')) {
+      const handlers = getHandlers.get(routeOptions.url) ?? new Set()
+      getHandlers.set(routeOptions.url, handlers.add(routeOptions.handler))
     }
+    // A HEAD route that is not Fastify's own for a cached GET has a handler of its own: passes by.
+    const ownHeadHandler =
+      methods.length === 1 && methods[0] === 'HEAD' && !getHandlers.get(routeOptions.url)?.has(routeOptions.handler)
+    const route = new HttpCacheRoute<FastifyRequest>(options.cache, {
+      ...options.defaults,
+      ...(own === true ? {} : own),
+    } as FastifyCacheRouteOptions)
     addHooks(fastify, routeOptions, route, ownHeadHandler)
   })
   done()

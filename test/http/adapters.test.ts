@@ -5,7 +5,7 @@
  */
 import { serve as serveHono } from '@hono/node-server'
 import Fastify from 'fastify'
-import { Hono } from 'hono'
+import { Hono, type Context } from 'hono'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createCache, type Cache } from '../../src/index.js'
 import { fastifyCache } from '../../src/fastify/index.js'
@@ -82,6 +82,9 @@ describe.skipIf(!redisAvailable)('adapters beyond the table', () => {
       ])
       await app.inject({ url: '/cached', headers: { host: HOST } })
       expect((await app.inject({ url: '/cached', headers: { host: HOST } })).headers['x-cache']).toBe('HIT')
+      // Fastify's own HEAD route of a config.cache: true GET is served from the GET entry too.
+      const head = await app.inject({ method: 'HEAD', url: '/cached', headers: { host: HOST } })
+      expect([head.headers['x-cache'], head.headers['content-length'], head.body]).toEqual(['HIT', '9', ''])
       await app.close()
 
       const bad = Fastify()
@@ -121,6 +124,26 @@ describe.skipIf(!redisAvailable)('adapters beyond the table', () => {
       await app.close()
     })
 
+    it('key and tags are functions of the FastifyRequest; deleteByTag evicts the tagged entry', async () => {
+      let runs = 0
+      const cache = newCache()
+      const app = Fastify()
+      await app.register(fastifyCache, { cache, defaults: { ttl: '30s', xCacheHeader: true } })
+      app.get<{ Params: { id: string } }>(
+        '/t/:id',
+        { config: { cache: { tags: (request) => [`product:${(request.params as { id: string }).id}`] } } },
+        async (request) => `product ${request.params.id}, run ${++runs}`,
+      )
+      await app.ready()
+      const get = () => app.inject({ url: '/t/7', headers: { host: HOST } })
+      await get()
+      expect((await get()).headers['x-cache']).toBe('HIT')
+      await cache.deleteByTag('product:7')
+      const after = await get()
+      expect([after.headers['x-cache'], after.body]).toEqual(['MISS', 'product 7, run 2'])
+      await app.close()
+    })
+
     it('a forged refresh header does not skip the cache', async () => {
       let runs = 0
       const app = Fastify()
@@ -148,6 +171,24 @@ describe.skipIf(!redisAvailable)('adapters beyond the table', () => {
       const second = await app.request('/u', { headers: { host: HOST } })
       expect([first.headers.get('x-request-id'), second.headers.get('x-request-id')]).toEqual(['1', '2'])
       expect([second.headers.get('x-cache'), await second.text()]).toEqual(['HIT', 'page'])
+    })
+
+    it('tags are a function of the Hono context; deleteByTag evicts the tagged entry', async () => {
+      let runs = 0
+      const cache = newCache()
+      const app = new Hono()
+      const tagged = cacheRoute<Context>(cache, {
+        ttl: '30s',
+        xCacheHeader: true,
+        tags: (c) => [`product:${c.req.param('id')}`],
+      })
+      app.get('/t/:id', tagged, (c) => c.text(`product ${c.req.param('id')}, run ${++runs}`))
+      const get = () => app.request('/t/7', { headers: { host: HOST } })
+      await get()
+      expect((await get()).headers.get('x-cache')).toBe('HIT')
+      await cache.deleteByTag('product:7')
+      const after = await get()
+      expect([after.headers.get('x-cache'), await after.text()]).toEqual(['MISS', 'product 7, run 2'])
     })
 
     it('cacheFetch: one handler run for a burst; a handler that throws rejects, as it would uncached', async () => {

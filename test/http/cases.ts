@@ -101,6 +101,18 @@ export const CASES: ConformanceCase[] = [
   },
   {
     group: 'storability and Vary',
+    name: 'a cold HEAD fills the entry a later GET is served from, body included',
+    routes: () => one(() => text('full body')),
+    async run({ send, runs }) {
+      const head = await send('', { method: 'HEAD' })
+      expect([head.status, head.body.length, head.headers['content-length']]).toEqual([200, 0, '9'])
+      const get = await send()
+      expect([get.status, xCache(get), get.body.toString()]).toEqual([200, 'HIT', 'full body'])
+      expect(runs()).toBe(1)
+    },
+  },
+  {
+    group: 'storability and Vary',
     name: 'private, no-store and Set-Cookie responses are never stored',
     routes: () => {
       let run = 0
@@ -142,6 +154,20 @@ export const CASES: ConformanceCase[] = [
       await send('/star')
       await send('/star')
       expect(runs('/star')).toBe(2)
+    },
+  },
+  {
+    group: 'storability and Vary',
+    name: 'Vary: Accept-Encoding: spellings of one coding share a variant; the handler sees the reduced value',
+    routes: () =>
+      one(({ headers }) => text(`made for ${headers['accept-encoding'] ?? 'none'}`, { vary: 'Accept-Encoding' })),
+    async run({ send, runs }) {
+      const coded = async (value: string) => (await send('', { headers: { 'accept-encoding': value } })).body.toString()
+      expect(await coded('gzip, br')).toBe('made for br')
+      expect(await coded('br;q=1, GZIP;q=0.5')).toBe('made for br')
+      expect(await coded('identity')).toBe('made for identity')
+      expect(await coded('deflate')).toBe('made for identity')
+      expect(runs()).toBe(2)
     },
   },
   {

@@ -9,10 +9,12 @@ import { MeterProvider } from '@opentelemetry/sdk-metrics'
 import { BasicTracerProvider } from '@opentelemetry/sdk-trace-base'
 import { Etcd3, type ComparatorBuilder, type Namespace } from 'etcd3'
 import type { Request, Response, NextFunction } from 'express'
+import type { Context, MiddlewareHandler } from 'hono'
 import { Cluster, Redis } from 'ioredis'
 import zookeeper, { type Client, type Transaction } from 'node-zookeeper-client'
 import { describe, expect, it } from 'vitest'
 import type { NextFunctionLike, RequestLike, ResponseLike } from '../../src/express/http-types.js'
+import type { cacheRoute as honoCacheRoute, HonoContextLike } from '../../src/hono/index.js'
 import type { EtcdClientLike, EtcdTxnLike } from '../../src/lock/etcd/client-like.js'
 import type { ZooKeeperClientLike, ZooKeeperTransactionLike } from '../../src/lock/zookeeper/client-like.js'
 import type { MeterLike, TracerLike } from '../../src/observability/otel-like.js'
@@ -22,6 +24,8 @@ import type { RedisClientLike } from '../../src/redis-client.js'
 type Fits<T extends Shape, Shape> = T
 export type Checked = [
   Fits<Redis, RedisClientLike>,
+  Fits<Context, HonoContextLike>,
+  Fits<ReturnType<typeof honoCacheRoute>, MiddlewareHandler>,
   Fits<Cluster, RedisClientLike>,
   Fits<Etcd3, EtcdClientLike>,
   Fits<Namespace, EtcdClientLike>,

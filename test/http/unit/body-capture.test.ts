@@ -4,8 +4,8 @@
  * once (failing open), and the budget given back whatever the outcome.
  */
 import { describe, expect, it } from 'vitest'
-import { captureBody, type BodySource, type OriginResponse } from '../../src/http/body-capture.js'
-import { CaptureBudget } from '../../src/http/capture-budget.js'
+import { captureBody, type BodySource, type OriginResponse } from '../../../src/http/body-capture.js'
+import { CaptureBudget } from '../../../src/http/capture-budget.js'
 
 const response = (body: BodySource, headers: OriginResponse['headers'] = []): Promise<OriginResponse> =>
   Promise.resolve({ status: 200, headers, body })
