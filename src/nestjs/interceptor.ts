@@ -1,8 +1,8 @@
-import { ServerResponse, type IncomingMessage } from 'node:http'
-import { RequestMethod, StreamableFile } from '@nestjs/common'
+import type { IncomingMessage } from 'node:http'
+import { RequestMethod } from '@nestjs/common'
 import { from, lastValueFrom, mergeMap, throwError, type Observable } from 'rxjs'
 import type { Cache } from '../cache/cache.js'
-import { HeaderMap, headerOf, withoutFields } from '../http/headers.js'
+import { HeaderMap, headerOf } from '../http/headers.js'
 import { invalidates } from '../http/invalidation.js'
 import { resolveRouteOptions, type RouteCacheOptions, type RouteSettings } from '../http/options.js'
 import type { OriginRequest } from '../http/origin-exchange.js'
@@ -17,7 +17,7 @@ import {
 } from './metadata.js'
 import { nestOriginOf } from './serialize.js'
 import type { CallHandlerLike, ExecutionContextLike, NestRequestLike, NestResponseLike } from './shapes.js'
-import { webResponseOf } from './web-response.js'
+import { answerFor } from './send.js'
 
 // eslint-disable-next-line @typescript-eslint/no-unsafe-function-type -- Nest's handlers and classes
 type Target = Function
@@ -153,35 +153,7 @@ export class CacheRouteInterceptor {
       upstream,
     )
     if (answer.handlerError !== undefined) return throwError(() => answer.handlerError) // Nest's filters answer
-    for (const name of answer.remove) res.removeHeader(name)
-    // Nest sends a web Response through its streaming path, about 2.5x slower than its plain
-    // reply (docs/load-testing.md). On Fastify, a reply of bytes with the route's own status
-    // (Nest sets that status whatever is returned) is sent as it is: fields on the reply,
-    // the Buffer returned. HEAD keeps the Response path (Fastify would count a HEAD's empty
-    // body as its Content-Length).
-    const { body } = answer
-    if (Buffer.isBuffer(body) && !head && answer.status === routeStatus(req, handler)) {
-      if (res.raw) {
-        const reply = res as NestResponseLike & { header(name: string, value: string | string[]): unknown }
-        for (const [name, value] of answer.headers) reply.header(name, value)
-        return from([body])
-      }
-      // Express: the fields with Node's setHeader (Express's res.set() would add a charset),
-      // the bytes as a StreamableFile, which Nest pipes without its Response machinery.
-      for (const [name, value] of answer.headers) ServerResponse.prototype.setHeader.call(res, name, value)
-      return from([new StreamableFile(body)])
-    }
-    let headers = answer.headers
-    if (!res.raw) {
-      // Nest's Express platform sets a Response's fields with Express's res.set(), which
-      // adds a charset to a text Content-Type; Node's own setHeader sends it as stored.
-      const type = headerOf(headers, 'content-type')
-      if (type !== undefined) {
-        ServerResponse.prototype.setHeader.call(res, 'Content-Type', type)
-        headers = withoutFields(headers, ['content-type'])
-      }
-    }
-    return from([webResponseOf(answer.status, headers, answer.body)])
+    return from([answerFor(answer, res, head, routeStatus(req, handler))])
   }
 }
 
