@@ -1,4 +1,5 @@
 import { transform } from 'esbuild'
+import ts from 'typescript'
 import { defineConfig, type Plugin } from 'vitest/config'
 
 /**
@@ -11,9 +12,33 @@ const standardDecorators: Plugin = {
   enforce: 'pre',
   async transform(code, id) {
     if (!id.endsWith('.ts') || !/^\s*@[A-Za-z_$][\w$.]*\(/m.test(code)) return undefined
+    if (LEGACY_DECORATOR_FILES.test(id)) return legacyDecorators(code, id)
     const result = await transform(code, { loader: 'ts', target: 'es2022', sourcemap: true, sourcefile: id })
     return { code: result.code, map: result.map }
   },
+}
+
+/**
+ * NestJS apps are compiled with `experimentalDecorators` and `emitDecoratorMetadata` (Nest
+ * reads constructor parameter types from it), which esbuild cannot emit. Files of the Nest
+ * adapter's tests and example (a `nestjs` folder or file name) go through TypeScript
+ * instead, as a Nest user's `tsc` compiles them; they are type-checked by
+ * tsconfig.nestjs.json.
+ */
+const LEGACY_DECORATOR_FILES = /[\\/]nestjs[\\/]|[\\/][^\\/]*nestjs[^\\/]*\.ts$/
+
+function legacyDecorators(code: string, id: string) {
+  const { outputText, sourceMapText } = ts.transpileModule(code, {
+    fileName: id,
+    compilerOptions: {
+      target: ts.ScriptTarget.ES2022,
+      module: ts.ModuleKind.ESNext,
+      experimentalDecorators: true,
+      emitDecoratorMetadata: true,
+      sourceMap: true,
+    },
+  })
+  return { code: outputText.replace(/\/\/# sourceMappingURL=.*$/m, ''), map: sourceMapText }
 }
 
 export default defineConfig({

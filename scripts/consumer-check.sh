@@ -46,7 +46,7 @@ step "npm install the tarball, ioredis@$IOREDIS, @types/node@20, typescript $TS_
 (cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error \
   "$tarball" "ioredis@$IOREDIS" "@types/node@^20.19" \
   "ts-lowest@npm:typescript@$TS_LOWEST" "ts-latest@npm:typescript@$TS_LATEST" >/dev/null)
-for peer in express @types/express fastify hono pg mysql2 etcd3 node-zookeeper-client @opentelemetry/api cron-parser; do
+for peer in express @types/express fastify hono koa @types/koa @nestjs/common @nestjs/core rxjs reflect-metadata pg mysql2 etcd3 node-zookeeper-client @opentelemetry/api cron-parser; do
   if [ -e "$app/node_modules/$peer" ]; then
     echo "optional peer $peer got installed"
     exit 1
@@ -84,7 +84,7 @@ mv "$app/node_modules/ioredis" "$work/ioredis-aside"
 # The Fastify entry's .d.ts import fastify (its users have it); no other .d.ts may name an
 # optional framework, so they compile without any installed.
 dist="$app/node_modules/stampede-guard/dist"
-leaks="$(grep -rlE "from '(fastify|hono|express|koa|@nestjs/[a-z-]+)'|import\\('(fastify|hono|express|koa)" "$dist" --include='*.d.ts' | grep -v '/dist/fastify/' || true)"
+leaks="$(grep -rlE "from '(fastify|hono|express|koa|rxjs|@nestjs/[a-z-]+)'|import\\('(fastify|hono|express|koa|rxjs|@nestjs/[a-z-]+)" "$dist" --include='*.d.ts' | grep -v '/dist/fastify/' || true)"
 if [ -n "$leaks" ]; then
   echo "framework types leak into: $leaks"
   exit 1

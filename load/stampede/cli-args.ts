@@ -2,6 +2,7 @@
  * Command-line options of `npm run load` (and the subset `npm run demo` accepts).
  */
 import { parseArgs } from 'node:util'
+import { FRAMEWORKS, isFramework, type Framework } from '../frameworks/apps.js'
 import { DEFAULT_MODES, isModeName, MODE_NAMES, type ModeName } from './modes.js'
 import { isScenarioName, SCENARIO_NAMES, type ScenarioName } from './scenarios.js'
 
@@ -12,6 +13,8 @@ export interface CliOptions {
   /** Who competes in the coupon scenario (default: every registered contender). */
   contenders: string[] | undefined
   modes: ModeName[]
+  /** `--framework LIST`: req/s of a route bare and cached, per framework (load/frameworks/), instead of the scenarios. */
+  frameworks: Framework[]
   workers: number
   dbLatencyMs: number
   timeScale: number
@@ -33,6 +36,10 @@ export const USAGE = `Usage: npm run load -- [options]
                       distributed-lock scenario (1,000 coupons, 1,200 users, 4 processes,
                       PostgreSQL at DATABASE_URL, default 127.0.0.1:5432/test)
   --contenders LIST   coupons only: which locks compete (default: all registered)
+  --framework LIST    comma-separated: ${FRAMEWORKS.join(', ')}, or all: requests per
+                      second of one route bare and behind that framework's adapter
+                      (cached), instead of the scenarios (--time-scale scales its 5 s
+                      rounds, --connections its 50 connections)
   --modes LIST        comma-separated: ${MODE_NAMES.join(', ')} (default: ${DEFAULT_MODES.join(', ')})
   --workers N         app worker processes (default: 4)
   --db-latency MS     latency of one database query (default: 50)
@@ -76,6 +83,8 @@ export function parseCliArgs(argv: string[]): CliOptions {
       scenario: { type: 'string' },
       scenarios: { type: 'string' },
       contenders: { type: 'string' },
+      framework: { type: 'string' },
+      frameworks: { type: 'string' },
       modes: { type: 'string' },
       mode: { type: 'string' },
       workers: { type: 'string' },
@@ -95,6 +104,7 @@ export function parseCliArgs(argv: string[]): CliOptions {
   const httpScenarios = requested?.filter((name) => name !== 'coupons')
   const scenarioArg = httpScenarios?.join(',')
   const modeArg = values.modes ?? values.mode
+  const frameworkArg = values.framework ?? values.frameworks
   // Keep the modes in the canonical order whatever order they were given in: the table reads none → full.
   const modes = modeArg ? list(modeArg, MODE_NAMES, isModeName, 'mode') : [...DEFAULT_MODES]
   return {
@@ -109,6 +119,7 @@ export function parseCliArgs(argv: string[]): CliOptions {
       .map((name) => name.trim())
       .filter(Boolean),
     modes: MODE_NAMES.filter((m) => modes.includes(m)),
+    frameworks: frameworkArg ? list(frameworkArg, FRAMEWORKS, isFramework, 'framework') : [],
     workers: values.workers ? Math.round(positive(values.workers, 'workers')) : 4,
     dbLatencyMs: values['db-latency'] ? positive(values['db-latency'], 'db-latency', true) : 50,
     timeScale: values['time-scale'] ? positive(values['time-scale'], 'time-scale') : 1,

@@ -16,7 +16,8 @@ import path from 'node:path'
 import { CONTENDERS } from './coupons/contenders.js'
 import { COUPON_CONTENDERS, renderCouponTable, runCouponScenario } from './coupons/scenario.js'
 import { describeSource } from './db/source.js'
-import { findRedisServer, startPrivateRedis } from '../shared/redis-server.js'
+import { benchRedis, findRedisServer, startPrivateRedis } from '../shared/redis-server.js'
+import { renderFrameworkTable, runFrameworks } from '../frameworks/run.js'
 
 async function main(): Promise<void> {
   let options
@@ -32,6 +33,7 @@ async function main(): Promise<void> {
     return
   }
 
+  if (options.frameworks.length > 0) return runFrameworkThroughput(options)
   if (options.coupons) await runCoupons(options.contenders)
   if (options.scenarios.length === 0) return
 
@@ -134,3 +136,21 @@ main().catch((err: unknown) => {
   console.error(err)
   process.exitCode = 1
 })
+
+/** `--framework`: req/s bare and cached per framework (load/frameworks/), against REDIS_URL or a private redis-server. */
+async function runFrameworkThroughput(options: Awaited<ReturnType<typeof parseCliArgs>>): Promise<void> {
+  const { url, privateServer } = await benchRedis('npm run load -- --framework')
+  try {
+    const durationSec = Math.max(1, Math.round(5 * options.timeScale))
+    const connections = options.connections ?? 50
+    console.log(
+      bold(
+        `Frameworks: ${options.frameworks.join(', ')}; ${durationSec} s per route, 2 rounds, ${connections} connections`,
+      ),
+    )
+    const results = await runFrameworks(options.frameworks, { redisUrl: url, durationSec, connections, rounds: 2 })
+    console.log(renderFrameworkTable(results))
+  } finally {
+    await privateServer?.stop()
+  }
+}

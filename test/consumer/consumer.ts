@@ -4,6 +4,8 @@
 import { Redis } from 'ioredis'
 import { createCache, createLocks, jsonCodec, type Cache, type Codec } from 'stampede-guard'
 import { cacheRoute, type CacheRouteOptions } from 'stampede-guard/express'
+import { cacheRoute as koaCacheRoute, type KoaCacheRouteOptions } from 'stampede-guard/koa'
+import { CacheRoute, CacheRouteInterceptor, InvalidateTags } from 'stampede-guard/nestjs'
 
 interface Row {
   id: number
@@ -19,10 +21,16 @@ const options: CacheRouteOptions = { ttl: '10s', key: (req) => `${req.method} ${
 const middleware = cacheRoute(cache, options)
 middleware.length satisfies number
 
+// Koa and Nest are not installed here: their entries' types compile without them.
+const koaOptions: KoaCacheRouteOptions = { ttl: '10s', key: (ctx) => ctx.originalUrl }
+koaCacheRoute(cache, koaOptions).length satisfies number
+const interceptor = new CacheRouteInterceptor(cache, { staleTtl: '1m' })
+const decorators = [CacheRoute({ ttl: '10s', tags: (req) => [`p:${String(req.params.id)}`] }), InvalidateTags('p')]
+
 const locks = createLocks({ redis })
 const ran: Promise<number> = locks.withLock('job', async (lock) => {
   lock.token satisfies bigint
   return 1
 })
 
-export { row, inProcess, ran }
+export { row, inProcess, ran, interceptor, decorators }

@@ -55,6 +55,26 @@ describe.skipIf(!redisAvailable)('examples (against a private redis-server)', ()
     expect(run.stdout).toContain('the handler ran 1 time(s) in total')
   })
 
+  it('koa-route.ts: one downstream run for a burst of 20 requests', async () => {
+    const run = await runExample('koa-route.ts', { REDIS_URL: redis.url })
+    expect(run.code, explain(run)).toBe(0)
+    expect(run.stdout).toContain('20 simultaneous requests → X-Cache {"MISS":1,"HIT":19}; the handler ran 1 time(s)')
+    expect(run.stdout).toMatch(
+      /3 more requests → X-Cache HIT, HIT, HIT; Cache-Status example; hit; ttl=\d+; the handler ran 1 time\(s\) in total/,
+    )
+  })
+
+  it('nestjs-route.ts: one handler run per burst on both platforms; a PUT with @InvalidateTags drops the entry', async () => {
+    const run = await runExample('nestjs-route.ts', { REDIS_URL: redis.url, TSX_TSCONFIG_PATH: 'tsconfig.nestjs.json' })
+    expect(run.code, explain(run)).toBe(0)
+    for (const platform of ['express', 'fastify']) {
+      expect(run.stdout).toContain(
+        `${platform}: 20 simultaneous requests → X-Cache {"MISS":1,"HIT":19}; the handler ran 1 time(s)`,
+      )
+      expect(run.stdout).toContain(`after PUT → X-Cache MISS; the handler ran 2 time(s) in total`)
+    }
+  })
+
   for (const example of ['fastify-route.ts', 'hono-route.ts']) {
     it(`${example}: one handler run for a burst of 20 requests; X-Cache and Cache-Status printed`, async () => {
       const run = await runExample(example, { REDIS_URL: redis.url })

@@ -12,10 +12,14 @@ import type { Request, Response, NextFunction } from 'express'
 import type { Context, MiddlewareHandler } from 'hono'
 import { Cluster, Redis } from 'ioredis'
 import type * as Msgpackr from 'msgpackr'
+import type { ExecutionContext, NestInterceptor } from '@nestjs/common'
+import type { Middleware as KoaMiddleware, ParameterizedContext } from 'koa'
 import zookeeper, { type Client, type Transaction } from 'node-zookeeper-client'
 import { describe, expect, it } from 'vitest'
 import type { NextFunctionLike, RequestLike, ResponseLike } from '../../src/express/http-types.js'
 import type { cacheRoute as honoCacheRoute, HonoContextLike } from '../../src/hono/index.js'
+import type { KoaContextLike, KoaMiddlewareLike } from '../../src/koa/index.js'
+import type { CacheRouteInterceptor, ExecutionContextLike } from '../../src/nestjs/index.js'
 import type { EtcdClientLike, EtcdTxnLike } from '../../src/lock/etcd/client-like.js'
 import type { ZooKeeperClientLike, ZooKeeperTransactionLike } from '../../src/lock/zookeeper/client-like.js'
 import type { MeterLike, TracerLike } from '../../src/observability/otel-like.js'
@@ -28,6 +32,10 @@ export type Checked = [
   Fits<Redis, RedisClientLike>,
   Fits<Context, HonoContextLike>,
   Fits<ReturnType<typeof honoCacheRoute>, MiddlewareHandler>,
+  Fits<ParameterizedContext, KoaContextLike>,
+  Fits<KoaMiddlewareLike, KoaMiddleware>,
+  Fits<ExecutionContext, ExecutionContextLike>,
+  Fits<CacheRouteInterceptor, NestInterceptor>,
   Fits<Cluster, RedisClientLike>,
   Fits<Etcd3, EtcdClientLike>,
   Fits<Namespace, EtcdClientLike>,

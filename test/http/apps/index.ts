@@ -3,5 +3,14 @@ import type { ConformanceAdapter } from '../adapter.js'
 import { expressAdapter } from './express.js'
 import { fastifyAdapter } from './fastify.js'
 import { honoAdapter } from './hono.js'
+import { koaAdapter } from './koa.js'
+import { nestExpressAdapter, nestFastifyAdapter } from './nestjs.js'
 
-export const adapters: ConformanceAdapter[] = [expressAdapter, fastifyAdapter, honoAdapter]
+export const adapters: ConformanceAdapter[] = [
+  expressAdapter,
+  fastifyAdapter,
+  honoAdapter,
+  koaAdapter,
+  nestExpressAdapter,
+  nestFastifyAdapter,
+]
