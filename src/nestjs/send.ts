@@ -25,7 +25,10 @@ export function answerFor(answer: HttpAnswer, res: NestResponseLike, head: boole
     }
     // Express's res.set() would add a charset to a text Content-Type: Node's setHeader sends it as stored.
     for (const [name, value] of answer.headers) ServerResponse.prototype.setHeader.call(res, name, value)
-    return new StreamableFile(body)
+    // Nest's Express platform sends a string with res.send(), its fast path, which keeps the fields
+    // set here and adds only a charset: so a UTF-8 body whose type names that charset goes as text.
+    const text = utf8TextOf(body, headerOf(answer.headers, 'content-type'))
+    return text ?? new StreamableFile(body)
   }
   let headers = answer.headers
   const type = headerOf(headers, 'content-type')
@@ -35,4 +38,11 @@ export function answerFor(answer: HttpAnswer, res: NestResponseLike, head: boole
     headers = withoutFields(headers, ['content-type'])
   }
   return webResponseOf(answer.status, headers, body)
+}
+
+/** `body` as a string when sending it as one changes no byte and no field (UTF-8, and its type says so). */
+function utf8TextOf(body: Buffer, type: string | undefined): string | undefined {
+  if (type === undefined || !/;\s*charset=utf-8\s*$/i.test(type)) return undefined
+  const text = body.toString('utf8')
+  return Buffer.byteLength(text) === body.length && !text.includes('\uFFFD') ? text : undefined
 }
