@@ -9,6 +9,9 @@ local function getOrLockEntry(entry, lock, fresh, owner, lease, mode, retention,
   local CLOCK_SLACK_MS = 1000
   -- The longest ttl or load time stored (MAX_LIFETIME_MS in src/duration.ts: 365 days).
   local MAX_LIFETIME_MS = 31536000000
+  -- How far a fresh copy's PTTL may be from x - now and still be the copy written for x: TIME
+  -- and the expiry clock are both read in ms here, each rounded down.
+  local FRESH_COPY_SLACK_MS = 2
 
   local corrupt = 0
   local f, plantedEntry = hashFieldsOrDelete(entry, 'd', 'x', 's', 'e', 'l', 'b', 'p', 'n', 'm', 't', 'f', 'c')
@@ -80,8 +83,18 @@ local function getOrLockEntry(entry, lock, fresh, owner, lease, mode, retention,
   if state == 'miss' then data, x, s, e, version = '', now, now, now, '' end
 
   if state == 'fresh' then
-    local record = integer(x) .. '|' .. integer(s) .. '|' .. integer(e) .. '|' .. integer(loadMs) .. '|' .. integer(ttlMs) .. '|' .. version .. '|' .. data
-    redis.call('SET', fresh, record, 'PX', integer(x - now))
+    -- The copy commit.lua (or this script) wrote expires at x: one that does is kept. A caller
+    -- whose L1 copy passed its ttl comes here without reading the copy, and finds the value
+    -- another process reloaded, whose copy is there already: rewriting it was a SET of the
+    -- whole value on every such call. A copy missing, without an expiry or expiring at another
+    -- time (planted) is written again. (Every script that changes x or the value rewrites or
+    -- deletes the copy, so one expiring at x is this value's, unless planted with that very
+    -- expiry: its readers then come here until x, and are answered from the hash.)
+    local copyTtl = redis.call('PTTL', fresh)
+    if copyTtl < 0 or math.abs(copyTtl - (x - now)) > FRESH_COPY_SLACK_MS then
+      local record = integer(x) .. '|' .. integer(s) .. '|' .. integer(e) .. '|' .. integer(loadMs) .. '|' .. integer(ttlMs) .. '|' .. version .. '|' .. data
+      redis.call('SET', fresh, record, 'PX', integer(x - now))
+    end
   else
     redis.call('DEL', fresh)
   end
