@@ -56,18 +56,27 @@ export class LoadContext<V> implements LoaderContext<V> {
   /** Tags the loader added with `tag()`. */
   readonly tags: string[] = []
 
+  /** The signal, or what makes it on first read (a lease's: most loaders never read it). */
+  private signalSource: AbortSignal | (() => AbortSignal)
+
   constructor(
     readonly key: string,
-    readonly signal: AbortSignal,
+    signal: AbortSignal | (() => AbortSignal),
     readonly staleValue: V | undefined,
     policy: Policy,
     kind: { background?: boolean; uncached?: boolean } = {},
   ) {
+    this.signalSource = signal
     this.background = kind.background ?? false
     this.uncached = kind.uncached ?? false
     this.ttl = policy.ttl
     this.staleTtl = policy.staleTtl
     this.staleIfError = policy.staleIfError
+  }
+
+  get signal(): AbortSignal {
+    if (typeof this.signalSource === 'function') this.signalSource = this.signalSource()
+    return this.signalSource
   }
 
   cacheFor(lifetimes: { ttl?: Duration; staleTtl?: Duration; staleIfError?: Duration }): void {

@@ -43,9 +43,8 @@ export class LoadLeader {
             events.emit('lock-lost', { key, reason }),
           )
         : undefined
-    const context = new LoadContext(key, lease?.signal ?? NEVER_ABORTED, notes.fallback?.value, call.policy, {
-      background: call.background,
-    })
+    const signal = lease ? () => lease.signal : NEVER_ABORTED // made only if the loader reads it
+    const context = new LoadContext(key, signal, notes.fallback?.value, call.policy, { background: call.background })
     // A background loader starts after the caller that triggered it has its stale answer.
     if (call.background) await new Promise((resolve) => setImmediate(resolve))
     const startedAt = performance.now()

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto'
+import { newOwnerId } from './owner-ids.js'
 import type { Loader } from '../context.js'
 import { CacheClosedError, InvalidArgumentError } from '../errors.js'
 import type { CallOptions } from '../options.js'
@@ -174,7 +174,7 @@ class ManyLookups implements BatchedLookups {
   private lookUp(keys: EntryKeys[]): void {
     const { lease } = this.core.settings.lock
     for (const batch of this.batches(keys, MAX_KEYS_PER_SCRIPT, (names) => names.entry)) {
-      const entries = batch.map((names) => ({ keys: names, owner: randomBytes(16).toString('hex') }))
+      const entries = batch.map((names) => ({ keys: names, owner: newOwnerId() }))
       let abandoned = false
       this.loads.lookingUp(batch.length)
       const answers = this.store.getOrLockMany(entries, lease, this.core.retentionMs, () => (abandoned = true))

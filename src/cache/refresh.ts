@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto'
+import { newOwnerId } from './owner-ids.js'
 import type { Entry } from '../entry.js'
 import { entryKeys, type EntryKeys } from './redis/keys.js'
 import type { Subscription } from '../redis/notifier.js'
@@ -44,7 +44,7 @@ export class Refresher {
     const notes: FlightNotes = { fallback: current }
     if (!core.store) return this.leader.lead(call, undefined, notes)
     const keys = entryKeys(core.settings.namespace, call.key)
-    const owner = randomBytes(16).toString('hex')
+    const owner = newOwnerId()
     // Skip the reload if Redis already holds a value fresher than ours (another process refreshed).
     const refreshBelow = current.freshUntil - performance.now() + REFRESH_TOLERANCE_MS
     let found: Lookup

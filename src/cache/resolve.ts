@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto'
+import { newOwnerId } from './owner-ids.js'
 import { fallbackValid, type Entry } from '../entry.js'
 import { CacheClosedError, LoaderConcurrencyError, RedisUnavailableError, RemoteLoaderError } from '../errors.js'
 import type { FreshRead } from './redis/fresh-reads.js'
@@ -157,7 +157,7 @@ class RedisFlight {
         const fresh = await this.readFreshAgain(failedRead)
         if (fresh) return this.parts.answers.hit(this.call, fresh)
       }
-      this.owner = this.first?.owner ?? randomBytes(16).toString('hex')
+      this.owner = this.first?.owner ?? newOwnerId()
       for (;;) {
         const step = await this.answer(await this.lookUp())
         if (typeof step === 'function') return step() // unawaited: `finally` runs before its loader, `catch` never sees its errors

@@ -70,7 +70,8 @@ export interface WatchdogOptions {
  * Never throws.
  */
 export class LeaseWatchdog {
-  private readonly controller = new AbortController()
+  /** Made on the first read of `signal` (a load that never looks at it costs none). */
+  private controller: AbortController | undefined
   private leaseMs: number
   /** Send time of the newest renewal the store confirmed (initially: of the acquisition). */
   private confirmedSentAt: number
@@ -95,6 +96,10 @@ export class LeaseWatchdog {
 
   /** Aborts with `LockLostError` when the lease is lost; never by `stop()`. */
   get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController()
+      if (this.lostWith) this.controller.abort(this.lostWith)
+    }
     return this.controller.signal
   }
 
@@ -205,7 +210,7 @@ export class LeaseWatchdog {
     this.deadlineTimer?.()
     this.holdTimer?.()
     this.options.onLost?.(this.lostWith)
-    this.controller.abort(this.lostWith)
+    this.controller?.abort(this.lostWith)
   }
 
   /** Stops renewing and waits for a renewal in flight, so it cannot race the release. */

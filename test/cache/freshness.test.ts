@@ -5,6 +5,7 @@ import { sleep } from '../support/timing.js'
 import { cacheParts } from '../../src/cache/cache.js'
 import type { Redis } from 'ioredis'
 import { scriptFiles, scriptOf } from '../support/script-calls.js'
+import { commandsSinceReset } from '../support/command-stats.js'
 
 /** How old a served value may be: no older than ttl + its load + a little, in every process (issue 8). */
 describe.skipIf(!redisAvailable)('no value outlives its ttl by more than a reload', () => {
@@ -69,8 +70,15 @@ describe.skipIf(!redisAvailable)('no value outlives its ttl by more than a reloa
     await a.getOrLoad('k', async () => 'new') // stale; a reloads in the background
     for (let i = 0; i < 200 && (await ra.exists('fr-trip2:{k:k}:v')) === 0; i++) await sleep(10)
     const sent = countSent(rb)
+    const admin = server.client()
+    await admin.config('RESETSTAT')
     expect(await b.getOrLoadResult('k', async () => 'b-load')).toEqual({ value: 'new', outcome: 'hit' })
     expect(sent).toEqual(['get-or-lock.lua'])
+    // a's commit wrote the fresh copy, expiring with the value: the script keeps it (it rewrote
+    // it, a SET of the whole value, on every such call before)
+    expect(await commandsSinceReset(admin)).not.toHaveProperty('set')
+    expect(await ra.get('fr-trip2:{k:k}:v')).toMatch(/\|"new"$/)
+    admin.disconnect()
     expect(await b.getOrLoadResult('k', async () => 'b-load')).toEqual({ value: 'new', outcome: 'hit' }) // from L1 now
     expect(sent).toEqual(['get-or-lock.lua'])
     await Promise.all([a.close(), b.close()])

@@ -60,6 +60,16 @@ local function typeOrDelete(key, expected)
   return 'none', true
 end
 
+-- The fields `...` of the hash at `key` (HMGET), after deleting what is there when it is not a
+-- hash (planted by another client): one command where TYPE then HMGET were two. Returns the
+-- fields (none once deleted) and true when it deleted something.
+local function hashFieldsOrDelete(key, ...)
+  local fields = redis.pcall('HMGET', key, ...)
+  if fields['err'] == nil then return fields, false end
+  redis.call('DEL', key)
+  return {}, true
+end
+
 -- A lock (or claim) string: its value, or false when there is none. One of a foreign type is
 -- nobody's lock: it is deleted (the second result is then true) and read as none.
 local function lockValueAt(key)

@@ -36,10 +36,9 @@ local now, nowMicros = serverClock()
 local NOTICE_ABOVE = 65536 -- bytes; docs/resilience.md
 
 local corrupt = 0
-local _, plantedEntry = typeOrDelete(entry, 'hash')
+-- b, p, n and m are read only to know whether there are markers to delete.
+local stored, plantedEntry = hashFieldsOrDelete(entry, 'c', 'f', 'b', 'p', 'n', 'm')
 if plantedEntry then corrupt = 1 end
-
-local stored = redis.call('HMGET', entry, 'c', 'f')
 local counter, highWater = tokenField(stored[1], nowMicros), tokenField(stored[2], nowMicros)
 if stored[1] and not counter then corrupt = 1 end
 if stored[2] and not highWater then
@@ -61,15 +60,19 @@ if tonumber(token) > highWater then
   local x = now + freshMs
   local s = now + graceMs
   local e = now + math.max(graceMs, fallbackMs)
-  redis.call('HSET', entry, 'd', data, 'x', integer(x), 's', integer(s), 'e', integer(e), 'l', integer(loadMs), 't', integer(freshMs), 'f', token)
+  local xText, sText, eText, loadText, ttlText = integer(x), integer(s), integer(e), integer(loadMs), integer(freshMs)
   -- The counter stays at or above every token: ours, when it was taken here or c was unreadable.
+  -- (One HSET: each command a script sends costs Redis about a µs.)
   if ARGV[2] == '' or (stored[1] and not counter) then
-    redis.call('HSET', entry, 'c', integer(math.max(counter or 0, tonumber(token), nowMicros)))
+    local c = integer(math.max(counter or 0, tonumber(token), nowMicros))
+    redis.call('HSET', entry, 'd', data, 'x', xText, 's', sText, 'e', eText, 'l', loadText, 't', ttlText, 'f', token, 'c', c)
+  else
+    redis.call('HSET', entry, 'd', data, 'x', xText, 's', sText, 'e', eText, 'l', loadText, 't', ttlText, 'f', token)
   end
-  redis.call('HDEL', entry, 'b', 'p', 'n', 'm')
-  redis.call('PEXPIREAT', entry, integer(e))
+  if stored[3] or stored[4] or stored[5] or stored[6] then redis.call('HDEL', entry, 'b', 'p', 'n', 'm') end
+  redis.call('PEXPIREAT', entry, eText)
   -- The fresh copy expires when the value stops being fresh, by this server's clock.
-  record = integer(x) .. '|' .. integer(s) .. '|' .. integer(e) .. '|' .. integer(loadMs) .. '|' .. integer(freshMs) .. '|' .. token .. '|' .. data
+  record = xText .. '|' .. sText .. '|' .. eText .. '|' .. loadText .. '|' .. ttlText .. '|' .. token .. '|' .. data
   if freshMs >= 1 then redis.call('SET', fresh, record, 'PX', integer(freshMs)) else redis.call('DEL', fresh) end
   written = 1
 end

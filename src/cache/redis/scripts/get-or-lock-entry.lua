@@ -9,18 +9,19 @@ local function getOrLockEntry(entry, lock, fresh, owner, lease, mode, retention,
   local CLOCK_SLACK_MS = 1000
   -- The longest ttl or load time stored (MAX_LIFETIME_MS in src/duration.ts: 365 days).
   local MAX_LIFETIME_MS = 31536000000
+  -- How far a fresh copy's PTTL may be from x - now and still be the copy written for x: TIME
+  -- and the expiry clock are both read in ms here, each rounded down.
+  local FRESH_COPY_SLACK_MS = 2
 
   local corrupt = 0
-  local kind, plantedEntry = typeOrDelete(entry, 'hash')
+  local f, plantedEntry = hashFieldsOrDelete(entry, 'd', 'x', 's', 'e', 'l', 'b', 'p', 'n', 'm', 't', 'f', 'c')
   if plantedEntry then corrupt = 1 end
-
-  local f = redis.call('HMGET', entry, 'd', 'x', 's', 'e', 'l', 'b', 'p', 'n', 'm', 't', 'f', 'c')
 
   -- Every script that writes the hash leaves it with an expiry, and every deadline in it ends
   -- by then: commit.lua expires it at e, release.lua keeps it past p and n. So no deadline is
   -- trusted past the hash's own expiry, and a hash without one was planted: none at all.
-  local pttl = -2
-  if kind == 'hash' then pttl = redis.call('PTTL', entry) end
+  -- (-2 when there is no hash, or when a planted one was deleted above.)
+  local pttl = redis.call('PTTL', entry)
   local horizon = -1
   if pttl >= 0 then horizon = now + pttl + CLOCK_SLACK_MS end
   if pttl == -1 then
@@ -82,24 +83,39 @@ local function getOrLockEntry(entry, lock, fresh, owner, lease, mode, retention,
   if state == 'miss' then data, x, s, e, version = '', now, now, now, '' end
 
   if state == 'fresh' then
-    local record = integer(x) .. '|' .. integer(s) .. '|' .. integer(e) .. '|' .. integer(loadMs) .. '|' .. integer(ttlMs) .. '|' .. version .. '|' .. data
-    redis.call('SET', fresh, record, 'PX', integer(x - now))
+    -- The copy commit.lua (or this script) wrote expires at x: one that does is kept. A caller
+    -- whose L1 copy passed its ttl comes here without reading the copy, and finds the value
+    -- another process reloaded, whose copy is there already: rewriting it was a SET of the
+    -- whole value on every such call. A copy missing, without an expiry or expiring at another
+    -- time (planted) is written again. (Every script that changes x or the value rewrites or
+    -- deletes the copy, so one expiring at x is this value's, unless planted with that very
+    -- expiry: its readers then come here until x, and are answered from the hash.)
+    local copyTtl = redis.call('PTTL', fresh)
+    if copyTtl < 0 or math.abs(copyTtl - (x - now)) > FRESH_COPY_SLACK_MS then
+      local record = integer(x) .. '|' .. integer(s) .. '|' .. integer(e) .. '|' .. integer(loadMs) .. '|' .. integer(ttlMs) .. '|' .. version .. '|' .. data
+      redis.call('SET', fresh, record, 'PX', integer(x - now))
+    end
   else
     redis.call('DEL', fresh)
   end
 
+  -- lockArg is a number, or a token already written out by integer().
   local function reply(lockState, lockArg)
-    return {state, lockState, integer(lockArg), data, x - now, s - now, e - now, loadMs, corrupt, ttlMs, integer(now), version, fence and integer(fence) or ''}
+    if type(lockArg) == 'number' then lockArg = integer(lockArg) end
+    return {state, lockState, lockArg, data, x - now, s - now, e - now, loadMs, corrupt, ttlMs, integer(now), version, fence and integer(fence) or ''}
   end
 
-  -- The token rule (nextTokenAfter in fields.lua), and the counter that remembers it.
+  -- The token rule (nextTokenAfter in fields.lua), and the counter that remembers it; the token
+  -- as integer() writes it. The hash's expiry read above still holds unless a repair (corrupt)
+  -- deleted fields, which deletes the hash with its last field: then it is read again.
   local function nextToken()
     counter = nextTokenAfter(nowMicros, counter, fence)
-    redis.call('HSET', entry, 'c', integer(counter))
-    if state == 'miss' and redis.call('PTTL', entry) < retention then
+    local token = integer(counter)
+    redis.call('HSET', entry, 'c', token)
+    if state == 'miss' and (pttl < retention or (corrupt == 1 and redis.call('PTTL', entry) < retention)) then
       redis.call('PEXPIRE', entry, retention)
     end
-    return counter
+    return token
   end
 
   if mode == 'read' then
@@ -134,6 +150,6 @@ local function getOrLockEntry(entry, lock, fresh, owner, lease, mode, retention,
     return reply('held', lockTtl)
   end
   local token = nextToken()
-  redis.call('SET', lock, owner .. ':' .. integer(token), 'PX', lease)
+  redis.call('SET', lock, owner .. ':' .. token, 'PX', lease)
   return reply('won', token)
 end

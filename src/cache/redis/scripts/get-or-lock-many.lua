@@ -9,9 +9,9 @@
 -- KEYS[3i]    fresh copy  <ns>:{tag}:v
 -- ARGV[1]     lease       lock lease, ms
 -- ARGV[2]     retention   ms to keep a hash that holds no value
--- ARGV[2+i]  owner        the i-th entry's owner: 128 random bits, new for each lookup (a
---                         retry of the entry alone, with get-or-lock.lua, keeps it: a lock that
---                         already holds it is won)
+-- ARGV[2+i]  owner        the i-th entry's owner: new for each lookup, the process's random bits
+--                         and a counter (a retry of the entry alone, with get-or-lock.lua, keeps
+--                         it: a lock that already holds it is won)
 --
 -- Returns one get-or-lock.lua reply per entry, in KEYS order:
 --   {{state, lockState, lockArg, data, freshRem, graceRem, fallbackRem, loadMs, corrupt, ttlMs, now, version, fence}, ...}

@@ -11,8 +11,9 @@
 -- KEYS[3]  fresh copy  <ns>:{tag}:v      'x|s|e|l|t|f|data', PX = time left fresh. Callers GET it
 --                                        first and come here only when it is missing or corrupt:
 --                                        this script restores it from a fresh hash, else deletes it.
--- ARGV[1]  owner       128 random bits, new for each lookup (kept across its retries: a lock
---                      already holding this owner is ours, won by an attempt whose reply was lost)
+-- ARGV[1]  owner       new for each lookup: the process's random bits and a counter (kept across
+--                      its retries: a lock already holding this owner is ours, won by an attempt
+--                      whose reply was lost)
 -- ARGV[2]  lease       lock lease, ms
 -- ARGV[3]  mode        'read'    lock only when no fresh value (normal call)
 --                      'refresh' lock unless held, even when fresh (early or background refresh)
