@@ -67,7 +67,8 @@ describe.skipIf(!redisAvailable)('binary codecs and compression across processes
     const workers = [await spawn('bytes'), await spawn('bytes'), await spawn('bytes')] as const
     const results = await leaderWaiterReader([...workers], 'blob', 'bytes')
     const expected = valueOf('bytes', 'v1') as Buffer
-    expect(results.map((r) => r.outcome)).toEqual(['loaded', 'coalesced', 'hit'])
+    // The waiter subscribed before the leader was let go, but its re-check may still find the commit: either way no load.
+    expect(results.map((r) => r.outcome)).toEqual(['loaded', expect.stringMatching(/^(coalesced|hit)$/), 'hit'])
     for (const { value } of results) expect(Buffer.from(value as Uint8Array).equals(expected)).toBe(true)
     expect(await loads('blob')).toBe(1)
     // The bytes themselves after the codec's mark (\0sgc, length, "bytes"): no base64, no UTF-8.
@@ -81,7 +82,8 @@ describe.skipIf(!redisAvailable)('binary codecs and compression across processes
   it('msgpack: Date, Map, Set, BigInt, Buffer, NaN and holes come back as they were, 1 load', async () => {
     const workers = [await spawn('msgpack'), await spawn('msgpack'), await spawn('msgpack')] as const
     const results = await leaderWaiterReader([...workers], 'rich', 'rich')
-    expect(results.map((r) => r.outcome)).toEqual(['loaded', 'coalesced', 'hit'])
+    // The waiter subscribed before the leader was let go, but its re-check may still find the commit: either way no load.
+    expect(results.map((r) => r.outcome)).toEqual(['loaded', expect.stringMatching(/^(coalesced|hit)$/), 'hit'])
     const { bytes, ...rest } = valueOf('rich', 'v1') as { bytes: Buffer }
     for (const { value } of results) {
       const { bytes: gotBytes, ...gotRest } = value as { bytes: Uint8Array }
@@ -99,7 +101,8 @@ describe.skipIf(!redisAvailable)('binary codecs and compression across processes
     const waiter = await spawn('json') // compression off: reads the compressed value all the same
     const reader = await spawn('json', { l1: false })
     const results = await leaderWaiterReader([writer, waiter, reader], 'big', 'rows')
-    expect(results.map((r) => r.outcome)).toEqual(['loaded', 'coalesced', 'hit'])
+    // The waiter subscribed before the leader was let go, but its re-check may still find the commit: either way no load.
+    expect(results.map((r) => r.outcome)).toEqual(['loaded', expect.stringMatching(/^(coalesced|hit)$/), 'hit'])
     const expected = valueOf('rows', 'v1')
     for (const { value } of results) expect(value).toEqual(expected)
     expect(await loads('big')).toBe(1)
