@@ -37,7 +37,9 @@ describe.skipIf(!etcdAvailable)('read-write locks (etcd)', () => {
       k.slice(`rw/%rw/${name}/`.length).replace(/-.*/, ''),
     )
   const spawn = async () => {
-    const worker = await forkWorker(WORKER, { env: { ETCD_HOSTS: etcd.hosts.join(','), INSIDE_DIR: inside } })
+    const worker = await forkWorker(WORKER, {
+      env: { LOCK_BACKEND: 'etcd', ETCD_HOSTS: etcd.hosts.join(','), INSIDE_DIR: inside },
+    })
     workers.push(worker)
     return worker
   }

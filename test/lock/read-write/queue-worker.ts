@@ -1,6 +1,8 @@
 /**
- * A read-write lock user in its own process, on etcd (test/lock/read-write/etcd.test.ts).
- * env ETCD_HOSTS (comma-separated URLs), INSIDE_DIR (the shared resource: a directory).
+ * A read-write lock user in its own process, on etcd or ZooKeeper
+ * (test/lock/read-write/etcd.test.ts, zookeeper.test.ts). env LOCK_BACKEND=etcd|zookeeper;
+ * ETCD_HOSTS (comma-separated URLs) or ZK_CONNECT and ZK_SESSION_MS; INSIDE_DIR (the
+ * shared resource: a directory).
  * Requests:
  * - { op: 'read', name, lease, wait } takes a read lock and holds it until the process
  *   dies; resolves with its token.
@@ -14,9 +16,17 @@ import path from 'node:path'
 import { createLocks } from '../../../src/lock/index.js'
 import { sleep } from '../../support/timing.js'
 import { serveRequests } from '../../support/worker-side.js'
+import { connectZooKeeper } from '../../support/zookeeper.js'
 
-const client = new Etcd3({ hosts: process.env.ETCD_HOSTS!.split(',') })
-const locks = createLocks({ etcd: client, namespace: 'rw' })
+const locks =
+  process.env.LOCK_BACKEND === 'zookeeper'
+    ? createLocks({
+        zookeeper: await connectZooKeeper(process.env.ZK_CONNECT!, {
+          sessionTimeout: Number(process.env.ZK_SESSION_MS ?? 2_000),
+        }),
+        namespace: 'rw',
+      })
+    : createLocks({ etcd: new Etcd3({ hosts: process.env.ETCD_HOSTS!.split(',') }), namespace: 'rw' })
 const inside = process.env.INSIDE_DIR!
 
 type Request =
