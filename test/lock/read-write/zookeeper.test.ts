@@ -169,6 +169,20 @@ describe.skipIf(!zookeeperAvailable)('read-write locks (ZooKeeper)', () => {
     await held.release()
   })
 
+  it('a writer that gives up takes its node away, and the reader queued behind it gets in while the first reader holds', async () => {
+    const name = fresh()
+    const [a, b, c] = [newLocks(), newLocks(), newLocks()]
+    const first = await a.readWrite(name).acquireRead({ wait: 0 })
+    const writer = b.readWrite(name).acquireWrite({ wait: 500 })
+    await until(async () => (await queued(name)).length === 2, 'the writer to queue')
+    const later = c.readWrite(name).acquireRead({ wait: '20s' })
+    await until(async () => (await queued(name)).length === 3, 'the later reader to queue')
+    await expect(writer).rejects.toBeInstanceOf(LockBusyError)
+    const reader = await later
+    expect(await queued(name)).toEqual(['read', 'read'])
+    await Promise.all([reader.release(), first.release()])
+  })
+
   it('read → write in one call chain rejects at once with LockUpgradeError, queueing nothing; the read lock stays held', async () => {
     const name = fresh()
     const rw = newLocks().readWrite(name)
