@@ -286,7 +286,7 @@ export class Locks<Resource = void> implements LockEventSource {
    * `write(fn)` alone; `acquireRead()`/`acquireWrite()` give a handle (`await using`).
    * Writers go first (a waiting writer keeps new readers out), each holder renews only its
    * own lease, and asking for the write lock while the call chain holds the read lock
-   * rejects at once with `LockUpgradeError`. Redis only; see docs/locks.md.
+   * rejects at once with `LockUpgradeError`. Redis, PostgreSQL (transaction mode), etcd, ZooKeeper; see docs/locks.md.
    */
   readWrite(name: string): ReadWriteLock<Resource> {
     if (this.closing.signal.aborted) throw new LocksClosedError()
@@ -294,7 +294,7 @@ export class Locks<Resource = void> implements LockEventSource {
     if (!store)
       throw new InvalidArgumentError(
         'readWrite',
-        `the ${this.backend.name} backend has no read-write locks (redis has; see docs/locks.md)`,
+        `the ${this.backend.name} backend has no read-write locks (redis, postgres in transaction mode, etcd and zookeeper have; see docs/locks.md)`,
       )
     const checkedName = namedKey('name', name, this.settings.maxKeyLength)
     return new ReadWriteLock<Resource>(checkedName, {

@@ -4,6 +4,8 @@ import { setMaxListeners } from 'node:events'
 import os from 'node:os'
 import { LockBackendError } from '../../errors.js'
 import type { AcquireRequest, LockBackend } from '../backend.js'
+import type { OneKeyLockBackend } from '../one-key-lock.js'
+import type { ReadWriteStore } from '../read-write/store.js'
 import { abortable, boundedBackendCall } from '../backend-calls.js'
 import { linkedSignal } from '../linked-signal.js'
 import { readWhileWaiting, WATCH_POLL_CAP_MS, WATCH_POLL_START_MS } from '../queue-wait.js'
@@ -11,6 +13,15 @@ import { LeaseWatchdog } from '../../lease/watchdog.js'
 import { EtcdHeldLock, type EtcdFencedWrites } from './held-lock.js'
 import { untilDeleted } from './watch.js'
 import { EtcdSemaphores } from '../semaphore/etcd/store.js'
+
+/** Where an acquisition puts its key, and which older keys it waits for. */
+interface QueuePlace {
+  ownKey(leaseHex: string): string
+  /** Everyone's keys: the oldest one being ours means nothing older is left, the lock is ours at once. */
+  queue: string
+  /** The prefix of the older keys that keep us waiting. */
+  blockers: string
+}
 
 export interface EtcdBackendSettings {
   /** Prefix of every lock key: `<namespace>/<encoded key>/<lease id>`. */
@@ -78,10 +89,43 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
     })
   }
 
-  async acquire(request: AcquireRequest): Promise<EtcdHeldLock | undefined> {
+  /** `locks.readWrite()`: etcd's `rwmutex` recipe on the same queue (see {@link readWriteQueue}). */
+  readonly readWrite: ReadWriteStore = {
+    readers: this.queueSide('read'),
+    writers: this.queueSide('write'),
+    close: async () => {},
+  }
+
+  acquire(request: AcquireRequest): Promise<EtcdHeldLock | undefined> {
+    const queue = `${this.settings.namespace}/${encodeURIComponent(request.key)}/`
+    return this.acquireQueued(request, { ownKey: (lease) => queue + lease, queue, blockers: queue })
+  }
+
+  /**
+   * One side of a read-write lock: keys `<namespace>/%rw/<encoded name>/read-<lease>` and
+   * `…/write-<lease>` (`%rw` is never an encoded key, so no mutex, semaphore or election
+   * prefix covers them). A reader waits until no older *write* key is left, a writer until
+   * no older key at all. So a reader that comes after a waiting writer waits for it: a
+   * stream of readers cannot starve a writer, and everyone is served in arrival order,
+   * readers that arrive together sharing.
+   */
+  private queueSide(side: 'read' | 'write'): OneKeyLockBackend<EtcdFencedWrites> {
+    return {
+      name: 'etcd',
+      fifo: 'always',
+      acquire: (request) => {
+        const queue = `${this.settings.namespace}/%rw/${encodeURIComponent(request.key)}/`
+        const blockers = side === 'read' ? `${queue}write-` : queue
+        return this.acquireQueued(request, { ownKey: (lease) => `${queue}${side}-${lease}`, queue, blockers })
+      },
+      close: async () => {},
+    }
+  }
+
+  private async acquireQueued(request: AcquireRequest, place: QueuePlace): Promise<EtcdHeldLock | undefined> {
     if (this.closing.signal.aborted) throw new LockBackendError('etcd', 'the backend is closed')
     const deadline = performance.now() + request.waitMs
-    const queue = `${this.settings.namespace}/${encodeURIComponent(request.key)}/`
+    const { queue } = place
     const ttlSeconds = Math.max(1, Math.ceil(request.leaseMs / 1_000))
     const grantSentAt = performance.now()
     const lease = this.client.lease(ttlSeconds, { autoKeepAlive: false })
@@ -93,7 +137,7 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
     let stage = 'grant a lease'
     try {
       const leaseId = await call(stage, lease.grant())
-      const ownKey = queue + BigInt(leaseId).toString(16)
+      const ownKey = place.ownKey(BigInt(leaseId).toString(16))
       stage = 'put the lock key'
       // One txn puts our key and reads the oldest key: when that is ours, the lock is taken in this round trip.
       const put = await call(
@@ -116,7 +160,7 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
       stage = 'wait for the lock'
       if (
         oldest?.create_revision !== revision.toString() &&
-        !(await this.waitForTurn(queue, ownKey, revision, deadline, waiting))
+        !(await this.waitForTurn(place.blockers, ownKey, revision, deadline, waiting))
       )
         return undefined
       acquired = true
@@ -141,7 +185,8 @@ class EtcdBackend implements LockBackend<EtcdFencedWrites> {
   }
 
   /**
-   * Waits until no key older than ours is left under the lock's prefix. `false` when the
+   * Waits until no key older than ours is left under `queue` (the lock's prefix, or a
+   * read-write lock's write keys). `false` when the
    * wait ran out first. Watches one predecessor at a time; a bounded, backed-off re-read
    * is the safety net should a watch stay silent.
    *

@@ -5,6 +5,7 @@ import { postgresTables } from './schema.js'
 import { acquireSessionLock } from './session-lock.js'
 import { acquireTransactionLock } from './transaction-lock.js'
 import { PostgresSemaphores } from '../semaphore/postgres/store.js'
+import { postgresReadWrite } from '../read-write/postgres.js'
 
 /**
  * `createLocks({ postgres: pool })`: PostgreSQL advisory locks through the application's
@@ -30,6 +31,8 @@ export function createPostgresBackend(
     name: 'postgres',
     claims: postgresClaims(settings, tables),
     semaphores,
+    // Transaction mode only: a session-mode hold would pin a connection per reader outside any transaction.
+    readWrite: settings.mode === 'transaction' ? postgresReadWrite(settings, tables) : undefined,
     acquire(request: AcquireRequest): Promise<HeldLock<PgPoolClientLike | undefined> | undefined> {
       return settings.mode === 'session'
         ? acquireSessionLock(settings, tables, request, warnOnce)

@@ -10,10 +10,16 @@ import { boundedBackendCall } from '../backend-calls.js'
  *   a rolled-back transaction, never makes a token repeat while the server clock moves
  *   forward.
  * - `run_once(name, lock_until, locked_at, locked_by)`: ShedLock's table, one row per job.
+ * - `rw_tokens`: a sequence, the read-write locks' fencing tokens. A row of `lock_fences`
+ *   would not do for readers: its upsert holds the row lock until the reader's transaction
+ *   ends, so readers would take turns. `nextval` takes no lock and is never rolled back;
+ *   it starts at the server clock in µs, so a sequence dropped and created again does not
+ *   repeat a token either.
  */
 export interface PostgresTables {
   readonly fences: string
   readonly runOnce: string
+  readonly rwTokens: string
   /** Creates the schema and tables once per backend (retried after a failure). */
   ensure(): Promise<void>
 }
@@ -22,12 +28,14 @@ export function postgresTables(settings: PostgresSettings): PostgresTables {
   const schema = `"${settings.schema}"`
   const fences = `${schema}.lock_fences`
   const runOnce = `${schema}.run_once`
+  const rwTokens = `${schema}.rw_tokens`
   let ready: Promise<void> | undefined
   return {
     fences,
     runOnce,
+    rwTokens,
     ensure() {
-      ready ??= createTables(settings.pool, settings, schema, fences, runOnce).catch((err) => {
+      ready ??= createTables(settings.pool, settings, schema, fences, runOnce, rwTokens).catch((err) => {
         ready = undefined
         throw err
       })
@@ -42,6 +50,7 @@ async function createTables(
   schema: string,
   fences: string,
   runOnce: string,
+  rwTokens: string,
 ): Promise<void> {
   // CREATE ... IF NOT EXISTS races with itself (unique violation on the catalog) when
   // several processes start at once: one advisory lock serialises the DDL.
@@ -52,6 +61,8 @@ async function createTables(
     `CREATE SCHEMA IF NOT EXISTS ${schema}`,
     `CREATE TABLE IF NOT EXISTS ${fences} (namespace text NOT NULL, key text NOT NULL, token bigint NOT NULL, PRIMARY KEY (namespace, key))`,
     `CREATE TABLE IF NOT EXISTS ${runOnce} (name text PRIMARY KEY, lock_until timestamptz NOT NULL, locked_at timestamptz NOT NULL, locked_by text NOT NULL)`,
+    // START WITH takes a constant only, hence EXECUTE.
+    `DO $$ BEGIN IF to_regclass('${rwTokens}') IS NULL THEN EXECUTE 'CREATE SEQUENCE ${rwTokens} START WITH ' || (extract(epoch FROM clock_timestamp()) * 1000000)::bigint; END IF; END $$`,
     'COMMIT',
   ].join(';\n')
   const client = await boundedBackendCall('postgres', 'connect', pool.connect(), settings.timeoutMs)

@@ -6,6 +6,26 @@ import { advisoryKey } from './keys.js'
 import type { PgPoolClientLike, PgResult, PostgresSettings } from './options.js'
 import { nextTokenSql, type PostgresTables } from './schema.js'
 
+/**
+ * Which advisory lock a transaction takes, and where its fencing token comes from: the
+ * mutex's exclusive lock on the key with the per-key counter row, or a read-write lock's
+ * side (see read-write/postgres.ts).
+ */
+export interface TransactionLockFlavor {
+  /** `pg_advisory_xact_lock_shared` instead of `pg_advisory_xact_lock`. */
+  readonly shared: boolean
+  /** The text hashed into the advisory key, for the user's key. */
+  advisoryText(key: string): string
+  /** The statement (and its parameters) that issues the token, on the lock's own client. */
+  tokenQuery(tables: PostgresTables, namespace: string, key: string): [string, unknown[]]
+}
+
+const MUTEX: TransactionLockFlavor = {
+  shared: false,
+  advisoryText: (key) => key,
+  tokenQuery: (tables, namespace, key) => [nextTokenSql(tables.fences), [namespace, key]],
+}
+
 /** SQLSTATE 55P03 lock_not_available: `lock_timeout` ran out while waiting. */
 export const LOCK_NOT_AVAILABLE = '55P03'
 
@@ -32,6 +52,7 @@ export async function acquireTransactionLock(
   settings: PostgresSettings,
   tables: PostgresTables,
   request: AcquireRequest,
+  flavor: TransactionLockFlavor = MUTEX,
 ): Promise<HeldLock<PgPoolClientLike> | undefined> {
   if (settings.fencing) await tables.ensure()
   const client = await borrowBounded('postgres', settings.pool.connect(), (late) => late.release(), settings.timeoutMs)
@@ -55,12 +76,13 @@ export async function acquireTransactionLock(
     return undefined
   }
 
-  const key = advisoryKey(settings.keys, settings.namespace, request.key)
+  const key = advisoryKey(settings.keys, settings.namespace, flavor.advisoryText(request.key))
+  const suffix = flavor.shared ? '_shared' : ''
   const lockSql =
     request.waitMs > 0
       ? `BEGIN; ${NOTICE_GONE_CLIENT}; SET LOCAL lock_timeout = ${request.waitMs}; ` +
-        `SELECT pg_advisory_xact_lock(${key.literal}); SET LOCAL lock_timeout TO DEFAULT`
-      : `BEGIN; SELECT pg_try_advisory_xact_lock(${key.literal}) AS got`
+        `SELECT pg_advisory_xact_lock${suffix}(${key.literal}); SET LOCAL lock_timeout TO DEFAULT`
+      : `BEGIN; SELECT pg_try_advisory_xact_lock${suffix}(${key.literal}) AS got`
   try {
     let results: PgResult[]
     try {
@@ -84,7 +106,7 @@ export async function acquireTransactionLock(
       const issued = await boundedBackendCall(
         'postgres',
         'issuing the fencing token',
-        client.query(nextTokenSql(tables.fences), [settings.namespace, request.key]),
+        client.query(...flavor.tokenQuery(tables, settings.namespace, request.key)),
         settings.timeoutMs,
         abandon,
       )

@@ -4,6 +4,8 @@ import { randomUUID } from 'node:crypto'
 import { setMaxListeners } from 'node:events'
 import { LockBackendError } from '../../errors.js'
 import type { AcquireRequest, LockBackend } from '../backend.js'
+import type { OneKeyLockBackend } from '../one-key-lock.js'
+import type { ReadWriteStore } from '../read-write/store.js'
 import { abortable } from '../backend-calls.js'
 import { linkedSignal, type LinkedSignal } from '../linked-signal.js'
 import { firedOrSilent, readWhileWaiting, WATCH_POLL_CAP_MS, WATCH_POLL_START_MS } from '../queue-wait.js'
@@ -71,7 +73,7 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
 
   constructor(
     private readonly client: Client,
-    settings: ZooKeeperBackendSettings,
+    private readonly settings: ZooKeeperBackendSettings,
   ) {
     this.calls = new ZooKeeperCalls(client, settings.commandTimeoutMs)
     this.root = rootPath(settings.namespace)
@@ -93,7 +95,43 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
     })
   }
 
-  async acquire(request: AcquireRequest): Promise<ZooKeeperHeldLock | undefined> {
+  /**
+   * `locks.readWrite()`: Curator's InterProcessReadWriteLock recipe, on a backend of its own
+   * (root `<namespace>:rw`): nodes `<uuid>-read-lock-<seq>` and `<uuid>-write-lock-<seq>`
+   * in one sequence per name. A reader holds once no write node is below its own, a writer
+   * once it is the lowest; each watches only the nearest node below that blocks it. A
+   * reader after a waiting writer waits for it: arrival order, readers arriving together share.
+   */
+  readonly readWrite: ReadWriteStore = {
+    readers: this.readWriteSide('read'),
+    writers: this.readWriteSide('write'),
+    close: async () => {},
+  }
+  private readWriteLine: ZooKeeperBackend | undefined
+
+  private readWriteSide(side: 'read' | 'write'): OneKeyLockBackend<ZooKeeperFencedWrites> {
+    return {
+      name: 'zookeeper',
+      fifo: 'always',
+      acquire: (request) => {
+        this.readWriteLine ??= new ZooKeeperBackend(this.client, {
+          ...this.settings,
+          namespace: `${this.settings.namespace}:rw`,
+        })
+        return this.readWriteLine.acquireQueued(request, side)
+      },
+      close: async () => {},
+    }
+  }
+
+  acquire(request: AcquireRequest): Promise<ZooKeeperHeldLock | undefined> {
+    return this.acquireQueued(request, 'lock')
+  }
+
+  private async acquireQueued(
+    request: AcquireRequest,
+    side: 'lock' | 'read' | 'write',
+  ): Promise<ZooKeeperHeldLock | undefined> {
     if (this.closing.signal.aborted) throw new LockBackendError('zookeeper', 'the backend is closed')
     if (this.expired.signal.aborted)
       throw new LockBackendError('zookeeper', "the client's session has expired: create a new client")
@@ -104,7 +142,7 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
     let turnSignal: LinkedSignal | undefined
     const step = <T>(promise: Promise<T>) => abortable(promise, waiting, () => {})
     const startedAt = performance.now()
-    const prefix = `${randomUUID()}-lock-`
+    const prefix = `${randomUUID()}-${side === 'lock' ? '' : `${side}-`}lock-`
     const creating = createProtectedNode(this.calls, parent, prefix, deadline, Buffer.from(request.label ?? ''))
     creating.catch(() => {})
     let lifetime: LeaseWatchdog | undefined
@@ -130,8 +168,9 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
       stopListening = () => this.expired.signal.removeEventListener('abort', onExpired)
       lost.signal.addEventListener('abort', stopListening, { once: true })
       turnSignal = linkedSignal([waiting, lifetime.signal])
-      if (!(await this.waitForTurn(parent, path.slice(parent.length + 1), queue, deadline, turnSignal.signal, step)))
-        return undefined
+      const ownName = path.slice(parent.length + 1)
+      const blocks = side === 'read' ? isWriteNode : () => true
+      if (!(await this.waitForTurn(parent, ownName, queue, blocks, deadline, turnSignal.signal, step))) return undefined
       acquired = true
       const held = new ZooKeeperHeldLock(this.calls, lifetime, path, token, this.expired.signal, () => {
         stopListening()
@@ -168,9 +207,9 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
   }
 
   /**
-   * Waits until our node is the lowest under `parent` (starting from `firstRead`, the
-   * children read right after the create); `false` when the wait ran out first.
-   * Watches one predecessor at a time; a bounded, backed-off re-read is the safety net
+   * Waits until no node below ours under `parent` `blocks` it (starting from `firstRead`,
+   * the children read right after the create); `false` when the wait ran out first.
+   * Watches the nearest blocking node below ours, one at a time; a bounded, backed-off re-read is the safety net
    * should a watch stay silent. Every re-read also re-checks that our own node still
    * exists: gone means the session expired while we waited.
    */
@@ -178,6 +217,7 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
     parent: string,
     ownName: string,
     firstRead: string[],
+    blocks: (name: string) => boolean,
     deadline: number,
     signal: AbortSignal,
     step: <T>(promise: Promise<T>) => Promise<T>,
@@ -203,10 +243,11 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
           'zookeeper',
           'the own lock node is gone after the wait: the session expired meanwhile',
         )
-      if (index === 0) return true
+      const blocker = queue.slice(0, index).filter(blocks).pop()
+      if (blocker === undefined) return true
       const remaining = deadline - performance.now()
       if (remaining <= 0) return false
-      const predecessor = `${parent}/${queue[index - 1]}`
+      const predecessor = `${parent}/${blocker}`
       if (watching?.path !== predecessor) {
         let fire!: () => void
         const fired = new Promise<void>((resolve) => (fire = resolve))
@@ -266,6 +307,7 @@ class ZooKeeperBackend implements LockBackend<ZooKeeperFencedWrites> {
     this.client.removeListener('expired', this.onExpired)
     await Promise.allSettled([...this.held].map((held) => held.release()))
     await this.semaphoreLine?.close()
+    await this.readWriteLine?.close()
   }
 }
 
@@ -282,6 +324,10 @@ export function nodeName(key: string): string {
 /** A read that failed this way is tried again: the client reconnects, the session and our node live on. */
 function lostConnection(err: unknown): boolean {
   return zkCode((err as { cause?: unknown }).cause) === CONNECTION_LOSS
+}
+
+function isWriteNode(name: string): boolean {
+  return /-write-lock-\d{10}$/.test(name)
 }
 
 export function isLockNode(name: string): boolean {
