@@ -132,11 +132,13 @@ export interface LockOptions {
   /** Cap on the safety poll interval. Default `'1s'`. */
   maxPollInterval?: Duration
   /**
-   * Budget of safety polls, in keys polled per second, for all of this cache's waits
-   * together: they share one scheduler, which asks Redis about the locks that came due in
-   * one call (`poll-locks.lua`; per slot on a Cluster). Past the budget each key is polled
-   * less often, never Redis more. Pub/sub still wakes waiters first. Default `1000`: the
-   * default `maxWaits` at the default `maxPollInterval`.
+   * Budget of safety polls, in poll COMMANDS per second (calls of `poll-locks.lua`, each
+   * asking about up to 500 locks; per slot on a Cluster), for all of this cache's waits
+   * together: they share one scheduler. Each wait's key is polled at most every
+   * `maxPollInterval` (every 250 ms past `maxWaits`), so 20,000 waits past `maxWaits` cost
+   * about 80,000 keys in ~160 calls a second; past the budget each key is polled
+   * less often, never Redis more. Pub/sub still wakes waiters first. Default `1000` calls/s.
+   * (Before it counted keys a second: a value set for that is now a looser bound.)
    */
   maxPollRate?: number
   /**
@@ -217,7 +219,8 @@ export interface CacheOptions extends PolicyOptions {
    * process holds and that this one waits on (each holds one subscription and a place in the
    * poll scheduler; a process in grace watching another's reload counts too). Past it a wait
    * still waits, but does not subscribe: it is answered by the shared poll alone (within
-   * `lock.maxPollRate`, backed off 50 ms → 250 ms), and a `wait-capped` event is emitted. A
+   * `lock.maxPollRate`, backed off 50 ms → 250 ms: about a quarter second after the holder's
+   * commit), and a `wait-capped` event is emitted. A
    * budget never makes a caller run its own loader. Default `1000`.
    */
   maxWaits?: number

@@ -1,12 +1,13 @@
 import { Deadlines } from '../deadlines.js'
+import { keySlot } from './failing-clock.js'
 import { nextBackoff } from '../timers.js'
-import { batchesOf, repliesFor } from './batches.js'
+import { repliesFor } from './batches.js'
 
 /**
- * Default budget of safety-net polls, in keys polled per second per scheduler (per cache,
- * per Redis lock backend). 1,000 waits (the default cap on a cache's waits) polled once a
- * second (the default `lock.maxPollInterval`) fit in it; past that, each key is polled
- * less often rather than Redis more.
+ * Default budget of safety-net polls, in poll COMMANDS (`poll-locks.lua` calls) per second
+ * per scheduler (per cache, per Redis lock backend). Each call asks about up to
+ * `POLL_KEYS_PER_CALL` locks, so the budget is no bound on keys: each wait's own backoff is
+ * (its poll interval). 20,000 waits polled every 250 ms take 160 calls/s of it.
  */
 export const DEFAULT_MAX_POLL_RATE = 1_000
 /**
@@ -15,10 +16,14 @@ export const DEFAULT_MAX_POLL_RATE = 1_000
  * (the scheduler's rate budget still bounds what all such waits cost Redis).
  */
 export const POLL_ONLY_MAX_MS = 250
-/** Most keys one poll-locks.lua call asks about. */
-const MAX_KEYS_PER_CALL = 100
-/** Most keys in poll calls not yet answered: a slow Redis is not sent more. */
-const MAX_KEYS_IN_FLIGHT = 4 * MAX_KEYS_PER_CALL
+/**
+ * Most keys one poll-locks.lua call asks about: one PTTL each. Measured by INFO commandstats
+ * (docs/limits.md): 268 µs of Redis time per call of 500 (67 µs for 100, 639 µs for 1,000),
+ * so one call stays well under a millisecond and does not hold up other clients.
+ */
+export const POLL_KEYS_PER_CALL = 500
+/** Most poll calls not yet answered: a slow Redis is not sent more. */
+const MAX_CALLS_IN_FLIGHT = 8
 /** Due polls are gathered this long at most, so polls due close together share one call. */
 const GATHER_MS = 20
 /** The budget may be saved up for this long (a burst of first polls), no more. */
@@ -50,9 +55,11 @@ interface Polled {
  * a word (its lease ends), a message lost with the subscriber connection.
  *
  * Each wait keeps its own backoff and deadline. Polls that come due are gathered for up to
- * `GATHER_MS` and asked about together (poll-locks.lua: the PTTL of each lock; per slot
- * on a Cluster), at most `maxPerSecond` keys a second: past that, polls wait their turn,
- * oldest first, and each key is polled less often. A waiter is woken only when its lock is
+ * `GATHER_MS` and asked about together (poll-locks.lua: the PTTL of up to
+ * `POLL_KEYS_PER_CALL` locks; per slot on a Cluster), at most `maxPerSecond` calls a second:
+ * past that, polls wait their turn, oldest first, and each key is polled less often. Each
+ * wait's own backoff bounds how often its key is polled, so 20,000 waits polled every 250 ms
+ * cost 160 calls a second. A waiter is woken only when its lock is
  * gone (then it re-checks with its own lookup) or the poll failed (its lookup then meets
  * the failure); while the lock is held it sleeps on, at most until that lock's lease ends.
  */
@@ -64,7 +71,7 @@ export class PollScheduler {
   private tokens: number
   private refilledAt = performance.now()
   private pumpTimer: NodeJS.Timeout | undefined
-  private keysInFlight = 0
+  private callsInFlight = 0
   /** Keys polled and calls sent since start (tests and benchmarks). */
   readonly counts = { keys: 0, calls: 0 }
 
@@ -127,7 +134,7 @@ export class PollScheduler {
   }
 
   private pumpSoon(): void {
-    if (this.pumpTimer || this.due.size === 0 || this.keysInFlight >= MAX_KEYS_IN_FLIGHT) return
+    if (this.pumpTimer || this.due.size === 0 || this.callsInFlight >= MAX_CALLS_IN_FLIGHT) return
     this.refill()
     const ms =
       this.tokens >= 1 ? GATHER_MS : Math.max(GATHER_MS, Math.ceil(((1 - this.tokens) * 1000) / this.maxPerSecond))
@@ -144,31 +151,50 @@ export class PollScheduler {
   private pump(): void {
     this.pumpTimer = undefined
     this.refill()
-    const room = Math.min(Math.floor(this.tokens), MAX_KEYS_IN_FLIGHT - this.keysInFlight)
-    if (room > 0 && this.due.size > 0) {
-      const taken: Polled[] = []
-      for (const wait of this.due) {
-        if (taken.length >= room) break
-        this.due.delete(wait)
-        taken.push({ wait, round: wait.round })
-      }
-      this.tokens -= taken.length
-      const keyOf = this.keyOf
-      for (const batch of batchesOf(taken, MAX_KEYS_PER_CALL, keyOf && ((polled) => keyOf(polled.wait.lock))))
-        this.send(batch)
+    const calls = Math.min(Math.floor(this.tokens), MAX_CALLS_IN_FLIGHT - this.callsInFlight)
+    if (calls > 0 && this.due.size > 0) {
+      const batches = this.take(calls)
+      this.tokens -= batches.length
+      for (const batch of batches) this.send(batch)
     }
     this.pumpSoon()
   }
 
+  /**
+   * The oldest due polls that fit in `calls` calls of at most POLL_KEYS_PER_CALL keys (of one
+   * slot each on a Cluster, where that is about one call per key: every entry has its own tag).
+   */
+  private take(calls: number): Polled[][] {
+    const full: Polled[][] = []
+    const open = new Map<number, Polled[]>()
+    const keyOf = this.keyOf
+    for (const wait of this.due) {
+      const slot = keyOf ? keySlot(keyOf(wait.lock)) : 0
+      let batch = open.get(slot)
+      if (!batch) {
+        if (full.length + open.size >= calls) break // the rest wait their turn, oldest first
+        batch = []
+        open.set(slot, batch)
+      }
+      this.due.delete(wait)
+      batch.push({ wait, round: wait.round })
+      if (batch.length >= POLL_KEYS_PER_CALL) {
+        full.push(batch)
+        open.delete(slot)
+      }
+    }
+    return [...full, ...open.values()]
+  }
+
   private send(batch: Polled[]): void {
-    this.keysInFlight += batch.length
+    this.callsInFlight++
     this.counts.keys += batch.length
     this.counts.calls++
     repliesFor(batch.length, 'poll-locks', () => this.check(batch.map((polled) => polled.wait.lock)))
       .then((ttls) => batch.forEach(({ wait, round }, i) => wait.polled(round, Number(ttls[i]))))
       .catch(() => batch.forEach(({ wait, round }) => wait.polled(round, undefined)))
       .finally(() => {
-        this.keysInFlight -= batch.length
+        this.callsInFlight--
         this.pumpSoon()
       })
   }

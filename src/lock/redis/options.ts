@@ -33,11 +33,12 @@ export interface RedisLockOptions {
    */
   waitForReplicas?: ReplicaWaitOption
   /**
-   * Budget of safety polls while waiting, in keys polled per second, for all of this
-   * backend's waits together: one scheduler asks Redis about the locks whose poll came due
-   * in shared calls (`poll-locks.lua`; per slot on a Cluster); past the budget each key
-   * is polled less often, never Redis more. Release messages still wake waiters first.
-   * Default `1000`.
+   * Budget of safety polls while waiting, in poll COMMANDS per second (calls of
+   * `poll-locks.lua`, each asking about up to 500 locks; per slot on a Cluster), for all of
+   * this backend's waits together: one scheduler asks Redis about the locks whose poll came
+   * due in shared calls; each wait's own backoff bounds how often its key is polled, and past
+   * the budget each key is polled less often, never Redis more. Release messages still wake
+   * waiters first. Default `1000` calls/s.
    */
   maxPollRate?: number
   /**
