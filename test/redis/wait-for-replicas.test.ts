@@ -36,7 +36,7 @@ describe.skipIf(!redisAvailable)('lock.waitForReplicas', () => {
       return 'v'
     })
     expect(value).toBe('v')
-    expect(lockSeenOnReplica).toMatch(/^[0-9a-f]{32}:\d+$/)
+    expect(lockSeenOnReplica).toMatch(/^[0-9a-f]{24}[0-9a-z]+:\d+$/) // <owner: 96 random bits + a counter>:<token>
     expect(unreplicated).toEqual([])
     expect(await waitCalls(primary)).toBe(1)
     await cache.close()
