@@ -17,7 +17,7 @@ import type { Cluster, Redis } from 'ioredis'
 import type { DeleteOptions } from '../options.js'
 import { Deletes, type DeleteOutcome } from './delete-outbox.js'
 import { Generations, checkNamespaceName } from './generations.js'
-import { namespaceOf, type CacheNamespace } from './namespace.js'
+import { namespaceOf, type CacheNamespace, type NamespaceHost, type NamespaceParts } from './namespace.js'
 import type { BatchLoader } from './batch-loads.js'
 import { createBatcher, type Batcher, type BatcherOptions } from './batcher.js'
 import { Expiry } from './expire.js'
@@ -64,6 +64,13 @@ export class Cache {
   /** The namespaces' generations, from the first `namespace()` or `clear()` on (generations.ts). */
   #generations: Generations | undefined
   readonly #client: Redis | Cluster | undefined
+  /** The cache's methods on keys as stored: what views call (namespaces, and `#own`). */
+  readonly #stored: NamespaceHost
+  /**
+   * `clearable`: the view the cache's own keys go through, which stores them under the
+   * cache-wide generation (`\0ns\0\0<generation>\0<key>`); undefined otherwise (keys as given).
+   */
+  readonly #own: CacheNamespace | undefined
 
   static {
     partsOf = (cache) => ({ core: cache.#core, refresher: cache.#refresher })
@@ -83,6 +90,9 @@ export class Cache {
     this.#client = options.redis as Redis | Cluster | undefined
     this.#deletes = new Deletes(core, this.#client, options.durableDeletes)
     this.#expiry = new Expiry(core, options.redis as Redis | Cluster | undefined)
+    this.#stored = this.#storedHost()
+    // The empty name is the cache's own keys' (no namespace has it); subscribed to bumps from now on.
+    this.#own = core.settings.clearable ? namespaceOf(this.#stored, this.#viewParts(), '') : undefined
   }
 
   /** The load scope `instrument()` installs (load-scope.ts). */
@@ -101,12 +111,14 @@ export class Cache {
    * `loader` if this caller is elected to run it. Resolves with no await on an L1 hit.
    */
   getOrLoad<V>(key: string, loader: Loader<V>, options?: CallOptions): Promise<V> {
+    if (this.#own) return this.#own.getOrLoad(key, loader, options)
     const answer = this.#answer(key, loader, options)
     return (answer instanceof Promise ? answer.then(valueOf) : Promise.resolve(answer.value)) as Promise<V>
   }
 
   /** As `getOrLoad`, and also says how the value was obtained (the middleware's `X-Cache`). */
   async getOrLoadResult<V>(key: string, loader: Loader<V>, options?: CallOptions): Promise<LoadResult<V>> {
+    if (this.#own) return this.#own.getOrLoadResult(key, loader, options)
     const { value, outcome } = await this.#answer(key, loader, options)
     return { value: value as V, outcome }
   }
@@ -119,11 +131,13 @@ export class Cache {
    * `close()`, and `RedisUnavailableError` when Redis cannot be asked (a miss would be a guess).
    */
   async get<V = unknown>(key: string): Promise<V | undefined> {
+    if (this.#own) return this.#own.get<V>(key)
     return (await peek(this.#core, key)).value as V | undefined
   }
 
   /** Whether `get(key)` would find a value (a cached `null` counts); the same reads and errors. */
   async has(key: string): Promise<boolean> {
+    if (this.#own) return this.#own.has(key)
     return (await peek(this.#core, key)).found
   }
 
@@ -159,14 +173,18 @@ export class Cache {
     batchLoader: BatchLoader<V>,
     options?: CallOptions,
   ): Promise<Map<string, ManyResult<V>>> {
-    const parts = {
+    if (this.#own) return this.#own.getOrLoadMany(keys, batchLoader, options)
+    return getOrLoadMany(this.#manyParts(), keys, batchLoader, options)
+  }
+
+  #manyParts() {
+    return {
       core: this.#core,
       answers: this.#answers,
       resolver: this.#resolver,
       timeouts: this.#timeouts,
       fly: (call: Call) => this.#fly(call),
     }
-    return getOrLoadMany(parts, keys, batchLoader, options)
   }
 
   /**
@@ -196,6 +214,7 @@ export class Cache {
    * `RedisUnavailableError` if Redis could not be told. See docs/api.md.
    */
   expire(key: string): Promise<boolean> {
+    if (this.#own) return this.#own.expire(key)
     return this.#expiry.expire(key)
   }
 
@@ -206,6 +225,7 @@ export class Cache {
    * (calling it again finishes the job).
    */
   expireByTag(tag: string): Promise<number> {
+    if (this.#own) return this.#own.expireByTag(tag)
     return this.#expiry.expireByTag(tag)
   }
 
@@ -217,6 +237,7 @@ export class Cache {
    * them as a load would be (docs/tags.md), unless one was invalidated since this call began.
    */
   set<V>(key: string, value: V, options?: CallOptions): Promise<void> {
+    if (this.#own) return this.#own.set(key, value, options)
     return setValue(this.#core, this.#leader, key, value, options)
   }
 
@@ -233,6 +254,7 @@ export class Cache {
 
   /** `deleteByTag` for several tags at once (each tag on its own slot; the tags marked invalidated in parallel, then their members deleted). */
   deleteByTags(tags: readonly string[]): Promise<void> {
+    if (this.#own) return this.#own.deleteByTags(tags)
     return deleteByTags(this.#core, tags)
   }
 
@@ -245,6 +267,7 @@ export class Cache {
    * (docs/durable-deletes.md).
    */
   delete(key: string, options?: DeleteOptions): Promise<DeleteOutcome> {
+    if (this.#own) return this.#own.delete(key, options)
     return this.#deletes.delete(key, options)
   }
 
@@ -256,22 +279,60 @@ export class Cache {
    */
   namespace(name: string): CacheNamespace {
     checkNamespaceName(name)
+    return namespaceOf(this.#stored, this.#viewParts(), name)
+  }
+
+  /**
+   * Empties this cache in every process sharing its Redis and `namespace` option, with one
+   * command (the cache-wide generation is raised; old entries become unreachable and expire by
+   * their own lifetimes). What it empties depends on the `clearable` option:
+   * - `clearable: false` (the default): every namespace (see `namespace()`). Keys used on the
+   *   cache itself, outside any namespace, are NOT cleared.
+   * - `clearable: true`: every namespace and the cache's own keys: everything the cache stores.
+   *
+   * What it empties, it empties as a namespace's `clear()` does: once it resolves, no call of
+   * this process returns a value stored before it, not even as a stale or fail-safe fallback,
+   * and no load begun before it can put its value where a later call finds it; other
+   * processes follow as soon as the bump reaches them over pub/sub (docs/namespaces.md).
+   * Rejects with `RedisUnavailableError` when Redis could not be told (nothing was cleared
+   * anywhere), and with `CacheClosedError` after `close()`.
+   */
+  clear(): Promise<void> {
+    return this.#namespaces().clear(undefined)
+  }
+
+  #viewParts(): NamespaceParts {
     const core = this.#core
-    const parts = {
+    return {
       generations: this.#namespaces(),
       checkCallOptions: (options: CallOptions) => core.applyOptions({ policy: core.settings.policy }, options),
       maxKeyLength: core.settings.maxKeyLength,
     }
-    return namespaceOf(this, parts, name)
   }
 
-  /**
-   * Empties every namespace of this cache (see `namespace()`) in every process, with one
-   * command. Keys used on the cache itself, outside any namespace, are not touched. Rejects
-   * with `RedisUnavailableError` when Redis could not be told.
-   */
-  clear(): Promise<void> {
-    return this.#namespaces().clear(undefined)
+  /** The cache's methods on keys and tags as stored, without `#own`'s prefix. */
+  #storedHost(): NamespaceHost {
+    const core = this.#core
+    const answer = (key: string, loader: unknown, options: CallOptions | undefined) => {
+      const answered = this.#answer(key, loader, options)
+      return answered instanceof Promise ? answered : Promise.resolve(answered)
+    }
+    return {
+      getOrLoad: <V>(key: string, loader: Loader<V>, options?: CallOptions) =>
+        answer(key, loader, options).then(valueOf) as Promise<V>,
+      getOrLoadResult: <V>(key: string, loader: Loader<V>, options?: CallOptions) =>
+        answer(key, loader, options).then(({ value, outcome }) => ({ value: value as V, outcome })),
+      get: async <V>(key: string) => (await peek(core, key)).value as V | undefined,
+      has: async (key: string) => (await peek(core, key)).found,
+      set: <V>(key: string, value: V, options?: CallOptions) => setValue(core, this.#leader, key, value, options),
+      delete: (key: string, options?: DeleteOptions) => this.#deletes.delete(key, options),
+      deleteByTags: (tags: readonly string[]) => deleteByTags(core, tags),
+      getOrLoadMany: <V>(keys: readonly string[], batchLoader: BatchLoader<V>, options?: CallOptions) =>
+        getOrLoadMany(this.#manyParts(), keys, batchLoader, options),
+      expire: (key: string) => this.#expiry.expire(key),
+      expireByTag: (tag: string) => this.#expiry.expireByTag(tag),
+      ready: () => core.setUp,
+    }
   }
 
   #namespaces(): Generations {
