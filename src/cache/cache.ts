@@ -8,11 +8,9 @@ import { type Call, type FlightNotes, type LoadResult, type Resolution } from '.
 import { CacheCore } from './core.js'
 import { LoadLeader } from './lead.js'
 import { Refresher } from './refresh.js'
-import { peek } from './peek.js'
 import { Resolver } from './resolve.js'
 import { CallerTimeouts } from './timeouts.js'
 import { wrapFunction, type WrapOptions, type Wrapped } from './wrap.js'
-import { deleteByTags, setValue } from './writes.js'
 import type { Cluster, Redis } from 'ioredis'
 import type { DeleteOptions } from '../options.js'
 import { Deletes, type DeleteOutcome } from './delete-outbox.js'
@@ -21,7 +19,8 @@ import { namespaceOf, type CacheNamespace, type NamespaceHost, type NamespacePar
 import type { BatchLoader } from './batch-loads.js'
 import { createBatcher, type Batcher, type BatcherOptions } from './batcher.js'
 import { Expiry } from './expire.js'
-import { getOrLoadMany, type ManyResult } from './load-many.js'
+import type { ManyResult } from './load-many.js'
+import { storedHost } from './stored-host.js'
 import { checkKey } from '../key.js'
 
 const valueOf = (resolution: Resolution): unknown => resolution.value
@@ -90,7 +89,20 @@ export class Cache {
     this.#client = options.redis as Redis | Cluster | undefined
     this.#deletes = new Deletes(core, this.#client, options.durableDeletes)
     this.#expiry = new Expiry(core, options.redis as Redis | Cluster | undefined)
-    this.#stored = this.#storedHost()
+    this.#stored = storedHost({
+      core,
+      leader,
+      deletes: this.#deletes,
+      expiry: this.#expiry,
+      many: {
+        core,
+        answers,
+        resolver,
+        timeouts: this.#timeouts,
+        fly: (call: Call) => this.#fly(call),
+      },
+      answer: (key, loader, options) => this.#answer(key, loader, options),
+    })
     // The empty name is the cache's own keys' (no namespace has it); subscribed to bumps from now on.
     this.#own = core.settings.clearable ? namespaceOf(this.#stored, this.#viewParts(), '') : undefined
   }
@@ -117,10 +129,8 @@ export class Cache {
   }
 
   /** As `getOrLoad`, and also says how the value was obtained (the middleware's `X-Cache`). */
-  async getOrLoadResult<V>(key: string, loader: Loader<V>, options?: CallOptions): Promise<LoadResult<V>> {
-    if (this.#own) return this.#own.getOrLoadResult(key, loader, options)
-    const { value, outcome } = await this.#answer(key, loader, options)
-    return { value: value as V, outcome }
+  getOrLoadResult<V>(key: string, loader: Loader<V>, options?: CallOptions): Promise<LoadResult<V>> {
+    return (this.#own ?? this.#stored).getOrLoadResult(key, loader, options)
   }
 
   /**
@@ -130,15 +140,13 @@ export class Cache {
    * Rejects with `InvalidArgumentError` on a bad key (nothing sent), `CacheClosedError` after
    * `close()`, and `RedisUnavailableError` when Redis cannot be asked (a miss would be a guess).
    */
-  async get<V = unknown>(key: string): Promise<V | undefined> {
-    if (this.#own) return this.#own.get<V>(key)
-    return (await peek(this.#core, key)).value as V | undefined
+  get<V = unknown>(key: string): Promise<V | undefined> {
+    return (this.#own ?? this.#stored).get<V>(key)
   }
 
   /** Whether `get(key)` would find a value (a cached `null` counts); the same reads and errors. */
-  async has(key: string): Promise<boolean> {
-    if (this.#own) return this.#own.has(key)
-    return (await peek(this.#core, key)).found
+  has(key: string): Promise<boolean> {
+    return (this.#own ?? this.#stored).has(key)
   }
 
   /**
@@ -173,18 +181,7 @@ export class Cache {
     batchLoader: BatchLoader<V>,
     options?: CallOptions,
   ): Promise<Map<string, ManyResult<V>>> {
-    if (this.#own) return this.#own.getOrLoadMany(keys, batchLoader, options)
-    return getOrLoadMany(this.#manyParts(), keys, batchLoader, options)
-  }
-
-  #manyParts() {
-    return {
-      core: this.#core,
-      answers: this.#answers,
-      resolver: this.#resolver,
-      timeouts: this.#timeouts,
-      fly: (call: Call) => this.#fly(call),
-    }
+    return (this.#own ?? this.#stored).getOrLoadMany(keys, batchLoader, options)
   }
 
   /**
@@ -214,8 +211,7 @@ export class Cache {
    * `RedisUnavailableError` if Redis could not be told. See docs/api.md.
    */
   expire(key: string): Promise<boolean> {
-    if (this.#own) return this.#own.expire(key)
-    return this.#expiry.expire(key)
+    return (this.#own ?? this.#stored).expire(key)
   }
 
   /**
@@ -225,8 +221,7 @@ export class Cache {
    * (calling it again finishes the job).
    */
   expireByTag(tag: string): Promise<number> {
-    if (this.#own) return this.#own.expireByTag(tag)
-    return this.#expiry.expireByTag(tag)
+    return (this.#own ?? this.#stored).expireByTag(tag)
   }
 
   /**
@@ -237,8 +232,7 @@ export class Cache {
    * them as a load would be (docs/tags.md), unless one was invalidated since this call began.
    */
   set<V>(key: string, value: V, options?: CallOptions): Promise<void> {
-    if (this.#own) return this.#own.set(key, value, options)
-    return setValue(this.#core, this.#leader, key, value, options)
+    return (this.#own ?? this.#stored).set(key, value, options)
   }
 
   /**
@@ -254,8 +248,7 @@ export class Cache {
 
   /** `deleteByTag` for several tags at once (each tag on its own slot; the tags marked invalidated in parallel, then their members deleted). */
   deleteByTags(tags: readonly string[]): Promise<void> {
-    if (this.#own) return this.#own.deleteByTags(tags)
-    return deleteByTags(this.#core, tags)
+    return (this.#own ?? this.#stored).deleteByTags(tags)
   }
 
   /**
@@ -267,8 +260,7 @@ export class Cache {
    * (docs/durable-deletes.md).
    */
   delete(key: string, options?: DeleteOptions): Promise<DeleteOutcome> {
-    if (this.#own) return this.#own.delete(key, options)
-    return this.#deletes.delete(key, options)
+    return (this.#own ?? this.#stored).delete(key, options)
   }
 
   /**
@@ -307,31 +299,6 @@ export class Cache {
       generations: this.#namespaces(),
       checkCallOptions: (options: CallOptions) => core.applyOptions({ policy: core.settings.policy }, options),
       maxKeyLength: core.settings.maxKeyLength,
-    }
-  }
-
-  /** The cache's methods on keys and tags as stored, without `#own`'s prefix. */
-  #storedHost(): NamespaceHost {
-    const core = this.#core
-    const answer = (key: string, loader: unknown, options: CallOptions | undefined) => {
-      const answered = this.#answer(key, loader, options)
-      return answered instanceof Promise ? answered : Promise.resolve(answered)
-    }
-    return {
-      getOrLoad: <V>(key: string, loader: Loader<V>, options?: CallOptions) =>
-        answer(key, loader, options).then(valueOf) as Promise<V>,
-      getOrLoadResult: <V>(key: string, loader: Loader<V>, options?: CallOptions) =>
-        answer(key, loader, options).then(({ value, outcome }) => ({ value: value as V, outcome })),
-      get: async <V>(key: string) => (await peek(core, key)).value as V | undefined,
-      has: async (key: string) => (await peek(core, key)).found,
-      set: <V>(key: string, value: V, options?: CallOptions) => setValue(core, this.#leader, key, value, options),
-      delete: (key: string, options?: DeleteOptions) => this.#deletes.delete(key, options),
-      deleteByTags: (tags: readonly string[]) => deleteByTags(core, tags),
-      getOrLoadMany: <V>(keys: readonly string[], batchLoader: BatchLoader<V>, options?: CallOptions) =>
-        getOrLoadMany(this.#manyParts(), keys, batchLoader, options),
-      expire: (key: string) => this.#expiry.expire(key),
-      expireByTag: (tag: string) => this.#expiry.expireByTag(tag),
-      ready: () => core.setUp,
     }
   }
 
