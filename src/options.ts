@@ -307,7 +307,7 @@ export interface CacheOptions extends PolicyOptions {
    * events name), so one `clear()` makes every entry of the cache unreachable in every process,
    * with one command, with a namespace clear's guarantees. It costs what a namespace costs: the
    * generation is read once (one GET) before the first call is answered and again after the
-   * subscriber connection was lost, and `maxKeyLength` counts about 20 more characters.
+   * subscriber connection was lost, and `maxKeyLength` counts the prefix (14 characters at most).
    * Turning it on or off changes every key name: entries stored under the other setting are
    * not found (every process sharing this Redis and `namespace` must use the same setting).
    * Default `false`: the cache's own keys are stored as given and `clear()` leaves them.

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { createCache, type Cache, type CacheOptions } from '../../src/index.js'
 import { useCacheSuite } from '../support/cache-suite.js'
 import { commandsSinceReset } from '../support/command-stats.js'
+import { freePort } from '../support/managed-process.js'
 import { HOST, redisAvailable } from '../support/redis.js'
 import { gate, sleep, until } from '../support/timing.js'
 
@@ -40,6 +41,22 @@ describe('clearable in-process', () => {
       expect(Object.fromEntries(loads)).toEqual({ k: clearable ? 2 : 1, users: 1 })
       await cache.close()
     }
+  })
+})
+
+describe('clearable with Redis down', () => {
+  it('still answers (the generation cannot be read: the last one known stands); clear() rejects typed', async () => {
+    const client = new Redis({ host: HOST, port: await freePort(), maxRetriesPerRequest: 0, retryStrategy: () => 50 })
+    client.on('error', () => {})
+    const cache = createCache({ redis: client, ttl: '1m', clearable: true, redisTimeout: 200 })
+    const loads = new Map<string, number>()
+    const answers = await Promise.all(Array.from({ length: 20 }, () => cache.getOrLoad('k', counted(loads, 'k', 'v'))))
+    expect(answers).toEqual(Array(20).fill('v'))
+    expect(loads.get('k')).toBe(1) // one load in this process for the 20 concurrent callers
+    expect(await cache.getOrLoad('k', counted(loads, 'k', 'again'))).toBe('v') // its L1 copy
+    await expect(cache.clear()).rejects.toEqual(expect.objectContaining({ name: 'RedisUnavailableError' }))
+    await cache.close()
+    client.disconnect()
   })
 })
 
