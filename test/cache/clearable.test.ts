@@ -26,6 +26,18 @@ describe('clearable in-process', () => {
     )
   })
 
+  it('bad keys and tags are refused with the same typed errors; maxKeyLength counts the prefix', async () => {
+    const cache = createCache({ ttl: '1m', clearable: true, maxKeyLength: 20 })
+    const invalid = (argument: string) => expect.objectContaining({ name: 'InvalidArgumentError', argument })
+    await expect(cache.getOrLoad('', async () => 1)).rejects.toEqual(invalid('key'))
+    await expect(cache.get(42 as unknown as string)).rejects.toEqual(invalid('key'))
+    await expect(cache.set('k', 1, { tags: [''] })).rejects.toEqual(invalid('tags'))
+    await expect(cache.deleteByTag('')).rejects.toEqual(invalid('tags'))
+    await expect(cache.getOrLoad('x'.repeat(14), async () => 1)).rejects.toEqual(invalid('key')) // 7 + 14 > 20
+    expect(await cache.getOrLoad('x'.repeat(13), async () => 1)).toBe(1)
+    await cache.close()
+  })
+
   it("clear() empties the cache's own keys and every namespace; tags work after it; without the option own keys stay", async () => {
     for (const clearable of [true, false]) {
       const cache = createCache({ ttl: '1m', staleTtl: '1h', clearable })
