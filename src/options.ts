@@ -303,6 +303,19 @@ export interface CacheOptions extends PolicyOptions {
    * does it for one. Default: off (`delete()` rejects with `RedisUnavailableError`).
    */
   durableDeletes?: DurableDeleteOptions
+  /**
+   * Lets `cache.clear()` empty the cache's own keys too, not only its namespaces
+   * (docs/namespaces.md). The cache's keys and tags are then stored under the cache-wide
+   * generation, as `\0ns\0\0<generation>\0<key>` (in Redis, in L1 and in the keys that
+   * events name), so one `clear()` makes every entry of the cache unreachable in every process,
+   * with one command, with a namespace clear's guarantees. It costs what a namespace costs: the
+   * generation is read once (one GET) before the first call is answered and again after the
+   * subscriber connection was lost, and `maxKeyLength` counts the prefix (14 characters at most).
+   * Turning it on or off changes every key name: entries stored under the other setting are
+   * not found (every process sharing this Redis and `namespace` must use the same setting).
+   * Default `false`: the cache's own keys are stored as given and `clear()` leaves them.
+   */
+  clearable?: boolean
 }
 
 /** See {@link CacheOptions.loaderConcurrency}. */

@@ -56,6 +56,8 @@ export interface Settings {
   /** How values are stored: the codec, compression and maxValueBytes together (stored-value.ts). */
   format: ValueFormat
   maxKeyLength: number
+  /** `clearable`: the cache's own keys carry the cache-wide generation, so `clear()` empties them too. */
+  clearable: boolean
   shardedPubSub: boolean | 'auto'
   maxKeysPerTag: number
   tagClockSkew: number
@@ -99,6 +101,7 @@ const CACHE_KEYS = new Set<string>([
   'tagClockSkew',
   'loaderConcurrency',
   'durableDeletes',
+  'clearable',
 ])
 const CALL_KEYS = new Set<string>([...POLICY_OPTION_NAMES, 'tags', 'forceRefresh'])
 const L1_KEYS = new Set(['max', 'maxBytes', 'maxTtl'])
@@ -246,6 +249,7 @@ export function resolveSettings(options: CacheOptions): Settings {
     codec,
     format,
     maxKeyLength: positiveInteger('maxKeyLength', options.maxKeyLength ?? 1024),
+    clearable: parseBoolean('clearable', options.clearable ?? false),
     shardedPubSub: parseShardedPubSub('shardedPubSub', options.shardedPubSub, options.redis),
     maxKeysPerTag: positiveInteger('maxKeysPerTag', options.maxKeysPerTag ?? 10_000),
     tagClockSkew: parseDuration(
@@ -303,4 +307,9 @@ function parseLoaderConcurrency(options: CacheOptions): Settings['loaderConcurre
   if (limit > 10_000)
     throw new InvalidArgumentError('loaderConcurrency.limit', `must be an integer in 1..10000, got ${limit}`)
   return { limit, maxQueued: positiveInteger('loaderConcurrency.maxQueued', option.maxQueued ?? 10_000) }
+}
+
+function parseBoolean(name: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') throw new InvalidArgumentError(name, `must be true or false, got ${typeof value}`)
+  return value
 }

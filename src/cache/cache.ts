@@ -8,20 +8,19 @@ import { type Call, type FlightNotes, type LoadResult, type Resolution } from '.
 import { CacheCore } from './core.js'
 import { LoadLeader } from './lead.js'
 import { Refresher } from './refresh.js'
-import { peek } from './peek.js'
 import { Resolver } from './resolve.js'
 import { CallerTimeouts } from './timeouts.js'
 import { wrapFunction, type WrapOptions, type Wrapped } from './wrap.js'
-import { deleteByTags, setValue } from './writes.js'
 import type { Cluster, Redis } from 'ioredis'
 import type { DeleteOptions } from '../options.js'
 import { Deletes, type DeleteOutcome } from './delete-outbox.js'
 import { Generations, checkNamespaceName } from './generations.js'
-import { namespaceOf, type CacheNamespace } from './namespace.js'
+import { namespaceOf, type CacheNamespace, type NamespaceHost, type NamespaceParts } from './namespace.js'
 import type { BatchLoader } from './batch-loads.js'
 import { createBatcher, type Batcher, type BatcherOptions } from './batcher.js'
 import { Expiry } from './expire.js'
-import { getOrLoadMany, type ManyResult } from './load-many.js'
+import type { ManyResult } from './load-many.js'
+import { storedHost } from './stored-host.js'
 import { checkKey } from '../key.js'
 
 const valueOf = (resolution: Resolution): unknown => resolution.value
@@ -64,6 +63,13 @@ export class Cache {
   /** The namespaces' generations, from the first `namespace()` or `clear()` on (generations.ts). */
   #generations: Generations | undefined
   readonly #client: Redis | Cluster | undefined
+  /** The cache's methods on keys as stored: what views call (namespaces, and `#own`). */
+  readonly #stored: NamespaceHost
+  /**
+   * `clearable`: the view the cache's own keys go through, which stores them under the
+   * cache-wide generation (`\0ns\0\0<generation>\0<key>`); undefined otherwise (keys as given).
+   */
+  readonly #own: CacheNamespace | undefined
 
   static {
     partsOf = (cache) => ({ core: cache.#core, refresher: cache.#refresher })
@@ -83,6 +89,22 @@ export class Cache {
     this.#client = options.redis as Redis | Cluster | undefined
     this.#deletes = new Deletes(core, this.#client, options.durableDeletes)
     this.#expiry = new Expiry(core, options.redis as Redis | Cluster | undefined)
+    this.#stored = storedHost({
+      core,
+      leader,
+      deletes: this.#deletes,
+      expiry: this.#expiry,
+      many: {
+        core,
+        answers,
+        resolver,
+        timeouts: this.#timeouts,
+        fly: (call: Call) => this.#fly(call),
+      },
+      answer: (key, loader, options) => this.#answer(key, loader, options),
+    })
+    // The empty name is the cache's own keys' (no namespace has it); subscribed to bumps from now on.
+    this.#own = core.settings.clearable ? namespaceOf(this.#stored, this.#viewParts(), '') : undefined
   }
 
   /** The load scope `instrument()` installs (load-scope.ts). */
@@ -101,14 +123,14 @@ export class Cache {
    * `loader` if this caller is elected to run it. Resolves with no await on an L1 hit.
    */
   getOrLoad<V>(key: string, loader: Loader<V>, options?: CallOptions): Promise<V> {
+    if (this.#own) return this.#own.getOrLoad(key, loader, options)
     const answer = this.#answer(key, loader, options)
     return (answer instanceof Promise ? answer.then(valueOf) : Promise.resolve(answer.value)) as Promise<V>
   }
 
   /** As `getOrLoad`, and also says how the value was obtained (the middleware's `X-Cache`). */
-  async getOrLoadResult<V>(key: string, loader: Loader<V>, options?: CallOptions): Promise<LoadResult<V>> {
-    const { value, outcome } = await this.#answer(key, loader, options)
-    return { value: value as V, outcome }
+  getOrLoadResult<V>(key: string, loader: Loader<V>, options?: CallOptions): Promise<LoadResult<V>> {
+    return (this.#own ?? this.#stored).getOrLoadResult(key, loader, options)
   }
 
   /**
@@ -118,13 +140,13 @@ export class Cache {
    * Rejects with `InvalidArgumentError` on a bad key (nothing sent), `CacheClosedError` after
    * `close()`, and `RedisUnavailableError` when Redis cannot be asked (a miss would be a guess).
    */
-  async get<V = unknown>(key: string): Promise<V | undefined> {
-    return (await peek(this.#core, key)).value as V | undefined
+  get<V = unknown>(key: string): Promise<V | undefined> {
+    return (this.#own ?? this.#stored).get<V>(key)
   }
 
   /** Whether `get(key)` would find a value (a cached `null` counts); the same reads and errors. */
-  async has(key: string): Promise<boolean> {
-    return (await peek(this.#core, key)).found
+  has(key: string): Promise<boolean> {
+    return (this.#own ?? this.#stored).has(key)
   }
 
   /**
@@ -159,14 +181,7 @@ export class Cache {
     batchLoader: BatchLoader<V>,
     options?: CallOptions,
   ): Promise<Map<string, ManyResult<V>>> {
-    const parts = {
-      core: this.#core,
-      answers: this.#answers,
-      resolver: this.#resolver,
-      timeouts: this.#timeouts,
-      fly: (call: Call) => this.#fly(call),
-    }
-    return getOrLoadMany(parts, keys, batchLoader, options)
+    return (this.#own ?? this.#stored).getOrLoadMany(keys, batchLoader, options)
   }
 
   /**
@@ -196,7 +211,7 @@ export class Cache {
    * `RedisUnavailableError` if Redis could not be told. See docs/api.md.
    */
   expire(key: string): Promise<boolean> {
-    return this.#expiry.expire(key)
+    return (this.#own ?? this.#stored).expire(key)
   }
 
   /**
@@ -206,7 +221,7 @@ export class Cache {
    * (calling it again finishes the job).
    */
   expireByTag(tag: string): Promise<number> {
-    return this.#expiry.expireByTag(tag)
+    return (this.#own ?? this.#stored).expireByTag(tag)
   }
 
   /**
@@ -217,7 +232,7 @@ export class Cache {
    * them as a load would be (docs/tags.md), unless one was invalidated since this call began.
    */
   set<V>(key: string, value: V, options?: CallOptions): Promise<void> {
-    return setValue(this.#core, this.#leader, key, value, options)
+    return (this.#own ?? this.#stored).set(key, value, options)
   }
 
   /**
@@ -233,7 +248,7 @@ export class Cache {
 
   /** `deleteByTag` for several tags at once (each tag on its own slot; the tags marked invalidated in parallel, then their members deleted). */
   deleteByTags(tags: readonly string[]): Promise<void> {
-    return deleteByTags(this.#core, tags)
+    return (this.#own ?? this.#stored).deleteByTags(tags)
   }
 
   /**
@@ -245,7 +260,7 @@ export class Cache {
    * (docs/durable-deletes.md).
    */
   delete(key: string, options?: DeleteOptions): Promise<DeleteOutcome> {
-    return this.#deletes.delete(key, options)
+    return (this.#own ?? this.#stored).delete(key, options)
   }
 
   /**
@@ -256,22 +271,35 @@ export class Cache {
    */
   namespace(name: string): CacheNamespace {
     checkNamespaceName(name)
+    return namespaceOf(this.#stored, this.#viewParts(), name)
+  }
+
+  /**
+   * Empties this cache in every process sharing its Redis and `namespace` option, with one
+   * command (the cache-wide generation is raised; old entries become unreachable and expire by
+   * their own lifetimes). What it empties depends on the `clearable` option:
+   * - `clearable: false` (the default): every namespace (see `namespace()`). Keys used on the
+   *   cache itself, outside any namespace, are NOT cleared.
+   * - `clearable: true`: every namespace and the cache's own keys: everything the cache stores.
+   *
+   * What it empties, it empties as a namespace's `clear()` does: once it resolves, no call of
+   * this process returns a value stored before it, not even as a stale or fail-safe fallback,
+   * and no load begun before it can put its value where a later call finds it; other
+   * processes follow as soon as the bump reaches them over pub/sub (docs/namespaces.md).
+   * Rejects with `RedisUnavailableError` when Redis could not be told (nothing was cleared
+   * anywhere), and with `CacheClosedError` after `close()`.
+   */
+  clear(): Promise<void> {
+    return this.#namespaces().clear(undefined)
+  }
+
+  #viewParts(): NamespaceParts {
     const core = this.#core
-    const parts = {
+    return {
       generations: this.#namespaces(),
       checkCallOptions: (options: CallOptions) => core.applyOptions({ policy: core.settings.policy }, options),
       maxKeyLength: core.settings.maxKeyLength,
     }
-    return namespaceOf(this, parts, name)
-  }
-
-  /**
-   * Empties every namespace of this cache (see `namespace()`) in every process, with one
-   * command. Keys used on the cache itself, outside any namespace, are not touched. Rejects
-   * with `RedisUnavailableError` when Redis could not be told.
-   */
-  clear(): Promise<void> {
-    return this.#namespaces().clear(undefined)
   }
 
   #namespaces(): Generations {

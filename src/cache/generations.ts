@@ -40,7 +40,8 @@ interface Generation {
 /**
  * The generations of a cache's namespaces, in memory: each key of a namespace is stored as
  * `\0ns\0<name>\0<every>.<own>\0<key>`, `every` being the cache-wide generation (raised by the
- * cache's own `clear()`) and `own` the namespace's. A process learns a bump from the message
+ * cache's own `clear()`) and `own` the namespace's; a `clearable` cache's own keys as
+ * `\0ns\0\0<every>\0<key>`. A process learns a bump from the message
  * the bump publishes (no round trip on a hit); a generation it has not confirmed since its
  * subscriber connection was last (re)confirmed is read first (one GET, shared by the calls
  * that need it). Shared by every view of one cache, and by nothing else.
@@ -73,8 +74,13 @@ export class Generations {
     notifier.listen(generationChannel(core.settings.namespace), (message) => this.#told(message))
   }
 
-  /** The prefix of `name`'s keys now; a promise when a generation must be read first. */
+  /**
+   * The prefix of `name`'s keys now; a promise when a generation must be read first. `''`
+   * names the cache's own keys (a `clearable` cache): `\0ns\0\0<every>\0`, apart from every
+   * namespace (whose names are never empty) and emptied by the cache-wide clear alone.
+   */
   prefix(name: string): string | Promise<string> {
+    if (name === EVERY) return this.#ownPrefix()
     const own = this.#generation(name)
     // Closed: the call is refused by the cache; nothing is read for it.
     if ((own.confirmed && this.#every.confirmed) || this.#core.closed) return this.#prefixOf(name, own)
@@ -93,6 +99,20 @@ export class Generations {
     const generation = key === EVERY ? this.#every : this.#generation(key)
     const raised = this.#store ? await this.#store.bump(key, this.#core.id) : generation.value + 1
     this.#raise(key, generation, raised, 'process')
+  }
+
+  #ownPrefix(): string | Promise<string> {
+    const every = this.#every
+    if (every.confirmed || this.#core.closed) return this.#ownPrefixOf(every)
+    return this.#confirm(EVERY, every).then(() => this.#ownPrefixOf(every))
+  }
+
+  #ownPrefixOf(every: Generation): string {
+    const built = every.prefix
+    if (built && built.every === every.value) return built.text
+    const text = `${MARK}\u0000${every.value.toString(36)}\u0000`
+    every.prefix = { every: every.value, own: 0, text }
+    return text
   }
 
   #prefixOf(name: string, own: Generation): string {
@@ -158,7 +178,7 @@ export class Generations {
     if (known) this.#core.events.emit('namespace-cleared', { namespace: name === EVERY ? undefined : name, from })
   }
 
-  /** Drops this process's L1 copies (and tag marks, refresh holds) of `name` (EVERY: of every namespace). */
+  /** Drops this process's L1 copies (and tag marks, refresh holds) of `name` (EVERY: of every namespace, and the cache's own keys if it is clearable). */
   #dropFromMemory(name: string): void {
     const memory = this.#core.memory
     if (!memory) return
