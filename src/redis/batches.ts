@@ -55,3 +55,32 @@ function groupBy<T>(items: readonly T[], slotOf: (item: T) => number): T[][] {
   }
   return [...groups.values()]
 }
+
+/**
+ * Items gathered over one tick of the event loop and handed to `flush` together, once the
+ * tick's microtasks have run: what a burst of callers asks at once goes out as one call.
+ */
+export class TickQueue<T> {
+  #items: T[] = []
+  #scheduled = false
+
+  constructor(private readonly flush: (items: T[]) => void) {}
+
+  push(item: T): void {
+    this.#items.push(item)
+    if (this.#scheduled) return
+    this.#scheduled = true
+    setImmediate(() => {
+      this.#scheduled = false
+      this.flushNow()
+    })
+  }
+
+  /** Hands over what is gathered now, not at the end of the tick. */
+  flushNow(): void {
+    if (this.#items.length === 0) return
+    const items = this.#items
+    this.#items = []
+    this.flush(items)
+  }
+}

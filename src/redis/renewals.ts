@@ -1,4 +1,4 @@
-import { batchesOf, repliesFor } from './batches.js'
+import { batchesOf, repliesFor, TickQueue } from './batches.js'
 
 /** Most locks one extend-many.lua call renews: a larger call blocks Redis for longer. */
 const MAX_RENEWALS_PER_CALL = 500
@@ -20,8 +20,7 @@ interface Renewal {
  * carried, each retried by its own watchdog.
  */
 export class RenewalBatch {
-  private pending: Renewal[] = []
-  private flushing = false
+  private readonly pending = new TickQueue<Renewal>((due) => this.flush(due))
 
   /**
    * `send(locks, args)`: one extend-many.lua call (`args`: value and lease of each lock, in
@@ -34,19 +33,10 @@ export class RenewalBatch {
 
   /** Resolves `true` when extended, `false` when the lock is no longer ours; rejects when the call failed. */
   renew(lock: string, value: string, leaseMs: number): Promise<boolean> {
-    return new Promise<boolean>((resolve, reject) => {
-      this.pending.push({ lock, value, leaseMs, resolve, reject })
-      if (this.flushing) return
-      this.flushing = true
-      // After the microtasks of this tick: the watchdogs that came due together all get in.
-      setImmediate(() => this.flush())
-    })
+    return new Promise<boolean>((resolve, reject) => this.pending.push({ lock, value, leaseMs, resolve, reject }))
   }
 
-  private flush(): void {
-    this.flushing = false
-    const due = this.pending
-    this.pending = []
+  private flush(due: Renewal[]): void {
     for (const batch of batchesOf(due, MAX_RENEWALS_PER_CALL, this.keyOf && ((renewal) => this.keyOf!(renewal.lock)))) {
       repliesFor(batch.length, 'extend-many', () =>
         this.send(

@@ -1,4 +1,4 @@
-import { batchesOf } from '../../redis/batches.js'
+import { batchesOf, TickQueue } from '../../redis/batches.js'
 import type { EntryKeys } from './keys.js'
 import type { Broadcast, RedisStore } from './store.js'
 
@@ -26,8 +26,7 @@ interface Pending {
  * Each caller is answered when its call was: a failed call rejects every caller it carried.
  */
 export class InvalidationBatch {
-  private pending: Pending[] = []
-  private flushing = false
+  private readonly pending = new TickQueue<Pending>((due) => this.flush(due))
 
   /** @internal `keyOf` on a Cluster: an entry name's full key (for its slot). */
   constructor(
@@ -54,7 +53,7 @@ export class InvalidationBatch {
    * first would run after it and remove its value.
    */
   sendPending(): void {
-    if (this.pending.length > 0) this.flush()
+    this.pending.flushNow()
   }
 
   /** The message for `keys`, as invalidate.lua and commit.lua publish it. */
@@ -63,19 +62,10 @@ export class InvalidationBatch {
   }
 
   private add(key: string, keys: EntryKeys | undefined): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.pending.push({ key, keys, resolve, reject })
-      if (this.flushing) return
-      this.flushing = true
-      // After the microtasks of this tick: the deletes a burst of requests makes together all get in.
-      setImmediate(() => this.flush())
-    })
+    return new Promise<void>((resolve, reject) => this.pending.push({ key, keys, resolve, reject }))
   }
 
-  private flush(): void {
-    this.flushing = false
-    const due = this.pending
-    this.pending = []
+  private flush(due: Pending[]): void {
     const deletes = due.filter((item) => item.keys !== undefined)
     const announced = due.filter((item) => item.keys === undefined)
     const bySlot = batchesOf(deletes, MAX_KEYS_PER_MESSAGE, this.keyOf && ((item) => this.keyOf!(item.keys!.entry)))
