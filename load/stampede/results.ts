@@ -7,7 +7,7 @@ import { BIN_MS, type QueryBins } from './app/protocol.js'
 import type { ModeName } from './modes.js'
 import type { ScenarioName } from './scenarios.js'
 import type { TrafficResult } from './traffic.js'
-import type { PhaseSummary } from './report/phases.js'
+import type { PhaseSummary } from './report/phase-summary.js'
 
 export interface ModeResult {
   mode: ModeName

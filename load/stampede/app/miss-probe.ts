@@ -18,28 +18,9 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks'
 import { Redis } from 'ioredis'
 import { absoluteNow } from '../db/query-counter.js'
+import type { ProbeReport } from './protocol.js'
 
-/** What a worker sends with its counts when the run was probed. */
-export interface ProbeReport {
-  /** Phase name → durations in ms (a uniform sample). */
-  samples: Record<string, number[]>
-  /** Command kind (get, mget, a script's name, set, eval…) → commands sent. */
-  commands: Record<string, number>
-  /** The worker's event-loop delay over the run (ms): a reply waits this long to be read. */
-  loopDelay: { p50: number; p99: number; max: number }
-  /** CPU time this worker used over the run (user + system, ms). */
-  cpuMs: number
-  /** Requests the probe saw, and the flights among them that sent no command (answered from L1). */
-  requests: number
-  flights: number
-  flightsWithoutRedis: number
-  /** Item → request arrival times (absolute ms, one per ms at most): the harness's ideal load count. */
-  arrivals: Record<string, number[]>
-  /** Item → when its commits were answered (absolute ms). */
-  commits: Record<string, number[]>
-  /** [item, absolute ms] of each wait that ended with the other process's value. */
-  wakes: [string, number][]
-}
+export type { ProbeReport } from './protocol.js'
 
 /** Most samples kept per phase and worker. */
 const SAMPLE_CAP = 20_000

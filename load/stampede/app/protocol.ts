@@ -7,7 +7,6 @@
  * is the harness's, so a run is described in one place (load/stampede/harness.ts).
  */
 import type { ModeCacheOptions } from '../modes.js'
-import type { ProbeReport } from './miss-probe.js'
 
 /** One (scenario, mode) run as the workers see it. */
 export interface RunConfig {
@@ -82,4 +81,26 @@ export function mergeBins(a: QueryBins, b: QueryBins): QueryBins {
 export function mergeStats(a: Record<string, number>, b: Record<string, unknown>): Record<string, number> {
   for (const [k, v] of Object.entries(b)) if (typeof v === 'number') a[k] = (a[k] ?? 0) + v
   return a
+}
+
+/** What a worker sends with its counts when the run was probed. */
+export interface ProbeReport {
+  /** Phase name → durations in ms (a uniform sample). */
+  samples: Record<string, number[]>
+  /** Command kind (get, mget, a script's name, set, eval…) → commands sent. */
+  commands: Record<string, number>
+  /** The worker's event-loop delay over the run (ms): a reply waits this long to be read. */
+  loopDelay: { p50: number; p99: number; max: number }
+  /** CPU time this worker used over the run (user + system, ms). */
+  cpuMs: number
+  /** Requests the probe saw, and the flights among them that sent no command (answered from L1). */
+  requests: number
+  flights: number
+  flightsWithoutRedis: number
+  /** Item → request arrival times (absolute ms, one per ms at most): the harness's ideal load count. */
+  arrivals: Record<string, number[]>
+  /** Item → when its commits were answered (absolute ms). */
+  commits: Record<string, number[]>
+  /** [item, absolute ms] of each wait that ended with the other process's value. */
+  wakes: [string, number][]
 }

@@ -1,5 +1,4 @@
 import type { Cluster, Redis } from 'ioredis'
-import type { Lifetimes } from '../../entry.js'
 import type { CacheEmitter } from '../../events.js'
 import { releaseAbandoned } from '../../redis/abandoned.js'
 import type { CircuitBreaker } from './breaker.js'
@@ -7,7 +6,9 @@ import { CommandChannel } from './command-channel.js'
 import { keyPrefixOf } from '../../redis/keys.js'
 import type { EntryKeys } from './keys.js'
 import { getOne, promisedRead, type FreshRead, type FreshReader } from './fresh-reads.js'
-import { lookupFrom, type LookupReply } from './lookup-reply.js'
+import { lookupFrom, type Lookup, type LookupReply } from './lookup-reply.js'
+
+export type { Lookup } from './lookup-reply.js'
 import { RenewalBatch } from '../../redis/renewals.js'
 import { clusterKeyOf } from '../../redis/batches.js'
 import { execWithReplicaWait, type ReplicaWait } from '../../redis/replicas.js'
@@ -16,36 +17,6 @@ import { ServerClock } from '../../redis/server-clock.js'
 import type { ServerProbe } from '../../redis/server-probe.js'
 
 export type LookupMode = 'read' | 'refresh' | 'token'
-
-/** What getOrLock found. `data` is '' when there is no usable value. */
-export interface Lookup {
-  state: 'fresh' | 'grace' | 'fallback' | 'miss'
-  lock: 'none' | 'won' | 'held' | 'backoff' | 'pass' | 'token' | 'error'
-  /** Token when won/token; ms left when held/backoff/pass/error. */
-  lockArg: string
-  /** Bytes, as stored (see encodeValue): a BinaryValue's payload must not go through UTF-8. */
-  data: Buffer
-  life: Lifetimes
-  corrupt: boolean
-  /** Fencing token the value was written with ('' for none): a larger one is a newer value. */
-  version: string
-  /**
-   * The entry's fence `f`, in every state: the last value's version, or what a delete raised
-   * above every token before it. '' when Redis holds none (never written, or lost): a fallback
-   * older than it was deleted, not lost (see StoredEntries.unlessDeleted).
-   */
-  fence: string
-  /** With a replica wait: how many replicas acknowledged the lookup's writes (the lock). */
-  acknowledged?: number
-  /** The server time (ms) the lookup ran at: a load it elects begins no earlier (tags compare it). */
-  serverNow: number
-  /**
-   * `performance.now()` when it was sent, after any wait for a `redisCommands` slot: a lock it
-   * took has its lease counted from no earlier. (From before that wait, 20,000 lookups queued
-   * at once outlasted the lease: 9,056 leaders were told at once that they had lost their lock.)
-   */
-  sentAt: number
-}
 
 /** An invalidation to publish with a write: on `channel`, `message`. */
 export interface Broadcast {
