@@ -247,7 +247,27 @@ export class Notifier {
     for (const state of this.channels.values()) for (const subscription of state.subscriptions) subscription.release()
     this.channels.clear()
     this.listeners.clear()
-    this.subscriber?.disconnect()
+    if (this.subscriber) closeSubscriber(this.subscriber, this.timeoutMs)
     this.subscriber = undefined
   }
+}
+
+/**
+ * Ends the subscriber connection once what it has in flight is answered. After a reconnect
+ * ioredis resubscribes on its own and leaves that command's rejection unhandled, so a
+ * `disconnect()` while it is in flight surfaced as an unhandled rejection ("Connection is
+ * closed.") in the user's process. QUIT is answered after it; if Redis does not answer within
+ * `timeoutMs`, the connection is dropped.
+ */
+function closeSubscriber(subscriber: Redis | Cluster, timeoutMs: number): void {
+  if (subscriber.isCluster || subscriber.status !== 'ready') return void subscriber.disconnect()
+  const force = setTimeout(() => subscriber.disconnect(), timeoutMs)
+  force.unref()
+  subscriber.quit().then(
+    () => clearTimeout(force),
+    () => {
+      clearTimeout(force)
+      subscriber.disconnect()
+    },
+  )
 }
