@@ -1,0 +1,349 @@
+import { newOwnerId } from './owner-ids.js'
+import { fallbackValid, type Entry } from '../entry.js'
+import { CacheClosedError, LoaderConcurrencyError, RedisUnavailableError, RemoteLoaderError } from '../errors.js'
+import type { FreshRead } from './redis/fresh-reads.js'
+import { entryKeys, type EntryKeys } from './redis/keys.js'
+import type { Lookup, LookupMode, RedisStore } from './redis/store.js'
+import type { Answers } from './answers.js'
+import { type Call, type FlightNotes, type HeldEntryLock, type Resolution, messageKind } from './call.js'
+import type { CacheCore } from './core.js'
+import type { LoadLeader } from './lead.js'
+import { endedBeforeLoading } from './loader-permits.js'
+import type { Refresher } from './refresh.js'
+import { Wait } from './wait.js'
+import type { FirstLookup } from './batched-lookups.js'
+
+/** What a flight needs of the cache's parts (the `Resolver` hands itself). */
+export interface FlightParts {
+  readonly core: CacheCore
+  readonly leader: LoadLeader
+  readonly refresher: Refresher
+  readonly answers: Answers
+}
+
+/** The flight's first lookup answered (or failed): from now on its joined callers' waitTimeouts run. */
+function lookedUp(notes: FlightNotes): void {
+  const postponed = notes.lookingUp
+  notes.lookingUp = false
+  if (Array.isArray(postponed)) for (const resume of postponed) resume()
+}
+
+/**
+ * What one answer of the script leads to: the caller's answer; undefined to look up again;
+ * or a load of the caller's own, run once the flight is done with Redis (its wait given
+ * back, an abandoned lock released), whose errors are the loader's and nothing else's.
+ */
+type Step = Resolution | undefined | (() => Promise<Resolution>)
+
+/**
+ * A flight after its fresh read found nothing: the get-or-lock script, asked until one of
+ * its answers settles the flight. `run()` is the loop; each kind of answer has its method
+ * (fresh, backoff, won, held), and a wait on another process's load is a `Wait`.
+ */
+export class RedisFlight {
+  private readonly core: CacheCore
+  private readonly keys: EntryKeys
+  /** Set after the fresh read: a hit needs none. */
+  private owner = ''
+  private mode: LookupMode
+  /** A forced refresh that found the lock held: the version then stored, which that load's commit replaces. */
+  private versionWhenHeld: string | undefined
+  /** Past this point a RedisUnavailableError is the loader's own. */
+  private handedOff = false
+  /** A lookup of `owner` got no answer: it may take the lock yet. Undone once the flight is done with `owner`. */
+  private abandoned = false
+  /** The lock is the lead's to commit or release. */
+  private won = false
+  /** This process's last load of the key is still trying to commit: the failover is waited out for it, as a waiter would. */
+  private readonly committing: boolean
+  private readonly failoverDeadline: number
+  private wait: Wait | undefined
+  /** Lookups asked for: the first may be the batch's. */
+  private lookups = 0
+
+  constructor(
+    private readonly parts: FlightParts,
+    private readonly store: RedisStore,
+    private readonly call: Call,
+    private readonly notes: FlightNotes,
+    /** The first lookup, made by getOrLoadMany's batch; undefined: the flight sends its own. */
+    private readonly first?: FirstLookup,
+  ) {
+    this.core = parts.core
+    this.keys = entryKeys(this.core.settings.namespace, call.key)
+    this.committing = this.core.committing.has(call.key)
+    this.mode = call.force ? 'refresh' : 'read'
+    this.failoverDeadline = performance.now() + call.policy.waitTimeout
+  }
+
+  /** `failedRead`: the fresh read, which failed (through a failover it is tried again first). */
+  async run(failedRead: Promise<FreshRead> | undefined): Promise<Resolution> {
+    try {
+      if (failedRead) {
+        const fresh = await this.readFreshAgain(failedRead)
+        if (fresh) return this.parts.answers.hit(this.call, fresh)
+      }
+      this.owner = this.first?.owner ?? newOwnerId()
+      for (;;) {
+        const step = await this.answer(await this.lookUp())
+        if (typeof step === 'function') return step() // unawaited: `finally` runs before its loader, `catch` never sees its errors
+        if (step) return step
+      }
+    } catch (error) {
+      return this.unreachable(error)
+    } finally {
+      this.wait?.release()
+      if ((this.abandoned || this.first?.abandoned()) && !this.won) this.store.releaseAbandoned(this.keys, this.owner)
+    }
+  }
+
+  /** The fresh read again, through a failover as the script is (redisFailoverWait): else every process would load. */
+  private readFreshAgain(failedRead: Promise<FreshRead>): Promise<Entry | undefined> {
+    const { store, keys } = this
+    const { key } = this.call
+    let first: Promise<FreshRead> | undefined = failedRead // attempt 0, already made
+    const read = () => {
+      const sent = first
+      first = undefined
+      return sent
+        ? sent.then((found) => this.core.entries.freshEntry(key, found, store))
+        : this.core.entries.readFresh(key, keys, store)
+    }
+    const { pollInterval } = this.core.settings.lock
+    return store
+      .throughFailover(read, this.failoverDeadline, pollInterval, { key: keys.entry, patient: this.committing })
+      .catch((error: unknown) => {
+        lookedUp(this.notes)
+        throw error
+      })
+  }
+
+  /**
+   * The script, once. A waiter's re-check (its wait subscribed) retries until its wait ends,
+   * not just redisFailoverWait. The lease runs from the attempt that took the lock
+   * (found.sentAt), not from the first of a failover's retries.
+   */
+  private lookUp(): Promise<Lookup> {
+    const { store, keys, core } = this
+    const { lease, pollInterval } = core.settings.lock
+    const waitDeadline = this.wait?.deadline ?? 0
+    this.notes.lookingUp ??= true
+    let batched = this.lookups === 0 ? this.first?.answer : undefined // a retry of it goes alone, with the same owner
+    this.lookups++
+    return store
+      .throughFailover(
+        () => {
+          const answer = batched
+          batched = undefined
+          return (
+            answer ??
+            store.getOrLock(keys, this.owner, lease, this.mode, core.retentionMs, -1, () => (this.abandoned = true))
+          )
+        },
+        waitDeadline || this.failoverDeadline,
+        pollInterval,
+        { key: keys.entry, patient: this.committing || waitDeadline > 0 },
+      )
+      .finally(() => lookedUp(this.notes))
+  }
+
+  private answer(found: Lookup): Step | Promise<Step> {
+    const { call, notes } = this
+    const entry = this.core.entries.decode(call.key, found)
+    notes.fallback = entry ?? this.core.entries.unlessDeleted(call.key, notes.fallback, found.fence)
+    if (found.lock !== 'held') this.wait?.endedByLookup(found.lock)
+    if (
+      this.versionWhenHeld !== undefined &&
+      entry &&
+      found.state === 'fresh' &&
+      entry.version !== this.versionWhenHeld
+    )
+      return this.reloadedMeanwhile(found, entry)
+    switch (found.lock) {
+      case 'none':
+        return this.fresh(entry)
+      case 'backoff':
+        return this.backoff(entry, found)
+      case 'pass':
+        return () => this.parts.leader.loadUncached(call)
+      case 'error':
+        return this.parts.answers.remoteFailure(call, found.data.toString(), notes.fallback)
+      case 'token':
+        throw new Error(`unexpected lookup ${found.lock} in mode ${this.mode}`)
+      case 'won':
+        return this.lockWon(found, entry)
+      case 'held':
+        return this.lockHeld(found, entry)
+    }
+  }
+
+  private fresh(entry: Entry | undefined): Step {
+    if (entry) return this.parts.answers.hit(this.call, entry)
+    this.mode = 'refresh' // corrupt data: take the lock and overwrite it
+    return undefined
+  }
+
+  /**
+   * A forced refresh waited on another load, whose commit landed before its re-check could
+   * see the lock: that value is the refresh it asked for. A lock the re-check took is given
+   * back ('r|': anyone waiting on it re-checks and finds the value).
+   */
+  private async reloadedMeanwhile(found: Lookup, entry: Entry): Promise<Resolution> {
+    if (found.lock === 'won') {
+      this.won = true
+      await this.store.release(this.keys, `${this.owner}:${found.lockArg}`, 'r|').catch(() => {})
+    }
+    this.wait?.release()
+    this.parts.answers.hit(this.call, entry)
+    this.core.events.emit('coalesced', { key: this.call.key, from: 'remote' })
+    return { value: entry.value, outcome: 'coalesced', shareable: true }
+  }
+
+  private backoff(entry: Entry | undefined, found: Lookup): Step {
+    if (!entry) return () => this.parts.leader.loadUncached(this.call)
+    entry.backoffUntil = performance.now() + Number(found.lockArg)
+    this.core.remember(this.call, entry)
+    return this.core.stale(this.call.key, entry, 'backoff')
+  }
+
+  /** This flight took the lock: it loads, or, with a copy in grace to serve, refreshes in the background. */
+  private async lockWon(found: Lookup, entry: Entry | undefined): Promise<Step> {
+    const { call, core } = this
+    this.won = true
+    this.parts.leader.checkReplicated(call.key, found)
+    const lockValue = `${this.owner}:${found.lockArg}`
+    const lock = { keys: this.keys, token: found.lockArg, lockValue, lockedAt: found.sentAt, serverAt: found.serverNow }
+    const stale = call.force ? undefined : this.parts.answers.graceCopy(entry, found, this.notes) // forced: the caller wants the new value
+    if (stale) return this.refreshInGrace(lock, stale)
+    core.events.emit('miss', { key: call.key })
+    this.handedOff = true
+    this.wait?.release() // a wait that ends in taking the lock is over: the load is not one
+    try {
+      return await this.parts.leader.lead(call, lock, this.notes)
+    } catch (error) {
+      if (!this.lostInLine(error)) throw error
+      // The lease ran out while the load waited for a loader permit: its loader never ran and
+      // the lock was given back ('r|'). Look up again, within the call's wait, rather than fail.
+      this.won = false
+      this.handedOff = false
+      this.wait = undefined
+      return undefined
+    }
+  }
+
+  /** A lead whose loader never ran because its lease ran out in line for a permit, with time left to re-check. */
+  private lostInLine(error: unknown): boolean {
+    return (
+      endedBeforeLoading(error) &&
+      !(error instanceof LoaderConcurrencyError) &&
+      !this.core.closed &&
+      performance.now() < this.failoverDeadline
+    )
+  }
+
+  private async refreshInGrace(lock: HeldEntryLock, stale: Entry): Promise<Resolution> {
+    const { call, core } = this
+    core.remember(call, stale)
+    if (core.refreshing >= core.settings.maxBackgroundRefreshes) {
+      // Too many refreshes running here: give the lock back (waiters re-check) and serve stale.
+      await this.store.release(this.keys, lock.lockValue, 'r|').catch(() => {})
+      return core.stale(call.key, stale, 'grace')
+    }
+    core.holdRefresh(call.key, performance.now() + core.settings.lock.lease) // we are the one refreshing it
+    this.parts.leader.leadInBackground({ ...call, background: true }, lock, { fallback: stale })
+    return core.stale(call.key, stale, 'grace')
+  }
+
+  /** Another process holds the lock: serve a copy in grace, or wait for its load (subscribe, re-check, pause). */
+  private async lockHeld(found: Lookup, entry: Entry | undefined): Promise<Step> {
+    const { call, core } = this
+    const pttl = Number(found.lockArg)
+    if (call.force) this.versionWhenHeld ??= entry?.version ?? ''
+    const stale = call.force ? undefined : this.parts.answers.graceCopy(entry, found, this.notes)
+    if (stale) {
+      this.wait?.ended('value')
+      core.remember(call, stale)
+      this.parts.refresher.watchReload(call, this.keys, stale, pttl) // another process is refreshing it
+      return core.stale(call.key, stale, 'grace')
+    }
+    if (core.closed) return this.closedWait()
+    if (!this.wait) return this.startWait()
+    if (this.wait.over) {
+      this.wait.ended('timeout')
+      return this.giveUp(false)
+    }
+    return this.awaitLeader(this.wait, pttl)
+  }
+
+  /** Subscribes first, then re-checks (undefined), so the leader's commit message cannot fall between the two. */
+  private async startWait(): Promise<Step> {
+    const { core, call } = this
+    if (core.waitsOpen >= core.settings.maxPendingWaits) {
+      core.events.emit('wait-capped', { key: call.key, waits: core.waitsOpen, polled: false })
+      return this.giveUp(true)
+    }
+    // Past maxWaits the wait still waits, on the shared budgeted poll alone (no subscription).
+    const subscribed = core.subscribedWaitFree()
+    if (!subscribed) core.events.emit('wait-capped', { key: call.key, waits: core.waitsSubscribed, polled: true })
+    this.wait = new Wait(core, call.key, subscribed)
+    await this.wait.subscribe(this.keys, this.failoverDeadline, call.policy.waitTimeout)
+    return undefined
+  }
+
+  /** Until the leader's message, a poll finding the lock gone (or failing), or the deadline; undefined: re-check. */
+  private async awaitLeader(wait: Wait, pttl: number): Promise<Step> {
+    const message = await wait.pause(pttl)
+    if (message === undefined) return this.core.closed ? this.closedWait() : undefined // close() woke it (see PollScheduler.interruptAll)
+    if (messageKind(message) === 'u') wait.release() // loads uncached: no longer a wait
+    const answer = await this.parts.answers.onLeaderMessage(this.call, this.keys, message, this.notes.fallback)
+    if (answer) wait.endedByMessage(message)
+    return answer // undefined: no news, or the lock was released without a value
+  }
+
+  /** Not waiting (the wait ran out, or was not allowed past maxPendingWaits: `capped`): stale, else onWaitTimeout or (capped) LockWaitTimeoutError. */
+  private async giveUp(capped: boolean): Promise<Resolution> {
+    const { call, core, notes, keys } = this
+    this.wait?.release()
+    const timedOut = this.parts.answers.waitTimedOut(call, notes.fallback, capped)
+    if (timedOut) return timedOut
+    // Load without the lock; a fresh token still fences the result against newer ones.
+    const { lease } = core.settings.lock
+    const found = await this.store.getOrLock(keys, this.owner, lease, 'token', core.retentionMs)
+    notes.fallback = core.entries.unlessDeleted(call.key, notes.fallback, found.fence)
+    this.handedOff = true
+    const lock = { keys, token: found.lockArg, lockValue: '', lockedAt: 0, serverAt: found.serverNow }
+    return await this.parts.leader.lead(call, lock, notes)
+  }
+
+  /**
+   * close() was called: the wait ends now rather than at waitTimeout (a closing process must
+   * not hang on another's load). A stale copy still serves; else CacheClosedError, not
+   * onWaitTimeout: 'load' would start new work close() then waits for, 'throw' would misname it.
+   */
+  private closedWait(): Resolution {
+    this.wait?.release()
+    if (!fallbackValid(this.notes.fallback, performance.now())) throw new CacheClosedError()
+    this.wait?.ended('timeout')
+    return this.core.stale(this.call.key, this.notes.fallback, 'wait-timeout')
+  }
+
+  /**
+   * The flight failed. Redis unreachable (before a load was handed off) means every process
+   * would reload on its own: while a copy may still be served (fresh or in grace), serve it,
+   * and spare the database that herd for a breaker's openFor. Else load in-process only.
+   */
+  private unreachable(error: unknown): Resolution | Promise<Resolution> {
+    const { call, core } = this
+    this.wait?.ended(error instanceof RemoteLoaderError ? 'error' : 'failed')
+    if (this.handedOff || !(error instanceof RedisUnavailableError)) throw error
+    // An L1 entry waiting to be checked (see suspectAll) serves on, as it did before Redis failed.
+    const trusted = core.memory?.trustAgain(call.key)
+    const copy = trusted ?? this.notes.fallback
+    const servable = copy !== undefined && performance.now() < copy.graceUntil
+    if (servable) core.holdRefresh(call.key, performance.now() + core.settings.breaker.openFor)
+    const served = trusted && this.parts.answers.fromMemory(call)
+    if (served) return served
+    if (servable) return core.stale(call.key, copy, 'grace')
+    return this.parts.leader.lead(call, undefined, this.notes)
+  }
+}
