@@ -57,6 +57,23 @@ describe.skipIf(!redisAvailable)('with Redis', () => {
     expect(l1Calls.evalsha ?? 0, JSON.stringify(l1Calls)).toBe(0)
   })
 
+  it('fresh hits asked from separate macrotasks (as HTTP requests are) while a read is in flight go as one MGET', async () => {
+    const remote = cache({ l1: false })
+    const keys = Array.from({ length: 16 }, (_, i) => `m${i}`)
+    for (const key of keys) await remote.getOrLoad(key, async () => `v-${key}`)
+    await suite.admin().config('RESETSTAT')
+    const first = remote.getOrLoad(keys[0]!, async () => 'other') // nothing in flight: a GET, at once
+    // Each of the others from its own setImmediate, with the GET unanswered: a tick of their own each.
+    const others = keys
+      .slice(1)
+      .map((key) => new Promise((resolve) => setImmediate(() => resolve(remote.getOrLoad(key, async () => 'other')))))
+    expect(await Promise.all([first, ...others])).toEqual(keys.map((key) => `v-${key}`))
+    const calls = await commandCalls(suite.admin())
+    expect(calls.get, JSON.stringify(calls)).toBe(1)
+    expect(calls.mget, JSON.stringify(calls)).toBe(1) // the 15 others together, not one GET per macrotask
+    expect(calls.evalsha ?? 0, JSON.stringify(calls)).toBe(0)
+  })
+
   it('ready(): createCache opens the subscriber and measures the clock in the background, so a first miss starts with a GET', async () => {
     const clients = async () => ((await suite.admin().client('LIST')) as string).trim().split('\n').length
     const before = await clients()

@@ -39,7 +39,10 @@ const probe = new MissProbe()
 probe.install()
 
 // stampede-guard gets a default client: its own command timeouts and circuit breaker decide.
-const redis = redisUrl ? new Redis(redisUrl) : undefined
+// LOAD_AUTO_PIPELINING=1 turns on ioredis's enableAutoPipelining on it (to measure what it costs or saves).
+const redis = redisUrl
+  ? new Redis(redisUrl, process.env.LOAD_AUTO_PIPELINING === '1' ? { enableAutoPipelining: true } : {})
+  : undefined
 // The naive baseline fails fast when Redis is down instead of queueing for ever.
 let naiveRedis: Redis | undefined
 const getNaiveRedis = (): Redis => {

@@ -36,7 +36,7 @@ export class CommandChannel {
   private readonly inFlight: InFlightList<Dispatch<unknown>>
   private inFlightWaiting: InFlightList<Dispatch<unknown>> | undefined
   private readonly budget: CommandBudget
-  /** Fresh-copy reads of this tick, sent as one MGET (see getFresh, fresh-reads.ts). */
+  /** Fresh-copy reads of this turn of the event loop, sent as one MGET (see getFresh, fresh-reads.ts). */
   readonly reads: FreshReadBatch
   private readonly connection: NodeJS.EventEmitter
   private readonly onReady = () => (this.connectedOnce = true)
@@ -154,7 +154,7 @@ export class CommandChannel {
     // judged worth it (within redisFailoverWait), and an open breaker would only skip it to no end.
     // Read before the first await (throughFailover sets it only while it calls us).
     const retry = this.retrying
-    // Commands reach Redis in the order they were asked for: reads of this tick go first.
+    // Commands reach Redis in the order they were asked for: reads not sent yet go first.
     if (this.reads.pending && operation !== 'get' && operation !== 'mget') this.reads.sendReads()
     if (!retry && !this.breaker.allow())
       throw new RedisUnavailableError(`redis skipped: circuit breaker open (${operation})`)

@@ -96,7 +96,7 @@ export class RedisStore {
    * fresh by the server clock. A key of a foreign type is reported, not an outage.
    *
    * Each read takes one slot of the command budget, as a script call does, and reads that
-   * got their slot in the same tick go out together as one MGET: the budget bounds the keys
+   * got their slot in the same turn of the event loop go out together as one MGET: the budget bounds the keys
    * in flight, not the round trips, so batching cannot put 16 times more work in flight
    * behind one `redisTimeout`, and a read past `maxQueued` is refused like any command.
    */
@@ -106,7 +106,7 @@ export class RedisStore {
 
   /** getFresh, telling `reader` instead of settling a promise (the fresh hit's path). */
   readFresh(reader: FreshReader): void {
-    // On a Cluster the keys of one tick are in many slots, and MGET needs one.
+    // On a Cluster the keys of one turn are in many slots, and MGET needs one.
     // A retry through a failover goes alone, by call(), which keeps it out of the breaker's count.
     if (this.cluster || this.channel.startingRetry) {
       this.call('get', reader.freshKey, () => getOne(this.client, reader.freshKey)).then(
