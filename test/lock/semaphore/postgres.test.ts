@@ -7,7 +7,7 @@
 import type { Pool } from 'pg'
 import { describe, expect, it } from 'vitest'
 import { createLocks, LockLostError } from '../../../src/index.js'
-import { createPostgresDatabase, postgresAvailable } from '../../support/databases.js'
+import { createPostgresDatabase, POSTGRES, postgresAvailable } from '../../support/databases.js'
 import { redisAvailable } from '../../support/redis.js'
 import { until } from '../../support/timing.js'
 import { semaphoreBackendSuite } from './backend-suite.js'
@@ -24,13 +24,35 @@ describe.skipIf(!postgresAvailable || !redisAvailable)('locks.semaphore() on Pos
       const db = await createPostgresDatabase('semaphore')
       pool = await db.pool({ max: 20 })
       const locks = createLocks({ postgres: pool, namespace: 'sem' })
-      return { locks, worker: { postgresDatabase: db.name }, stop: () => db.drop() }
+      return {
+        locks,
+        worker: { postgresDatabase: db.name },
+        stop: () => db.drop(),
+        port: POSTGRES.port,
+        via: (proxyPort) => ({ postgresDatabase: db.name, postgresPort: proxyPort }),
+      }
     },
     inLine: (name) => count(line, name),
     countsHolders: false,
     empty: async (name) => (await count(table, name)) === 0 && (await count(line, name)) === 0,
     crash: { lease: 1_500, withinMs: 1_500 + 2_000 },
     fleet: { holders: 20, holdMs: 3 },
+    holderRecords: (name) => count(table, name),
+    expiry: async (name) =>
+      Number(
+        (
+          await pool.query(
+            `SELECT extract(epoch FROM expires_at - clock_timestamp()) * 1000 AS ms FROM ${table} WHERE name = $1`,
+            [name],
+          )
+        ).rows[0].ms,
+      ),
+    race: { lease: 300, rounds: 100 },
+    reset: {
+      marker: () => 'semaphore_acquire',
+      outcome: 'failed',
+      why: 'the pg driver never resends a query; the store gives back whatever the unanswered attempt took',
+    },
   })
 
   it('releasing an expired permit reports it lost; its renewal after the expiry resurrects nothing', async () => {
