@@ -108,7 +108,7 @@ describe.skipIf(!redisAvailable)('fair Redis lock across processes', () => {
     const holder = await locks.acquire(key, { lease: '20s' })
     void ask(doomed!, { op: 'acquire', key, lease, wait: 60_000 }).catch(() => {})
     await until(async () => (await inLine(key)) === 1, 'the doomed waiter in line', 30_000)
-    const [doomedOwner] = await admin.zrange(`fair:{l:${key}}:q`, 0, 0)
+    const [doomedOwner] = await admin.zrange(`fair:{l:${key}}:q`, '0', '0')
     const served = ask<{ at: number }>(patient!, { op: 'acquire', key, lease, wait: 60_000 })
     await until(async () => (await inLine(key)) === 2, 'the patient waiter in line', 30_000)
     doomed!.kill('SIGKILL')
