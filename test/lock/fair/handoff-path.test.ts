@@ -85,7 +85,17 @@ describe.skipIf(!redisAvailable)('fair hand-off path, counted', () => {
 
   it('from the hand-off message to the next holder running fn; from release() to the release script sent', async () => {
     const holderLocks = createLocks({ redis: redis.client(), namespace: 'hp', fair: true })
-    const waiterLocks = createLocks({ redis: redis.client(), namespace: 'hp', fair: true })
+    const waiterClient = redis.client()
+    const waiterLocks = createLocks({ redis: waiterClient, namespace: 'hp', fair: true })
+    // The waiter's commands in flight: it must be asleep in line (no attempt pending) when the
+    // release comes, or its attempt's reply, not the message, would hand it the lock.
+    let inFlight = 0
+    const send = waiterClient.sendCommand
+    waiterClient.sendCommand = function (this: Redis, ...args: Parameters<Redis['sendCommand']>) {
+      inFlight++
+      args[0].promise.finally(() => inFlight--).catch(() => {})
+      return send.apply(this, args)
+    } as Redis['sendCommand']
     const waiterSide = spanCounter()
     const releaserSide = spanCounter()
     instrument(waiterSide, () => waiterSide.start())
@@ -100,6 +110,7 @@ describe.skipIf(!redisAvailable)('fair hand-off path, counted', () => {
       const listeners = async () =>
         Number(((await redis.admin().pubsub('NUMSUB', `hp:{l:k}:w:${owner}`)) as unknown[])[1])
       await until(async () => (await listeners()) === 1, 'the waiter subscribed')
+      await until(() => inFlight === 0, 'the waiter asleep in line (its attempt after subscribing answered)')
       // The releasing side: from release() to its script on the wire (EVALSHA, or EVAL the first time).
       let releaser: Span | undefined
       const sendCommand = Redis.prototype.sendCommand
