@@ -64,8 +64,12 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
   /** `performance.now()` when the front got the lock: hold times run from here. */
   readonly acquiredAt = performance.now()
   private readonly controller = new AbortController()
-  /** Aborted when the release starts: what nested (reentrant) views still alive must learn. */
-  private readonly ending = new AbortController()
+  /**
+   * Aborted when the release starts: what nested (reentrant) views still alive must learn.
+   * Made by the first `nested()` only: a release with none sends its command without first
+   * building an error (and its stack) that nobody would read.
+   */
+  private ending: AbortController | undefined
   private readonly watchdog: LeaseWatchdog | undefined
   private released: Promise<void> | undefined
   private readonly fromBackend: () => void
@@ -169,9 +173,7 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
           backend: this.backendName,
           heldMs: performance.now() - this.acquiredAt,
         })
-      this.ending.abort(
-        new LockLostError(this.key, 'the outer holder released it while a nested (reentrant) call still used it'),
-      )
+      this.ending?.abort(this.endedForNested())
       this.held.signal.removeEventListener('abort', this.fromBackend)
       try {
         await this.watchdog?.stop()
@@ -189,6 +191,10 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
 
   [Symbol.asyncDispose](): Promise<void> {
     return this.release()
+  }
+
+  private endedForNested(): LockLostError {
+    return new LockLostError(this.key, 'the outer holder released it while a nested (reentrant) call still used it')
   }
 
   /** Ends the lock for this holder: aborts `signal` once. `close()` uses it too. */
@@ -233,6 +239,10 @@ export class LockHandle<Resource = void> implements HeldLockHandle<Resource> {
   nested(): HeldLockHandle<Resource> {
     const outer = this
     const done = () => Promise.resolve()
+    if (!outer.ending) {
+      outer.ending = new AbortController()
+      if (outer.released) outer.ending.abort(outer.endedForNested()) // viewed after the release began
+    }
     const signal = AbortSignal.any([outer.signal, outer.ending.signal])
     return {
       key: outer.key,

@@ -31,7 +31,11 @@ export interface LockCallOptions {
    * dead one holds the line up for at most one lease. etcd and ZooKeeper are always FIFO;
    * Redlock, PostgreSQL and MariaDB/MySQL refuse `true`. Every process must use the same
    * setting on a key: mixed, they still exclude each other, but an unfair acquire ignores
-   * the line. `tryAcquire` never joins the line and fails while anyone is in it. Default `false`.
+   * the line. `tryAcquire` never joins the line and fails while anyone is in it. Default
+   * `false`, because a fair waiter costs a subscription and a heartbeat call every lease/3
+   * where unfair waiters share one subscription per key per process, and because turning it
+   * on by default would mix the two modes on a key during a rolling upgrade (safe, but in no
+   * order); choose it where waiters' order or tail latency matters (docs/locks.md).
    */
   fair?: boolean
 }

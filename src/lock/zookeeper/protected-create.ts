@@ -24,16 +24,18 @@ export async function createProtectedNode(
       return await calls.create(`${parent}/${prefix}`, EPHEMERAL_SEQUENTIAL, data)
     } catch (err) {
       const code = zkCode((err as { cause?: unknown }).cause)
+      if (code === CONNECTION_LOSS) {
+        // The reply was lost: the node may exist. Find it by our uuid, even past the deadline
+        // (a wait of 0): the caller then holds it, or removes it, never leaves it behind.
+        const mine = (await calls.children(parent).catch(() => [])).find((name) => name.startsWith(prefix))
+        if (mine) return `${parent}/${mine}`
+      }
       if (attempt >= CREATE_ATTEMPTS || (code !== NO_NODE && code !== CONNECTION_LOSS)) throw err
       if (code === CONNECTION_LOSS && performance.now() >= deadline) throw err
       if (code === NO_NODE) {
         // A release removed the empty parent (or this is its first node).
         await calls.mkdirp(parent)
-        continue
       }
-      // The reply was lost: the node may exist. Find it by our uuid.
-      const mine = (await calls.children(parent).catch(() => [])).find((name) => name.startsWith(prefix))
-      if (mine) return `${parent}/${mine}`
     }
   }
 }

@@ -1,8 +1,9 @@
 /**
  * The fair Redis lock across real processes: waiters are served in the order they joined
  * the line whatever process they are in; a release wakes the head alone (counted on the
- * channels); a SIGKILLed waiter at the head is skipped within one lease; a live waiter that
- * waits many leases keeps its place.
+ * channels); a SIGKILLed waiter at the head is skipped within one lease, also when a
+ * release hands it the lock before its beat ran out (the live waiter behind it gets the
+ * lock within one lease + 2 beats); a live waiter that waits many leases keeps its place.
  */
 import type { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
@@ -97,5 +98,38 @@ describe.skipIf(!redisAvailable)('fair Redis lock across processes', () => {
     console.log(`[fair dead-head] the live waiter in ${(at - releasedAt).toFixed(1)} ms after the release`)
     expect(at - releasedAt).toBeLessThan(lease + 1_000)
     await ask(patient!, { op: 'release', key })
+  }, 120_000)
+
+  it('a waiter SIGKILLed at the head, released to at once: the live waiter behind it has the lock within one lease + 2 beats of the release', async () => {
+    const [doomed, patient] = await fork(2)
+    const key = 'dead-at-release'
+    const lease = 1_500
+    const beatMs = lease / 3 // a waiter's attempts (its heartbeats) are at most this far apart
+    const holder = await locks.acquire(key, { lease: '20s' })
+    void ask(doomed!, { op: 'acquire', key, lease, wait: 60_000 }).catch(() => {})
+    await until(async () => (await inLine(key)) === 1, 'the doomed waiter in line', 30_000)
+    const [doomedOwner] = await admin.zrange(`fair:{l:${key}}:q`, '0', '0')
+    const served = ask<{ at: number }>(patient!, { op: 'acquire', key, lease, wait: 60_000 })
+    await until(async () => (await inLine(key)) === 2, 'the patient waiter in line', 30_000)
+    doomed!.kill('SIGKILL')
+    const releasedAt = performance.timeOrigin + performance.now()
+    await holder.release()
+    // The release handed the lock to the dead head (its beat was still live): what holds the line up.
+    const [handedTo, handedForMs] = await Promise.all([
+      admin.get(`fair:{l:${key}}:lock`),
+      admin.pttl(`fair:{l:${key}}:lock`),
+    ])
+    expect(handedTo?.startsWith(`${doomedOwner}:`)).toBe(true)
+    expect(handedForMs).toBeLessThanOrEqual(lease) // at most what was left of its beat
+    const { at } = await served
+    const afterMs = at - releasedAt
+    console.log(
+      `[fair dead-at-release] handed to the dead head for ${handedForMs} ms; the live waiter in ${afterMs.toFixed(0)} ms (${(afterMs / lease).toFixed(2)} leases) after the release`,
+    )
+    // One lease for the dead head's hand-off to run out, one beat for the live waiter's next
+    // attempt to come due, one more beat of slack for a loaded machine's timers.
+    expect(afterMs).toBeLessThan(lease + 2 * beatMs)
+    await ask(patient!, { op: 'release', key })
+    expect(await inLine(key)).toBe(0)
   }, 120_000)
 })

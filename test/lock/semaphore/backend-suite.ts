@@ -4,7 +4,9 @@
  * permits, tokens per permit, FIFO in line (acquire(2) ahead of acquire(1)), a wait that
  * runs out leaves the line. Across real processes (./worker.ts): a SIGKILLed holder's
  * permits back within about one lease (or session), and 4 processes never more than N
- * inside, counted by the protected resource. Each backend's own known failures stay in its file.
+ * inside, counted by the protected resource; then the peers' known failures the Redis
+ * semaphore is also tested for (./backend-known-failures.ts). Each backend's own known
+ * failures stay in its file.
  */
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest'
 import { LockBusyError, type Locks } from '../../../src/index.js'
@@ -12,13 +14,17 @@ import { startRedis, type RedisServer } from '../../support/redis.js'
 import { sleep, until } from '../../support/timing.js'
 import type { Worker } from '../../support/workers.js'
 import { forkTwoAtATime } from './fork.js'
+import { knownFailureTests } from './backend-known-failures.js'
 import type { AcquireReply, ContendReply, SemaphoreWorkerConfig, SemaphoreWorkerRequest } from './protocol.js'
 
 export interface SemaphoreBackendUnderTest {
   /** Log label and name prefix of every semaphore the suite uses. */
   label: string
-  /** Starts the store; resolves the front on it, and what a worker needs to reach it. */
-  start(): Promise<{ locks: Locks<unknown>; worker: Partial<SemaphoreWorkerConfig>; stop(): Promise<void> }>
+  /**
+   * Starts the store; resolves the front on it, what a worker needs to reach it, and for the
+   * connection-reset test the store's TCP port and a worker's config through a proxy on `proxyPort`.
+   */
+  start(): Promise<StartedStore>
   /** Acquirers waiting in line on `name` (the backend's own records); holders too when `countsHolders`. */
   inLine(name: string): Promise<number>
   /** Do `inLine`'s records include the holders (etcd: one FIFO line of holders and waiters)? */
@@ -29,16 +35,44 @@ export interface SemaphoreBackendUnderTest {
   crash: { lease: number; withinMs: number }
   /** Holders per process in the fleet test, and how long each holds its permit (ms): long enough for N to overlap. */
   fleet: { holders: number; holdMs: number }
+  /** Holders' records of `name` in the store: one per holder (a row, a key, a lease node). */
+  holderRecords(name: string): Promise<number>
+  /**
+   * The expiry the store keeps for the one permit of `name`, ms from the store's own now;
+   * or why the store keeps none (the clock test then checks the rest and says so).
+   */
+  expiry: ((name: string) => Promise<number>) | { none: string }
+  /** The renewal-racing-a-release test: each permit's lease (ms) and rounds per process. */
+  race: { lease: number; rounds: number }
+  /**
+   * The connection-reset test: bytes that mark the acquire's request on the wire, and what
+   * the acquire answers once the reply is lost ('held': it finds the permits it took;
+   * 'failed': it rejects, having given back what it took), with the reason.
+   */
+  reset: { marker(name: string): string; outcome: 'held' | 'failed'; why: string }
+}
+
+export interface StartedStore {
+  locks: Locks<unknown>
+  worker: Partial<SemaphoreWorkerConfig>
+  stop(): Promise<void>
+  /** The store's TCP port on 127.0.0.1, and a worker's config that reaches it through `proxyPort` instead. */
+  port: number
+  via(proxyPort: number): Partial<SemaphoreWorkerConfig>
 }
 
 export interface SemaphoreSuite {
   locks(): Locks<unknown>
-  fork(count: number): Promise<Worker[]>
+  store(): StartedStore
+  /** The protected resource's redis-server (counts who is inside). */
+  resource(): RedisServer
+  /** Forks `count` workers on the store, with `config` over the default and `env` added. */
+  fork(count: number, config?: Partial<SemaphoreWorkerConfig>, env?: Record<string, string>): Promise<Worker[]>
   ask<T>(worker: Worker, request: SemaphoreWorkerRequest, timeoutMs?: number): Promise<T>
 }
 
 export function semaphoreBackendSuite(backend: SemaphoreBackendUnderTest): SemaphoreSuite {
-  let store: Awaited<ReturnType<SemaphoreBackendUnderTest['start']>>
+  let store: StartedStore
   let resourceServer: RedisServer
   let workers: Worker[] = []
   const name = (suffix: string) => `${backend.label}-${suffix}`
@@ -58,9 +92,12 @@ export function semaphoreBackendSuite(backend: SemaphoreBackendUnderTest): Semap
 
   const suite: SemaphoreSuite = {
     locks: () => store.locks,
-    async fork(count) {
-      const config = { port: 0, resourcePort: resourceServer.port, ...store.worker }
+    store: () => store,
+    resource: () => resourceServer,
+    async fork(count, overrides = {}, env = {}) {
+      const config = { port: 0, resourcePort: resourceServer.port, ...store.worker, ...overrides }
       const started = await forkTwoAtATime(new URL('./worker.ts', import.meta.url), count, {
+        ...env,
         SEMAPHORE_WORKER: JSON.stringify(config),
       })
       workers.push(...started)
@@ -149,5 +186,6 @@ export function semaphoreBackendSuite(backend: SemaphoreBackendUnderTest): Semap
     )
   }, 180_000)
 
+  knownFailureTests(backend, suite)
   return suite
 }

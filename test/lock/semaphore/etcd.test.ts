@@ -20,13 +20,32 @@ describe.skipIf(!etcdAvailable || !redisAvailable)('locks.semaphore() on etcd', 
       const etcd = await startEtcd()
       client = etcd.client()
       const locks = createLocks({ etcd: client, namespace: 'sem' })
-      return { locks, worker: { etcdHosts: etcd.hosts }, stop: () => etcd.stop() }
+      return {
+        locks,
+        worker: { etcdHosts: etcd.hosts },
+        stop: () => etcd.stop(),
+        port: etcd.members[0]!.clientPort,
+        via: (proxyPort) => ({ etcdHosts: [`http://127.0.0.1:${proxyPort}`] }),
+      }
     },
     inLine: keys,
     countsHolders: true,
     empty: async (name) => (await keys(name)) === 0,
     crash: { lease: 2_000, withinMs: 2_000 + 3_000 }, // the lease TTL, whole seconds, counted from the last keep-alive
     fleet: { holders: 10, holdMs: 3 },
+    holderRecords: keys,
+    expiry: async (name) => {
+      // The key's lease: its TTL is the server's count (whole seconds), no client time in it.
+      const [kv] = (await client.getAll().prefix(`sem/${name}/s/`).exec()).kvs
+      const { TTL } = await client.leaseClient.leaseTimeToLive({ ID: kv!.lease })
+      return Number(TTL) * 1_000
+    },
+    race: { lease: 1_000, rounds: 60 }, // leases are whole seconds
+    reset: {
+      marker: (name) => `${name}/s/`,
+      outcome: 'held',
+      why: "the etcd client resends the put; the key named after the attempt's own lease is found as its own",
+    },
   })
 
   it('a permit whose lease was revoked is lost: signal aborts, validForMs 0, release rejects with LockLostError', async () => {

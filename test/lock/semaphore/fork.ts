@@ -11,3 +11,12 @@ export async function forkTwoAtATime(module: URL, count: number, env: Record<str
     )
   return started
 }
+
+const CLOCK_SHIM = new URL('./clock-shim.mjs', import.meta.url).href
+
+/** The env of a worker whose wall clock is `offsetMs` off (./clock-shim.mjs, loaded before any module). */
+export function clockOffsetEnv(offsetMs: number | undefined): Record<string, string> {
+  if (!offsetMs) return {}
+  const inherited = process.env.NODE_OPTIONS ?? ''
+  return { NODE_OPTIONS: `${inherited} --import=${CLOCK_SHIM}`.trim(), CLOCK_OFFSET_MS: String(offsetMs) }
+}

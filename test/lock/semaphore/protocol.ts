@@ -5,13 +5,13 @@ export interface SemaphoreWorkerConfig {
   port: number
   /** The protected resource's own redis-server: it counts who is inside. */
   resourcePort?: number
-  /** Added to this process's `Date.now()` (a client clock that is off); the semaphore must not care. */
-  clockOffsetMs?: number
   namespace?: string
   /** ioredis' `autoResendUnfulfilledCommands` (default true). */
   resend?: boolean
   /** Use the PostgreSQL backend on this database instead of Redis (`port` is then unused). */
   postgresDatabase?: string
+  /** Its port (default: the machine's PostgreSQL; a proxy in front of it). */
+  postgresPort?: number
   /** Use the etcd backend on these client URLs instead. */
   etcdHosts?: string[]
   /** Use the ZooKeeper backend on this connection string instead, with this session timeout (ms). */

@@ -2,7 +2,9 @@
  * The Redis semaphore against the known failures of its peers, each across real processes
  * (test/lock/semaphore/worker.ts): a SIGKILLed holder, an expired permit released, a large
  * request behind a stream of small ones, a renewal racing a release, client clocks 10 s
- * off, a connection reset mid-acquire, and 8 processes × 50 holders counted by the resource.
+ * off, a connection reset mid-acquire, a SIGKILLed waiter at the head of the line, and 8
+ * processes × 50 holders counted by the resource. The other backends run the same known
+ * failures through ./backend-known-failures.ts.
  */
 import type { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
@@ -11,7 +13,7 @@ import { semaphoreKeys } from '../../../src/lock/semaphore/redis/store.js'
 import { redisAvailable, startRedis, type RedisServer } from '../../support/redis.js'
 import { sleep, until } from '../../support/timing.js'
 import type { Worker } from '../../support/workers.js'
-import { forkTwoAtATime } from './fork.js'
+import { clockOffsetEnv, forkTwoAtATime } from './fork.js'
 import type {
   AcquireReply,
   ContendReply,
@@ -46,8 +48,13 @@ describe.skipIf(!redisAvailable)('Redis semaphore across processes', () => {
     await Promise.all([server?.stop(), resourceServer?.stop()])
   })
 
-  async function fork(count: number, config: Partial<SemaphoreWorkerConfig> = {}): Promise<Worker[]> {
+  async function fork(
+    count: number,
+    config: Partial<SemaphoreWorkerConfig> = {},
+    clockOffsetMs?: number,
+  ): Promise<Worker[]> {
     const env = {
+      ...clockOffsetEnv(clockOffsetMs),
       SEMAPHORE_WORKER: JSON.stringify({ port: server.port, resourcePort: resourceServer.port, ...config }),
     }
     const started = await forkTwoAtATime(WORKER, count, env)
@@ -186,8 +193,8 @@ describe.skipIf(!redisAvailable)('Redis semaphore across processes', () => {
 
   it('scores come from the server clock: processes whose clocks are 10 s ahead and behind share one permit correctly', async () => {
     const [ahead, behind] = await Promise.all([
-      fork(1, { clockOffsetMs: 10_000 }).then((w) => w[0]!),
-      fork(1, { clockOffsetMs: -10_000 }).then((w) => w[0]!),
+      fork(1, {}, 10_000).then((w) => w[0]!),
+      fork(1, {}, -10_000).then((w) => w[0]!),
     ])
     const name = 'clock'
     await resource.del(`${name}:inside`, `${name}:max`, `${name}:entries`)
@@ -254,6 +261,36 @@ describe.skipIf(!redisAvailable)('Redis semaphore across processes', () => {
       await proxy.close()
     }
   }, 120_000)
+
+  it('a SIGKILLed waiter at the head of the line stops blocking the waiter behind it within one lease + 2 beats', async () => {
+    const [doomed, patient] = await fork(2)
+    const name = 'dead-waiter'
+    const lease = 1_500
+    const beatMs = lease / 3 // a waiter's attempts (its heartbeats) are at most this far apart
+    const holder = await locks.semaphore(name, { permits: 1 }).acquire(1, { lease: '20s' })
+    const waiting = (id: string) => ({ op: 'acquire' as const, id, name, permits: 1, count: 1, lease, wait: 60_000 })
+    void ask(doomed!, waiting('d')).catch(() => {})
+    await until(async () => (await inLine(name)) === 1, 'the doomed waiter in line', 30_000)
+    const [doomedOwner] = await admin.zrange(keysOf(name).queue, '0', '0')
+    const served = ask<AcquireReply>(patient!, waiting('p'))
+    await until(async () => (await inLine(name)) === 2, 'the patient waiter in line', 30_000)
+    doomed!.kill('SIGKILL')
+    const releasedAt = Date.now() // the same wall clock as the worker's `at` (this machine's)
+    await holder.release()
+    expect((await admin.zrange(keysOf(name).queue, '0', '0'))[0]).toBe(doomedOwner) // the dead one heads the line
+    const got = await served
+    const afterMs = got.at - releasedAt // when the worker had it, not when its reply arrived here
+    console.log(
+      `[semaphore dead waiter] the live waiter in ${afterMs.toFixed(0)} ms (${(afterMs / lease).toFixed(2)} leases) after the release, behind a dead head`,
+    )
+    expect(got.tokens).toHaveLength(1)
+    // One lease for the dead waiter's last beat to run out, one beat for the live waiter's
+    // next attempt to come due, one beat of slack for a loaded machine (timers, IPC).
+    expect(afterMs).toBeLessThan(lease + 2 * beatMs)
+    expect(await inLine(name)).toBe(0) // the dead waiter was dropped from the line
+    await ask(patient!, { op: 'release', id: 'p' })
+    expect(await held(name)).toBe(0)
+  }, 90_000)
 
   it('8 processes × 50 holders: never more than N inside, counted by the protected resource itself', async () => {
     const contenders = await fork(8)

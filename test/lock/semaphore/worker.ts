@@ -2,7 +2,8 @@
  * A semaphore user in its own process, for the cross-process semaphore tests. It can be
  * SIGKILLed or SIGSTOPped by the test like any app instance.
  *
- * env SEMAPHORE_WORKER = JSON `SemaphoreWorkerConfig`.
+ * env SEMAPHORE_WORKER = JSON `SemaphoreWorkerConfig`. A wall clock that is off is set up
+ * before this module loads (./clock-shim.mjs, see `clockOffsetEnv`).
  */
 import { Redis } from 'ioredis'
 import { createLocks, type HeldPermitsHandle } from '../../../src/index.js'
@@ -18,11 +19,6 @@ import {
 } from './protocol.js'
 
 const config = JSON.parse(process.env.SEMAPHORE_WORKER ?? '{}') as SemaphoreWorkerConfig
-if (config.clockOffsetMs) {
-  // This process's wall clock is off; only a design that reads it would notice.
-  const realNow = Date.now.bind(Date)
-  Date.now = () => realNow() + config.clockOffsetMs!
-}
 const client = new Redis({
   host: '127.0.0.1',
   port: config.port,
@@ -44,7 +40,12 @@ const locks = config.etcdHosts
     ? createLocks({ zookeeper: await zookeeperClient(config.zookeeper), namespace: config.namespace ?? 'sem' })
     : config.postgresDatabase
       ? createLocks({
-          postgres: await (await import('../../support/databases.js')).pgPool(config.postgresDatabase, { max: 60 }),
+          postgres: await (
+            await import('../../support/databases.js')
+          ).pgPool(config.postgresDatabase, {
+            max: 60,
+            ...(config.postgresPort ? { port: config.postgresPort } : {}),
+          }),
           namespace: config.namespace ?? 'sem',
         })
       : createLocks({ redis: client, namespace: config.namespace ?? 'sem' })

@@ -38,6 +38,8 @@ describe.skipIf(!zookeeperAvailable)('locks.semaphore() on ZooKeeper', () => {
         locks,
         worker: { zookeeper: { connect: server.connectionString, sessionMs: SESSION_MS } },
         stop: () => server.stop(),
+        port: server.servers[0]!.clientPort,
+        via: (proxyPort) => ({ zookeeper: { connect: `127.0.0.1:${proxyPort}`, sessionMs: SESSION_MS } }),
       }
     },
     inLine,
@@ -45,6 +47,16 @@ describe.skipIf(!zookeeperAvailable)('locks.semaphore() on ZooKeeper', () => {
     empty: async (name) => (await inLine(name)) === 0 && (await leases(name)) === 0,
     crash: { lease: SESSION_MS, withinMs: 4 * SESSION_MS }, // session-bound: the worker's session timeout
     fleet: { holders: 10, holdMs: 30 }, // entering is a queue of round trips: hold long enough to overlap
+    holderRecords: leases,
+    expiry: {
+      none: 'a permit is an ephemeral node bound to its holder session; the server expires the session by its own ticks since the last heartbeat, and stores no expiry time',
+    },
+    race: { lease: SESSION_MS, rounds: 40 }, // a renewal is a read of the lease node: it can recreate nothing
+    reset: {
+      marker: () => '-lease-',
+      outcome: 'held',
+      why: 'the lease node is created in protected mode (a uuid in its name): after the reset the acquire finds the node it created, in the same session',
+    },
   })
 
   it('a session expiry loses the permits: the signal aborts, the release reports them lost, another gets them with a greater token', async () => {

@@ -17,6 +17,7 @@ const SCRIPTS = {
 } as const
 
 type FairClient = ClientWith<keyof typeof SCRIPTS>
+type PublishCommand = 'PUBLISH' | 'SPUBLISH'
 
 /** How long a key's token counter outlives its last acquisition (as the unfair lock's). */
 const COUNTER_KEEP_MS = 60_000
@@ -98,7 +99,8 @@ export class FairRedisLocks {
     leaseMs: number,
     beatMs: number,
   ): Promise<[number, string | number]> {
-    const publish = await this.publishCommand()
+    const known = this.publishCommand()
+    const publish = typeof known === 'string' ? known : await known
     const keep = Math.max(COUNTER_KEEP_MS, 2 * leaseMs)
     try {
       return (await boundedRedisCall(this.parts.client, this.parts.settings.commandTimeoutMs, 'lock acquire', () =>
@@ -123,7 +125,9 @@ export class FairRedisLocks {
   }
 
   private async release(keys: LockKeys, line: LineKeys, owner: string): Promise<void> {
-    const publish = await this.publishCommand()
+    // Known after the first call: no await (and no microtask turn) before the script is sent.
+    const known = this.publishCommand()
+    const publish = typeof known === 'string' ? known : await known
     await boundedRedisCall(this.parts.client, this.parts.settings.commandTimeoutMs, 'lock release', () =>
       this.sendRelease(keys, line, owner, publish),
     )
@@ -143,8 +147,11 @@ export class FairRedisLocks {
     )
   }
 
-  private async publishCommand(): Promise<'PUBLISH' | 'SPUBLISH'> {
-    return (await this.parts.probe.shardedPubSub()) ? 'SPUBLISH' : 'PUBLISH'
+  /** The pub/sub mode's publish command: at once once the probe knows it, else a promise. */
+  private publishCommand(): PublishCommand | Promise<PublishCommand> {
+    const sharded = this.parts.probe.shardedPubSub()
+    const command = (yes: boolean): PublishCommand => (yes ? 'SPUBLISH' : 'PUBLISH')
+    return typeof sharded === 'boolean' ? command(sharded) : sharded.then(command)
   }
 
   private held(keys: LockKeys, line: LineKeys, owner: string, token: string, acquiredAt: number): HeldLock {
@@ -168,6 +175,12 @@ function handOffs(wakeup: Required<Wakeup>, onGranted: (token: string) => void):
       return message
     },
     interrupt: () => wakeup.interrupt(),
-    release: () => wakeup.release(),
+    release: () => {
+      // A pending next() wakes now (an abort); the UNSUBSCRIBE waits for the next turn of the
+      // event loop, so that a head handed the lock runs its critical section first. Safe to
+      // defer: the channel is this waiter's alone, nobody subscribes to it again.
+      wakeup.interrupt()
+      setImmediate(() => wakeup.release())
+    },
   }
 }

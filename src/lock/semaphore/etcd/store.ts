@@ -1,4 +1,4 @@
-import type { Lease, Namespace } from 'etcd3'
+import type { ITxnResponse, Lease, Namespace } from 'etcd3'
 import { LockBackendError } from '../../../errors.js'
 import { abortable } from '../../backend-calls.js'
 import { linkedSignal } from '../../linked-signal.js'
@@ -57,11 +57,11 @@ export class EtcdSemaphores implements SemaphoreStore {
           client
             .if(ownKey, 'Create', '==', 0)
             .then(client.put(ownKey).value(String(request.count)).lease(leaseId))
+            .else(client.get(ownKey))
             .commit(),
         ),
       )
-      if (!put.succeeded) throw new LockBackendError('etcd', `the permit key ${ownKey} already exists`)
-      const revision = BigInt(put.header.revision)
+      const revision = put.succeeded ? BigInt(put.header.revision) : ownPut(put, ownKey, leaseId)
       const room = await this.waitForRoom({ request, line, ownKey, revision, deadline, signal: linked.signal, step })
       if (!room) return undefined
       // Revoking the lease deletes the key, which wakes those behind.
@@ -145,4 +145,15 @@ export class EtcdSemaphores implements SemaphoreStore {
     // A release behind us does not wake us; no previous value (compacted): re-read to be safe.
     return untilDeleted(watcher, ms, signal, (previous) => !previous || BigInt(previous.create_revision) < revision)
   }
+}
+
+/**
+ * The permit key already exists: the client resent the put after a connection reset lost
+ * its reply, and the first run created it. It is ours when it is under our own lease (the
+ * key's name is that lease's id): its creation revision, as the first run would have answered.
+ */
+function ownPut(put: ITxnResponse, ownKey: string, leaseId: string): bigint {
+  const kv = put.responses[0]?.response_range?.kvs[0]
+  if (!kv || kv.lease !== leaseId) throw new LockBackendError('etcd', `the permit key ${ownKey} already exists`)
+  return BigInt(kv.create_revision)
 }

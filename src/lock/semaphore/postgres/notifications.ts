@@ -3,7 +3,8 @@ import type { Wakeup } from '../../waiting.js'
 
 /**
  * LISTEN for the semaphores of one PostgreSQL backend, on one connection borrowed from the
- * pool for as long as anyone waits (returned when the last wait ends). A release NOTIFYs
+ * pool for as long as anyone waits (returned when the last wait ends, UNLISTENed and without
+ * our listeners, so the pool's other users get a plain connection). A release NOTIFYs
  * `<namespace>\x01<name>`; each process then wakes its *oldest* waiter for that semaphore
  * alone (the only one of its waiters that can be at the head of the line, since the line is
  * FIFO), so a release costs one attempt per waiting process, not one per waiter. A waiter
@@ -13,6 +14,8 @@ import type { Wakeup } from '../../waiting.js'
 export class SemaphoreNotifications {
   private client: Promise<PgPoolClientLike> | undefined
   private readonly waiters = new Map<string, Set<Waiter>>()
+  /** Per listening connection: takes our listeners off it. */
+  private readonly detach = new Map<PgPoolClientLike, () => void>()
   private count = 0
 
   constructor(
@@ -34,14 +37,23 @@ export class SemaphoreNotifications {
     this.client ??= (async () => {
       const client = await this.settings.pool.connect()
       const events = client as unknown as NodeJS.EventEmitter
-      events.on('notification', (message: { channel: string; payload?: string }) => {
+      const onNotification = (message: { channel: string; payload?: string }) => {
         if (message.channel === this.channel && message.payload) this.wakeOldest(message.payload)
-      })
+      }
       const lost = () => {
         // Its waiters go on by their heartbeat; the next wait listens again on a new connection.
         if (this.client === listened) this.client = undefined
+        detach()
+        this.detach.delete(client)
         client.release(new Error('listener lost'))
       }
+      // The connection goes back to the pool when the last wait ends: nothing of ours stays on it.
+      const detach = () => {
+        events.removeListener('notification', onNotification)
+        client.removeListener('error', lost)
+      }
+      this.detach.set(client, detach)
+      events.on('notification', onNotification)
       client.on('error', lost)
       await client.query(`LISTEN "${this.channel}"`)
       return client
@@ -51,6 +63,16 @@ export class SemaphoreNotifications {
       if (this.client === listened) this.client = undefined
     })
     return listened
+  }
+
+  /** Gives the listening connection back to the pool without its listeners and its LISTEN (else destroys it). */
+  private giveBack(client: PgPoolClientLike): void {
+    this.detach.get(client)?.()
+    this.detach.delete(client)
+    client.query(`UNLISTEN "${this.channel}"`).then(
+      () => client.release(),
+      (error: unknown) => client.release(error instanceof Error ? error : new Error(String(error))),
+    )
   }
 
   private wakeOldest(semaphore: string): void {
@@ -66,7 +88,7 @@ export class SemaphoreNotifications {
     const closing = this.client
     this.client = undefined
     closing.then(
-      (client) => client.release(),
+      (client) => this.giveBack(client),
       () => {},
     )
   }

@@ -50,9 +50,12 @@ export class PostgresSemaphores implements SemaphoreStore {
               beatMs,
               this.tables.channel,
             ],
-            // No answer: it may still commit; give back what it took, behind it.
-            () => this.release(request, owner).catch(() => {}),
-          )
+          ).catch((error: unknown) => {
+            // No answer (a timeout, or the connection reset after the server committed): the
+            // permits may be taken; give back whatever this owner took, not a lease later.
+            this.release(request, owner).catch(() => {})
+            throw error
+          })
           if (first !== null) return { held: this.held(request, owner, BigInt(first), sentAt) }
           return { busyForMs: request.leaseMs / 3 } // the next attempt is also the heartbeat
         },
@@ -72,14 +75,12 @@ export class PostgresSemaphores implements SemaphoreStore {
     what: string,
     sql: string,
     values: unknown[],
-    onTimeout?: () => void,
   ): Promise<T[keyof T]> {
     const result = await boundedBackendCall(
       'postgres',
       what,
       this.settings.pool.query(sql, values),
       this.settings.timeoutMs,
-      onTimeout,
     )
     return Object.values(result.rows[0] ?? {})[0] as T[keyof T]
   }
