@@ -361,6 +361,22 @@ export const CASES: ConformanceCase[] = [
   },
   {
     group: 'invalidation, poisoning, coalescing',
+    name: "an absolute-form target naming another authority: never stored for, or served to, the Host's URL",
+    routes: () => one(({ authority }) => text(`links to http://${authority}/home`)),
+    async run({ send }) {
+      // `GET http://evil.test/cN` with `Host: shop.test`: frameworks route it (or not) their own
+      // way, and some build the request's URL from the request-target's authority.
+      const forged = await send('', { absoluteFormAuthority: 'evil.test' })
+      expect(xCache(forged)).not.toBe('HIT')
+      const clean = [await send(), await send()]
+      expect(clean.map((r) => [r.body.toString(), xCache(r)])).toEqual([
+        ['links to http://shop.test/home', 'MISS'],
+        ['links to http://shop.test/home', 'HIT'],
+      ])
+    },
+  },
+  {
+    group: 'invalidation, poisoning, coalescing',
     name: 'a burst of 10 on a cold URL runs the handler once; all get its response',
     routes: () =>
       one(async () => {
