@@ -207,6 +207,30 @@ export const CASES: ConformanceCase[] = [
     },
   },
   {
+    group: 'invalidation, poisoning, coalescing',
+    name: "a request refused with a status outside the set (403, 429, 302) does not stop the URL's next 200 from being stored",
+    routes: () =>
+      one(({ headers }) => {
+        const refusal = Number(headers['x-refuse'] ?? 0) // a WAF, a rate limit, a login redirect
+        if (refusal === 302) return text('log in first', { location: '/login' }, 302)
+        return refusal ? text('refused', {}, refusal) : text('the page')
+      }),
+    async run({ send, runs }) {
+      // Anyone can be refused at will; were that a property of the URL (hit-for-miss), one
+      // refused request every few seconds would turn caching and coalescing off for everyone.
+      for (const refusal of ['403', '429', '302']) {
+        const refused = await send('', { headers: { 'x-refuse': refusal } })
+        expect([refused.status, xCache(refused)]).toEqual([Number(refusal), 'BYPASS'])
+      }
+      const clean = [await send(), await send()]
+      expect(clean.map((r) => [r.status, xCache(r), r.body.toString()])).toEqual([
+        [200, 'MISS', 'the page'],
+        [200, 'HIT', 'the page'],
+      ])
+      expect(runs()).toBe(4)
+    },
+  },
+  {
     group: 'storability and Vary',
     name: 'a body over maxBodyBytes streams to its client whole and is not stored',
     routes: () =>
