@@ -123,6 +123,9 @@ export class CacheRouteInterceptor {
       url: req.originalUrl ?? req.url,
       headers: raw.headers,
       scheme: req.protocol,
+      // Middleware (Express) or rewriteUrl (Fastify) changed the URL the router matched:
+      // the response belongs to what drove the rewrite, not to the URL asked.
+      rewritten: req.originalUrl !== undefined && req.url !== req.originalUrl,
       // A @Head() handler of its own: never run as the GET's fetch (its empty body would be stored for GET).
       ownHeadHandler: metadataOf<number>('method', handler) === RequestMethod.HEAD,
     }

@@ -1,10 +1,11 @@
 /**
  * The Nest interceptor attacked: bad options refused when the decorator or interceptor is
- * made (at startup), Redis stopped (requests still answered by their handlers), and a
- * route with its own @Head() handler (never run as the GET's fetch, never stored for GET).
+ * made (at startup), Redis stopped (requests still answered by their handlers), a
+ * route with its own @Head() handler (never run as the GET's fetch, never stored for GET),
+ * a URL rewritten before routing, and a guard that refuses.
  */
 import 'reflect-metadata'
-import { Controller, Get, Head, Module, Res } from '@nestjs/common'
+import { Controller, Get, Head, Module, Res, UseGuards, type CanActivate, type ExecutionContext } from '@nestjs/common'
 import { NestFactory } from '@nestjs/core'
 import { ExpressAdapter } from '@nestjs/platform-express'
 import { FastifyAdapter } from '@nestjs/platform-fastify'
@@ -52,6 +53,45 @@ class PagesController {
 @Module({ controllers: [PagesController] })
 class PagesModule {}
 
+let secretRuns = 0
+
+/** Lets a request through only with the right API key (a header no key is made of). */
+class ApiKeyGuard implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    const req = context.switchToHttp().getRequest<{ headers: Record<string, string | undefined> }>()
+    return req.headers['x-api-key'] === 'good'
+  }
+}
+
+@Controller()
+class RewriteController {
+  @Get('public')
+  @CacheRoute({ ttl: '30s', xCacheHeader: true })
+  public() {
+    return { page: 'public' }
+  }
+
+  @Get('preview')
+  @CacheRoute({ ttl: '30s', xCacheHeader: true })
+  preview() {
+    return { page: 'unreleased preview' }
+  }
+
+  @Get('report')
+  @UseGuards(ApiKeyGuard)
+  @CacheRoute({ ttl: '30s', xCacheHeader: true })
+  report() {
+    secretRuns++
+    return { report: 'secret' }
+  }
+}
+
+@Module({ controllers: [RewriteController] })
+class RewriteModule {}
+
+/** A rewrite before routing, driven by a header no key is made of (a preview switch). */
+const previewHeader = (headers: Record<string, unknown>) => headers['x-preview'] === 'on'
+
 for (const platform of ['express', 'fastify'] as const) {
   describe.skipIf(!redisAvailable)(`Nest interceptor under attack (platform-${platform})`, () => {
     let redis: RedisServer | undefined
@@ -63,17 +103,27 @@ for (const platform of ['express', 'fastify'] as const) {
       await cache?.close()
       await redis?.stop()
       redis = cache = close = undefined
-      runs = headRuns = 0
+      runs = headRuns = secretRuns = 0
     })
 
-    async function serve(): Promise<number> {
+    async function serve(module: object = PagesModule): Promise<number> {
       redis = await startRedis()
       cache = testCache(redis)
       const app = await NestFactory.create(
-        PagesModule,
-        platform === 'express' ? new ExpressAdapter() : new FastifyAdapter(),
+        module,
+        platform === 'express'
+          ? new ExpressAdapter()
+          : new FastifyAdapter({
+              rewriteUrl: (req: { url?: string; headers: Record<string, unknown> }) =>
+                previewHeader(req.headers) ? '/preview' : (req.url ?? '/'),
+            }),
         { logger: false },
       )
+      if (platform === 'express')
+        app.use((req: { url: string; headers: Record<string, unknown> }, _res: unknown, next: () => void) => {
+          if (previewHeader(req.headers)) req.url = '/preview'
+          next()
+        })
       app.useGlobalInterceptors(new CacheRouteInterceptor(cache))
       await app.listen(0, '127.0.0.1')
       close = () => app.close()
@@ -102,5 +152,31 @@ for (const platform of ['express', 'fastify'] as const) {
         expect([runs, headRuns]).toEqual([1, 1])
       },
     )
+
+    it('a URL rewritten before routing passes by: the page it routed to is never stored for the URL asked', async () => {
+      const port = await serve(RewriteModule)
+      const rewritten = await raw(port, '/public', { headers: { 'x-preview': 'on' } })
+      expect([rewritten.headers['x-cache'], rewritten.body.toString()]).toEqual([
+        'BYPASS',
+        '{"page":"unreleased preview"}',
+      ])
+      const clean = [await raw(port, '/public'), await raw(port, '/public')]
+      expect(clean.map((r) => [r.headers['x-cache'], r.body.toString()])).toEqual([
+        ['MISS', '{"page":"public"}'],
+        ['HIT', '{"page":"public"}'],
+      ])
+    })
+
+    it('a guard that refuses: never served from the cache, never stores, never marks the URL', async () => {
+      const port = await serve(RewriteModule)
+      expect((await raw(port, '/report')).status).toBe(403) // cold: refused before the cache
+      const allowed = await raw(port, '/report', { headers: { 'x-api-key': 'good' } })
+      expect([allowed.status, allowed.headers['x-cache']]).toEqual([200, 'MISS'])
+      const refused = await raw(port, '/report', { headers: { 'x-api-key': 'stolen' } })
+      expect([refused.status, refused.body.toString().includes('secret')]).toEqual([403, false])
+      const again = await raw(port, '/report', { headers: { 'x-api-key': 'good' } })
+      expect([again.headers['x-cache'], again.body.toString()]).toEqual(['HIT', '{"report":"secret"}'])
+      expect(secretRuns).toBe(1)
+    })
   })
 }
