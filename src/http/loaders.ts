@@ -218,6 +218,9 @@ function judgeAndAnswer<Req>(
   // The URL the router matched, or the method, changed while the handler ran (an SPA
   // fallback or method-override after cacheRoute): the response belongs to another request.
   if (exchange.alteredSince()) return bypass(uncacheable(exchange, context, false, 'altered'))
+  // An HTTP error the handler threw (404, 403): its client gets the framework's rendering of
+  // it, nobody else does, and no stale response stands in for it. Not a property of the URL.
+  if (snapshot.thrown) return bypass(uncacheable(exchange, context, false, 'thrown'))
   const verdict = judgeResponse(snapshot, exchange.settings)
   if (!verdict.storable) {
     exchange.note.detail = verdict.reason

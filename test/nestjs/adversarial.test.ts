@@ -2,10 +2,21 @@
  * The Nest interceptor attacked: bad options refused when the decorator or interceptor is
  * made (at startup), Redis stopped (requests still answered by their handlers), a
  * route with its own @Head() handler (never run as the GET's fetch, never stored for GET),
- * a URL rewritten before routing, and a guard that refuses.
+ * a URL rewritten before routing, a guard that refuses, and an HttpException thrown once
+ * a resource is gone (an answer, never covered by a stale response).
  */
 import 'reflect-metadata'
-import { Controller, Get, Head, Module, Res, UseGuards, type CanActivate, type ExecutionContext } from '@nestjs/common'
+import {
+  Controller,
+  NotFoundException,
+  Get,
+  Head,
+  Module,
+  Res,
+  UseGuards,
+  type CanActivate,
+  type ExecutionContext,
+} from '@nestjs/common'
 import { NestFactory } from '@nestjs/core'
 import { ExpressAdapter } from '@nestjs/platform-express'
 import { FastifyAdapter } from '@nestjs/platform-fastify'
@@ -13,7 +24,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import type { Cache } from '../../src/index.js'
 import { CacheRoute, CacheRouteInterceptor, InvalidateTags } from '../../src/nestjs/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
-import { raw, testCache } from '../express/helpers.js'
+import { raw, sleep, testCache } from '../express/helpers.js'
 
 describe('Nest decorators and interceptor options', () => {
   it('refuse bad options when made, naming the option', () => {
@@ -54,6 +65,7 @@ class PagesController {
 class PagesModule {}
 
 let secretRuns = 0
+let productGone = false
 
 /** Lets a request through only with the right API key (a header no key is made of). */
 class ApiKeyGuard implements CanActivate {
@@ -75,6 +87,13 @@ class RewriteController {
   @CacheRoute({ ttl: '30s', xCacheHeader: true })
   preview() {
     return { page: 'unreleased preview' }
+  }
+
+  @Get('product')
+  @CacheRoute({ ttl: '200ms', staleIfError: '1m', xCacheHeader: true })
+  product() {
+    if (productGone) throw new NotFoundException('no such product')
+    return { product: 7 }
   }
 
   @Get('report')
@@ -104,6 +123,7 @@ for (const platform of ['express', 'fastify'] as const) {
       await redis?.stop()
       redis = cache = close = undefined
       runs = headRuns = secretRuns = 0
+      productGone = false
     })
 
     async function serve(module: object = PagesModule): Promise<number> {
@@ -177,6 +197,18 @@ for (const platform of ['express', 'fastify'] as const) {
       const again = await raw(port, '/report', { headers: { 'x-api-key': 'good' } })
       expect([again.headers['x-cache'], again.body.toString()]).toEqual(['HIT', '{"report":"secret"}'])
       expect(secretRuns).toBe(1)
+    })
+
+    it('a NotFoundException once the product is gone: Nest answers 404, never the stale 200', async () => {
+      const port = await serve(RewriteModule)
+      expect((await raw(port, '/product')).body.toString()).toBe('{"product":7}')
+      productGone = true
+      await sleep(400) // past ttl: the stored 200 is stale, kept for staleIfError
+      const answers = [await raw(port, '/product'), await raw(port, '/product')]
+      expect(answers.map((a) => [a.status, JSON.parse(a.body.toString()).message])).toEqual([
+        [404, 'no such product'],
+        [404, 'no such product'],
+      ])
     })
   })
 }
