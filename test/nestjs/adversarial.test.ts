@@ -3,12 +3,18 @@
  * made (at startup), Redis stopped (requests still answered by their handlers), a
  * route with its own @Head() handler (never run as the GET's fetch, never stored for GET),
  * a URL rewritten before routing, a guard that refuses, and an HttpException thrown once
- * a resource is gone (an answer, never covered by a stale response).
+ * a resource is gone (an answer, never covered by a stale response), and @Redirect() and
+ * @Render() routes, whose response Nest builds after the interceptor from the value.
  */
 import 'reflect-metadata'
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
 import {
   Controller,
   NotFoundException,
+  Redirect,
+  Render,
   Get,
   Head,
   Module,
@@ -18,7 +24,7 @@ import {
   type ExecutionContext,
 } from '@nestjs/common'
 import { NestFactory } from '@nestjs/core'
-import { ExpressAdapter } from '@nestjs/platform-express'
+import { ExpressAdapter, type NestExpressApplication } from '@nestjs/platform-express'
 import { FastifyAdapter } from '@nestjs/platform-fastify'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { Cache } from '../../src/index.js'
@@ -66,6 +72,8 @@ class PagesModule {}
 
 let secretRuns = 0
 let productGone = false
+let redirectRuns = 0
+let renderRuns = 0
 
 /** Lets a request through only with the right API key (a header no key is made of). */
 class ApiKeyGuard implements CanActivate {
@@ -96,6 +104,22 @@ class RewriteController {
     return { product: 7 }
   }
 
+  @Get('latest')
+  @Redirect('/products', 302)
+  @CacheRoute({ ttl: '30s', xCacheHeader: true })
+  latest() {
+    redirectRuns++
+    return { url: `/products/${redirectRuns}`, statusCode: 301 } // a 301 would be stored
+  }
+
+  @Get('view')
+  @Render('page')
+  @CacheRoute({ ttl: '30s', xCacheHeader: true })
+  view() {
+    renderRuns++
+    return { name: 'world', internalNote: 'not for the page' }
+  }
+
   @Get('report')
   @UseGuards(ApiKeyGuard)
   @CacheRoute({ ttl: '30s', xCacheHeader: true })
@@ -107,6 +131,10 @@ class RewriteController {
 
 @Module({ controllers: [RewriteController] })
 class RewriteModule {}
+
+/** A template directory for @Render() (Express platform): one view, rendered by a function engine. */
+const views = mkdtempSync(path.join(tmpdir(), 'nest-views-'))
+writeFileSync(path.join(views, 'page.txt'), 'rendered by the engine')
 
 /** A rewrite before routing, driven by a header no key is made of (a preview switch). */
 const previewHeader = (headers: Record<string, unknown>) => headers['x-preview'] === 'on'
@@ -124,6 +152,7 @@ for (const platform of ['express', 'fastify'] as const) {
       redis = cache = close = undefined
       runs = headRuns = secretRuns = 0
       productGone = false
+      redirectRuns = renderRuns = 0
     })
 
     async function serve(module: object = PagesModule): Promise<number> {
@@ -139,6 +168,14 @@ for (const platform of ['express', 'fastify'] as const) {
             }),
         { logger: false },
       )
+      if (platform === 'express') {
+        const express = app as unknown as NestExpressApplication
+        express.engine('txt', (_path: string, locals: object, done: (error: null, html: string) => void) =>
+          done(null, `hello ${(locals as { name?: string }).name}`),
+        )
+        express.setBaseViewsDir(views)
+        express.setViewEngine('txt')
+      }
       if (platform === 'express')
         app.use((req: { url: string; headers: Record<string, unknown> }, _res: unknown, next: () => void) => {
           if (previewHeader(req.headers)) req.url = '/preview'
@@ -210,5 +247,29 @@ for (const platform of ['express', 'fastify'] as const) {
         [404, 'no such product'],
       ])
     })
+
+    it('@Redirect() with a target from the value: each request redirected where its handler says, nothing stored', async () => {
+      const port = await serve(RewriteModule)
+      const answers = [await raw(port, '/latest'), await raw(port, '/latest')]
+      expect(answers.map((a) => [a.status, a.headers.location])).toEqual([
+        [301, '/products/1'],
+        [301, '/products/2'],
+      ])
+      expect(redirectRuns).toBe(2)
+    })
+
+    // Fastify's platform needs @fastify/view for @Render(), not a dependency here.
+    it.skipIf(platform === 'fastify')(
+      '@Render(): the page is rendered from the value on every request, its locals never stored',
+      async () => {
+        const port = await serve(RewriteModule)
+        const answers = [await raw(port, '/view'), await raw(port, '/view')]
+        expect(answers.map((a) => [a.status, a.body.toString()])).toEqual([
+          [200, 'hello world'],
+          [200, 'hello world'],
+        ])
+        expect(renderRuns).toBe(2)
+      },
+    )
   })
 }
