@@ -156,7 +156,10 @@ export class OriginExchange<Req> implements HttpExchange<Req> {
     return { kind: 'released', reason: capture.reason, toClient }
   }
 
-  /** A handler that threw: completed as a 500, so the flows treat it as the failure it is; the error is kept for the adapter. */
+  /**
+   * A handler that threw: completed as a 500, so the flows treat it as the failure it is,
+   * or as the 4xx of an HTTP error, marked `thrown`; the error is kept for the adapter.
+   */
   private complete(options: RunHandlerOptions, head: OriginResponse, startedAt: number, error: unknown): CaptureEnd {
     this.handlerError = error
     const response: ResponseSnapshot = {
@@ -307,12 +310,19 @@ export class OriginExchange<Req> implements HttpExchange<Req> {
 }
 
 /**
- * The 4xx status of an HTTP error a handler threw (http-errors and Koa's `ctx.throw`:
- * `status`/`statusCode`; Nest's HttpException: `getStatus()`), else undefined.
+ * The 4xx status of an HTTP error a handler threw, else undefined: Nest's HttpException
+ * (`getStatus()`), or an http-errors error (Koa's `ctx.throw`: `status` with `expose`).
+ * An error that merely carries a status (an HTTP client's, for the upstream's 404 or
+ * 429) is the failure of a call, which a stale response may cover.
  */
 function thrownClientError(error: unknown): number | undefined {
   if (typeof error !== 'object' || error === null) return undefined
-  const { status, statusCode, getStatus } = error as { status?: unknown; statusCode?: unknown; getStatus?: unknown }
-  const found = typeof getStatus === 'function' ? (getStatus as () => unknown).call(error) : (status ?? statusCode)
+  const { status, expose, getStatus } = error as { status?: unknown; expose?: unknown; getStatus?: unknown }
+  const found =
+    typeof getStatus === 'function'
+      ? (getStatus as () => unknown).call(error)
+      : typeof expose === 'boolean'
+        ? status
+        : undefined
   return typeof found === 'number' && Number.isInteger(found) && found >= 400 && found < 500 ? found : undefined
 }
