@@ -222,12 +222,17 @@ export const CASES: ConformanceCase[] = [
         const refused = await send('', { headers: { 'x-refuse': refusal } })
         expect([refused.status, xCache(refused)]).toEqual([Number(refusal), 'BYPASS'])
       }
-      const clean = [await send(), await send()]
-      expect(clean.map((r) => [r.status, xCache(r), r.body.toString()])).toEqual([
+      // The refused leader's client is answered before its flight ends: a request sent right
+      // after may still join that flight, and, the response not being shared, run its own
+      // handler uncached (BYPASS). The one after it stores. With hit-for-miss, both passed by.
+      let clean = await send()
+      if (xCache(clean) === 'BYPASS') clean = await send()
+      const hit = await send()
+      expect([clean, hit].map((r) => [r.status, xCache(r), r.body.toString()])).toEqual([
         [200, 'MISS', 'the page'],
         [200, 'HIT', 'the page'],
       ])
-      expect(runs()).toBe(4)
+      expect(runs()).toBeLessThanOrEqual(5)
     },
   },
   {
