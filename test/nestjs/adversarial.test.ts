@@ -7,7 +7,7 @@
  * @Render() routes, whose response Nest builds after the interceptor from the value.
  */
 import 'reflect-metadata'
-import { mkdtempSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import {
@@ -26,7 +26,7 @@ import {
 import { NestFactory } from '@nestjs/core'
 import { ExpressAdapter, type NestExpressApplication } from '@nestjs/platform-express'
 import { FastifyAdapter } from '@nestjs/platform-fastify'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import type { Cache } from '../../src/index.js'
 import { CacheRoute, CacheRouteInterceptor, InvalidateTags } from '../../src/nestjs/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
@@ -135,6 +135,7 @@ class RewriteModule {}
 /** A template directory for @Render() (Express platform): one view, rendered by a function engine. */
 const views = mkdtempSync(path.join(tmpdir(), 'nest-views-'))
 writeFileSync(path.join(views, 'page.txt'), 'rendered by the engine')
+afterAll(() => rmSync(views, { recursive: true, force: true }))
 
 /** A rewrite before routing, driven by a header no key is made of (a preview switch). */
 const previewHeader = (headers: Record<string, unknown>) => headers['x-preview'] === 'on'
