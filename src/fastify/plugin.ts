@@ -6,8 +6,8 @@ import type {
   FastifyReply,
   FastifyRequest,
   RouteOptions,
-  onRequestHookHandler,
   onSendHookHandler,
+  preHandlerHookHandler,
 } from 'fastify'
 import type { Cache } from '../cache/cache.js'
 import type { BodySource, OriginResponse } from '../http/body-capture.js'
@@ -100,7 +100,7 @@ function addHooks(
   route: HttpCacheRoute<FastifyRequest>,
   ownHeadHandler: boolean,
 ): void {
-  const onRequest: onRequestHookHandler = async function cacheOnRequest(request, reply) {
+  const lookup: preHandlerHookHandler = async function cacheLookup(request, reply) {
     if (request.headers[REFRESH_HEADER] === refreshSecret) {
       delete request.headers[REFRESH_HEADER]
       return
@@ -143,7 +143,10 @@ function addHooks(
     passage.answering = true
     return applyAnswer(reply, answer, passage.upstream)
   }
-  routeOptions.onRequest = [onRequest, ...hooksOf(routeOptions.onRequest)]
+  // The look-up is the route's last preHandler: every hook before it (authentication in
+  // onRequest, preValidation or preHandler, global or the route's own) runs on a hit too,
+  // and a request one of them refuses never reaches the cache (nor marks the URL uncacheable).
+  routeOptions.preHandler = [...hooksOf(routeOptions.preHandler), lookup]
   routeOptions.onSend = [onSend, ...hooksOf(routeOptions.onSend)]
 }
 

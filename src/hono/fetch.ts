@@ -14,7 +14,20 @@ export function requestView(request: Request): HttpRequest {
   const headers = headersRecord(request.headers)
   // A fetch server builds request.url from Host; a Request made by hand may carry none.
   headers.host ??= url.host
-  return { method: request.method, url: url.pathname + url.search, headers, scheme: url.protocol.slice(0, -1) }
+  // An absolute-form request-target (`GET http://evil.test/p`, Host: shop.test) becomes
+  // request.url as sent, so the handler sees another authority than the Host the key is
+  // made of: the engine is handed the absolute URL, which it passes by as such.
+  const target = sameAuthority(url, headers.host) ? url.pathname + url.search : url.href
+  return { method: request.method, url: target, headers, scheme: url.protocol.slice(0, -1) }
+}
+
+/** Does `url` name the authority `host` names (the URL drops a scheme's default port, Host may spell it)? */
+function sameAuthority(url: URL, host: string | string[]): boolean {
+  if (typeof host !== 'string') return false
+  const spelled = host.trim().toLowerCase()
+  if (spelled === url.host) return true
+  const defaultPort = url.protocol === 'https:' ? ':443' : ':80'
+  return url.port === '' && spelled === url.hostname + defaultPort
 }
 
 export function headersRecord(headers: Headers): HttpHeaders {

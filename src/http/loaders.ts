@@ -218,6 +218,9 @@ function judgeAndAnswer<Req>(
   // The URL the router matched, or the method, changed while the handler ran (an SPA
   // fallback or method-override after cacheRoute): the response belongs to another request.
   if (exchange.alteredSince()) return bypass(uncacheable(exchange, context, false, 'altered'))
+  // An HTTP error the handler threw (404, 403): its client gets the framework's rendering of
+  // it, nobody else does, and no stale response stands in for it. Not a property of the URL.
+  if (snapshot.thrown) return bypass(uncacheable(exchange, context, false, 'thrown'))
   const verdict = judgeResponse(snapshot, exchange.settings)
   if (!verdict.storable) {
     exchange.note.detail = verdict.reason
@@ -225,8 +228,12 @@ function judgeAndAnswer<Req>(
       if (context.staleValue === undefined) exchange.replayOwn(ownForm(snapshot, exchange.upstreamHeaders), 'BYPASS')
       return { failure: snapshot.status }
     }
-    // Uncacheable by nature (Set-Cookie, private, no-store, Vary: *, its status): hit-for-miss.
-    return bypass(uncacheable(exchange, context, true, verdict.reason))
+    // Uncacheable by nature (Set-Cookie, private, no-store, Vary: *): hit-for-miss. A status
+    // outside the set is not: any client can have itself refused (403, 429, a 302 to a
+    // login page), and were that remembered for the URL, one refused request every
+    // hitForMiss would keep everyone else's responses out of the cache. Waiters still run
+    // their own handler.
+    return bypass(uncacheable(exchange, context, verdict.reason !== 'status', verdict.reason))
   }
   // The core stores nothing from this run (hit-for-miss, a follower of a response that
   // was not shared): the client gets BYPASS, and no variant is written either.

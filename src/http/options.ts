@@ -118,10 +118,11 @@ export interface RouteCacheOptions<Req> extends Omit<PolicyOptions, 'ttl' | 'sta
   captureBudget?: CaptureBudget
   /**
    * Hit-for-miss: after a response that may not be stored by its nature (private,
-   * Set-Cookie, no-store, Vary: *, its status, too large, streamed), requests for the
-   * same key run their own handler at once for this long, without queueing behind a
-   * leader. Not after a failure (5xx, a throw, a broken response): requests keep
-   * queueing behind one leader. Default `'5s'`; `0` turns it off.
+   * Set-Cookie, no-store, Vary: *, too large, streamed), requests for the same key run
+   * their own handler at once for this long, without queueing behind a leader. Not after
+   * a status outside `statuses` (a client can have itself refused: 403, 429, a redirect to
+   * log in), nor after a failure (5xx, a throw, a broken response): requests keep queueing
+   * behind one leader. Default `'5s'`; `0` turns it off.
    */
   hitForMiss?: Duration
   /**

@@ -18,7 +18,7 @@ import { requestCallOptions, type RouteSettings } from './options.js'
 import { replayPlan, type CacheStatus, type Replayable, type ReplayOptions } from './replay.js'
 import { headerValue, type HttpHeaders, type HttpRequest } from './request.js'
 import { ownForm } from './stored-form.js'
-import type { StoredResponse } from './stored-response.js'
+import type { ResponseSnapshot, StoredResponse } from './stored-response.js'
 
 /**
  * The request a handler is run with: as the client sent it, or, run as the cache's
@@ -137,8 +137,10 @@ export class OriginExchange<Req> implements HttpExchange<Req> {
     this.releaseNow = undefined
     if (capture.kind === 'failed') {
       // The handler threw: an uncached route would answer with the framework's error handling,
-      // which is the adapter's. Treated as a 500 (a failure, never stored).
-      return this.complete(options, { status: 500, headers: [], body: Buffer.alloc(0) }, startedAt, capture.error)
+      // which is the adapter's. Treated as a 500 (a failure, never stored), unless it is an
+      // HTTP error with a 4xx status (an answer: never stored, never covered by a stale one).
+      const status = thrownClientError(capture.error) ?? 500
+      return this.complete(options, { status, headers: [], body: Buffer.alloc(0) }, startedAt, capture.error)
     }
     if (capture.kind === 'complete') {
       options.completed?.(capture.response)
@@ -154,10 +156,19 @@ export class OriginExchange<Req> implements HttpExchange<Req> {
     return { kind: 'released', reason: capture.reason, toClient }
   }
 
-  /** A handler that threw: completed as a 500, so the flows treat it as the failure it is; the error is kept for the adapter. */
+  /**
+   * A handler that threw: completed as a 500, so the flows treat it as the failure it is,
+   * or as the 4xx of an HTTP error, marked `thrown`; the error is kept for the adapter.
+   */
   private complete(options: RunHandlerOptions, head: OriginResponse, startedAt: number, error: unknown): CaptureEnd {
     this.handlerError = error
-    const response = { status: head.status, headers: head.headers, body: Buffer.alloc(0), requestTime: startedAt }
+    const response: ResponseSnapshot = {
+      status: head.status,
+      headers: head.headers,
+      body: Buffer.alloc(0),
+      requestTime: startedAt,
+    }
+    if (head.status < 500) response.thrown = true
     options.completed?.(response)
     return { kind: 'complete', response }
   }
@@ -296,4 +307,22 @@ export class OriginExchange<Req> implements HttpExchange<Req> {
     const method = this.request.method.toUpperCase() === 'HEAD' ? 'GET' : this.request.method
     return { method, url: this.request.url, headers, background }
   }
+}
+
+/**
+ * The 4xx status of an HTTP error a handler threw, else undefined: Nest's HttpException
+ * (`getStatus()`), or an http-errors error (Koa's `ctx.throw`: `status` with `expose`).
+ * An error that merely carries a status (an HTTP client's, for the upstream's 404 or
+ * 429) is the failure of a call, which a stale response may cover.
+ */
+function thrownClientError(error: unknown): number | undefined {
+  if (typeof error !== 'object' || error === null) return undefined
+  const { status, expose, getStatus } = error as { status?: unknown; expose?: unknown; getStatus?: unknown }
+  const found =
+    typeof getStatus === 'function'
+      ? (getStatus as () => unknown).call(error)
+      : typeof expose === 'boolean'
+        ? status
+        : undefined
+  return typeof found === 'number' && Number.isInteger(found) && found >= 400 && found < 500 ? found : undefined
 }

@@ -69,8 +69,9 @@ export class HttpCacheRoute<Req> {
     else if (verdict.action === 'invalidate') serveUnsafe(exchange, verdict).catch(failOpen)
     else serveAuthorized(exchange).catch(failOpen)
     const answer = await exchange.answer
-    // The handler threw and nothing covered it (a stale response would): the adapter rethrows it to its framework.
-    return exchange.handlerError === undefined || answer.status < 500
+    // The handler threw and nothing covered it (a stale response would, for a 5xx): the
+    // adapter rethrows it to its framework, which renders it (a thrown 404 as its 404).
+    return exchange.handlerError === undefined || answer.status < 400
       ? answer
       : { ...answer, handlerError: exchange.handlerError }
   }

@@ -17,6 +17,12 @@ export interface ResponseSnapshot {
   /** When the handler started and ended, ms since the epoch (for its age, age.ts); unknown means now. */
   requestTime?: number
   responseTime?: number
+  /**
+   * The handler threw an HTTP error with this 4xx status (Koa's `ctx.throw(404)`, Nest's
+   * `NotFoundException`): an answer the framework's error handling renders, so there is no
+   * body to store, and no failure for a stale response to cover.
+   */
+  thrown?: true
 }
 
 /** A stored response. `headers` are what the handler chain set, minus what must not be replayed. */

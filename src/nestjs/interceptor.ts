@@ -53,10 +53,13 @@ export class CacheRouteInterceptor {
   intercept<Result>(context: ExecutionContextLike, next: CallHandlerLike<Result>): Result {
     if (context.getType() !== 'http') return next.handle()
     const handler = context.getHandler()
-    const options =
+    let options =
       metadataOf<NestCacheRouteDecoratorOptions>(CACHE_ROUTE_METADATA, handler) ??
       metadataOf<NestCacheRouteDecoratorOptions>(CACHE_ROUTE_METADATA, context.getClass())
     const tags = metadataOf<TagSource[]>(INVALIDATE_TAGS_METADATA, handler)
+    // @Redirect() and @Render(): Nest builds the response after the interceptor, from the
+    // value (a redirect target, a template's locals), so there is no response to capture.
+    if (options && builtAfter(handler)) options = undefined
     if (!options && !tags) return next.handle()
     const http = context.switchToHttp()
     const req = http.getRequest() as NestRequestLike
@@ -123,6 +126,9 @@ export class CacheRouteInterceptor {
       url: req.originalUrl ?? req.url,
       headers: raw.headers,
       scheme: req.protocol,
+      // Middleware (Express) or rewriteUrl (Fastify) changed the URL the router matched:
+      // the response belongs to what drove the rewrite, not to the URL asked.
+      rewritten: req.originalUrl !== undefined && req.url !== req.originalUrl,
       // A @Head() handler of its own: never run as the GET's fetch (its empty body would be stored for GET).
       ownHeadHandler: metadataOf<number>('method', handler) === RequestMethod.HEAD,
     }
@@ -174,6 +180,11 @@ async function asOrigin<T>(raw: IncomingMessage, request: OriginRequest, run: ()
       raw.headers = headers
     }
   }
+}
+
+/** Does Nest build this handler's response from its value after the interceptors ran (@Redirect, @Render)? */
+function builtAfter(handler: Target): boolean {
+  return metadataOf('__redirect__', handler) !== undefined || metadataOf('__renderTemplate__', handler) !== undefined
 }
 
 /** The status Nest sends a handler's value with: `@HttpCode()`, else 201 for POST and 200 otherwise. */

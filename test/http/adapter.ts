@@ -12,6 +12,8 @@ export interface NeutralRequest {
   method: string
   url: string
   headers: Record<string, string | undefined>
+  /** The host the framework says the request is for (what a handler builds its links from). */
+  authority: string
 }
 
 /** A response a neutral handler produces; each app factory turns it into its framework's. */

@@ -207,6 +207,35 @@ export const CASES: ConformanceCase[] = [
     },
   },
   {
+    group: 'invalidation, poisoning, coalescing',
+    name: "a request refused with a status outside the set (403, 429, 302) does not stop the URL's next 200 from being stored",
+    routes: () =>
+      one(({ headers }) => {
+        const refusal = Number(headers['x-refuse'] ?? 0) // a WAF, a rate limit, a login redirect
+        if (refusal === 302) return text('log in first', { location: '/login' }, 302)
+        return refusal ? text('refused', {}, refusal) : text('the page')
+      }),
+    async run({ send, runs }) {
+      // Anyone can be refused at will; were that a property of the URL (hit-for-miss), one
+      // refused request every few seconds would turn caching and coalescing off for everyone.
+      for (const refusal of ['403', '429', '302']) {
+        const refused = await send('', { headers: { 'x-refuse': refusal } })
+        expect([refused.status, xCache(refused)]).toEqual([Number(refusal), 'BYPASS'])
+      }
+      // The refused leader's client is answered before its flight ends: a request sent right
+      // after may still join that flight, and, the response not being shared, run its own
+      // handler uncached (BYPASS). The one after it stores. With hit-for-miss, both passed by.
+      let clean = await send()
+      if (xCache(clean) === 'BYPASS') clean = await send()
+      const hit = await send()
+      expect([clean, hit].map((r) => [r.status, xCache(r), r.body.toString()])).toEqual([
+        [200, 'MISS', 'the page'],
+        [200, 'HIT', 'the page'],
+      ])
+      expect(runs()).toBeLessThanOrEqual(5)
+    },
+  },
+  {
     group: 'storability and Vary',
     name: 'a body over maxBodyBytes streams to its client whole and is not stored',
     routes: () =>
@@ -357,6 +386,22 @@ export const CASES: ConformanceCase[] = [
         ['links to /home', 'HIT'],
       ])
       expect(runs()).toBe(4)
+    },
+  },
+  {
+    group: 'invalidation, poisoning, coalescing',
+    name: "an absolute-form target naming another authority: never stored for, or served to, the Host's URL",
+    routes: () => one(({ authority }) => text(`links to http://${authority}/home`)),
+    async run({ send }) {
+      // `GET http://evil.test/cN` with `Host: shop.test`: frameworks route it (or not) their own
+      // way, and some build the request's URL from the request-target's authority.
+      const forged = await send('', { absoluteFormAuthority: 'evil.test' })
+      expect(xCache(forged)).not.toBe('HIT')
+      const clean = [await send(), await send()]
+      expect(clean.map((r) => [r.body.toString(), xCache(r)])).toEqual([
+        ['links to http://shop.test/home', 'MISS'],
+        ['links to http://shop.test/home', 'HIT'],
+      ])
     },
   },
   {

@@ -15,6 +15,8 @@ export interface SendOptions {
   method?: string
   headers?: Record<string, string>
   body?: string
+  /** Send the request-target in absolute form, naming this authority (`http://<authority><path>`); Host stays. */
+  absoluteFormAuthority?: string
   /** Abort the request (close the connection) once this many ms passed without an answer. */
   abortAfterMs?: number
 }
@@ -25,7 +27,7 @@ export function send(port: number, path: string, options: SendOptions = {}): Pro
       {
         host: '127.0.0.1',
         port,
-        path,
+        path: options.absoluteFormAuthority === undefined ? path : `http://${options.absoluteFormAuthority}${path}`,
         method: options.method ?? 'GET',
         headers: { host: HOST, ...options.headers },
         agent: false,

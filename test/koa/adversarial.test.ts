@@ -1,8 +1,9 @@
 /**
  * The Koa middleware attacked: bad options refused at startup, Redis stopped mid-life
  * (every request still answered by the downstream), a HEAD on a cold URL (run as GET,
- * stored for the GET), a client that goes away while the downstream runs, and a URL
- * rewritten above the cache (passes by: it is not the request line's URL).
+ * stored for the GET), a client that goes away while the downstream runs, a URL
+ * rewritten above the cache (passes by: it is not the request line's URL), and an HTTP
+ * error thrown by the downstream (`ctx.throw(404)`: an answer, not a failure).
  */
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -11,7 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { InvalidArgumentError, type Cache } from '../../src/index.js'
 import { cacheRoute, type KoaCacheRouteOptions } from '../../src/koa/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../support/redis.js'
-import { gate, until } from '../support/timing.js'
+import { gate, sleep, until } from '../support/timing.js'
 import { raw, testCache } from '../express/helpers.js'
 
 describe('Koa cacheRoute options', () => {
@@ -40,13 +41,17 @@ describe.skipIf(!redisAvailable)('Koa cacheRoute under attack', () => {
     runs = 0
   })
 
-  async function app(downstream: (ctx: Koa.Context) => unknown, above?: Koa.Middleware) {
+  async function app(
+    downstream: (ctx: Koa.Context) => unknown,
+    above?: Koa.Middleware,
+    options: Partial<KoaCacheRouteOptions> = {},
+  ) {
     redis = await startRedis()
     cache = testCache(redis)
     const koa = new Koa()
     koa.silent = true
     if (above) koa.use(above)
-    koa.use(cacheRoute(cache, { ttl: '30s', xCacheHeader: true }))
+    koa.use(cacheRoute(cache, { ttl: '30s', xCacheHeader: true, ...options }))
     koa.use(async (ctx) => {
       runs++
       await downstream(ctx)
@@ -107,5 +112,27 @@ describe.skipIf(!redisAvailable)('Koa cacheRoute under attack', () => {
     expect([rewritten.headers['x-cache'], rewritten.body.toString()]).toEqual(['BYPASS', 'page for /admin'])
     const clean = await raw(port, '/public')
     expect([clean.headers['x-cache'], clean.body.toString()]).toEqual(['MISS', 'page for /public'])
+  })
+
+  it('ctx.throw(404) once the product is gone: Koa answers 404, never the stale 200 (stale-if-error is for failures)', async () => {
+    let gone = false
+    const port = await app(
+      (ctx) => {
+        if (gone) ctx.throw(404, 'no such product')
+        ctx.body = 'product 7'
+      },
+      undefined,
+      { ttl: '1s', staleIfError: '1m' },
+    )
+    expect((await raw(port, '/p/7')).body.toString()).toBe('product 7')
+    expect((await raw(port, '/p/7')).headers['x-cache']).toBe('HIT') // stored (or collapsed into its commit)
+    gone = true
+    await sleep(1100) // past ttl: the stored 200 is stale, kept for staleIfError
+    const answers = [await raw(port, '/p/7'), await raw(port, '/p/7')]
+    expect(answers.map((a) => [a.status, a.body.toString()])).toEqual([
+      [404, 'no such product'],
+      [404, 'no such product'],
+    ])
+    expect(runs).toBe(3)
   })
 })

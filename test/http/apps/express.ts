@@ -10,7 +10,12 @@ export const expressAdapter: ConformanceAdapter = {
     const app = express()
     for (const route of routes) {
       app.all(route.path, cacheRoute(cache, route.options), (req, res, next) => {
-        const request = { method: req.method, url: req.originalUrl, headers: neutralHeaders(req.headers) }
+        const request = {
+          method: req.method,
+          url: req.originalUrl,
+          headers: neutralHeaders(req.headers),
+          authority: req.host ?? '',
+        }
         Promise.resolve()
           .then(() => route.handler(request))
           .then(async (response) => {

@@ -18,6 +18,7 @@ export const fastifyAdapter: ConformanceAdapter = {
             method: request.method,
             url: request.url,
             headers: neutralHeaders(request.headers),
+            authority: request.host,
           })
           reply.code(response.status ?? 200)
           for (const [name, value] of Object.entries(response.headers ?? {})) reply.header(name, value)

@@ -16,6 +16,7 @@ export const honoAdapter: ConformanceAdapter = {
           method: c.req.method,
           url: url.pathname + url.search,
           headers: neutralHeaders(headers),
+          authority: url.host,
         })
         const out = new Headers()
         for (const [name, value] of Object.entries(response.headers ?? {}))

@@ -15,7 +15,12 @@ export const koaAdapter: ConformanceAdapter = {
       const entry = byPath.get(ctx.path)
       if (!entry) return next()
       await entry.cached(ctx, async () => {
-        const request = { method: ctx.method, url: ctx.originalUrl, headers: neutralHeaders(ctx.req.headers) }
+        const request = {
+          method: ctx.method,
+          url: ctx.originalUrl,
+          headers: neutralHeaders(ctx.req.headers),
+          authority: ctx.host,
+        }
         const response = await entry.route.handler(request)
         ctx.status = response.status ?? 200
         for (const [name, value] of Object.entries(response.headers ?? {})) ctx.set(name, value)

@@ -35,7 +35,13 @@ function moduleOf(routes: NeutralRoute[]) {
   const controllers = routes.map((route) => {
     class RouteController {
       async handle(req: NestRequestLike) {
-        const request = { method: req.method, url: req.originalUrl ?? req.url, headers: neutralHeaders(req.headers) }
+        const request = {
+          method: req.method,
+          url: req.originalUrl ?? req.url,
+          headers: neutralHeaders(req.headers),
+          // Express's req.host, Fastify's request.host: the platform's own view of the authority.
+          authority: (req as { host?: string }).host ?? '',
+        }
         const response = await route.handler(request)
         const headers = new Headers()
         for (const [name, value] of Object.entries(response.headers ?? {}))
