@@ -21,6 +21,8 @@ export interface FrameworkResult {
   /** Server CPU time (user + system) per request, microseconds, over all rounds. */
   bareCpuUs: number
   cachedCpuUs: number
+  /** Per round, bare CPU per request ÷ cached CPU per request: the two runs of a round are minutes closer than the means. */
+  cpuRatios: number[]
   /** Requests answered with anything but 200, or errors (should be 0). */
   failures: number
 }
@@ -47,19 +49,24 @@ export async function runFrameworks(frameworks: Framework[], options: FrameworkR
       const bare: number[] = []
       const cached: number[] = []
       const cpu = { bare: { us: 0, requests: 0 }, cached: { us: 0, requests: 0 } }
+      const cpuRatios: number[] = []
       let failures = 0
       for (const path of ['/bare', '/cached']) await fetch(`http://127.0.0.1:${port}${path}`) // warm up; stores /cached
       for (let round = 0; round < options.rounds; round++) {
         const order = round % 2 === 0 ? (['bare', 'cached'] as const) : (['cached', 'bare'] as const)
+        const roundCpu = { bare: 0, cached: 0 }
         for (const route of order) {
           const before = await cpuOf(child)
           const result = await cannon(`http://127.0.0.1:${port}/${route}`, options)
           const after = await cpuOf(child)
           ;(route === 'bare' ? bare : cached).push(result.requests.average)
-          cpu[route].us += after.user + after.system - before.user - before.system
+          const us = after.user + after.system - before.user - before.system
+          cpu[route].us += us
           cpu[route].requests += result.requests.total
+          roundCpu[route] = us / result.requests.total
           failures += result.non2xx + result.errors + result.timeouts
         }
+        cpuRatios.push(roundCpu.bare / roundCpu.cached)
       }
       results.push({
         framework,
@@ -67,6 +74,7 @@ export async function runFrameworks(frameworks: Framework[], options: FrameworkR
         cached: mean(cached),
         bareCpuUs: cpu.bare.us / cpu.bare.requests,
         cachedCpuUs: cpu.cached.us / cpu.cached.requests,
+        cpuRatios,
         failures,
       })
     } finally {
@@ -79,13 +87,13 @@ export async function runFrameworks(frameworks: Framework[], options: FrameworkR
 
 export function renderFrameworkTable(results: FrameworkResult[]): string {
   const lines = [
-    '| framework | bare req/s | cached req/s | cached / bare | bare µs CPU/req | cached µs CPU/req | bare CPU / cached CPU | non-2xx or errors |',
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    '| framework | bare req/s | cached req/s | cached / bare | bare µs CPU/req | cached µs CPU/req | bare CPU / cached CPU | median round (each round) | non-2xx or errors |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |',
   ]
   const count = (n: number) => Math.round(n).toLocaleString('en-US')
   for (const r of results)
     lines.push(
-      `| ${r.framework} | ${count(r.bare)} | ${count(r.cached)} | ${(r.cached / r.bare).toFixed(2)} | ${r.bareCpuUs.toFixed(0)} | ${r.cachedCpuUs.toFixed(0)} | ${(r.bareCpuUs / r.cachedCpuUs).toFixed(2)} | ${r.failures} |`,
+      `| ${r.framework} | ${count(r.bare)} | ${count(r.cached)} | ${(r.cached / r.bare).toFixed(2)} | ${r.bareCpuUs.toFixed(0)} | ${r.cachedCpuUs.toFixed(0)} | ${(r.bareCpuUs / r.cachedCpuUs).toFixed(2)} | ${median(r.cpuRatios).toFixed(2)} (${r.cpuRatios.map((x) => x.toFixed(2)).join(' ')}) | ${r.failures} |`,
     )
   return lines.join('\n')
 }
@@ -128,6 +136,12 @@ function cannon(url: string, options: FrameworkRunOptions): Promise<autocannon.R
       (error, result) => (error ? reject(error) : resolve(result)),
     )
   })
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  const middle = sorted.length / 2
+  return Number.isInteger(middle) ? (sorted[middle - 1]! + sorted[middle]!) / 2 : sorted[Math.floor(middle)]!
 }
 
 const mean = (values: number[]) => values.reduce((sum, v) => sum + v, 0) / values.length
