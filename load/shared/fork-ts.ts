@@ -12,9 +12,9 @@ export function tsxExecArgv(): string[] {
   return ['--import', pathToFileURL(loader).href]
 }
 
-export function forkTs(file: string, env: NodeJS.ProcessEnv): ChildProcess {
+export function forkTs(file: string, env: NodeJS.ProcessEnv, nodeFlags: string[] = []): ChildProcess {
   return fork(file, [], {
-    execArgv: tsxExecArgv(),
+    execArgv: [...nodeFlags, ...tsxExecArgv()],
     env: { ...process.env, ...env },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   })

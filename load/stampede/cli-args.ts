@@ -37,9 +37,10 @@ export const USAGE = `Usage: npm run load -- [options]
                       PostgreSQL at DATABASE_URL, default 127.0.0.1:5432/test)
   --contenders LIST   coupons only: which locks compete (default: all registered)
   --framework LIST    comma-separated: ${FRAMEWORKS.join(', ')}, or all: requests per
-                      second of one route bare and behind that framework's adapter
-                      (cached), instead of the scenarios (--time-scale scales its 5 s
-                      rounds, --connections its 50 connections)
+                      second and server CPU per request of one route bare and behind
+                      that framework's adapter (cached), instead of the scenarios
+                      (--time-scale scales its 5 s runs, --connections its 50
+                      connections, --repeat N gives N rounds instead of 2)
   --modes LIST        comma-separated: ${MODE_NAMES.join(', ')} (default: ${DEFAULT_MODES.join(', ')})
   --workers N         app worker processes (default: 4)
   --db-latency MS     latency of one database query (default: 50)

@@ -143,12 +143,19 @@ async function runFrameworkThroughput(options: Awaited<ReturnType<typeof parseCl
   try {
     const durationSec = Math.max(1, Math.round(5 * options.timeScale))
     const connections = options.connections ?? 50
+    const rounds = Math.max(2, options.repeat)
     console.log(
       bold(
-        `Frameworks: ${options.frameworks.join(', ')}; ${durationSec} s per route, 2 rounds, ${connections} connections`,
+        `Frameworks: ${options.frameworks.join(', ')}; ${durationSec} s per route, ${rounds} rounds, ${connections} connections`,
       ),
     )
-    const results = await runFrameworks(options.frameworks, { redisUrl: url, durationSec, connections, rounds: 2 })
+    const results = await runFrameworks(options.frameworks, {
+      redisUrl: url,
+      durationSec,
+      connections,
+      rounds,
+      cpuProfileDir: process.env.LOAD_CPU_PROF,
+    })
     console.log(renderFrameworkTable(results))
   } finally {
     await privateServer?.stop()

@@ -74,14 +74,43 @@ export function originResponseOf(response: Response): OriginResponse {
 /** Statuses whose Response may not have a body. */
 const NULL_BODY = new Set([101, 103, 204, 205, 304])
 
-/** The engine's answer as a fetch `Response`, after `upstream` (fields set before the cache ran). */
+/**
+ * The engine's answer as a fetch `Response`, after `upstream` (fields set before the cache
+ * ran). Its fields go as a plain record when they fit one (no field with several values):
+ * @hono/node-server's Response then writes them to the socket as they are, where a
+ * `Headers` would be built, validated and read back into a record on every hit.
+ */
 export function responseOf(answer: HttpAnswer, upstream: HeaderList = []): Response {
+  const body = NULL_BODY.has(answer.status) ? null : bodyOf(answer.body)
+  return new Response(body, {
+    status: answer.status,
+    headers: fieldRecordOf(answer, upstream) ?? fieldsOf(answer, upstream),
+  })
+}
+
+/** The answer's fields as a record of lower-case names, or undefined when one has several values (Set-Cookie). */
+function fieldRecordOf(answer: HttpAnswer, upstream: HeaderList): Record<string, string> | undefined {
+  const record: Record<string, string> = Object.create(null)
+  const removed = answer.remove.length > 0 ? new Set(answer.remove.map((name) => name.toLowerCase())) : undefined
+  for (const [name, value] of upstream) {
+    const lower = name.toLowerCase()
+    if (removed?.has(lower)) continue
+    if (typeof value !== 'string' || lower in record) return undefined
+    record[lower] = value
+  }
+  for (const [name, value] of answer.headers) {
+    if (typeof value !== 'string') return undefined
+    record[name.toLowerCase()] = value // replaces an upstream field or an earlier one, as setField does
+  }
+  return record
+}
+
+function fieldsOf(answer: HttpAnswer, upstream: HeaderList): Headers {
   const headers = new Headers()
   const removed = new Set(answer.remove.map((name) => name.toLowerCase()))
   for (const [name, value] of upstream) if (!removed.has(name.toLowerCase())) setField(headers, name, value, false)
   for (const [name, value] of answer.headers) setField(headers, name, value, true)
-  const body = NULL_BODY.has(answer.status) ? null : bodyOf(answer.body)
-  return new Response(body, { status: answer.status, headers })
+  return headers
 }
 
 function setField(headers: Headers, name: string, value: string | string[], replace: boolean): void {

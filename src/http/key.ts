@@ -39,7 +39,6 @@ export function validatedHost(req: KeyedRequest, allowedHosts: ReadonlySet<strin
  */
 export function hasForeignForwardedHost(req: KeyedRequest, host: string): boolean {
   // Compared as spelled: a handler reading it (req.hostname) sees `SHOP.TEST`, not `shop.test`.
-  const bare = (value: string) => value.replace(/^"|"$/g, '').trim()
   const claimed: string[] = []
   for (const name of ['x-forwarded-host', 'x-host', 'x-forwarded-server', 'x-original-host']) {
     const value = req.headers[name]
@@ -51,6 +50,11 @@ export function hasForeignForwardedHost(req: KeyedRequest, host: string): boolea
     for (const match of forwarded.matchAll(/(?:^|[;,\s])host\s*=\s*("[^"]*"|[^;,\s]*)/gi)) claimed.push(bare(match[1]!))
   }
   return claimed.some((value) => bare(value) !== host)
+}
+
+/** A claimed host without its quotes and spaces. */
+function bare(value: string): string {
+  return value.replace(/^"|"$/g, '').trim()
 }
 
 /**

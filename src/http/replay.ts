@@ -52,11 +52,7 @@ export function bodyless(status: number): boolean {
  */
 export function replayPlan(response: Replayable, options: ReplayOptions): ReplayPlan {
   let status = response.status
-  let headers = withoutFields(withoutHopByHop(response.headers), [
-    'content-length',
-    ...(options.ageSeconds === undefined ? [] : ['age']),
-    ...(options.omit ?? []),
-  ])
+  let headers = fieldsKept(response, options.ageSeconds !== undefined, options.omit ?? [])
   const notModified = options.validators !== undefined && isNotModified(options.validators, status, headers)
   if (notModified) {
     status = 304
@@ -74,4 +70,34 @@ export function replayPlan(response: Replayable, options: ReplayOptions): Replay
   plan.headers.push(['Content-Length', String(response.body.length)])
   plan.body = options.head ? Buffer.alloc(0) : response.body
   return plan
+}
+
+/** The fields a replay keeps of a response, per response: a stored one is replayed by every hit, the same each time. */
+interface KeptFields {
+  dropAge: boolean
+  omit: readonly string[]
+  headers: HeaderList
+}
+
+const keptFields = new WeakMap<Replayable, KeptFields>()
+
+/**
+ * `response`'s fields without hop-by-hop ones, `Content-Length` (recomputed), `Age` when
+ * replaced, and the `omit`ted: computed once per response and options, and never
+ * modified after (replayPlan copies it).
+ */
+function fieldsKept(response: Replayable, dropAge: boolean, omit: readonly string[]): HeaderList {
+  const known = keptFields.get(response)
+  if (known && known.dropAge === dropAge && sameNames(known.omit, omit)) return known.headers
+  const headers = withoutFields(withoutHopByHop(response.headers), [
+    'content-length',
+    ...(dropAge ? ['age'] : []),
+    ...omit,
+  ])
+  keptFields.set(response, { dropAge, omit: [...omit], headers })
+  return headers
+}
+
+function sameNames(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((name, i) => name === b[i])
 }

@@ -61,13 +61,16 @@ export class HttpCacheRoute<Req> {
       return answerOf(await origin({ ...request, background: false }), bypassHeaders(settings, verdict.reason))
     const key = verdict.action === 'invalidate' ? verdict.keys[0]! : verdict.key
     const exchange = new OriginExchange(this.cache, settings, this.state, key, raw, request, origin, upstreamHeaders)
-    const failOpen = (error: unknown) => {
+    const flow =
+      verdict.action === 'cache'
+        ? serveCached(exchange)
+        : verdict.action === 'invalidate'
+          ? serveUnsafe(exchange, verdict)
+          : serveAuthorized(exchange)
+    flow.catch((error: unknown) => {
       this.report(error, raw)
       void exchange.failOpen()
-    }
-    if (verdict.action === 'cache') serveCached(exchange).catch(failOpen)
-    else if (verdict.action === 'invalidate') serveUnsafe(exchange, verdict).catch(failOpen)
-    else serveAuthorized(exchange).catch(failOpen)
+    })
     const answer = await exchange.answer
     // The handler threw and nothing covered it (a stale response would, for a 5xx): the
     // adapter rethrows it to its framework, which renders it (a thrown 404 as its 404).

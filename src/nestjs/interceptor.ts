@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http'
 import { RequestMethod } from '@nestjs/common'
-import { from, lastValueFrom, mergeMap, throwError, type Observable } from 'rxjs'
+import { from, lastValueFrom, type Observable } from 'rxjs'
 import type { Cache } from '../cache/cache.js'
 import { HeaderMap, headerOf } from '../http/headers.js'
 import { invalidates } from '../http/invalidation.js'
@@ -67,7 +67,8 @@ export class CacheRouteInterceptor {
     const handled = next as unknown as CallHandlerLike<Observable<unknown>>
     if (!options) return this.invalidating(req, res, handler, tags!, handled) as Result
     const route = this.routeOf(context.getClass(), handler, options)
-    return from(this.serve(route, req, res, handler, tags, handled)).pipe(mergeMap((answer) => answer)) as Result
+    // One Observable of the promised value: a rejection (the handler's own error) reaches Nest's filters.
+    return from(this.serve(route, req, res, handler, tags, handled)) as Result
   }
 
   private routeOf(controller: Target, handler: Target, options: NestCacheRouteDecoratorOptions): CachedRoute {
@@ -119,7 +120,7 @@ export class CacheRouteInterceptor {
     handler: Target,
     tags: TagSource[] | undefined,
     next: CallHandlerLike<Observable<unknown>>,
-  ): Promise<Observable<unknown>> {
+  ): Promise<unknown> {
     const raw = (req.raw ?? req) as IncomingMessage
     const request: HttpRequest = {
       method: req.method,
@@ -158,8 +159,8 @@ export class CacheRouteInterceptor {
       },
       upstream,
     )
-    if (answer.handlerError !== undefined) return throwError(() => answer.handlerError) // Nest's filters answer
-    return from([answerFor(answer, res, head, routeStatus(req, handler))])
+    if (answer.handlerError !== undefined) throw answer.handlerError // Nest's filters answer
+    return answerFor(answer, res, { head, routeStatus: routeStatus(req, handler), headers: request.headers })
   }
 }
 

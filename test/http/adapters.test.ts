@@ -173,6 +173,39 @@ describe.skipIf(!redisAvailable)('adapters beyond the table', () => {
       expect([second.headers.get('x-cache'), await second.text()]).toEqual(['HIT', 'page'])
     })
 
+    it('a field the handler sets over one set before the cache replaces it; several Set-Cookie set before all go out', async () => {
+      let runs = 0
+      const app = new Hono()
+      app.use('/h', async (c, next) => {
+        c.header('x-frame-options', 'DENY')
+        await next()
+      })
+      app.use('/s', async (c, next) => {
+        c.header('set-cookie', 'a=1', { append: true })
+        c.header('set-cookie', 'b=2', { append: true })
+        await next()
+      })
+      const cached = cacheRoute(newCache(), { ttl: '30s', xCacheHeader: true })
+      app.get('/h', cached, (c) => {
+        c.header('x-frame-options', 'SAMEORIGIN')
+        return c.text(`framed ${++runs}`)
+      })
+      app.get('/s', cached, (c) => c.text('with cookies'))
+      const get = (path: string) => app.request(path, { headers: { host: HOST } })
+      const [miss, hit] = [await get('/h'), await get('/h')]
+      expect([miss.headers.get('x-cache'), hit.headers.get('x-cache')]).toEqual(['MISS', 'HIT'])
+      expect([miss.headers.get('x-frame-options'), hit.headers.get('x-frame-options')]).toEqual([
+        'SAMEORIGIN',
+        'SAMEORIGIN',
+      ])
+      expect([await hit.text(), hit.headers.get('content-length')]).toEqual(['framed 1', '8'])
+      // A response with Set-Cookie is never stored: each goes out whole, both cookies on it.
+      const withCookies = await get('/s')
+      expect(withCookies.headers.get('x-cache')).toBe('BYPASS')
+      expect(withCookies.headers.getSetCookie()).toEqual(['a=1', 'b=2'])
+      expect(await withCookies.text()).toBe('with cookies')
+    })
+
     it('tags are a function of the Hono context; deleteByTag evicts the tagged entry', async () => {
       let runs = 0
       const cache = newCache()
