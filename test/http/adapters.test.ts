@@ -191,7 +191,7 @@ describe.skipIf(!redisAvailable)('adapters beyond the table', () => {
         return c.text(`framed ${++runs}`)
       })
       app.get('/s', cached, (c) => c.text('with cookies'))
-      const get = (path: string) => app.request(path, { headers: { host: HOST } })
+      const get = (path: string) => app.request(`http://${HOST}${path}`, { headers: { host: HOST } })
       const [miss, hit] = [await get('/h'), await get('/h')]
       expect([miss.headers.get('x-cache'), hit.headers.get('x-cache')]).toEqual(['MISS', 'HIT'])
       expect([miss.headers.get('x-frame-options'), hit.headers.get('x-frame-options')]).toEqual([
