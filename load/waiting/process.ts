@@ -5,7 +5,7 @@
  * connection the cache duplicates is counted too; a script call is named by its file.
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks'
-import { setFlagsFromString } from 'node:v8'
+import { setFlagsFromString, writeHeapSnapshot } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { Redis } from 'ioredis'
 import { createCache, type CacheOptions } from '../../src/index.js'
@@ -102,9 +102,13 @@ async function start(keys: number, prefix: string): Promise<void> {
       const giveUpAt = performance.now() + 30_000
       const settle = (seen: number) =>
         setTimeout(() => {
-          if (lookups === seen || performance.now() > giveUpAt)
-            send({ type: 'started', waiting, settled, heapPerWait: (heapNow() - heapBefore) / Math.max(1, waiting) })
-          else settle(lookups)
+          if (lookups === seen || performance.now() > giveUpAt) {
+            const heapPerWait = (heapNow() - heapBefore) / Math.max(1, waiting)
+            // Where a pending wait's heap goes: BENCH_HEAP_SNAPSHOT=<dir> (open it in Chrome DevTools' Memory tab).
+            const dir = process.env.BENCH_HEAP_SNAPSHOT
+            if (dir) writeHeapSnapshot(`${dir}/waiter-${keys}.heapsnapshot`)
+            send({ type: 'started', waiting, settled, heapPerWait, loads, stats: { ...cache.stats() } })
+          } else settle(lookups)
         }, 500)
       settle(lookups)
     }

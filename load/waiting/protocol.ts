@@ -24,7 +24,14 @@ export interface Sample {
 export type ChildToParent =
   | { type: 'ready' }
   /** Holder: every loader is running (every lock taken). Waiter: this many calls reached their wait (or were answered). */
-  | { type: 'started'; waiting: number; settled: number; heapPerWait?: number }
+  | {
+      type: 'started'
+      waiting: number
+      settled: number
+      heapPerWait?: number
+      loads?: number
+      stats?: Record<string, number>
+    }
   | { type: 'sample'; sample: Sample }
   /** Every call returned: loader runs here, how the calls ended, and when each key's call returned (epoch ms). */
   | {

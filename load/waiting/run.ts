@@ -32,6 +32,8 @@ const { values: args } = parseArgs({
     sizes: { type: 'string', default: '100,1000,5000,20000' },
     window: { type: 'string', default: '5000' },
     'max-waits': { type: 'string' },
+    /** Only the heap per pending wait: stop once every call waits (a quick, repeatable reading). */
+    'heap-only': { type: 'boolean', default: false },
     options: { type: 'string', default: '{}' },
   },
 })
@@ -97,7 +99,7 @@ interface Row {
   afterCommitMax: number
 }
 
-async function measure(url: string, keys: number): Promise<Row> {
+async function measure(url: string, keys: number): Promise<Row | undefined> {
   const namespace = `sg-waiting-${randomBytes(4).toString('hex')}`
   const file = fileURLToPath(new URL('./process.ts', import.meta.url))
   const env = { BENCH_REDIS_URL: url, BENCH_NAMESPACE: namespace, BENCH_CACHE_OPTIONS: JSON.stringify(cacheOptions) }
@@ -111,7 +113,14 @@ async function measure(url: string, keys: number): Promise<Row> {
     await holding
     const started = waiter.next('started')
     waiter.send({ type: 'start', keys, prefix: 'cold' })
-    const { waiting, settled, heapPerWait = NaN } = await started
+    const { waiting, settled, heapPerWait = NaN, loads, stats } = await started
+    if (args['heap-only']) {
+      console.log(
+        `${int(keys)} keys: ${int(waiting)} waiting, ${int(settled)} answered at once (${loads} loads; ` +
+          `${stats?.['redis-error']} redis errors), ${int(heapPerWait)} B heap per pending wait`,
+      )
+      return undefined
+    }
     await sleep(1_000) // past the first, quick polls of a wait
     const before = await serverCounts(admin)
     holder.send({ type: 'sample' })
@@ -188,11 +197,14 @@ const header = [
   'heap per pending wait B',
   'answered after commit p99 / max ms',
 ]
-console.log(`| ${header.join(' | ')} |`)
-console.log(`|${header.map(() => ' ---: ').join('|')}|`)
+if (!args['heap-only']) {
+  console.log(`| ${header.join(' | ')} |`)
+  console.log(`|${header.map(() => ' ---: ').join('|')}|`)
+}
 try {
   for (const keys of SIZES) {
     const r = await measure(url, keys)
+    if (!r) continue
     const cells = [
       r.keys,
       r.waiting,
