@@ -9,6 +9,7 @@ import { setFlagsFromString, writeHeapSnapshot } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { Redis } from 'ioredis'
 import { createCache, type CacheOptions } from '../../src/index.js'
+import { cacheParts } from '../../src/cache/cache.js'
 import { scriptFiles, scriptOf } from '../../test/support/script-calls.js'
 import type { ChildToParent, ParentToChild } from './protocol.js'
 
@@ -71,6 +72,17 @@ cache.on('lock-lost', ({ reason }) => {
   phaseAt.lastLoss = performance.now()
 })
 
+/** Calls answered in the current turn, and the most in any turn. */
+let answeredThisTurn = 0
+let mostAnsweredInOneTurn = 0
+function countAnswered(): void {
+  if (answeredThisTurn++ > 0) return
+  setImmediate(() => {
+    mostAnsweredInOneTurn = Math.max(mostAnsweredInOneTurn, answeredThisTurn)
+    answeredThisTurn = 0
+  })
+}
+
 async function start(keys: number, prefix: string): Promise<void> {
   let settled = 0
   let errors = 0
@@ -118,7 +130,7 @@ async function start(keys: number, prefix: string): Promise<void> {
       cache
         .getOrLoad(key(i), async () => (loads++, { i, by: 'waiter' }))
         .catch(() => errors++)
-        .finally(() => ((answeredAt[i] = now()), settled++, tell())),
+        .finally(() => ((answeredAt[i] = now()), settled++, countAnswered(), tell())),
     )
     await Promise.all(calls)
   }
@@ -128,7 +140,8 @@ async function start(keys: number, prefix: string): Promise<void> {
         `${since(phaseAt.sample ?? 0)}–${since(phaseAt.report ?? 0)}, release ${since(phaseAt.release ?? 0)}`
     ] = 0
   }
-  send({ type: 'done', loads, errors, stats: cache.stats(), lostReasons, answeredAt })
+  const perTurn = { answered: mostAnsweredInOneTurn, resumed: cacheParts(cache).core.wakeups.counts.mostInOneTurn }
+  send({ type: 'done', loads, errors, stats: cache.stats(), lostReasons, answeredAt, perTurn })
 }
 
 process.on('message', (m: ParentToChild) => {

@@ -41,5 +41,11 @@ export type ChildToParent =
       stats: Record<string, number>
       lostReasons: Record<string, number>
       answeredAt: number[]
+      /**
+       * The longest synchronous stretches, by work done in one turn of the event loop (a
+       * turn ends at the next setImmediate): most calls answered in one turn, and most parked
+       * waits resumed in one turn by the cache's wake queue. Counts, not times: the machine is shared.
+       */
+      perTurn: { answered: number; resumed: number }
     }
   | { type: 'error'; message: string }

@@ -97,6 +97,8 @@ interface Row {
   /** How long after the holder's call for a key returned (its commit done) the waiter's did: p99 and max, ms. */
   afterCommitP99: number
   afterCommitMax: number
+  /** The waiter's most calls answered / parked waits resumed in one turn of its event loop. */
+  perTurn: { answered: number; resumed: number }
 }
 
 async function measure(url: string, keys: number): Promise<Row | undefined> {
@@ -165,6 +167,7 @@ async function measure(url: string, keys: number): Promise<Row | undefined> {
       heapPerWait,
       afterCommitP99: lags[Math.min(lags.length - 1, Math.floor(lags.length * 0.99))] ?? NaN,
       afterCommitMax: lags.at(-1) ?? NaN,
+      perTurn: waited.perTurn,
     }
   } finally {
     await Promise.all([holder.stop(), waiter.stop()])
@@ -196,6 +199,7 @@ const header = [
   'holder commits fenced',
   'heap per pending wait B',
   'answered after commit p99 / max ms',
+  'waiter most answered / resumed in one turn',
 ]
 if (!args['heap-only']) {
   console.log(`| ${header.join(' | ')} |`)
@@ -225,6 +229,7 @@ try {
         ms(r.holderP99),
         ...[r.waiterLoads, r.waiterErrors, r.holderLost, r.holderFenced, r.heapPerWait].map(int),
         `${ms(r.afterCommitP99)} / ${ms(r.afterCommitMax)}`,
+        `${int(r.perTurn.answered)} / ${int(r.perTurn.resumed)}`,
       ].join(' | ')} |`,
     )
   }

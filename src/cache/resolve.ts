@@ -57,13 +57,13 @@ export class Resolver {
           try {
             const hit = outer.answers.freshHit(call, found, store)
             if (hit) resolve(hit)
-            else new RedisFlight(outer, store, call, notes).start(undefined, resolve, reject)
+            else new RedisFlight(outer, store, call, notes).start(undefined, resolve)
           } catch (error) {
             reject(error)
           }
         },
         failed(error) {
-          new RedisFlight(outer, store, call, notes).start(Promise.reject(error), resolve, reject)
+          new RedisFlight(outer, store, call, notes).start(Promise.reject(error), resolve)
         },
       }),
     )

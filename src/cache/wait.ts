@@ -1,7 +1,7 @@
 import type { WaitOutcome } from '../events.js'
 import type { EntryKeys } from './redis/keys.js'
 import type { NewsListener, Subscription } from '../redis/notifier.js'
-import { POLL_ONLY_MAX_MS, type PollWait, type Sleeper } from '../redis/poll-scheduler.js'
+import { POLL_ONLY_MAX_MS, type PollBackoff, type PollWait, type Sleeper } from '../redis/poll-scheduler.js'
 import type { Lookup } from './redis/store.js'
 import { messageKind } from './call.js'
 import type { CacheCore } from './core.js'
@@ -23,6 +23,17 @@ const ENDED_BY_LOOKUP: Record<Exclude<Lookup['lock'], 'held'>, WaitOutcome> = {
 }
 /** How a cross-process wait ended, by the leader's message that answered it (commit, error, not cacheable). */
 const ENDED_BY_MESSAGE: Record<string, WaitOutcome> = { c: 'value', n: 'value', e: 'error', u: 'released' }
+
+/** Each cache's two poll backoffs (subscribed, poll only), shared by all its waits rather than one object each. */
+const backoffs = new WeakMap<CacheCore, PollBackoff[]>()
+
+function backoffOf(core: CacheCore, maxMs: number, firstMs: number): PollBackoff {
+  let known = backoffs.get(core)
+  if (!known) backoffs.set(core, (known = []))
+  let backoff = known.find((b) => b.maxMs === maxMs && b.firstMs === firstMs)
+  if (!backoff) known.push((backoff = { firstMs, maxMs }))
+  return backoff
+}
 
 /**
  * One flight's wait on another process's load of its key: one of the `maxPendingWaits`, the
@@ -49,8 +60,6 @@ export class Wait implements Sleeper, NewsListener, Resumable {
   private parked: Parked | undefined
   /** The news it is resumed with: the leader's message, or undefined (re-check). */
   private message: Buffer | undefined
-  /** `performance.now()` when the wait runs out: 0 until subscribed. */
-  deadline = 0
 
   /**
    * Takes one of the `maxPendingWaits` and, when `subscribed`, one of the `maxWaits` (the
@@ -85,12 +94,17 @@ export class Wait implements Sleeper, NewsListener, Resumable {
         pollInterval,
         { key: keys.entry, patient: true },
       )
-    this.deadline = performance.now() + waitTimeout
+    const deadline = performance.now() + waitTimeout
     // Unsubscribed, the poll is all there is: a shorter cap answers it within about 250 ms of the
     // commit. The budget (maxPollRate) counts calls of up to 500 keys: 20,000 such waits cost
     // about 80,000 PTTL a second in some 160 calls.
     const maxMs = this.subscribed ? maxPollInterval : Math.min(maxPollInterval, POLL_ONLY_MAX_MS)
-    this.poll = polls!.enrol(keys.lock, this.deadline, { firstMs: Math.min(pollInterval, maxMs), maxMs })
+    this.poll = polls!.enrol(keys.lock, deadline, backoffOf(this.core, maxMs, Math.min(pollInterval, maxMs)))
+  }
+
+  /** `performance.now()` when the wait runs out: 0 until subscribed. */
+  get deadline(): number {
+    return this.poll?.deadline.at ?? 0
   }
 
   /** The wait ran out. */
@@ -137,8 +151,7 @@ export class Wait implements Sleeper, NewsListener, Resumable {
 
   /** Gives back the poll slot, the subscription and the budgets' slots; idempotent. */
   release(): void {
-    this.poll?.end()
-    this.poll = undefined
+    this.poll?.end() // kept: its deadline still bounds the re-checks after the wait (see lookUp)
     this.subscription?.release()
     this.subscription = undefined
     if (!this.released) {

@@ -219,7 +219,7 @@ export class PollWait implements Timed {
   private pollMs: number
   /** The next poll on the timeline, while sleeping; and the deadline (entries, not closures: see Deadlines.schedule). */
   private nextPoll: DeadlineEntry | undefined
-  private readonly deadline: DeadlineEntry
+  readonly deadline: DeadlineEntry
   private sleeper: Sleeper | undefined
   private expired = false
   private ended = false
