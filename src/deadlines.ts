@@ -4,9 +4,18 @@
  * callers on one key arm 300,000 timers. Here they wait in a min-heap on
  * `performance.now()`, and one unref'd timer is armed for the earliest.
  */
-interface Due {
-  at: number
-  fire: (() => void) | undefined
+/** What `schedule()` tells when its deadline comes: an object with a method, so an entry needs no closure. */
+export interface Timed {
+  due(entry: DeadlineEntry): void
+}
+
+/** A deadline `schedule()` set: the handle `cancel()` takes. */
+export interface DeadlineEntry {
+  readonly at: number
+}
+
+interface Due extends DeadlineEntry {
+  fire: (() => void) | Timed | undefined
 }
 
 /** Cancelled entries are dropped when they come due, or all at once past this share of the heap. */
@@ -24,14 +33,27 @@ export class Deadlines {
    * is compacted, once cancelled entries are half of it), so cancelling is O(1).
    */
   add(at: number, fire: () => void): () => void {
-    const due: Due = { at, fire }
+    const due = this.schedule(at, fire)
+    return () => this.cancel(due)
+  }
+
+  /**
+   * As `add()`, for the many: `owner.due(entry)` is called at `at`, and the entry is the handle
+   * to `cancel()` (no closure for either: 20,000 waits on a poll timeline each keep two).
+   */
+  schedule(at: number, owner: Timed | (() => void)): DeadlineEntry {
+    const due: Due = { at, fire: owner }
     this.push(due)
     if (at < this.armedFor) this.arm()
-    return () => {
-      if (due.fire === undefined) return
-      due.fire = undefined
-      if (++this.cancelled > this.heap.length * COMPACT_SHARE && this.heap.length > 64) this.compact()
-    }
+    return due
+  }
+
+  /** Cancels a scheduled entry; a no-op once it fired or was cancelled. */
+  cancel(entry: DeadlineEntry): void {
+    const due = entry as Due
+    if (due.fire === undefined) return
+    due.fire = undefined
+    if (++this.cancelled > this.heap.length * COMPACT_SHARE && this.heap.length > 64) this.compact()
   }
 
   private push(due: Due): void {
@@ -88,10 +110,13 @@ export class Deadlines {
     // Node timers count whole milliseconds: allow 1 ms so a due deadline is not re-armed for nothing.
     const now = performance.now() + 1
     while (this.heap.length > 0 && this.heap[0]!.at <= now) {
-      const fire = this.pop()
+      const due = this.pop()
+      const fire = due.fire
       if (fire === undefined) continue
+      due.fire = undefined // a cancel after it fired is a no-op
       try {
-        fire()
+        if (typeof fire === 'function') fire()
+        else fire.due(due)
       } catch {
         // A deadline's callback settles its own caller; it must not stop the others.
       }
@@ -99,13 +124,11 @@ export class Deadlines {
     if (this.timer === undefined) this.arm() // a callback may have added (and armed) already
   }
 
-  /** Takes the earliest entry out: its callback, or undefined if it was cancelled. */
-  private pop(): (() => void) | undefined {
+  /** Takes the earliest entry out (its `fire` is undefined if it was cancelled). */
+  private pop(): Due {
     const heap = this.heap
     const top = heap[0]!
-    const fire = top.fire
-    if (fire === undefined) this.cancelled--
-    top.fire = undefined // a cancel after it fired is a no-op
+    if (top.fire === undefined) this.cancelled--
     const last = heap.pop()!
     if (heap.length > 0) {
       heap[0] = last
@@ -120,6 +143,6 @@ export class Deadlines {
         i = smallest
       }
     }
-    return fire
+    return top
   }
 }

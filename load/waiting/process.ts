@@ -5,10 +5,11 @@
  * connection the cache duplicates is counted too; a script call is named by its file.
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks'
-import { setFlagsFromString } from 'node:v8'
+import { setFlagsFromString, writeHeapSnapshot } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import { Redis } from 'ioredis'
 import { createCache, type CacheOptions } from '../../src/index.js'
+import { cacheParts } from '../../src/cache/cache.js'
 import { scriptFiles, scriptOf } from '../../test/support/script-calls.js'
 import type { ChildToParent, ParentToChild } from './protocol.js'
 
@@ -71,6 +72,17 @@ cache.on('lock-lost', ({ reason }) => {
   phaseAt.lastLoss = performance.now()
 })
 
+/** Calls answered in the current turn, and the most in any turn. */
+let answeredThisTurn = 0
+let mostAnsweredInOneTurn = 0
+function countAnswered(): void {
+  if (answeredThisTurn++ > 0) return
+  setImmediate(() => {
+    mostAnsweredInOneTurn = Math.max(mostAnsweredInOneTurn, answeredThisTurn)
+    answeredThisTurn = 0
+  })
+}
+
 async function start(keys: number, prefix: string): Promise<void> {
   let settled = 0
   let errors = 0
@@ -102,9 +114,13 @@ async function start(keys: number, prefix: string): Promise<void> {
       const giveUpAt = performance.now() + 30_000
       const settle = (seen: number) =>
         setTimeout(() => {
-          if (lookups === seen || performance.now() > giveUpAt)
-            send({ type: 'started', waiting, settled, heapPerWait: (heapNow() - heapBefore) / Math.max(1, waiting) })
-          else settle(lookups)
+          if (lookups === seen || performance.now() > giveUpAt) {
+            const heapPerWait = (heapNow() - heapBefore) / Math.max(1, waiting)
+            // Where a pending wait's heap goes: BENCH_HEAP_SNAPSHOT=<dir> (open it in Chrome DevTools' Memory tab).
+            const dir = process.env.BENCH_HEAP_SNAPSHOT
+            if (dir) writeHeapSnapshot(`${dir}/waiter-${keys}.heapsnapshot`)
+            send({ type: 'started', waiting, settled, heapPerWait, loads, stats: { ...cache.stats() } })
+          } else settle(lookups)
         }, 500)
       settle(lookups)
     }
@@ -114,7 +130,7 @@ async function start(keys: number, prefix: string): Promise<void> {
       cache
         .getOrLoad(key(i), async () => (loads++, { i, by: 'waiter' }))
         .catch(() => errors++)
-        .finally(() => ((answeredAt[i] = now()), settled++, tell())),
+        .finally(() => ((answeredAt[i] = now()), settled++, countAnswered(), tell())),
     )
     await Promise.all(calls)
   }
@@ -124,7 +140,8 @@ async function start(keys: number, prefix: string): Promise<void> {
         `${since(phaseAt.sample ?? 0)}–${since(phaseAt.report ?? 0)}, release ${since(phaseAt.release ?? 0)}`
     ] = 0
   }
-  send({ type: 'done', loads, errors, stats: cache.stats(), lostReasons, answeredAt })
+  const perTurn = { answered: mostAnsweredInOneTurn, resumed: cacheParts(cache).core.wakeups.counts.mostInOneTurn }
+  send({ type: 'done', loads, errors, stats: cache.stats(), lostReasons, answeredAt, perTurn })
 }
 
 process.on('message', (m: ParentToChild) => {

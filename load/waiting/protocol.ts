@@ -24,7 +24,14 @@ export interface Sample {
 export type ChildToParent =
   | { type: 'ready' }
   /** Holder: every loader is running (every lock taken). Waiter: this many calls reached their wait (or were answered). */
-  | { type: 'started'; waiting: number; settled: number; heapPerWait?: number }
+  | {
+      type: 'started'
+      waiting: number
+      settled: number
+      heapPerWait?: number
+      loads?: number
+      stats?: Record<string, number>
+    }
   | { type: 'sample'; sample: Sample }
   /** Every call returned: loader runs here, how the calls ended, and when each key's call returned (epoch ms). */
   | {
@@ -34,5 +41,11 @@ export type ChildToParent =
       stats: Record<string, number>
       lostReasons: Record<string, number>
       answeredAt: number[]
+      /**
+       * The longest synchronous stretches, by work done in one turn of the event loop (a
+       * turn ends at the next setImmediate): most calls answered in one turn, and most parked
+       * waits resumed in one turn by the cache's wake queue. Counts, not times: the machine is shared.
+       */
+      perTurn: { answered: number; resumed: number }
     }
   | { type: 'error'; message: string }

@@ -32,6 +32,8 @@ const { values: args } = parseArgs({
     sizes: { type: 'string', default: '100,1000,5000,20000' },
     window: { type: 'string', default: '5000' },
     'max-waits': { type: 'string' },
+    /** Only the heap per pending wait: stop once every call waits (a quick, repeatable reading). */
+    'heap-only': { type: 'boolean', default: false },
     options: { type: 'string', default: '{}' },
   },
 })
@@ -95,9 +97,11 @@ interface Row {
   /** How long after the holder's call for a key returned (its commit done) the waiter's did: p99 and max, ms. */
   afterCommitP99: number
   afterCommitMax: number
+  /** The waiter's most calls answered / parked waits resumed in one turn of its event loop. */
+  perTurn: { answered: number; resumed: number }
 }
 
-async function measure(url: string, keys: number): Promise<Row> {
+async function measure(url: string, keys: number): Promise<Row | undefined> {
   const namespace = `sg-waiting-${randomBytes(4).toString('hex')}`
   const file = fileURLToPath(new URL('./process.ts', import.meta.url))
   const env = { BENCH_REDIS_URL: url, BENCH_NAMESPACE: namespace, BENCH_CACHE_OPTIONS: JSON.stringify(cacheOptions) }
@@ -111,7 +115,14 @@ async function measure(url: string, keys: number): Promise<Row> {
     await holding
     const started = waiter.next('started')
     waiter.send({ type: 'start', keys, prefix: 'cold' })
-    const { waiting, settled, heapPerWait = NaN } = await started
+    const { waiting, settled, heapPerWait = NaN, loads, stats } = await started
+    if (args['heap-only']) {
+      console.log(
+        `${int(keys)} keys: ${int(waiting)} waiting, ${int(settled)} answered at once (${loads} loads; ` +
+          `${stats?.['redis-error']} redis errors), ${int(heapPerWait)} B heap per pending wait`,
+      )
+      return undefined
+    }
     await sleep(1_000) // past the first, quick polls of a wait
     const before = await serverCounts(admin)
     holder.send({ type: 'sample' })
@@ -156,6 +167,7 @@ async function measure(url: string, keys: number): Promise<Row> {
       heapPerWait,
       afterCommitP99: lags[Math.min(lags.length - 1, Math.floor(lags.length * 0.99))] ?? NaN,
       afterCommitMax: lags.at(-1) ?? NaN,
+      perTurn: waited.perTurn,
     }
   } finally {
     await Promise.all([holder.stop(), waiter.stop()])
@@ -187,12 +199,16 @@ const header = [
   'holder commits fenced',
   'heap per pending wait B',
   'answered after commit p99 / max ms',
+  'waiter most answered / resumed in one turn',
 ]
-console.log(`| ${header.join(' | ')} |`)
-console.log(`|${header.map(() => ' ---: ').join('|')}|`)
+if (!args['heap-only']) {
+  console.log(`| ${header.join(' | ')} |`)
+  console.log(`|${header.map(() => ' ---: ').join('|')}|`)
+}
 try {
   for (const keys of SIZES) {
     const r = await measure(url, keys)
+    if (!r) continue
     const cells = [
       r.keys,
       r.waiting,
@@ -213,6 +229,7 @@ try {
         ms(r.holderP99),
         ...[r.waiterLoads, r.waiterErrors, r.holderLost, r.holderFenced, r.heapPerWait].map(int),
         `${ms(r.afterCommitP99)} / ${ms(r.afterCommitMax)}`,
+        `${int(r.perTurn.answered)} / ${int(r.perTurn.resumed)}`,
       ].join(' | ')} |`,
     )
   }

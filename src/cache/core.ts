@@ -23,6 +23,7 @@ import { checkTags } from '../tag.js'
 import type { Call, FlightNotes, Resolution } from './call.js'
 import { StoredEntries } from './stored.js'
 import { LoaderPermits } from './loader-permits.js'
+import { Wakeups } from './wakeups.js'
 
 /** Bound on remembered refresh holds; pruned of expired ones past it. */
 const MAX_REFRESH_HOLDS = 10_000
@@ -74,6 +75,8 @@ export class CacheCore {
   readonly notifier: Notifier | undefined
   /** Every cross-process wait's safety-net poll, on one timeline and one rate budget (`lock.maxPollRate`). */
   readonly polls: PollScheduler | undefined
+  /** Parked waits whose news came, resumed a bounded number per turn (wakeups.ts). */
+  readonly wakeups = new Wakeups()
   /** Cross-process waits running now (waits on another's load, and watchReload), capped by `maxPendingWaits`. */
   waitsOpen = 0
   /** Of those, the ones subscribed to their key's channel, capped by `maxWaits` (the rest are answered by the poll). */

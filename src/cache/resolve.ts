@@ -52,17 +52,18 @@ export class Resolver {
     return new Promise<Resolution>((resolve, reject) =>
       store.readFresh({
         freshKey: freshKeyOf(core.settings.namespace, call.key),
+        // The flight settles this promise itself: no second promise chained to it while it waits.
         found(found) {
           try {
-            resolve(
-              outer.answers.freshHit(call, found, store) ?? new RedisFlight(outer, store, call, notes).run(undefined),
-            )
+            const hit = outer.answers.freshHit(call, found, store)
+            if (hit) resolve(hit)
+            else new RedisFlight(outer, store, call, notes).start(undefined, resolve)
           } catch (error) {
             reject(error)
           }
         },
         failed(error) {
-          resolve(new RedisFlight(outer, store, call, notes).run(Promise.reject(error)))
+          new RedisFlight(outer, store, call, notes).start(Promise.reject(error), resolve)
         },
       }),
     )

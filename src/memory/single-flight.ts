@@ -35,11 +35,8 @@ export class SingleFlight<T, N> {
     const flight: Flight<T, N> = { promise: job(notes), notes }
     this.inFlight.set(key, flight)
     this.running++
-    // Two unnamed arrows rather than one named: tsx names each named closure it creates.
-    flight.promise.then(
-      () => this.end(key, flight),
-      () => this.end(key, flight),
-    )
+    const end = this.ender(key, flight) // one closure for both outcomes: each waiting flight keeps it
+    flight.promise.then(end, end)
     return flight
   }
 
@@ -71,6 +68,11 @@ export class SingleFlight<T, N> {
 
   get size(): number {
     return this.running
+  }
+
+  /** What ends `flight` once it settles. Returned unnamed: tsx names each named closure it creates (a call per flight). */
+  private ender(key: string, flight: Flight<T, N>): () => void {
+    return () => this.end(key, flight)
   }
 
   private end(key: string, flight: Flight<T, N>): void {

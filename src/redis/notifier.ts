@@ -13,19 +13,45 @@ export interface Subscription {
   next(timeoutMs: number): Promise<Buffer | undefined>
   /** Ends a pending `next()` with `undefined`, keeping the subscription (the poll scheduler's wake-up). */
   interrupt(): void
+  /**
+   * `next(Infinity)` without a promise: `listener.news()` gets the next message (at once if one
+   * is queued), or `undefined` once released; once, unless `unlisten()` comes first.
+   */
+  listen(listener: NewsListener): void
+  unlisten(): void
   release(): void
+}
+
+/** What a subscription hands its next message to when listened to (a parked wait). */
+export interface NewsListener {
+  news(message: Buffer | undefined): void
 }
 
 class ChannelSubscription implements Subscription {
   private readonly queue: Buffer[] = []
   private wake: (() => void) | undefined
+  private listener: NewsListener | undefined
   private released = false
 
   constructor(private readonly onRelease: (subscription: ChannelSubscription) => void) {}
 
   push(message: Buffer): void {
+    const listener = this.listener
+    if (listener) {
+      this.listener = undefined
+      return listener.news(message)
+    }
     this.queue.push(message)
     this.wake?.()
+  }
+
+  listen(listener: NewsListener): void {
+    if (this.queue.length > 0 || this.released) return listener.news(this.queue.shift())
+    this.listener = listener
+  }
+
+  unlisten(): void {
+    this.listener = undefined
   }
 
   async next(timeoutMs: number): Promise<Buffer | undefined> {
@@ -49,6 +75,9 @@ class ChannelSubscription implements Subscription {
   release(): void {
     this.released = true
     this.wake?.()
+    const listener = this.listener
+    this.listener = undefined
+    listener?.news(undefined)
     this.onRelease(this)
   }
 }

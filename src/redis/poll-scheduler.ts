@@ -1,4 +1,4 @@
-import { Deadlines } from '../deadlines.js'
+import { Deadlines, type DeadlineEntry, type Timed } from '../deadlines.js'
 import { keySlot } from './failing-clock.js'
 import { nextBackoff } from '../timers.js'
 import { repliesFor } from './batches.js'
@@ -201,19 +201,29 @@ export class PollScheduler {
 }
 
 /**
- * One waiter's wait: its deadline and backoff on the scheduler's timeline. `pause()` sleeps
- * until a message, a poll that finds the lock gone (or fails), the deadline, or `interrupt()`.
+ * What a sleeping wait is woken through (the cache's parked wait is one): an object with a
+ * method, so a sleep costs no promise and no closure.
  */
-export class PollWait {
-  /** Which sleep a poll answers for: bumped by each `pause()` and each poll that finds the lock held. */
+export interface Sleeper {
+  wake(): void
+}
+
+/**
+ * One waiter's wait: its deadline and backoff on the scheduler's timeline. `sleep()` parks a
+ * `Sleeper` until a poll finds the lock gone (or fails), the deadline, or `interrupt()`;
+ * `pause()` is the same as a promise, also ended by a message on a subscription.
+ */
+export class PollWait implements Timed {
+  /** Which sleep a poll answers for: bumped by each sleep's end and each poll that finds the lock held. */
   round = 0
   private pollMs: number
-  private cancelPoll: (() => void) | undefined
-  private readonly cancelDeadline: () => void
-  private wake: (() => void) | undefined
+  /** The next poll on the timeline, while sleeping; and the deadline (entries, not closures: see Deadlines.schedule). */
+  private nextPoll: DeadlineEntry | undefined
+  readonly deadline: DeadlineEntry
+  private sleeper: Sleeper | undefined
   private expired = false
   private ended = false
-  /** Messages may have been missed while this wait was not paused: its next pause polls at once. */
+  /** Messages may have been missed while this wait was not sleeping: its next sleep polls at once. */
   private pollSoon = false
 
   constructor(
@@ -224,74 +234,100 @@ export class PollWait {
   ) {
     this.pollMs = backoff.firstMs
     scheduler.track(this, true)
-    this.cancelDeadline = scheduler.timeline.add(deadline, () => {
-      this.expired = true
-      this.interrupt()
-    })
+    this.deadline = scheduler.timeline.schedule(deadline, this)
   }
 
-  /** The deadline has come, or the wait ended: `pause()` returns at once. */
+  /** @internal The timeline's call: the deadline came, or the next poll is due. */
+  due(entry: DeadlineEntry): void {
+    if (entry === this.deadline) {
+      this.expired = true
+      return this.interrupt()
+    }
+    if (entry !== this.nextPoll) return
+    this.nextPoll = undefined
+    this.scheduler.queue(this)
+  }
+
+  private cancelPoll(): void {
+    if (this.nextPoll) this.scheduler.timeline.cancel(this.nextPoll)
+    this.nextPoll = undefined
+  }
+
+  /** The deadline has come, or the wait ended: `pause()` returns at once, `sleep()` refuses. */
   get over(): boolean {
     return this.expired || this.ended
   }
 
   /**
-   * Sleeps until news on `wakeup` (its message is returned), a poll that finds the lock gone
-   * or fails, the deadline, or `interrupt()` (then `undefined`). `busyForMs`: how long the
+   * Parks `sleeper` until a poll finds the lock gone or fails, the deadline, or `interrupt()`:
+   * then `sleeper.wake()`, once, with the sleep already ended. `busyForMs`: how long the
    * holder's lease still ran when last seen (`Infinity`: unknown); the first poll comes no
-   * later than when it ends.
+   * later than when it ends. False (and no sleep) when the wait is over.
+   */
+  sleep(sleeper: Sleeper, busyForMs: number): boolean {
+    if (this.expired || this.ended) return false
+    this.plan(busyForMs)
+    this.sleeper = sleeper
+    return true
+  }
+
+  /** Ends a sleep without waking its sleeper (it was woken otherwise: a message); its poll is dropped. */
+  stopSleeping(): void {
+    this.sleeper = undefined
+    this.round++
+    this.cancelPoll()
+    this.scheduler.unqueue(this)
+  }
+
+  /**
+   * `sleep()` as a promise, also ended by news on `wakeup` (its message is returned); `undefined`
+   * after a poll, the deadline or `interrupt()`.
    */
   async pause<T>(wakeup: Interruptible<T> | undefined, busyForMs: number): Promise<T | undefined> {
-    if (this.expired || this.ended) return undefined
-    this.plan(busyForMs)
+    if (!wakeup) {
+      await new Promise<void>((resolve) => this.sleep({ wake: resolve }, busyForMs) || resolve())
+      return undefined
+    }
+    if (!this.sleep({ wake: () => wakeup.interrupt() }, busyForMs)) return undefined
     try {
-      if (!wakeup) {
-        await new Promise<void>((resolve) => (this.wake = resolve))
-        return undefined
-      }
-      this.wake = () => wakeup.interrupt()
       return await wakeup.next(Infinity)
     } finally {
-      this.wake = undefined
-      this.round++
-      this.cancelPoll?.()
-      this.cancelPoll = undefined
-      this.scheduler.unqueue(this)
+      if (this.sleeper) this.stopSleeping()
     }
   }
 
-  /** Wakes a `pause()` in progress (the caller aborted, or the deadline came). */
+  /** Wakes a sleep in progress (the caller aborted, the deadline came, the cache is closing). */
   interrupt(): void {
-    const wake = this.wake
-    this.wake = undefined
-    wake?.()
+    const sleeper = this.sleeper
+    if (!sleeper) return
+    this.stopSleeping()
+    sleeper.wake()
   }
 
-  /** Ends the wait: drops its poll and deadline, wakes a pause in progress. Idempotent. */
+  /** Ends the wait: drops its poll and deadline, wakes a sleep in progress. Idempotent. */
   end(): void {
     if (this.ended) return
     this.ended = true
     this.scheduler.track(this, false)
-    this.cancelDeadline()
+    this.scheduler.timeline.cancel(this.deadline)
     this.interrupt()
   }
 
-  /** @internal Polls at once (see `PollScheduler.pollAllNow`); not paused now: its next pause does. */
+  /** @internal Polls at once (see `PollScheduler.pollAllNow`); not sleeping now: its next sleep does. */
   pollNow(): void {
     if (this.ended) return
-    if (!this.wake) {
+    if (!this.sleeper) {
       this.pollSoon = true
       return
     }
     this.round++ // an answer already on its way may predate the news: only this poll's answer counts
-    this.cancelPoll?.()
-    this.cancelPoll = undefined
+    this.cancelPoll()
     this.scheduler.queue(this)
   }
 
   /** @internal The scheduler's answer: the lock's PTTL, or `undefined` when the poll failed. */
   polled(round: number, pttl: number | undefined): void {
-    if (round !== this.round || !this.wake) return // woken meanwhile: this answer is for an old sleep
+    if (round !== this.round || !this.sleeper) return // woken meanwhile: this answer is for an old sleep
     // Gone, or without an expiry (planted: the waiter's lookup repairs it), or the poll failed.
     if (pttl === undefined || !(pttl > 0)) return this.interrupt()
     this.round++
@@ -304,9 +340,6 @@ export class PollWait {
     this.pollSoon = false
     // Jittered below the cap only: ±25 % around maxMs stretched a "5 s at most" sleep to 6.25 s.
     this.pollMs = nextBackoff(this.pollMs, this.backoff.maxMs)
-    this.cancelPoll = this.scheduler.timeline.add(performance.now() + ms, () => {
-      this.cancelPoll = undefined
-      this.scheduler.queue(this)
-    })
+    this.nextPoll = this.scheduler.timeline.schedule(performance.now() + ms, this)
   }
 }
