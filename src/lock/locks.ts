@@ -344,7 +344,8 @@ export class Locks<Resource = void> implements LockEventSource {
     options?: CoalesceOptions,
   ): Promise<CoalesceResult<T>> {
     if (this.closing.signal.aborted) return Promise.reject(new LocksClosedError())
-    return coalesce(this.backend.coalesce, this.backend.name, name, fn, options, this.settings, this.closing.signal)
+    const { coalesce: store, name: backend } = this.backend
+    return coalesce(store, backend, name, fn, options, this.settings, this.closing.signal, this.events)
   }
 
   /**
