@@ -224,7 +224,8 @@ export class Locks<Resource = void> implements LockEventSource {
   ): Promise<RunOnceResult<T>> {
     if (this.closing.signal.aborted) return Promise.reject(new LocksClosedError())
     const { claims, name: backendName } = this.backend
-    return runOnce(claims, backendName, name, fn, options, this.settings.maxKeyLength, this.closing.signal)
+    const { maxKeyLength } = this.settings
+    return runOnce(claims, backendName, name, fn, options, maxKeyLength, this.closing.signal, this.events)
   }
 
   /**
