@@ -224,7 +224,8 @@ export class Locks<Resource = void> implements LockEventSource {
   ): Promise<RunOnceResult<T>> {
     if (this.closing.signal.aborted) return Promise.reject(new LocksClosedError())
     const { claims, name: backendName } = this.backend
-    return runOnce(claims, backendName, name, fn, options, this.settings.maxKeyLength, this.closing.signal)
+    const { maxKeyLength } = this.settings
+    return runOnce(claims, backendName, name, fn, options, maxKeyLength, this.closing.signal, this.events)
   }
 
   /**
@@ -344,7 +345,8 @@ export class Locks<Resource = void> implements LockEventSource {
     options?: CoalesceOptions,
   ): Promise<CoalesceResult<T>> {
     if (this.closing.signal.aborted) return Promise.reject(new LocksClosedError())
-    return coalesce(this.backend.coalesce, this.backend.name, name, fn, options, this.settings, this.closing.signal)
+    const { coalesce: store, name: backend } = this.backend
+    return coalesce(store, backend, name, fn, options, this.settings, this.closing.signal, this.events)
   }
 
   /**

@@ -1,3 +1,4 @@
+import type { LockEmitter } from './events.js'
 import { parseDuration, type Duration } from '../duration.js'
 import { InvalidArgumentError, LockLostError } from '../errors.js'
 import type { Claim, ClaimStore } from './backend.js'
@@ -106,6 +107,12 @@ export async function runOnce<T>(
   maxKeyLength: number,
   /** The `Locks`' close(): it ends the run's claim here (signal aborted, no more renewals). */
   closing: AbortSignal,
+  /**
+   * The front's events, as for a mutex keyed by `name`: a claim taken is `acquired`, one
+   * held elsewhere `busy`; the claim ends `released` when the run ends, or `lost` when its
+   * `signal` aborted first (lockAtMostFor passed, a renewal failed, `close()`).
+   */
+  events?: LockEmitter,
 ): Promise<RunOnceResult<T>> {
   namedKey('name', name, maxKeyLength)
   if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `expected a function, got ${typeof fn}`)
@@ -118,7 +125,16 @@ export async function runOnce<T>(
 
   const sentAt = performance.now()
   const claim = await claims.claim(name, atMostMs)
-  if (!claim) return { ran: false }
+  const report = (event: 'acquired' | 'busy') => {
+    if (events?.listening(event))
+      events.emit(event, { key: name, backend: backendName, waitedMs: performance.now() - sentAt })
+  }
+  if (!claim) {
+    report('busy')
+    return { ran: false }
+  }
+  report('acquired')
+  const acquiredAt = performance.now()
   if (keepAlive && !claim.extend) {
     await claim.finish(0).catch(() => {})
     throw new InvalidArgumentError('keepAlive', `the ${backendName} backend cannot extend a run-once claim`)
@@ -128,6 +144,21 @@ export async function runOnce<T>(
   // close() ends the hold as it does a lock's: the job is told to stop and nothing renews the
   // claim, which then stands until lockAtMostFor (the crash bound) unless the run ends first.
   const onClose = () => end.lose('close() was called')
+  const onLost = () => {
+    if (events?.listening('lost'))
+      events.emit('lost', {
+        key: name,
+        backend: backendName,
+        heldMs: performance.now() - acquiredAt,
+        reason: (end.signal.reason as LockLostError).reason,
+      })
+  }
+  end.signal.addEventListener('abort', onLost, { once: true })
+  const onEnd = () => {
+    end.signal.removeEventListener('abort', onLost)
+    if (!end.signal.aborted && events?.listening('released'))
+      events.emit('released', { key: name, backend: backendName, heldMs: performance.now() - acquiredAt })
+  }
   if (closing.aborted) onClose()
   else closing.addEventListener('abort', onClose, { once: true })
   let value: T
@@ -142,11 +173,13 @@ export async function runOnce<T>(
   } catch (error) {
     closing.removeEventListener('abort', onClose)
     await end.stop()
+    onEnd()
     await claim.finish(atLeastMs).catch(() => {})
     throw error
   }
   closing.removeEventListener('abort', onClose)
   await end.stop()
+  onEnd()
   try {
     await claim.finish(atLeastMs)
     return { ran: true, value }

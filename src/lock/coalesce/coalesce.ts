@@ -2,6 +2,7 @@ import type { Duration } from '../../duration.js'
 import { InvalidArgumentError } from '../../errors.js'
 import { namedKey, parseLease } from '../options.js'
 import { LeaseWatchdog } from '../../lease/watchdog.js'
+import type { LockEmitter } from '../events.js'
 import type { CoalesceStore } from './store.js'
 
 export interface CoalesceOptions {
@@ -52,6 +53,12 @@ export async function coalesce<T>(
   defaults: { leaseMs: number; maxKeyLength: number },
   /** The `Locks`' close(): the run in progress is told to stop, and no run follows it here. */
   closing: AbortSignal,
+  /**
+   * The front's events, as for a mutex keyed by `name`: the claim taken is `acquired`, a
+   * trigger that found the job running is `busy`; the claim ends `released` after the last
+   * run, or `lost` the first time a run's claim could not be renewed in time.
+   */
+  events?: LockEmitter,
 ): Promise<CoalesceResult<T>> {
   namedKey('name', name, defaults.maxKeyLength)
   if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `expected a function, got ${typeof fn}`)
@@ -62,8 +69,28 @@ export async function coalesce<T>(
   const leaseMs = options?.lease === undefined ? defaults.leaseMs : parseLease('lease', options.lease)
   if (!store) throw new InvalidArgumentError('coalesce', `the ${backendName} backend has no coalesced runs (redis has)`)
 
+  const calledAt = performance.now()
   const run = await store.begin(name, leaseMs)
-  if (!run) return { ran: false }
+  if (!run) {
+    if (events?.listening('busy'))
+      events.emit('busy', { key: name, backend: backendName, waitedMs: performance.now() - calledAt })
+    return { ran: false }
+  }
+  const acquiredAt = performance.now()
+  if (events?.listening('acquired'))
+    events.emit('acquired', { key: name, backend: backendName, waitedMs: acquiredAt - calledAt })
+  let lost = false
+  const onLost = (error: { reason: string }) => {
+    if (lost) return
+    lost = true
+    if (events?.listening('lost'))
+      events.emit('lost', {
+        key: name,
+        backend: backendName,
+        heldMs: performance.now() - acquiredAt,
+        reason: error.reason,
+      })
+  }
   let startedAt = run.startedAt
   let outcome: { ok: true; value: T } | { ok: false; error: unknown }
   let finishError: Error | undefined
@@ -71,7 +98,7 @@ export async function coalesce<T>(
   for (let index = 0; ; index++) {
     runs++
     // A watchdog per run: a run that lost its lease aborts its own signal, not the next run's.
-    const watchdog = new LeaseWatchdog({ key: name, leaseMs, startedAt, renew: (ms) => run.renew(ms) })
+    const watchdog = new LeaseWatchdog({ key: name, leaseMs, startedAt, renew: (ms) => run.renew(ms), onLost })
     const onClose = () => watchdog.lose('close() was called')
     if (closing.aborted) onClose()
     else closing.addEventListener('abort', onClose, { once: true })
@@ -90,11 +117,20 @@ export async function coalesce<T>(
     }
     closing.removeEventListener('abort', onClose)
     await watchdog.stop() // no renewal in flight may race the finish
+    if (watchdog.lost) onLost(watchdog.lost)
     // Finished even after a loss: a trigger pending meanwhile is run here (under a fresh claim)
     // unless another runner took the claim, whose finish then sees it.
     const finishSentAt = performance.now()
-    const next = await run.finish(leaseMs, !closing.aborted).catch((error: Error) => (finishError = error))
-    if (next !== 'again') break
+    const next = await run.finish(leaseMs, !closing.aborted).catch((error: Error) => {
+      if (events?.listening('backend-error'))
+        events.emit('backend-error', { key: name, backend: backendName, operation: 'release', error })
+      return (finishError = error)
+    })
+    if (next !== 'again') {
+      if (!lost && events?.listening('released'))
+        events.emit('released', { key: name, backend: backendName, heldMs: performance.now() - acquiredAt })
+      break
+    }
     startedAt = finishSentAt
     if (!outcome.ok) warn(name, index, outcome.error)
   }

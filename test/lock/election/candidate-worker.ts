@@ -34,35 +34,76 @@ export interface CandidateStatus {
   /** `leading` checks that said no while the signal had not aborted yet (the clock noticed first). */
   clockStepDowns: number
   sessionExpired: boolean
+  /** ZooKeeper clients replaced after a reconnect that never completed. */
+  clientsReplaced: number
+  /** Store failures reported while campaigning or leading (`backend-error` events), and the last one. */
+  backendErrors: number
+  lastBackendError?: string
 }
 
 const backend = process.env.LOCK_BACKEND
 const id = process.env.CANDIDATE_ID ?? `candidate-${process.pid}`
 const commandTimeout = Number(process.env.COMMAND_TIMEOUT_MS ?? 1_000)
 let sessionExpired = false
+let backendErrors = 0
+/** ZooKeeper clients given up on while disconnected too long (see `connect`). */
+let clientsReplaced = 0
+let lastBackendError: string | undefined
 
 /** The campaign asked for, so a ZooKeeper candidate whose session expired campaigns again on a new client. */
 let campaign: { name: string; lease: number } | undefined
 
-async function connect(): Promise<Locks<unknown>> {
-  if (backend === 'redis') return createLocks({ redis: new Redis(process.env.REDIS_URL!), commandTimeout })
-  if (backend === 'etcd')
-    return createLocks<unknown>({ etcd: new Etcd3({ hosts: process.env.ETCD_HOSTS!.split(',') }), commandTimeout })
-  if (backend === 'zookeeper') {
-    const client = await connectZooKeeper(process.env.ZK_CONNECT!, {
-      sessionTimeout: Number(process.env.ZK_SESSION_MS ?? 2_000),
-    })
-    client.once('expired', () => {
-      // An expired client is dead ("create a new client"): as an app would, start over on a new one.
-      sessionExpired = true
-      const old = locks
-      void old.close().finally(() => client.close())
-      void connect().then((fresh) => {
+/** Counts the store failures `locks` reports, for the status (a test that fails says what the candidates met). */
+function watched<L extends Locks<unknown>>(locks: L): L {
+  locks.on('backend-error', (event) => {
+    backendErrors++
+    lastBackendError = `${event.operation}: ${(event.error as Error)?.message ?? String(event.error)}`
+  })
+  return locks
+}
+
+/** Once per dead ZooKeeper client: closes it and campaigns again on a new one (connecting retried until it works). */
+const replaced = new WeakSet<object>()
+function startOver(client: { close(): void }, note: () => void): void {
+  if (replaced.has(client)) return
+  replaced.add(client)
+  note()
+  const old = locks
+  void old.close().finally(() => client.close())
+  const attempt = (): Promise<void> =>
+    connect().then(
+      (fresh) => {
         locks = fresh
         if (campaign) startCampaign(campaign.name, campaign.lease)
-      })
+      },
+      () => new Promise((resolve) => setTimeout(resolve, 500)).then(attempt),
+    )
+  void attempt()
+}
+
+async function connect(): Promise<Locks<unknown>> {
+  if (backend === 'redis') return watched(createLocks({ redis: new Redis(process.env.REDIS_URL!), commandTimeout }))
+  if (backend === 'etcd')
+    return watched(
+      createLocks<unknown>({ etcd: new Etcd3({ hosts: process.env.ETCD_HOSTS!.split(',') }), commandTimeout }),
+    )
+  if (backend === 'zookeeper') {
+    const sessionMs = Number(process.env.ZK_SESSION_MS ?? 2_000)
+    const client = await connectZooKeeper(process.env.ZK_CONNECT!, { sessionTimeout: sessionMs })
+    // An expired client is dead ("create a new client"): as an app would, start over on a new one.
+    client.once('expired', () => startOver(client, () => (sessionExpired = true)))
+    // node-zookeeper-client stops its connect timeout once TCP connects, so a client that
+    // reached a restarting server before it served waits for its handshake reply forever
+    // (alexguan/node-zookeeper-client#57), never told of its expiry. Disconnected for three
+    // session timeouts (its session is gone on the server by then): start over as well.
+    let stuck: NodeJS.Timeout | undefined
+    client.on('disconnected', () => {
+      clearTimeout(stuck)
+      stuck = setTimeout(() => startOver(client, () => clientsReplaced++), 3 * sessionMs)
     })
-    return createLocks<unknown>({ zookeeper: client, commandTimeout })
+    client.on('connected', () => clearTimeout(stuck))
+    client.once('expired', () => clearTimeout(stuck))
+    return watched(createLocks<unknown>({ zookeeper: client, commandTimeout }))
   }
   throw new Error(`LOCK_BACKEND must be redis, etcd or zookeeper, got ${backend}`)
 }
@@ -127,6 +168,9 @@ async function handle(request: CandidateRequest): Promise<unknown> {
         refused,
         clockStepDowns,
         sessionExpired,
+        clientsReplaced,
+        backendErrors,
+        lastBackendError,
       } satisfies CandidateStatus
     case 'resign':
       await current?.resign()

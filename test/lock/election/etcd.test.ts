@@ -2,8 +2,9 @@
  * Leader election on etcd across processes: five candidates campaigning at once (the
  * etcd3 `Election` that elected several, microsoft/etcd3 #176, #158), observe reporting
  * exactly the leaders the candidates were told (etcd #18163), a waiting candidate whose
- * lease expired (a phantom leader, holster #38), the member the leader talks to killed,
- * and an etcd restart. Every leader writes its term to a fenced resource in Redis.
+ * lease expired (a phantom leader, holster #38), the leader SIGSTOPped past its lease,
+ * leaders SIGKILLed every 2 s, the member the leader talks to SIGSTOPped or killed, and an
+ * etcd restart. Every leader writes its term to a fenced resource in Redis.
  */
 import type { Etcd3 } from 'etcd3'
 import type { Redis } from 'ioredis'
@@ -12,10 +13,21 @@ import { createLocks, type Leader, type Locks } from '../../../src/lock/index.js
 import { etcdAvailable, startEtcd, startEtcdCluster, type EtcdCluster } from '../../support/etcd.js'
 import { redisAvailable, startRedis, type RedisServer } from '../../support/redis.js'
 import { sleep, until } from '../../support/timing.js'
-import { exactlyOneLeader, expectNoOverlap, nextLeader, startCandidate, type Candidate } from './candidates.js'
+import {
+  describeKillLoop,
+  exactlyOneLeader,
+  expectNoOverlap,
+  killLeadersEvery,
+  nextLeader,
+  pauseTheLeader,
+  startCandidate,
+  type Candidate,
+} from './candidates.js'
 import { readFence, resetFence } from './fenced-resource.js'
 
 const LEASE_MS = 1_000
+/** Leaders killed, one every 2 s (about 10 s of kills). */
+const KILL_ROUNDS = Number(process.env.ELECTION_KILL_ROUNDS ?? 5)
 
 describe.skipIf(!etcdAvailable || !redisAvailable)('leader election across processes (etcd)', () => {
   let etcd: EtcdCluster
@@ -118,6 +130,46 @@ describe.skipIf(!etcdAvailable || !redisAvailable)('leader election across proce
     }
   }, 60_000)
 
+  it('a leader SIGSTOPped past its lease: a new leader with a higher term; the old one says no the moment it resumes', async () => {
+    const name = `stopped-${++count}`
+    const observer = locks.observe(name)
+    try {
+      candidates = await Promise.all(['a', 'b'].map((id) => startCandidate(id, env(), name, LEASE_MS)))
+      const { first, second, status } = await pauseTheLeader(candidates, observer, check)
+      const fence = await readFence(check)
+      // Later terms may follow (a lease missed under load, a re-election): these two come first.
+      expect(fence.log.slice(0, 2)).toEqual([`${first.term} ${first.id}`, `${second.term} ${second.id}`])
+      await exactlyOneLeader(candidates, observer)
+      console.log(
+        `[election etcd SIGSTOP] term ${first.term} (${first.id}) → ${second.term} (${second.id}); old leader learnt it by ${status.clockStepDowns > 0 ? 'its clock check' : 'its signal'}; fence ${JSON.stringify({ ...fence, log: undefined })}`,
+      )
+    } finally {
+      await observer.close()
+    }
+  }, 60_000)
+
+  it(
+    '5 candidates in 5 processes, the leader SIGKILLed every 2 s: never two leaders, terms only grow',
+    async () => {
+      const name = `killed-${++count}`
+      const observer = locks.observe(name)
+      try {
+        const result = await killLeadersEvery({
+          spawn: (id) => startCandidate(id, env(), name, LEASE_MS),
+          observer,
+          check,
+          rounds: KILL_ROUNDS,
+          intervalMs: 2_000,
+          candidates,
+        })
+        console.log(describeKillLoop('election etcd kill loop', result))
+      } finally {
+        await observer.close()
+      }
+    },
+    60_000 + 10_000 * KILL_ROUNDS,
+  )
+
   it('after an etcd restart exactly one leader, with a higher term', async () => {
     const name = `restart-${++count}`
     const observer = locks.observe(name)
@@ -155,6 +207,63 @@ describe.skipIf(!etcdAvailable || !redisAvailable)('leader election across proce
     await Promise.all(candidates.map((c) => c.worker.stop()))
     await Promise.all([cluster?.stop(), checkServer?.stop()])
   })
+
+  it('the member the leader talks to is SIGSTOPped past the lease: a candidate on another member leads with a higher term, never two at once', async () => {
+    const name = 'member-stopped'
+    const check = checkServer.client()
+    candidates = await Promise.all(
+      cluster.members.map((member) =>
+        startCandidate(
+          `on-${member.name}`,
+          { LOCK_BACKEND: 'etcd', ETCD_HOSTS: member.url, CHECK_URL: checkServer.url },
+          name,
+          LEASE_MS,
+        ),
+      ),
+    )
+    const locks = createLocks<unknown>({ etcd: cluster.client() })
+    const observer = locks.observe(name)
+    let others: Locks<unknown> | undefined
+    let othersObserver: ReturnType<Locks<unknown>['observe']> | undefined
+    try {
+      const first = await nextLeader(observer)
+      const leader = candidates.find((c) => c.id === first.id)!
+      const member = cluster.members.find((m) => first.id === `on-${m.name}`)!
+      // From here on the test observes through the other two members only: an etcd3 client
+      // whose calls go to the stopped member hangs there (each read times out, the last
+      // reading stands), which would measure the client, not the election.
+      others = createLocks<unknown>({ etcd: cluster.client({ members: cluster.members.filter((m) => m !== member) }) })
+      othersObserver = others.observe(name)
+      await until(() => othersObserver!.leader?.term === first.term, 'the second observer to see the leader')
+      member.pause()
+      let next: Leader
+      try {
+        // Its keep-alives stop reaching the cluster: the lease runs out there, and by its clock here.
+        await until(async () => !(await leader.status()).leading, 'the leader to step down by its clock', 15_000)
+        next = await nextLeader(othersObserver, first, 30_000)
+        await until(async () => (await readFence(check)).terms >= 2, 'the new term to write', 15_000)
+      } finally {
+        member.resume()
+      }
+      expect(next.id).not.toBe(first.id)
+      expect(next.term).toBeGreaterThan(first.term)
+      await exactlyOneLeader(candidates, othersObserver, 30_000)
+      const fence = await readFence(check)
+      expectNoOverlap(fence)
+      expect(fence.fenced).toBe(0)
+      console.log(
+        `[election etcd member SIGSTOP] ${member.name} under term ${first.term} (${first.id}) → ${next.term} (${next.id}); fence ${JSON.stringify({ ...fence, log: undefined })}`,
+      )
+    } finally {
+      await othersObserver?.close()
+      await others?.close()
+      await observer.close()
+      await locks.close()
+      await Promise.all(candidates.splice(0).map((c) => c.worker.stop()))
+      await resetFence(check)
+      check.disconnect()
+    }
+  }, 90_000)
 
   it('the member the leader talks to is killed: it steps down, a candidate on another member leads with a higher term', async () => {
     const name = 'member-killed'

@@ -9,8 +9,10 @@ import { createLocks, type Locks } from '../../../src/lock/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../../support/redis.js'
 import { sleep, until } from '../../support/timing.js'
 import {
+  describeKillLoop,
   exactlyOneLeader,
   expectNoOverlap,
+  killLeadersEvery,
   nextLeader,
   pauseTheLeader,
   startCandidate,
@@ -69,35 +71,16 @@ describe.skipIf(!redisAvailable)('leader election across processes (Redis)', () 
     async () => {
       const name = `killed-${++count}`
       const observer = locks.observe(name)
-      let next = 0
-      const spawn = () => startCandidate(`c${++next}`, env(), name, LEASE_MS)
-      const killed: string[] = []
       try {
-        candidates = await Promise.all(Array.from({ length: 5 }, spawn))
-        let leader = await nextLeader(observer)
-        const rounds = KILL_ROUNDS
-        // Replacements start while the next round runs (forking is slow on a loaded machine).
-        const replacements: Promise<Candidate>[] = []
-        for (let round = 0; round < rounds; round++) {
-          await sleep(2_000)
-          candidates.push(...(await Promise.all(replacements.splice(0))))
-          leader = observer.leader!
-          const victim = candidates.find((c) => c.id === leader.id)!
-          victim.worker.kill('SIGKILL')
-          killed.push(`${leader.term} ${leader.id}`)
-          candidates = candidates.filter((c) => c !== victim)
-          replacements.push(spawn())
-          leader = await nextLeader(observer, leader)
-        }
-        candidates.push(...(await Promise.all(replacements)))
-        const survivor = await exactlyOneLeader(candidates, observer)
-        const fence = await readFence(check)
-        expectNoOverlap(fence)
-        console.log(
-          `[election redis kill loop] ${killed.length} leaders killed (${killed.join(', ')}); highest term ${fence.term} (${survivor.id}); terms that wrote ${fence.terms}, writes ${fence.writes}, fenced late writes ${fence.fenced}, overlaps ${fence.overlaps}`,
-        )
-        expect(fence.terms).toBeGreaterThanOrEqual(rounds + 1)
-        expect(BigInt(fence.term)).toBe(observer.leader!.term)
+        const result = await killLeadersEvery({
+          spawn: (id) => startCandidate(id, env(), name, LEASE_MS),
+          observer,
+          check,
+          rounds: KILL_ROUNDS,
+          intervalMs: 2_000,
+          candidates,
+        })
+        console.log(describeKillLoop('election redis kill loop', result))
       } finally {
         await observer.close()
       }

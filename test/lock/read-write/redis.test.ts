@@ -10,6 +10,7 @@ import type { Redis } from 'ioredis'
 import { afterEach, describe, expect, it } from 'vitest'
 import { InvalidArgumentError, LockBusyError, LockUpgradeError } from '../../../src/errors.js'
 import { createLocks, type Locks } from '../../../src/lock/index.js'
+import { readWriteKeys } from '../../../src/lock/read-write/redis.js'
 import { scriptSource } from '../../../src/redis/scripts.js'
 import { useRedisServer } from '../../support/redis-suite.js'
 import { sleep, until } from '../../support/timing.js'
@@ -215,6 +216,49 @@ describe('read-write locks (Redis)', () => {
     })
     // A read inside a write runs under the write lock.
     await rw.write(async ({ token }) => rw.read(async (inner) => expect(inner.token).toBe(token)))
+  })
+
+  it('await using releases the read and write handles at the end of their scope, in the store', async () => {
+    const name = fresh()
+    const [locks, other] = [newLocks(), newLocks()]
+    const rw = locks.readWrite(name)
+    const admin = redis.admin()
+    // The holders in the store: readers, the writer, waiting writers (the token counter stays).
+    const { readers, writer, wanted } = readWriteKeys('rw', name)
+    const keysOf = () => admin.exists(readers, writer, wanted)
+    const events: string[] = []
+    locks.on('acquired', () => events.push('acquired'))
+    locks.on('released', () => events.push('released'))
+    const empty = 0
+    expect(await keysOf()).toBe(empty)
+    let readToken: bigint
+    {
+      await using read = await rw.acquireRead()
+      readToken = read.token
+      expect(await keysOf()).toBeGreaterThan(empty)
+      // Another process's writer is kept out while the read handle is in scope.
+      await expect(other.readWrite(name).acquireWrite({ wait: 0 })).rejects.toBeInstanceOf(LockBusyError)
+    }
+    expect(events).toEqual(['acquired', 'released'])
+    expect(await keysOf()).toBe(empty)
+    {
+      await using write = await rw.acquireWrite()
+      expect(write.token).toBeGreaterThan(readToken)
+      await expect(other.readWrite(name).acquireRead({ wait: 0 })).rejects.toBeInstanceOf(LockBusyError)
+    }
+    expect(events).toEqual(['acquired', 'released', 'acquired', 'released'])
+    // Both gone from the store: another instance takes the write lock at once.
+    const next = await other.readWrite(name).acquireWrite({ wait: 0 })
+    await next.release()
+    // An error thrown in the scope still releases.
+    await expect(
+      (async () => {
+        await using _write = await rw.acquireWrite()
+        throw new Error('boom')
+      })(),
+    ).rejects.toThrow('boom')
+    expect(events.slice(-2)).toEqual(['acquired', 'released'])
+    expect(await keysOf()).toBe(empty)
   })
 
   it('events are the mutex events, keyed by the name', async () => {
