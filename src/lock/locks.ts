@@ -6,7 +6,6 @@ import type { HeldLock, LockBackend } from './backend.js'
 import { LockEmitter, type LockEventName, type LockEvents, type LockEventSource } from './events.js'
 import { LockHandle, type HeldLockHandle, type LockContext } from './handle.js'
 import {
-  namedKey,
   parseCallOptions,
   parseDefaults,
   validateKey,
@@ -17,14 +16,18 @@ import {
 import { linkedSignal } from './linked-signal.js'
 import { coalesce, type CoalesceContext, type CoalesceOptions, type CoalesceResult } from './coalesce/coalesce.js'
 import { runOnce, type RunOnceContext, type RunOnceOptions, type RunOnceResult } from './run-once.js'
-import { parseSemaphore, type SemaphoreOptions } from './semaphore/options.js'
-import { Semaphore } from './semaphore/semaphore.js'
-import { elect } from './election/elect.js'
-import { ReadWriteLock } from './read-write/read-write.js'
-import { canonicalKeys, multiContext, type MultiLockContext } from './multi/multi.js'
-import { LeaderObserver } from './election/observer.js'
-import { electionName, parseElect, type ElectOptions, type Leadership } from './election/options.js'
-import { parseObserve, type ObserveOptions } from './election/observe-options.js'
+import type { SemaphoreOptions } from './semaphore/options.js'
+import type { Semaphore } from './semaphore/semaphore.js'
+import type { ReadWriteLock } from './read-write/read-write.js'
+import type { MultiLockContext } from './multi/multi.js'
+import type { LeaderObserver } from './election/observer.js'
+import type { ElectOptions, Leadership } from './election/options.js'
+import type { ObserveOptions } from './election/observe-options.js'
+import type { LockParts, TakeRoute, TakeSettings } from './recipes/lock-parts.js'
+import { withLocks } from './recipes/with-locks.js'
+import { openSemaphore } from './recipes/semaphore.js'
+import { openReadWrite } from './recipes/read-write.js'
+import { campaign, observeLeader } from './recipes/election.js'
 
 /**
  * Distributed locks over one backend. Every call validates its key and options
@@ -46,6 +49,8 @@ export class Locks<Resource = void> implements LockEventSource {
   /** This process's line of acquisitions per key (see `LocalLine`). */
   private readonly line = new LocalLine()
   private closed: Promise<void> | undefined
+  /** What the recipes (`withLocks`, `semaphore`, `readWrite`, `elect`, `observe`) are built on. */
+  private readonly parts: LockParts<Resource>
 
   constructor(
     private readonly backend: LockBackend<Resource>,
@@ -54,6 +59,15 @@ export class Locks<Resource = void> implements LockEventSource {
     this.settings = parseDefaults(defaults)
     // Every waiter listens on it for as long as it waits (and removes its listener): not a leak.
     setMaxListeners(Infinity, this.closing.signal)
+    this.parts = {
+      backend,
+      settings: this.settings,
+      closing: this.closing.signal,
+      take: (key, settings, route) => this.take(key, settings, route),
+      takeAll: (keys, settings) => this.takeAll(keys, settings),
+      holding: (held, fn) => this.holding(held, fn),
+      heldInChain: (key) => this.heldInChain(key),
+    }
   }
 
   /**
@@ -136,50 +150,12 @@ export class Locks<Resource = void> implements LockEventSource {
    * gets each key's token (`tokens`) and lock (`lock(key)`); `signal` aborts when any lock is
    * lost. All are released after `fn` settles. At most 100 keys per call.
    */
-  async withLocks<T>(
+  withLocks<T>(
     keys: readonly string[],
     fn: (locks: MultiLockContext<Resource>) => T | Promise<T>,
     options?: LockCallOptions,
   ): Promise<T> {
-    if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `expected a function, got ${typeof fn}`)
-    if (this.closing.signal.aborted) throw new LocksClosedError()
-    const sorted = canonicalKeys(keys, this.settings.maxKeyLength)
-    const settings = parseCallOptions(options, this.settings, true)
-    const deadline = performance.now() + settings.waitMs
-    const contexts = new Map<string, LockContext<Resource>>()
-    const taken: [string, LockHandle<Resource>][] = []
-    const toTake: string[] = []
-    for (const key of sorted) {
-      const outer = settings.reentrant ? this.heldInChain(key) : undefined
-      if (outer) contexts.set(key, outer.nested())
-      else toTake.push(key)
-    }
-    // Runs the backend takes in one step (Redis: consecutive keys of one slot), else one key at a time.
-    const runs =
-      this.backend.acquireAll && this.backend.atomicRuns ? this.backend.atomicRuns(toTake) : toTake.map((k) => [k])
-    try {
-      for (const run of runs) {
-        const waitMs = Math.max(0, Math.round(deadline - performance.now()))
-        if (run.length === 1) {
-          const handle = await this.take(run[0]!, { ...settings, waitMs })
-          if (!handle) throw new LockBusyError(run[0]!, settings.waitMs)
-          taken.push([run[0]!, handle])
-        } else {
-          const handles = await this.takeAll(run, { ...settings, waitMs })
-          handles.forEach((handle, i) => taken.push([run[i]!, handle]))
-        }
-      }
-      for (const [key, handle] of taken) contexts.set(key, handle)
-    } catch (error) {
-      await Promise.all(taken.map(([, handle]) => handle.release(error).catch(() => {})))
-      throw error
-    }
-    const lost = linkedSignal([...contexts.values()].map((lock) => lock.signal))
-    try {
-      return await this.holding(taken, () => fn(multiContext(sorted, contexts, lost.signal)))
-    } finally {
-      lost.dispose()
-    }
+    return withLocks(this.parts, keys, fn, options)
   }
 
   /**
@@ -233,20 +209,7 @@ export class Locks<Resource = void> implements LockEventSource {
    * others throw `InvalidArgumentError` (`backend`). Creating one sends nothing.
    */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
-    if (this.closing.signal.aborted) throw new LocksClosedError()
-    const settings = parseSemaphore(name, options, this.settings)
-    const store = this.backend.semaphores
-    if (!store)
-      throw new InvalidArgumentError('backend', `the ${this.backend.name} backend has no semaphore (see docs/locks.md)`)
-    // Permits hold no resource: the handle's Resource is void whatever this backend's is.
-    return new Semaphore(
-      settings,
-      store,
-      (key, call, acquire) =>
-        this.take(key, { ...this.settings, ...call, reentrant: false }, { acquire: acquire as never }) as Promise<
-          LockHandle<void> | undefined
-        >,
-    )
+    return openSemaphore(this.parts, name, options)
   }
 
   /**
@@ -257,25 +220,7 @@ export class Locks<Resource = void> implements LockEventSource {
    * rejects at once with `LockUpgradeError`. Redis, PostgreSQL (transaction mode), etcd, ZooKeeper; see docs/locks.md.
    */
   readWrite(name: string): ReadWriteLock<Resource> {
-    if (this.closing.signal.aborted) throw new LocksClosedError()
-    const store = this.backend.readWrite
-    if (!store)
-      throw new InvalidArgumentError(
-        'readWrite',
-        `the ${this.backend.name} backend has no read-write locks (redis, postgres in transaction mode, etcd and zookeeper have; see docs/locks.md)`,
-      )
-    const checkedName = namedKey('name', name, this.settings.maxKeyLength)
-    return new ReadWriteLock<Resource>(checkedName, {
-      held: (chainKey) => this.heldInChain(chainKey),
-      take: async (side, chainKey, options) => {
-        const settings = { ...parseCallOptions(options, this.settings, true), reentrant: false }
-        const backend = side === 'read' ? store.readers : store.writers
-        const handle = await this.take(checkedName, settings, { backend, line: chainKey })
-        if (!handle) throw new LockBusyError(checkedName, 0)
-        return handle
-      },
-      holding: (chainKey, handle, fn) => this.holding([[chainKey, handle]], fn),
-    })
+    return openReadWrite(this.parts, name)
   }
 
   /**
@@ -290,23 +235,7 @@ export class Locks<Resource = void> implements LockEventSource {
    * and ZooKeeper; other backends reject with `InvalidArgumentError` (docs/locks.md says why).
    */
   elect(name: string, options?: ElectOptions): Promise<Leadership> {
-    try {
-      if (this.closing.signal.aborted) throw new LocksClosedError()
-      const store = this.electionStore()
-      const checked = parseElect(name, options, this.settings.leaseMs, this.settings.maxKeyLength)
-      return elect(checked.name, checked.settings, {
-        closing: this.closing.signal,
-        announce: (leader) => store.announce?.(leader) ?? Promise.resolve(),
-        take: async (key, leaseMs, waitMs, signal, label) =>
-          (await this.take(
-            key,
-            { ...this.settings, leaseMs, waitMs, reentrant: false, signal },
-            { backend: store.candidates, line: '\u0000election\u0000', label },
-          ))!,
-      })
-    } catch (error) {
-      return Promise.reject(error)
-    }
+    return campaign(this.parts, name, options)
   }
 
   /**
@@ -315,21 +244,7 @@ export class Locks<Resource = void> implements LockEventSource {
    * `leader`. Close it with `close()`, `await using` or `signal`. See `LeaderObserver`.
    */
   observe(name: string, options?: ObserveOptions): LeaderObserver {
-    if (this.closing.signal.aborted) throw new LocksClosedError()
-    const store = this.electionStore()
-    const checkedName = electionName(name, this.settings.maxKeyLength)
-    const { signal, onError } = parseObserve(options)
-    return new LeaderObserver(checkedName, store, signal, this.closing.signal, onError)
-  }
-
-  private electionStore(): NonNullable<LockBackend['election']> {
-    const store = this.backend.election
-    if (!store)
-      throw new InvalidArgumentError(
-        'elect',
-        `the ${this.backend.name} backend holds no elections (redis, etcd and zookeeper do; see docs/locks.md)`,
-      )
-    return store
+    return observeLeader(this.parts, name, options)
   }
 
   /**
@@ -384,18 +299,9 @@ export class Locks<Resource = void> implements LockEventSource {
   /** Resolves the handle, `undefined` when busy after no wait; rejects `LockBusyError` when a wait ran out. */
   private async take(
     key: string,
-    settings: LockSettings & { signal?: AbortSignal },
-    /**
-     * How to take it, when not the plain way: `acquire`, what to hold instead of the backend's
-     * lock on `key` (a semaphore's permits); `backend`, another backend of the same store (an
-     * election's candidates), with its own waiting `line` and the `label` to store.
-     */
-    route?: {
-      acquire?: (waitMs: number, signal: AbortSignal) => Promise<HeldLock<Resource> | undefined>
-      backend?: LockBackend<unknown>
-      line?: string
-      label?: string
-    },
+    settings: TakeSettings,
+    /** How to take it, when not the plain way (see `TakeRoute`). */
+    route?: TakeRoute<Resource>,
   ): Promise<LockHandle<Resource> | undefined> {
     const backend = (route?.backend ?? this.backend) as LockBackend<Resource>
     const acquire = route?.acquire
@@ -457,10 +363,7 @@ export class Locks<Resource = void> implements LockEventSource {
    * step with `acquireAll`, waiting up to `waitMs`; the handles in key order. Busy at the
    * deadline: `LockBusyError` naming the key still held.
    */
-  private async takeAll(
-    keys: readonly string[],
-    settings: LockSettings & { signal?: AbortSignal },
-  ): Promise<LockHandle<Resource>[]> {
+  private async takeAll(keys: readonly string[], settings: TakeSettings): Promise<LockHandle<Resource>[]> {
     const linked = settings.signal ? linkedSignal([settings.signal, this.closing.signal]) : undefined
     const signal = linked?.signal ?? this.closing.signal
     const startedAt = performance.now()
