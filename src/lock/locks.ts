@@ -2,9 +2,10 @@ import { AsyncLocalStorage } from 'node:async_hooks'
 import { setMaxListeners } from 'node:events'
 import { InvalidArgumentError, LockBusyError, LockLostError, LocksClosedError } from '../errors.js'
 import { LocalLine } from './local-line.js'
-import type { HeldLock, LockBackend } from './backend.js'
+import { LockTaker } from './taker.js'
+import type { LockBackend } from './backend.js'
 import { LockEmitter, type LockEventName, type LockEvents, type LockEventSource } from './events.js'
-import { LockHandle, type HeldLockHandle, type LockContext } from './handle.js'
+import type { HeldLockHandle, LockContext, LockHandle } from './handle.js'
 import {
   parseCallOptions,
   parseDefaults,
@@ -13,7 +14,6 @@ import {
   type LockDefaults,
   type LockSettings,
 } from './options.js'
-import { linkedSignal } from './linked-signal.js'
 import { coalesce, type CoalesceContext, type CoalesceOptions, type CoalesceResult } from './coalesce/coalesce.js'
 import { runOnce, type RunOnceContext, type RunOnceOptions, type RunOnceResult } from './run-once.js'
 import type { SemaphoreOptions } from './semaphore/options.js'
@@ -23,7 +23,7 @@ import type { MultiLockContext } from './multi/multi.js'
 import type { LeaderObserver } from './election/observer.js'
 import type { ElectOptions, Leadership } from './election/options.js'
 import type { ObserveOptions } from './election/observe-options.js'
-import type { LockParts, TakeRoute, TakeSettings } from './recipes/lock-parts.js'
+import type { LockParts } from './recipes/lock-parts.js'
 import { withLocks } from './recipes/with-locks.js'
 import { openSemaphore } from './recipes/semaphore.js'
 import { openReadWrite } from './recipes/read-write.js'
@@ -46,8 +46,8 @@ export class Locks<Resource = void> implements LockEventSource {
   /** The locks held by the current async call chain, by key (for `reentrant`). */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- one chain holds handles of every resource type
   private readonly chain = new AsyncLocalStorage<ReadonlyMap<string, LockHandle<any>>>()
-  /** This process's line of acquisitions per key (see `LocalLine`). */
-  private readonly line = new LocalLine()
+  /** Takes locks from the backend, in this process's line of acquisitions per key (see `LocalLine`). */
+  private readonly taker: LockTaker<Resource>
   private closed: Promise<void> | undefined
   /** What the recipes (`withLocks`, `semaphore`, `readWrite`, `elect`, `observe`) are built on. */
   private readonly parts: LockParts<Resource>
@@ -59,12 +59,13 @@ export class Locks<Resource = void> implements LockEventSource {
     this.settings = parseDefaults(defaults)
     // Every waiter listens on it for as long as it waits (and removes its listener): not a leak.
     setMaxListeners(Infinity, this.closing.signal)
+    this.taker = new LockTaker(backend, this.events, this.closing.signal, new LocalLine(), this.live)
     this.parts = {
       backend,
       settings: this.settings,
       closing: this.closing.signal,
-      take: (key, settings, route) => this.take(key, settings, route),
-      takeAll: (keys, settings) => this.takeAll(keys, settings),
+      take: (key, settings, route) => this.taker.take(key, settings, route),
+      takeAll: (keys, settings) => this.taker.takeAll(keys, settings),
       holding: (held, fn) => this.holding(held, fn),
       heldInChain: (key) => this.heldInChain(key),
     }
@@ -108,7 +109,7 @@ export class Locks<Resource = void> implements LockEventSource {
     const settings = parseCallOptions(options, this.settings, true)
     const outer = settings.reentrant ? this.heldInChain(checkedKey) : undefined
     if (outer) return fn(outer.nested())
-    const handle = await this.take(checkedKey, settings)
+    const handle = await this.taker.take(checkedKey, settings)
     if (!handle) throw new LockBusyError(checkedKey, settings.waitMs) // unreachable: take() throws when waiting
     return this.holding([[checkedKey, handle]], () => fn(handle))
   }
@@ -168,7 +169,7 @@ export class Locks<Resource = void> implements LockEventSource {
     const settings = parseCallOptions(options, this.settings, true)
     const outer = settings.reentrant ? this.heldInChain(checkedKey) : undefined
     if (outer) return outer.nested()
-    const handle = await this.take(checkedKey, settings)
+    const handle = await this.taker.take(checkedKey, settings)
     if (!handle) throw new LockBusyError(checkedKey, settings.waitMs)
     return handle
   }
@@ -182,7 +183,7 @@ export class Locks<Resource = void> implements LockEventSource {
     const settings = parseCallOptions(options, this.settings, false)
     const outer = settings.reentrant ? this.heldInChain(checkedKey) : undefined
     if (outer) return outer.nested()
-    return this.take(checkedKey, settings)
+    return this.taker.take(checkedKey, settings)
   }
 
   /**
@@ -294,101 +295,5 @@ export class Locks<Resource = void> implements LockEventSource {
   private heldInChain(key: string): LockHandle<Resource> | undefined {
     const held = this.chain.getStore()?.get(key)
     return held && !held.ended ? held : undefined
-  }
-
-  /** Resolves the handle, `undefined` when busy after no wait; rejects `LockBusyError` when a wait ran out. */
-  private async take(
-    key: string,
-    settings: TakeSettings,
-    /** How to take it, when not the plain way (see `TakeRoute`). */
-    route?: TakeRoute<Resource>,
-  ): Promise<LockHandle<Resource> | undefined> {
-    const backend = (route?.backend ?? this.backend) as LockBackend<Resource>
-    const acquire = route?.acquire
-    const fair = settings.fair && !acquire
-    if (fair && !backend.fifo)
-      throw new InvalidArgumentError('fair', `the ${backend.name} backend serves waiters in no promised order`)
-    const linked = settings.signal ? linkedSignal([settings.signal, this.closing.signal]) : undefined
-    const signal = linked?.signal ?? this.closing.signal
-    if (signal.aborted) throw signal.reason
-    const startedAt = performance.now()
-    let held: HeldLock<Resource> | undefined
-    try {
-      held = acquire
-        ? await acquire(settings.waitMs, signal)
-        : fair && backend.fifo === 'optional'
-          ? // Every waiter joins the store's line itself: a local line in front would reorder them.
-            await backend.acquire({ key, leaseMs: settings.leaseMs, waitMs: settings.waitMs, signal, fair })
-          : await this.line.inTurn((route?.line ?? '') + key, settings.waitMs, signal, (waitMs) =>
-              backend.acquire({ key, leaseMs: settings.leaseMs, waitMs, signal, label: route?.label }),
-            )
-    } catch (error) {
-      if (error !== signal.reason && this.events.listening('backend-error'))
-        this.events.emit('backend-error', { key, backend: this.backend.name, operation: 'acquire', error })
-      throw error
-    } finally {
-      linked?.dispose() // after its last use below, which only reads whether it aborted
-    }
-    if (held && signal.aborted) {
-      await held.release().catch(() => {})
-      throw signal.reason
-    }
-    if (!held) {
-      if (signal.aborted) throw signal.reason
-      const waitedMs = performance.now() - startedAt
-      if (this.events.listening('busy')) this.events.emit('busy', { key, backend: this.backend.name, waitedMs })
-      if (settings.waitMs === 0) return undefined
-      throw new LockBusyError(key, Math.round(waitedMs))
-    }
-    return this.adopt(key, held, settings.leaseMs, startedAt)
-  }
-
-  /** The front's handle (watchdog, events, `close()`) for a lock the backend took. */
-  private adopt(key: string, held: HeldLock<Resource>, leaseMs: number, startedAt: number): LockHandle<Resource> {
-    const handle: LockHandle<Resource> = new LockHandle(
-      key,
-      this.backend.name,
-      held,
-      leaseMs,
-      this.events,
-      startedAt,
-      () => this.live.delete(handle),
-    )
-    this.live.add(handle)
-    return handle
-  }
-
-  /**
-   * Takes `keys` (consecutive in the canonical order, one atomic run of the backend) in one
-   * step with `acquireAll`, waiting up to `waitMs`; the handles in key order. Busy at the
-   * deadline: `LockBusyError` naming the key still held.
-   */
-  private async takeAll(keys: readonly string[], settings: TakeSettings): Promise<LockHandle<Resource>[]> {
-    const linked = settings.signal ? linkedSignal([settings.signal, this.closing.signal]) : undefined
-    const signal = linked?.signal ?? this.closing.signal
-    const startedAt = performance.now()
-    let held: HeldLock<Resource>[] | { busy: string }
-    try {
-      if (signal.aborted) throw signal.reason
-      held = await this.backend.acquireAll!({ keys, leaseMs: settings.leaseMs, waitMs: settings.waitMs, signal })
-    } catch (error) {
-      if (error !== signal.reason && this.events.listening('backend-error'))
-        this.events.emit('backend-error', { key: keys[0]!, backend: this.backend.name, operation: 'acquire', error })
-      throw error
-    } finally {
-      linked?.dispose()
-    }
-    if (Array.isArray(held) && signal.aborted) {
-      await Promise.all(held.map((lock) => lock.release().catch(() => {})))
-      throw signal.reason
-    }
-    if (!Array.isArray(held)) {
-      if (signal.aborted) throw signal.reason
-      const waitedMs = performance.now() - startedAt
-      if (this.events.listening('busy'))
-        this.events.emit('busy', { key: held.busy, backend: this.backend.name, waitedMs })
-      throw new LockBusyError(held.busy, Math.round(waitedMs))
-    }
-    return held.map((lock, i) => this.adopt(keys[i]!, lock, settings.leaseMs, startedAt))
   }
 }

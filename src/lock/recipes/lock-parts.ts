@@ -1,22 +1,7 @@
-import type { HeldLock, LockBackend } from '../backend.js'
+import type { LockBackend } from '../backend.js'
 import type { LockHandle } from '../handle.js'
 import type { LockSettings } from '../options.js'
-
-/** A call's settings, with the caller's `signal` if it gave one. */
-export type TakeSettings = LockSettings & { signal?: AbortSignal }
-
-/**
- * How to take a lock when not the plain way: `acquire`, what to hold instead of the backend's
- * lock on the key (a semaphore's permits); `backend`, another backend of the same store (an
- * election's candidates, a read-write lock's sides), with its own waiting `line` and the
- * `label` to store.
- */
-export interface TakeRoute<Resource> {
-  acquire?: (waitMs: number, signal: AbortSignal) => Promise<HeldLock<Resource> | undefined>
-  backend?: LockBackend<unknown>
-  line?: string
-  label?: string
-}
+import type { TakeRoute, TakeSettings } from '../taker.js'
 
 /**
  * What the recipes built on `Locks` (several keys at once, semaphores, read-write locks,
