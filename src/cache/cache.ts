@@ -1,10 +1,9 @@
 import type { Loader } from '../context.js'
 import type { CacheEventName, CacheEvents, CacheStats } from '../events.js'
 import { LOAD_SCOPE, type LoadScope } from './load-scope.js'
-import type { CacheOptions, CallOptions, PolicyOptions } from '../options.js'
+import type { CacheOptions, CallOptions } from '../options.js'
 import { Answers } from './answers.js'
-import type { Flight } from '../memory/single-flight.js'
-import { type Call, type FlightNotes, type LoadResult, type Resolution } from './call.js'
+import { type Call, type LoadResult, type Resolution } from './call.js'
 import { CacheCore } from './core.js'
 import { LoadLeader } from './lead.js'
 import { Refresher } from './refresh.js'
@@ -19,6 +18,7 @@ import { namespaceOf, type CacheNamespace, type NamespaceHost, type NamespacePar
 import type { BatchLoader } from './batch-loads.js'
 import { createBatcher, type Batcher, type BatcherOptions } from './batcher.js'
 import { Expiry } from './expire.js'
+import { KeyFlights } from './key-flights.js'
 import type { ManyResult } from './load-many.js'
 import { storedHost } from './stored-host.js'
 import { checkKey } from '../key.js'
@@ -50,14 +50,10 @@ export class Cache {
   // a class rather than an interface and a factory, so that `Cache` stays the value it has been
   // (`instanceof`, `new Cache(options)`), while its .d.ts shows nothing but the public API.
   readonly #core: CacheCore
-  readonly #leader: LoadLeader
   readonly #refresher: Refresher
-  readonly #answers: Answers
-  readonly #timeouts: CallerTimeouts
-  readonly #resolver: Resolver
+  /** One request's way to its answer: L1, then the key's flight (key-flights.ts). */
+  readonly #flights: KeyFlights
   readonly #expiry: Expiry
-  /** Flights of forced refreshes (forceRefresh), which other forced calls of the key join. */
-  readonly #forced = new WeakSet<Promise<Resolution>>()
   /** `delete()` and its outbox of durable deletes (delete-outbox.ts). */
   readonly #deletes: Deletes
   /** The namespaces' generations, from the first `namespace()` or `clear()` on (generations.ts). */
@@ -77,15 +73,16 @@ export class Cache {
 
   constructor(options: CacheOptions) {
     const core = (this.#core = new CacheCore(options))
-    const leader = (this.#leader = new LoadLeader(core))
+    const leader = new LoadLeader(core)
     // A refresh whose copy leaves its grace while it asks Redis goes on as a foreground flight: the
     // refresher is handed the resolver's resolve, bound late (the resolver needs the refresher too).
     const refresher: Refresher = (this.#refresher = new Refresher(core, leader, (call, notes) =>
       resolver.resolve(call, notes),
     ))
-    const answers = (this.#answers = new Answers(core, leader, refresher))
-    this.#timeouts = new CallerTimeouts(core, answers)
-    const resolver: Resolver = (this.#resolver = new Resolver(core, leader, refresher, answers))
+    const answers = new Answers(core, leader, refresher)
+    const timeouts = new CallerTimeouts(core, answers)
+    const resolver: Resolver = new Resolver(core, leader, refresher, answers)
+    const flights = (this.#flights = new KeyFlights(core, leader, answers, timeouts, resolver))
     this.#client = options.redis as Redis | Cluster | undefined
     this.#deletes = new Deletes(core, this.#client, options.durableDeletes)
     this.#expiry = new Expiry(core, options.redis as Redis | Cluster | undefined)
@@ -98,10 +95,10 @@ export class Cache {
         core,
         answers,
         resolver,
-        timeouts: this.#timeouts,
-        fly: (call: Call) => this.#fly(call),
+        timeouts,
+        fly: (call: Call) => flights.fly(call),
       },
-      answer: (key, loader, options) => this.#answer(key, loader, options),
+      answer: (key, loader, options) => flights.answer(key, loader, options),
     })
     // The empty name is the cache's own keys' (no namespace has it); subscribed to bumps from now on.
     this.#own = core.settings.clearable ? namespaceOf(this.#stored, this.#viewParts(), '') : undefined
@@ -124,7 +121,7 @@ export class Cache {
    */
   getOrLoad<V>(key: string, loader: Loader<V>, options?: CallOptions): Promise<V> {
     if (this.#own) return this.#own.getOrLoad(key, loader, options)
-    const answer = this.#answer(key, loader, options)
+    const answer = this.#flights.answer(key, loader, options)
     return (answer instanceof Promise ? answer.then(valueOf) : Promise.resolve(answer.value)) as Promise<V>
   }
 
@@ -352,65 +349,6 @@ export class Cache {
     core.notifier?.close()
     core.memory?.clear()
     core.events.removeAll()
-  }
-
-  // ── one request: L1, then the key's flight ────────────────────────────────
-
-  /** A resolution straight from L1 (synchronous), or the flight's promise. */
-  #answer(key: string, loader: unknown, options: PolicyOptions | undefined): Resolution | Promise<Resolution> {
-    let call: Call
-    try {
-      call = this.#core.call(key, loader, options)
-    } catch (error) {
-      return Promise.reject(error)
-    }
-    if (call.force) return this.#forceFly(call)
-    return this.#answers.fromMemory(call) ?? this.#fly(call)
-  }
-
-  /**
-   * A forced refresh: joins the key's forced flight here if one runs; after any other flight
-   * of the key (which may serve the value being replaced) is done, starts one of its own.
-   */
-  #forceFly(call: Call): Promise<Resolution> {
-    const core = this.#core
-    const running = core.flights.get(call.key)
-    if (running && this.#forced.has(running.promise)) return this.#join(call, running)
-    if (running) {
-      const again = () => this.#forceFly(call)
-      return running.promise.then(again, again)
-    }
-    const flight = core.flights.start(call.key, { fallback: undefined }, (notes) => this.#resolver.resolve(call, notes))
-    this.#forced.add(flight.promise)
-    return this.#timeouts.withTimeouts(call, flight, false)
-  }
-
-  /** Starts the key's flight, or joins the one running, each caller with its own timeouts. */
-  #fly(call: Call): Promise<Resolution> {
-    const core = this.#core
-    const running = core.flights.get(call.key)
-    if (!running)
-      return this.#timeouts.withTimeouts(
-        call,
-        core.flights.start(call.key, { fallback: undefined }, (notes) => this.#resolver.resolve(call, notes)),
-        false,
-      )
-    return this.#join(call, running)
-  }
-
-  /** Joins the key's running flight, with the caller's own timeouts. */
-  #join(call: Call, running: Flight<Resolution, FlightNotes>): Promise<Resolution> {
-    const core = this.#core
-    const startedAt = performance.now()
-    core.events.emit('coalesced', { key: call.key, from: 'process' })
-    return this.#timeouts.withTimeouts(call, running, true).then((resolution) => {
-      // Loaded before an invalidation of one of its tags: a caller may have joined after it (deleteByTag resolved). Ask again, as a call begun now.
-      const under = resolution.loadedUnder
-      if (under && core.tagIndex.invalidatedSince(under.tags, under.epoch))
-        return this.#fly({ ...call, epoch: core.deletions })
-      if (!resolution.shareable) return this.#leader.loadUncached(call, startedAt)
-      return resolution.outcome === 'loaded' ? { ...resolution, outcome: 'coalesced' } : resolution
-    })
   }
 }
 

@@ -1,8 +1,9 @@
-import type { OutgoingHttpHeaders, ServerResponse } from 'node:http'
+import type { ServerResponse } from 'node:http'
 import { BodyBuffer } from '../http/body-buffer.js'
 import { notModifiedHeaders } from '../http/conditional.js'
 import type { CaptureBudget } from '../http/capture-budget.js'
-import { HeaderMap, INVALID_REASON, withoutFields, type HeaderList, type HeaderValue } from '../http/headers.js'
+import { withoutFields, type HeaderList } from '../http/headers.js'
+import { CapturedHead } from './captured-head.js'
 import { Interception, type AnyFunction, type MethodName } from './interception.js'
 import type { ResponseSnapshot } from '../http/stored-response.js'
 import type { CaptureEnd, ReleaseReason } from '../http/exchange.js'
@@ -81,10 +82,8 @@ export class ResponseCapture {
   readonly done: Promise<CaptureEnd>
   private settle!: (end: CaptureEnd) => void
   private mode: Mode = 'buffer'
-  private status = 200
-  private statusMessage: string | undefined
-  private readonly headers: HeaderMap
-  private committed = false
+  /** The head the handler has written so far. */
+  private readonly head: CapturedHead
   private ended = false
   private readonly body = new BodyBuffer()
   private readonly startedAt = Date.now()
@@ -103,7 +102,7 @@ export class ResponseCapture {
     private readonly options: CaptureOptions,
   ) {
     this.done = new Promise((resolve) => (this.settle = resolve))
-    this.headers = HeaderMap.from(options.initialHeaders)
+    this.head = new CapturedHead(options.initialHeaders)
     this.interception = new Interception(res)
     this.upstream = this.interception.upstream
     this.live = this.interception.live
@@ -151,7 +150,7 @@ export class ResponseCapture {
       return
     }
     this.mode = 'flushing'
-    const gate = this.options.beforeFlush?.(this.committed ? this.status : undefined)
+    const gate = this.options.beforeFlush?.(this.head.committed ? this.head.status : undefined)
     if (!gate) return this.flush()
     gate.then(
       () => this.flush(),
@@ -198,40 +197,45 @@ export class ResponseCapture {
         this.headerCall(
           'setHeader',
           [name, value],
-          () => (this.unsent('set'), this.headers.set(name, value), this.res),
+          () => (this.head.assertUnsent('set'), this.head.headers.set(name, value), this.res),
         ),
       appendHeader: (name, value) =>
         this.headerCall(
           'appendHeader',
           [name, value],
-          () => (this.unsent('set'), this.headers.append(name, value), this.res),
+          () => (this.head.assertUnsent('set'), this.head.headers.append(name, value), this.res),
         ),
-      setHeaders: (headers) => this.headerCall('setHeaders', [headers], () => this.setHeaders(headers)),
-      getHeader: (name) => this.headerCall('getHeader', [name], () => this.headers.get(name)),
-      getHeaders: () => this.headerCall('getHeaders', [], () => this.headers.toObject()),
-      getHeaderNames: () => this.headerCall('getHeaderNames', [], () => this.headers.names()),
-      hasHeader: (name) => this.headerCall('hasHeader', [name], () => this.headers.has(name)),
+      setHeaders: (headers) =>
+        this.headerCall('setHeaders', [headers], () => (this.head.setHeaders(headers), this.res)),
+      getHeader: (name) => this.headerCall('getHeader', [name], () => this.head.headers.get(name)),
+      getHeaders: () => this.headerCall('getHeaders', [], () => this.head.headers.toObject()),
+      getHeaderNames: () => this.headerCall('getHeaderNames', [], () => this.head.headers.names()),
+      hasHeader: (name) => this.headerCall('hasHeader', [name], () => this.head.headers.has(name)),
       removeHeader: (name) =>
-        this.headerCall('removeHeader', [name], () => (this.unsent('remove'), this.headers.delete(name))),
+        this.headerCall(
+          'removeHeader',
+          [name],
+          () => (this.head.assertUnsent('remove'), this.head.headers.delete(name)),
+        ),
     }
     this.interception.install(shadows, {
       statusCode: {
         configurable: true,
         enumerable: true,
-        get: () => (this.forwarding ? this.live.statusCode : this.status),
-        set: (code: number) => (this.forwarding ? (this.live.statusCode = code) : (this.status = code)),
+        get: () => (this.forwarding ? this.live.statusCode : this.head.status),
+        set: (code: number) => (this.forwarding ? (this.live.statusCode = code) : (this.head.status = code)),
       },
       statusMessage: {
         configurable: true,
         enumerable: true,
-        get: () => (this.forwarding ? this.live.statusMessage : this.statusMessage),
+        get: () => (this.forwarding ? this.live.statusMessage : this.head.statusMessage),
         set: (message: string) =>
-          this.forwarding ? (this.live.statusMessage = message) : (this.statusMessage = message),
+          this.forwarding ? (this.live.statusMessage = message) : (this.head.statusMessage = message),
       },
       headersSent: {
         configurable: true,
         enumerable: false,
-        get: () => (this.forwarding ? this.interception.liveHeadersSent() : this.committed),
+        get: () => (this.forwarding ? this.interception.liveHeadersSent() : this.head.committed),
       },
     })
   }
@@ -240,77 +244,16 @@ export class ResponseCapture {
     return this.forwarding ? this.upstream[name].apply(this.res, args) : captured()
   }
 
-  /** Node throws ERR_HTTP_HEADERS_SENT for header changes after the head; so do we. */
-  private unsent(action: string): void {
-    if (this.committed)
-      throw Object.assign(new Error(`Cannot ${action} headers after they are sent to the client`), {
-        code: 'ERR_HTTP_HEADERS_SENT',
-      })
-  }
-
-  private setHeaders(headers: Headers | Map<string, HeaderValue>): ServerResponse {
-    this.unsent('set')
-    const cookies = headers instanceof Headers ? headers.getSetCookie() : []
-    for (const [name, value] of headers) {
-      if (headers instanceof Headers && name.toLowerCase() === 'set-cookie') continue
-      this.headers.set(name, value)
-    }
-    if (cookies.length) this.headers.set('set-cookie', cookies)
-    return this.res
-  }
-
   private writeHead(args: unknown[]): ServerResponse {
     if (this.forwarding) return this.upstream.writeHead.apply(this.res, args)
-    if (this.committed)
-      throw Object.assign(new Error('Cannot write headers after they are sent to the client'), {
-        code: 'ERR_HTTP_HEADERS_SENT',
-      })
-    const status = args[0] as number
-    let [, reason, fields] = args as [number, unknown, unknown]
-    // As Node: writeHead(status, headers), and writeHead(status, undefined, headers) too.
-    if (typeof reason !== 'string') {
-      fields ??= reason
-      reason = undefined
-    }
-    const code = Number(status) | 0
-    if (code < 100 || code > 999)
-      throw Object.assign(new RangeError(`Invalid status code: ${String(status)}`), {
-        code: 'ERR_HTTP_INVALID_STATUS_CODE',
-      })
-    this.status = code
-    if (reason !== undefined) this.statusMessage = reason as string
-    // Node refuses a reason phrase that would split the status line, at this point too:
-    // the handler's own error path runs, and such a phrase is never stored.
-    if (this.statusMessage !== undefined && INVALID_REASON.test(this.statusMessage)) {
-      throw Object.assign(new TypeError('Invalid character in statusMessage'), { code: 'ERR_INVALID_CHAR' })
-    }
-    if (Array.isArray(fields)) {
-      // As Node: a flat [name, value, ...] list replaces what was set before, keeping its own duplicates.
-      if (fields.length % 2 !== 0)
-        throw Object.assign(new TypeError("The argument 'headers' is invalid: an odd number of entries"), {
-          code: 'ERR_INVALID_ARG_VALUE',
-        })
-      for (let i = 0; i < fields.length; i += 2) this.headers.delete(String(fields[i]))
-      for (let i = 0; i < fields.length; i += 2)
-        if (fields[i]) this.headers.append(String(fields[i]), fields[i + 1] as HeaderValue)
-    } else if (fields && typeof fields === 'object') {
-      for (const [name, value] of Object.entries(fields as OutgoingHttpHeaders))
-        if (value !== undefined) this.headers.set(name, value)
-    }
-    this.committed = true
-    // Server-sent events never end: not a response to buffer.
-    if (
-      String(this.headers.get('content-type') ?? '')
-        .toLowerCase()
-        .startsWith('text/event-stream')
-    )
-      this.release('streamed')
+    this.head.writeHead(args)
+    if (this.head.isEventStream) this.release('streamed')
     return this.res
   }
 
   /** Like Node's implicit header: dispatched on the instance, so wrappers after us (on-headers) run. */
   private commitHead(): void {
-    if (!this.committed) this.res.writeHead(this.res.statusCode)
+    if (!this.head.committed) this.res.writeHead(this.res.statusCode)
   }
 
   private write(chunk: unknown, encoding?: unknown, callback?: unknown): boolean {
@@ -341,7 +284,7 @@ export class ResponseCapture {
     if (chunk !== undefined && chunk !== null) this.append(chunk, encoding)
     this.ended = true
     if (typeof callback === 'function') process.nextTick(callback)
-    if (this.mode === 'buffer' && !this.framedAsDeclared()) this.release('truncated')
+    if (this.mode === 'buffer' && !this.head.framesBody(this.body.length)) this.release('truncated')
     else if (this.mode === 'buffer') this.complete()
     // append() may have released us, and a synchronous flush switched to passthrough.
     else if (this.forwarding) this.upstream.end.call(this.res)
@@ -371,24 +314,17 @@ export class ResponseCapture {
     else this.release('over-budget')
   }
 
-  /** Is the body as long as its `Content-Length` says (when it says, and the status has a body)? */
-  private framedAsDeclared(): boolean {
-    const declared = this.headers.get('content-length')
-    if (declared === undefined || this.status < 200 || this.status === 204 || this.status === 304) return true
-    return /^\d+$/.test(String(declared).trim()) && Number(String(declared).trim()) === this.body.length
-  }
-
   private complete(): void {
     this.stopBuffering()
     this.mode = 'complete'
     const response: ResponseSnapshot = {
-      status: this.status,
-      headers: this.headers.toList(),
+      status: this.head.status,
+      headers: this.head.headers.toList(),
       body: this.body.take(),
       requestTime: this.startedAt,
       responseTime: Date.now(),
     }
-    if (this.statusMessage !== undefined) response.statusMessage = this.statusMessage
+    if (this.head.statusMessage !== undefined) response.statusMessage = this.head.statusMessage
     this.options.ended?.()
     this.settle({ kind: 'complete', response })
     this.options.completed?.(response)
@@ -399,10 +335,10 @@ export class ResponseCapture {
     this.mode = 'passthrough'
     const { res, upstream } = this
     const names = upstream.getHeaderNames.call(res) as string[]
-    for (const name of names) if (!this.headers.has(name)) upstream.removeHeader.call(res, name)
-    if (this.committed && this.options.notModified?.(this.status, this.headers.toList())) {
+    for (const name of names) if (!this.head.headers.has(name)) upstream.removeHeader.call(res, name)
+    if (this.head.committed && this.options.notModified?.(this.head.status, this.head.headers.toList())) {
       for (const [name, value] of [
-        ...notModifiedHeaders(this.headers.toList()),
+        ...notModifiedHeaders(this.head.headers.toList()),
         ...(this.options.releasedHeaders?.(this.releaseReason) ?? []),
       ])
         upstream.setHeader.call(res, name, value)
@@ -414,12 +350,12 @@ export class ResponseCapture {
       this.body.clear()
       return
     }
-    const own = withoutFields(this.headers.toList(), this.options.omitHeaders ?? [])
+    const own = withoutFields(this.head.headers.toList(), this.options.omitHeaders ?? [])
     for (const [name, value] of [...own, ...(this.options.releasedHeaders?.(this.releaseReason) ?? [])])
       upstream.setHeader.call(res, name, value)
-    this.live.statusCode = this.status
-    if (this.statusMessage !== undefined) this.live.statusMessage = this.statusMessage
-    if (this.committed) upstream.writeHead.call(res, this.status)
+    this.live.statusCode = this.head.status
+    if (this.head.statusMessage !== undefined) this.live.statusMessage = this.head.statusMessage
+    if (this.head.committed) upstream.writeHead.call(res, this.head.status)
     // What was buffered goes out as one write, however many writes made it.
     if (this.body.length > 0) upstream.write.call(res, this.body.take())
     if (this.ended) upstream.end.call(res)

@@ -2,11 +2,11 @@ import { AsyncLocalStorage } from 'node:async_hooks'
 import { setMaxListeners } from 'node:events'
 import { InvalidArgumentError, LockBusyError, LockLostError, LocksClosedError } from '../errors.js'
 import { LocalLine } from './local-line.js'
-import type { HeldLock, LockBackend } from './backend.js'
+import { LockTaker } from './taker.js'
+import type { LockBackend } from './backend.js'
 import { LockEmitter, type LockEventName, type LockEvents, type LockEventSource } from './events.js'
-import { LockHandle, type HeldLockHandle, type LockContext } from './handle.js'
+import type { HeldLockHandle, LockContext, LockHandle } from './handle.js'
 import {
-  namedKey,
   parseCallOptions,
   parseDefaults,
   validateKey,
@@ -14,17 +14,20 @@ import {
   type LockDefaults,
   type LockSettings,
 } from './options.js'
-import { linkedSignal } from './linked-signal.js'
 import { coalesce, type CoalesceContext, type CoalesceOptions, type CoalesceResult } from './coalesce/coalesce.js'
 import { runOnce, type RunOnceContext, type RunOnceOptions, type RunOnceResult } from './run-once.js'
-import { parseSemaphore, type SemaphoreOptions } from './semaphore/options.js'
-import { Semaphore } from './semaphore/semaphore.js'
-import { elect } from './election/elect.js'
-import { ReadWriteLock } from './read-write/read-write.js'
-import { canonicalKeys, multiContext, type MultiLockContext } from './multi/multi.js'
-import { LeaderObserver } from './election/observer.js'
-import { electionName, parseElect, type ElectOptions, type Leadership } from './election/options.js'
-import { parseObserve, type ObserveOptions } from './election/observe-options.js'
+import type { SemaphoreOptions } from './semaphore/options.js'
+import type { Semaphore } from './semaphore/semaphore.js'
+import type { ReadWriteLock } from './read-write/read-write.js'
+import type { MultiLockContext } from './multi/multi.js'
+import type { LeaderObserver } from './election/observer.js'
+import type { ElectOptions, Leadership } from './election/options.js'
+import type { ObserveOptions } from './election/observe-options.js'
+import type { LockParts } from './recipes/lock-parts.js'
+import { withLocks } from './recipes/with-locks.js'
+import { openSemaphore } from './recipes/semaphore.js'
+import { openReadWrite } from './recipes/read-write.js'
+import { campaign, observeLeader } from './recipes/election.js'
 
 /**
  * Distributed locks over one backend. Every call validates its key and options
@@ -43,9 +46,11 @@ export class Locks<Resource = void> implements LockEventSource {
   /** The locks held by the current async call chain, by key (for `reentrant`). */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- one chain holds handles of every resource type
   private readonly chain = new AsyncLocalStorage<ReadonlyMap<string, LockHandle<any>>>()
-  /** This process's line of acquisitions per key (see `LocalLine`). */
-  private readonly line = new LocalLine()
+  /** Takes locks from the backend, in this process's line of acquisitions per key (see `LocalLine`). */
+  private readonly taker: LockTaker<Resource>
   private closed: Promise<void> | undefined
+  /** What the recipes (`withLocks`, `semaphore`, `readWrite`, `elect`, `observe`) are built on. */
+  private readonly parts: LockParts<Resource>
 
   constructor(
     private readonly backend: LockBackend<Resource>,
@@ -54,6 +59,16 @@ export class Locks<Resource = void> implements LockEventSource {
     this.settings = parseDefaults(defaults)
     // Every waiter listens on it for as long as it waits (and removes its listener): not a leak.
     setMaxListeners(Infinity, this.closing.signal)
+    this.taker = new LockTaker(backend, this.events, this.closing.signal, new LocalLine(), this.live)
+    this.parts = {
+      backend,
+      settings: this.settings,
+      closing: this.closing.signal,
+      take: (key, settings, route) => this.taker.take(key, settings, route),
+      takeAll: (keys, settings) => this.taker.takeAll(keys, settings),
+      holding: (held, fn) => this.holding(held, fn),
+      heldInChain: (key) => this.heldInChain(key),
+    }
   }
 
   /**
@@ -94,7 +109,7 @@ export class Locks<Resource = void> implements LockEventSource {
     const settings = parseCallOptions(options, this.settings, true)
     const outer = settings.reentrant ? this.heldInChain(checkedKey) : undefined
     if (outer) return fn(outer.nested())
-    const handle = await this.take(checkedKey, settings)
+    const handle = await this.taker.take(checkedKey, settings)
     if (!handle) throw new LockBusyError(checkedKey, settings.waitMs) // unreachable: take() throws when waiting
     return this.holding([[checkedKey, handle]], () => fn(handle))
   }
@@ -136,50 +151,12 @@ export class Locks<Resource = void> implements LockEventSource {
    * gets each key's token (`tokens`) and lock (`lock(key)`); `signal` aborts when any lock is
    * lost. All are released after `fn` settles. At most 100 keys per call.
    */
-  async withLocks<T>(
+  withLocks<T>(
     keys: readonly string[],
     fn: (locks: MultiLockContext<Resource>) => T | Promise<T>,
     options?: LockCallOptions,
   ): Promise<T> {
-    if (typeof fn !== 'function') throw new InvalidArgumentError('fn', `expected a function, got ${typeof fn}`)
-    if (this.closing.signal.aborted) throw new LocksClosedError()
-    const sorted = canonicalKeys(keys, this.settings.maxKeyLength)
-    const settings = parseCallOptions(options, this.settings, true)
-    const deadline = performance.now() + settings.waitMs
-    const contexts = new Map<string, LockContext<Resource>>()
-    const taken: [string, LockHandle<Resource>][] = []
-    const toTake: string[] = []
-    for (const key of sorted) {
-      const outer = settings.reentrant ? this.heldInChain(key) : undefined
-      if (outer) contexts.set(key, outer.nested())
-      else toTake.push(key)
-    }
-    // Runs the backend takes in one step (Redis: consecutive keys of one slot), else one key at a time.
-    const runs =
-      this.backend.acquireAll && this.backend.atomicRuns ? this.backend.atomicRuns(toTake) : toTake.map((k) => [k])
-    try {
-      for (const run of runs) {
-        const waitMs = Math.max(0, Math.round(deadline - performance.now()))
-        if (run.length === 1) {
-          const handle = await this.take(run[0]!, { ...settings, waitMs })
-          if (!handle) throw new LockBusyError(run[0]!, settings.waitMs)
-          taken.push([run[0]!, handle])
-        } else {
-          const handles = await this.takeAll(run, { ...settings, waitMs })
-          handles.forEach((handle, i) => taken.push([run[i]!, handle]))
-        }
-      }
-      for (const [key, handle] of taken) contexts.set(key, handle)
-    } catch (error) {
-      await Promise.all(taken.map(([, handle]) => handle.release(error).catch(() => {})))
-      throw error
-    }
-    const lost = linkedSignal([...contexts.values()].map((lock) => lock.signal))
-    try {
-      return await this.holding(taken, () => fn(multiContext(sorted, contexts, lost.signal)))
-    } finally {
-      lost.dispose()
-    }
+    return withLocks(this.parts, keys, fn, options)
   }
 
   /**
@@ -192,7 +169,7 @@ export class Locks<Resource = void> implements LockEventSource {
     const settings = parseCallOptions(options, this.settings, true)
     const outer = settings.reentrant ? this.heldInChain(checkedKey) : undefined
     if (outer) return outer.nested()
-    const handle = await this.take(checkedKey, settings)
+    const handle = await this.taker.take(checkedKey, settings)
     if (!handle) throw new LockBusyError(checkedKey, settings.waitMs)
     return handle
   }
@@ -206,7 +183,7 @@ export class Locks<Resource = void> implements LockEventSource {
     const settings = parseCallOptions(options, this.settings, false)
     const outer = settings.reentrant ? this.heldInChain(checkedKey) : undefined
     if (outer) return outer.nested()
-    return this.take(checkedKey, settings)
+    return this.taker.take(checkedKey, settings)
   }
 
   /**
@@ -234,20 +211,7 @@ export class Locks<Resource = void> implements LockEventSource {
    * others throw `InvalidArgumentError` (`backend`). Creating one sends nothing.
    */
   semaphore(name: string, options: SemaphoreOptions): Semaphore {
-    if (this.closing.signal.aborted) throw new LocksClosedError()
-    const settings = parseSemaphore(name, options, this.settings)
-    const store = this.backend.semaphores
-    if (!store)
-      throw new InvalidArgumentError('backend', `the ${this.backend.name} backend has no semaphore (see docs/locks.md)`)
-    // Permits hold no resource: the handle's Resource is void whatever this backend's is.
-    return new Semaphore(
-      settings,
-      store,
-      (key, call, acquire) =>
-        this.take(key, { ...this.settings, ...call, reentrant: false }, { acquire: acquire as never }) as Promise<
-          LockHandle<void> | undefined
-        >,
-    )
+    return openSemaphore(this.parts, name, options)
   }
 
   /**
@@ -258,25 +222,7 @@ export class Locks<Resource = void> implements LockEventSource {
    * rejects at once with `LockUpgradeError`. Redis, PostgreSQL (transaction mode), etcd, ZooKeeper; see docs/locks.md.
    */
   readWrite(name: string): ReadWriteLock<Resource> {
-    if (this.closing.signal.aborted) throw new LocksClosedError()
-    const store = this.backend.readWrite
-    if (!store)
-      throw new InvalidArgumentError(
-        'readWrite',
-        `the ${this.backend.name} backend has no read-write locks (redis, postgres in transaction mode, etcd and zookeeper have; see docs/locks.md)`,
-      )
-    const checkedName = namedKey('name', name, this.settings.maxKeyLength)
-    return new ReadWriteLock<Resource>(checkedName, {
-      held: (chainKey) => this.heldInChain(chainKey),
-      take: async (side, chainKey, options) => {
-        const settings = { ...parseCallOptions(options, this.settings, true), reentrant: false }
-        const backend = side === 'read' ? store.readers : store.writers
-        const handle = await this.take(checkedName, settings, { backend, line: chainKey })
-        if (!handle) throw new LockBusyError(checkedName, 0)
-        return handle
-      },
-      holding: (chainKey, handle, fn) => this.holding([[chainKey, handle]], fn),
-    })
+    return openReadWrite(this.parts, name)
   }
 
   /**
@@ -291,23 +237,7 @@ export class Locks<Resource = void> implements LockEventSource {
    * and ZooKeeper; other backends reject with `InvalidArgumentError` (docs/locks.md says why).
    */
   elect(name: string, options?: ElectOptions): Promise<Leadership> {
-    try {
-      if (this.closing.signal.aborted) throw new LocksClosedError()
-      const store = this.electionStore()
-      const checked = parseElect(name, options, this.settings.leaseMs, this.settings.maxKeyLength)
-      return elect(checked.name, checked.settings, {
-        closing: this.closing.signal,
-        announce: (leader) => store.announce?.(leader) ?? Promise.resolve(),
-        take: async (key, leaseMs, waitMs, signal, label) =>
-          (await this.take(
-            key,
-            { ...this.settings, leaseMs, waitMs, reentrant: false, signal },
-            { backend: store.candidates, line: '\u0000election\u0000', label },
-          ))!,
-      })
-    } catch (error) {
-      return Promise.reject(error)
-    }
+    return campaign(this.parts, name, options)
   }
 
   /**
@@ -316,21 +246,7 @@ export class Locks<Resource = void> implements LockEventSource {
    * `leader`. Close it with `close()`, `await using` or `signal`. See `LeaderObserver`.
    */
   observe(name: string, options?: ObserveOptions): LeaderObserver {
-    if (this.closing.signal.aborted) throw new LocksClosedError()
-    const store = this.electionStore()
-    const checkedName = electionName(name, this.settings.maxKeyLength)
-    const { signal, onError } = parseObserve(options)
-    return new LeaderObserver(checkedName, store, signal, this.closing.signal, onError)
-  }
-
-  private electionStore(): NonNullable<LockBackend['election']> {
-    const store = this.backend.election
-    if (!store)
-      throw new InvalidArgumentError(
-        'elect',
-        `the ${this.backend.name} backend holds no elections (redis, etcd and zookeeper do; see docs/locks.md)`,
-      )
-    return store
+    return observeLeader(this.parts, name, options)
   }
 
   /**
@@ -381,113 +297,5 @@ export class Locks<Resource = void> implements LockEventSource {
   private heldInChain(key: string): LockHandle<Resource> | undefined {
     const held = this.chain.getStore()?.get(key)
     return held && !held.ended ? held : undefined
-  }
-
-  /** Resolves the handle, `undefined` when busy after no wait; rejects `LockBusyError` when a wait ran out. */
-  private async take(
-    key: string,
-    settings: LockSettings & { signal?: AbortSignal },
-    /**
-     * How to take it, when not the plain way: `acquire`, what to hold instead of the backend's
-     * lock on `key` (a semaphore's permits); `backend`, another backend of the same store (an
-     * election's candidates), with its own waiting `line` and the `label` to store.
-     */
-    route?: {
-      acquire?: (waitMs: number, signal: AbortSignal) => Promise<HeldLock<Resource> | undefined>
-      backend?: LockBackend<unknown>
-      line?: string
-      label?: string
-    },
-  ): Promise<LockHandle<Resource> | undefined> {
-    const backend = (route?.backend ?? this.backend) as LockBackend<Resource>
-    const acquire = route?.acquire
-    const fair = settings.fair && !acquire
-    if (fair && !backend.fifo)
-      throw new InvalidArgumentError('fair', `the ${backend.name} backend serves waiters in no promised order`)
-    const linked = settings.signal ? linkedSignal([settings.signal, this.closing.signal]) : undefined
-    const signal = linked?.signal ?? this.closing.signal
-    if (signal.aborted) throw signal.reason
-    const startedAt = performance.now()
-    let held: HeldLock<Resource> | undefined
-    try {
-      held = acquire
-        ? await acquire(settings.waitMs, signal)
-        : fair && backend.fifo === 'optional'
-          ? // Every waiter joins the store's line itself: a local line in front would reorder them.
-            await backend.acquire({ key, leaseMs: settings.leaseMs, waitMs: settings.waitMs, signal, fair })
-          : await this.line.inTurn((route?.line ?? '') + key, settings.waitMs, signal, (waitMs) =>
-              backend.acquire({ key, leaseMs: settings.leaseMs, waitMs, signal, label: route?.label }),
-            )
-    } catch (error) {
-      if (error !== signal.reason && this.events.listening('backend-error'))
-        this.events.emit('backend-error', { key, backend: this.backend.name, operation: 'acquire', error })
-      throw error
-    } finally {
-      linked?.dispose() // after its last use below, which only reads whether it aborted
-    }
-    if (held && signal.aborted) {
-      await held.release().catch(() => {})
-      throw signal.reason
-    }
-    if (!held) {
-      if (signal.aborted) throw signal.reason
-      const waitedMs = performance.now() - startedAt
-      if (this.events.listening('busy')) this.events.emit('busy', { key, backend: this.backend.name, waitedMs })
-      if (settings.waitMs === 0) return undefined
-      throw new LockBusyError(key, Math.round(waitedMs))
-    }
-    return this.adopt(key, held, settings.leaseMs, startedAt)
-  }
-
-  /** The front's handle (watchdog, events, `close()`) for a lock the backend took. */
-  private adopt(key: string, held: HeldLock<Resource>, leaseMs: number, startedAt: number): LockHandle<Resource> {
-    const handle: LockHandle<Resource> = new LockHandle(
-      key,
-      this.backend.name,
-      held,
-      leaseMs,
-      this.events,
-      startedAt,
-      () => this.live.delete(handle),
-    )
-    this.live.add(handle)
-    return handle
-  }
-
-  /**
-   * Takes `keys` (consecutive in the canonical order, one atomic run of the backend) in one
-   * step with `acquireAll`, waiting up to `waitMs`; the handles in key order. Busy at the
-   * deadline: `LockBusyError` naming the key still held.
-   */
-  private async takeAll(
-    keys: readonly string[],
-    settings: LockSettings & { signal?: AbortSignal },
-  ): Promise<LockHandle<Resource>[]> {
-    const linked = settings.signal ? linkedSignal([settings.signal, this.closing.signal]) : undefined
-    const signal = linked?.signal ?? this.closing.signal
-    const startedAt = performance.now()
-    let held: HeldLock<Resource>[] | { busy: string }
-    try {
-      if (signal.aborted) throw signal.reason
-      held = await this.backend.acquireAll!({ keys, leaseMs: settings.leaseMs, waitMs: settings.waitMs, signal })
-    } catch (error) {
-      if (error !== signal.reason && this.events.listening('backend-error'))
-        this.events.emit('backend-error', { key: keys[0]!, backend: this.backend.name, operation: 'acquire', error })
-      throw error
-    } finally {
-      linked?.dispose()
-    }
-    if (Array.isArray(held) && signal.aborted) {
-      await Promise.all(held.map((lock) => lock.release().catch(() => {})))
-      throw signal.reason
-    }
-    if (!Array.isArray(held)) {
-      if (signal.aborted) throw signal.reason
-      const waitedMs = performance.now() - startedAt
-      if (this.events.listening('busy'))
-        this.events.emit('busy', { key: held.busy, backend: this.backend.name, waitedMs })
-      throw new LockBusyError(held.busy, Math.round(waitedMs))
-    }
-    return held.map((lock, i) => this.adopt(keys[i]!, lock, settings.leaseMs, startedAt))
   }
 }
