@@ -83,6 +83,25 @@ function countAnswered(): void {
   })
 }
 
+/**
+ * The heap this harness itself holds per pending call (the `.catch().finally()` chain, the
+ * slot in `Promise.all`, the array): the same calls on a promise that never settles, with
+ * the key and the loader made and dropped as the real calls make them. Subtracted from the
+ * reading so that "net" is what a pending wait costs inside the cache, key and loader included.
+ */
+async function harnessHeapPerCall(keys: number, prefix: string): Promise<number> {
+  const before = heapNow()
+  const calls = Array.from({ length: keys }, (_, i) => {
+    void `${prefix}:${i}`
+    void (async () => ({ i }))
+    return new Promise<unknown>(() => {}).catch(() => 0).finally(() => undefined)
+  })
+  const all = Promise.all(calls)
+  const perCall = (heapNow() - before) / keys
+  void all
+  return perCall
+}
+
 async function start(keys: number, prefix: string): Promise<void> {
   let settled = 0
   let errors = 0
@@ -116,15 +135,17 @@ async function start(keys: number, prefix: string): Promise<void> {
         setTimeout(() => {
           if (lookups === seen || performance.now() > giveUpAt) {
             const heapPerWait = (heapNow() - heapBefore) / Math.max(1, waiting)
+            const heapNetPerWait = heapPerWait - harnessPerCall
             // Where a pending wait's heap goes: BENCH_HEAP_SNAPSHOT=<dir> (open it in Chrome DevTools' Memory tab).
             const dir = process.env.BENCH_HEAP_SNAPSHOT
             if (dir) writeHeapSnapshot(`${dir}/waiter-${keys}.heapsnapshot`)
-            send({ type: 'started', waiting, settled, heapPerWait, loads, stats: { ...cache.stats() } })
+            send({ type: 'started', waiting, settled, heapPerWait, heapNetPerWait, loads, stats: { ...cache.stats() } })
           } else settle(lookups)
         }, 500)
       settle(lookups)
     }
     cache.on('wait', () => (waiting++, tell()))
+    const harnessPerCall = await harnessHeapPerCall(keys, prefix)
     const heapBefore = heapNow()
     const calls = Array.from({ length: keys }, (_, i) =>
       cache

@@ -29,6 +29,8 @@ export type ChildToParent =
       waiting: number
       settled: number
       heapPerWait?: number
+      /** heapPerWait less the harness's own heap per pending call (harnessHeapPerCall). */
+      heapNetPerWait?: number
       loads?: number
       stats?: Record<string, number>
     }

@@ -94,6 +94,7 @@ interface Row {
   holderLost: number
   holderFenced: number
   heapPerWait: number
+  heapNetPerWait: number
   /** How long after the holder's call for a key returned (its commit done) the waiter's did: p99 and max, ms. */
   afterCommitP99: number
   afterCommitMax: number
@@ -115,11 +116,12 @@ async function measure(url: string, keys: number): Promise<Row | undefined> {
     await holding
     const started = waiter.next('started')
     waiter.send({ type: 'start', keys, prefix: 'cold' })
-    const { waiting, settled, heapPerWait = NaN, loads, stats } = await started
+    const { waiting, settled, heapPerWait = NaN, heapNetPerWait = NaN, loads, stats } = await started
     if (args['heap-only']) {
       console.log(
         `${int(keys)} keys: ${int(waiting)} waiting, ${int(settled)} answered at once (${loads} loads; ` +
-          `${stats?.['redis-error']} redis errors), ${int(heapPerWait)} B heap per pending wait`,
+          `${stats?.['redis-error']} redis errors), ${int(heapPerWait)} B heap per pending wait, ` +
+          `${int(heapNetPerWait)} B net of the harness's own per-call heap`,
       )
       return undefined
     }
@@ -165,6 +167,7 @@ async function measure(url: string, keys: number): Promise<Row | undefined> {
       holderLost: led.stats['lock-lost'] ?? 0,
       holderFenced: led.stats.fenced ?? 0,
       heapPerWait,
+      heapNetPerWait,
       afterCommitP99: lags[Math.min(lags.length - 1, Math.floor(lags.length * 0.99))] ?? NaN,
       afterCommitMax: lags.at(-1) ?? NaN,
       perTurn: waited.perTurn,
@@ -198,6 +201,7 @@ const header = [
   'holder locks lost',
   'holder commits fenced',
   'heap per pending wait B',
+  'net of the harness B',
   'answered after commit p99 / max ms',
   'waiter most answered / resumed in one turn',
 ]
@@ -227,7 +231,7 @@ try {
         ...cells,
         ms(r.waiterP99),
         ms(r.holderP99),
-        ...[r.waiterLoads, r.waiterErrors, r.holderLost, r.holderFenced, r.heapPerWait].map(int),
+        ...[r.waiterLoads, r.waiterErrors, r.holderLost, r.holderFenced, r.heapPerWait, r.heapNetPerWait].map(int),
         `${ms(r.afterCommitP99)} / ${ms(r.afterCommitMax)}`,
         `${int(r.perTurn.answered)} / ${int(r.perTurn.resumed)}`,
       ].join(' | ')} |`,
