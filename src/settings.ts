@@ -179,6 +179,28 @@ export function resolvePolicy(base: Policy | undefined, overrides: PolicyOptions
 }
 
 /** Validates per-call options; fails with the option's name in the message. */
+/** Call options fixed for good (see fixedCallOptions): their policy is resolved once per cache. */
+const FIXED_CALL_OPTIONS = new WeakSet<CallOptions>()
+
+/**
+ * `options`, frozen with what it holds and marked fixed, so that a cache resolves its policy
+ * once instead of on every call. For options made once and passed on every call (an HTTP
+ * route's); a caller's own options object may change between calls, so it is never marked.
+ */
+export function fixedCallOptions<T extends CallOptions>(options: T): T {
+  const copy = { ...options }
+  if (typeof copy.earlyRefresh === 'object' && copy.earlyRefresh !== null)
+    copy.earlyRefresh = Object.freeze({ ...copy.earlyRefresh })
+  if (Array.isArray(copy.tags)) copy.tags = Object.freeze([...copy.tags]) as string[]
+  FIXED_CALL_OPTIONS.add(Object.freeze(copy))
+  return copy
+}
+
+/** Whether `options` came from fixedCallOptions (unchanged since, since frozen). */
+export function isFixedCallOptions(options: CallOptions): boolean {
+  return FIXED_CALL_OPTIONS.has(options)
+}
+
 export function resolveCallPolicy(base: Policy, options: CallOptions): Policy {
   if (typeof options !== 'object' || options === null) throw new InvalidArgumentError('options', 'must be an object')
   rejectUnknown('options', options, CALL_KEYS)

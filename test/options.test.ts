@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { createCache, InvalidArgumentError } from '../src/index.js'
 import { MAX_LIFETIME_MS, MAX_TIMER_MS, parseDuration } from '../src/duration.js'
+import { fixedCallOptions, isFixedCallOptions } from '../src/settings.js'
 
 describe('durations', () => {
   it('accepts milliseconds and unit strings', () => {
@@ -130,5 +131,32 @@ describe('getOrLoad argument validation', () => {
     const error = await cache.getOrLoad(key as never, fn as never, options as never).catch((e: unknown) => e)
     expect(error).toBeInstanceOf(InvalidArgumentError)
     expect((error as InvalidArgumentError).argument).toBe(argument)
+  })
+})
+
+describe('fixed call options (an HTTP route passes the same options on every request)', () => {
+  it('are frozen with what they hold, so the policy resolved once cannot go stale', () => {
+    const fixed = fixedCallOptions({ ttl: '1s', earlyRefresh: { beta: 1 } })
+    expect(Object.isFrozen(fixed) && Object.isFrozen(fixed.earlyRefresh)).toBe(true)
+    expect(isFixedCallOptions(fixed)).toBe(true)
+    expect(isFixedCallOptions({ ttl: '1s' })).toBe(false) // a caller's own object is resolved on every call
+  })
+
+  it('are still checked: a bad one fails every call with the option named, never a cached policy', async () => {
+    const cache = createCache({ ttl: '1h' })
+    const bad = fixedCallOptions({ ttl: 'soon' } as never)
+    for (let i = 0; i < 2; i++) await expect(cache.getOrLoad('k', async () => 1, bad)).rejects.toThrow(/^ttl: /)
+    await cache.close()
+  })
+
+  it('resolve against each cache: two caches with other defaults keep their own policy', async () => {
+    const fixed = fixedCallOptions({ ttl: '1h' })
+    const [a, b] = [createCache({ ttl: '1s', hardTimeout: '50ms' }), createCache({ ttl: '1s' })]
+    const slow = () => new Promise<number>((resolve) => setTimeout(() => resolve(1), 300))
+    // a's default hardTimeout applies to a's calls, and not to b's, through the same fixed options
+    await expect(a.getOrLoad('k', slow, fixed)).rejects.toThrow(/50 ms|hardTimeout|timed out/i)
+    await expect(b.getOrLoad('k', slow, fixed)).resolves.toBe(1)
+    await expect(a.getOrLoad('j', slow, fixed)).rejects.toThrow(/50 ms|hardTimeout|timed out/i)
+    await Promise.all([a.close(), b.close()])
   })
 })

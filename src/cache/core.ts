@@ -10,7 +10,7 @@ import { TagIndex } from '../memory/tag-index.js'
 import { SingleFlight } from '../memory/single-flight.js'
 import type { LoadScope } from './load-scope.js'
 import type { CacheOptions, CallOptions } from '../options.js'
-import { resolveCallPolicy, resolveSettings, type Settings } from '../settings.js'
+import { isFixedCallOptions, resolveCallPolicy, resolveSettings, type Policy, type Settings } from '../settings.js'
 import { CircuitBreaker } from './redis/breaker.js'
 import { invalidationChannel } from './redis/keys.js'
 import { Notifier } from '../redis/notifier.js'
@@ -51,6 +51,8 @@ export class CacheCore {
   /** Wraps each loader call while `instrument()` traces this cache. */
   loadScope: LoadScope | undefined
   readonly settings: Settings
+  /** Policies of fixed call options (see fixedCallOptions), resolved at their first call. */
+  private readonly fixedPolicies = new WeakMap<CallOptions, Policy>()
   readonly events = new CacheEmitter()
   readonly memory: MemoryTier | undefined
   /** One flight per key; a settled one forgets its key's delete marker once no load needs it. */
@@ -189,9 +191,18 @@ export class CacheCore {
     return call
   }
 
+  /** The policy of a call's options; of fixed options (an HTTP route's), resolved once. */
+  private policyOf(options: CallOptions): Policy {
+    if (!isFixedCallOptions(options)) return resolveCallPolicy(this.settings.policy, options)
+    let policy = this.fixedPolicies.get(options)
+    if (policy === undefined)
+      this.fixedPolicies.set(options, (policy = resolveCallPolicy(this.settings.policy, options)))
+    return policy
+  }
+
   /** Checks a call's options (`InvalidArgumentError` naming the bad one) and sets its policy, tags and forceRefresh. */
   applyOptions(call: Pick<Call, 'policy' | 'tags' | 'force'>, options: CallOptions): void {
-    call.policy = resolveCallPolicy(this.settings.policy, options)
+    call.policy = this.policyOf(options)
     if (options.tags !== undefined) {
       const tags = checkTags(options.tags, 'tags')
       if (tags.length > 0) call.tags = tags

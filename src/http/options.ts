@@ -1,7 +1,7 @@
 import { parseDuration, type Duration } from '../duration.js'
 import { InvalidArgumentError } from '../errors.js'
 import type { CallOptions, PolicyOptions } from '../options.js'
-import { POLICY_OPTION_NAMES } from '../settings.js'
+import { fixedCallOptions, POLICY_OPTION_NAMES } from '../settings.js'
 import { checkTags } from '../tag.js'
 import { CaptureBudget, defaultCaptureBudget } from './capture-budget.js'
 import { validCacheName } from './cache-status.js'
@@ -329,7 +329,12 @@ export function resolveRouteOptions<Req>(options: RouteCacheOptions<Req>): Route
   return {
     ttl,
     staleTtl,
-    callOptions: { ...resilience, ttl, ...(staleTtl === undefined ? {} : { staleTtl }), negativeTtl: 0 },
+    callOptions: fixedCallOptions({
+      ...resilience,
+      ttl,
+      ...(staleTtl === undefined ? {} : { staleTtl }),
+      negativeTtl: 0,
+    }),
     key,
     statuses: new Set(statuses),
     varyOn,
