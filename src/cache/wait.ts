@@ -1,3 +1,4 @@
+import { AsyncResource } from 'node:async_hooks'
 import type { WaitOutcome } from '../events.js'
 import type { EntryKeys } from './redis/keys.js'
 import type { NewsListener, Subscription } from '../redis/notifier.js'
@@ -60,6 +61,12 @@ export class Wait implements Sleeper, NewsListener, Resumable {
   private parked: Parked | undefined
   /** The news it is resumed with: the leader's message, or undefined (re-check). */
   private message: Buffer | undefined
+  /**
+   * The caller's async context, taken at park: the flight goes on in it (the `waited` event
+   * and its span under the caller's, a loader run after the wait seeing the caller's
+   * AsyncLocalStorage), not in the context of whatever read the news.
+   */
+  private context: AsyncResource | undefined
 
   /**
    * Takes one of the `maxPendingWaits` and, when `subscribed`, one of the `maxWaits` (the
@@ -118,6 +125,7 @@ export class Wait implements Sleeper, NewsListener, Resumable {
    */
   park(flight: Parked, lockPttl: number): void {
     this.parked = flight
+    this.context = new AsyncResource('stampede-guard.wait')
     if (!this.poll!.sleep(this, lockPttl)) return this.news(undefined) // over already
     this.subscription?.listen(this) // a message queued meanwhile answers at once
   }
@@ -144,9 +152,9 @@ export class Wait implements Sleeper, NewsListener, Resumable {
   resume(): void {
     const flight = this.parked
     const message = this.message
-    this.parked = undefined
-    this.message = undefined
-    flight?.woken(message)
+    const context = this.context
+    this.parked = this.message = this.context = undefined
+    if (flight) context!.runInAsyncScope(flight.woken, flight, message)
   }
 
   /** Gives back the poll slot, the subscription and the budgets' slots; idempotent. */
