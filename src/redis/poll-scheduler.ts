@@ -237,7 +237,7 @@ export class PollWait implements Timed {
     this.deadline = scheduler.timeline.schedule(deadline, this)
   }
 
-  /** @internal The timeline's call: the deadline came, or the next poll is due. */
+  /** The timeline's call: the deadline came, or the next poll is due. */
   due(entry: DeadlineEntry): void {
     if (entry === this.deadline) {
       this.expired = true
