@@ -112,9 +112,15 @@ export async function pauseTheLeader(
   let second: Leader
   try {
     second = await nextLeader(observer, first)
-    await until(async () => (await readFence(check)).terms >= 2, 'the new term to write').catch(
+    // Bounded for a loaded CI machine (the new leader learns it from a watch event, then writes);
+    // a failure says what each running candidate believed, not only what the fence saw.
+    await until(async () => (await readFence(check)).terms >= 2, 'the new term to write', 30_000).catch(
       async (error: Error) => {
-        throw new Error(`${error.message}; fence: ${JSON.stringify(await readFence(check))}`)
+        const running = candidates.filter((c) => c !== paused)
+        const statuses = await Promise.all(running.map((c) => c.status()))
+        throw new Error(
+          `${error.message}; fence: ${JSON.stringify(await readFence(check))}; ${describeLeaders(statuses, observer.leader)}`,
+        )
       },
     )
   } finally {
