@@ -107,6 +107,9 @@ export async function pauseTheLeader(
   check: Redis,
 ): Promise<{ first: Leader; second: Leader; status: CandidateStatus }> {
   const first = await nextLeader(observer)
+  // The observer can see a leader before that candidate has learnt it and written: stopping it
+  // then would leave the fence with no first term (a CI run on a loaded machine did just that).
+  await until(async () => (await readFence(check)).term === first.term.toString(), 'the first term to write', 30_000)
   const paused = candidates.find((c) => c.id === first.id)!
   paused.worker.kill('SIGSTOP')
   let second: Leader
