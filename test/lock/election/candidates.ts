@@ -200,3 +200,36 @@ export async function killLeadersEvery(options: {
 export function describeKillLoop(label: string, { killed, survivor, fence }: KillLoopResult): string {
   return `[${label}] ${killed.length} leaders killed (${killed.join(', ')}); highest term ${fence.term} (${survivor.id}); terms that wrote ${fence.terms}, writes ${fence.writes}, fenced late writes ${fence.fenced}, overlaps ${fence.overlaps}`
 }
+
+/** Leaders the kill-loop tests SIGKILL (`ELECTION_KILL_ROUNDS`, default 5). */
+export const KILL_ROUNDS = Number(process.env.ELECTION_KILL_ROUNDS ?? 5)
+
+/**
+ * The kill-loop test, as every backend runs it: an observer on `name`, a leader SIGKILLed
+ * every 2 s for KILL_ROUNDS rounds (killLeadersEvery's checks), the result logged under `label`.
+ */
+export async function runKillLoop(options: {
+  label: string
+  name: string
+  observe: (name: string) => LeaderObserver
+  spawn: (id: string, name: string) => Promise<Candidate>
+  check: Redis
+  candidates: Candidate[]
+}): Promise<void> {
+  const { name, check, candidates } = options
+  const observer = options.observe(name)
+  try {
+    const spawn = (id: string) => options.spawn(id, name)
+    const result = await killLeadersEvery({
+      spawn,
+      observer,
+      check,
+      rounds: KILL_ROUNDS,
+      intervalMs: 2_000,
+      candidates,
+    })
+    console.log(describeKillLoop(options.label, result))
+  } finally {
+    await observer.close()
+  }
+}

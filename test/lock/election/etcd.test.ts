@@ -14,10 +14,10 @@ import { etcdAvailable, startEtcd, startEtcdCluster, type EtcdCluster } from '..
 import { redisAvailable, startRedis, type RedisServer } from '../../support/redis.js'
 import { sleep, until } from '../../support/timing.js'
 import {
-  describeKillLoop,
   exactlyOneLeader,
   expectNoOverlap,
-  killLeadersEvery,
+  runKillLoop,
+  KILL_ROUNDS,
   nextLeader,
   pauseTheLeader,
   startCandidate,
@@ -27,7 +27,6 @@ import { readFence, resetFence } from './fenced-resource.js'
 
 const LEASE_MS = 1_000
 /** Leaders killed, one every 2 s (about 10 s of kills). */
-const KILL_ROUNDS = Number(process.env.ELECTION_KILL_ROUNDS ?? 5)
 
 describe.skipIf(!etcdAvailable || !redisAvailable)('leader election across processes (etcd)', () => {
   let etcd: EtcdCluster
@@ -150,23 +149,15 @@ describe.skipIf(!etcdAvailable || !redisAvailable)('leader election across proce
 
   it(
     '5 candidates in 5 processes, the leader SIGKILLed every 2 s: never two leaders, terms only grow',
-    async () => {
-      const name = `killed-${++count}`
-      const observer = locks.observe(name)
-      try {
-        const result = await killLeadersEvery({
-          spawn: (id) => startCandidate(id, env(), name, LEASE_MS),
-          observer,
-          check,
-          rounds: KILL_ROUNDS,
-          intervalMs: 2_000,
-          candidates,
-        })
-        console.log(describeKillLoop('election etcd kill loop', result))
-      } finally {
-        await observer.close()
-      }
-    },
+    () =>
+      runKillLoop({
+        label: 'election etcd kill loop',
+        name: `killed-${++count}`,
+        observe: (name) => locks.observe(name),
+        spawn: (id, name) => startCandidate(id, env(), name, LEASE_MS),
+        check,
+        candidates,
+      }),
     60_000 + 10_000 * KILL_ROUNDS,
   )
 

@@ -9,10 +9,10 @@ import { createLocks, type Locks } from '../../../src/lock/index.js'
 import { redisAvailable, startRedis, type RedisServer } from '../../support/redis.js'
 import { sleep, until } from '../../support/timing.js'
 import {
-  describeKillLoop,
   exactlyOneLeader,
   expectNoOverlap,
-  killLeadersEvery,
+  runKillLoop,
+  KILL_ROUNDS,
   nextLeader,
   pauseTheLeader,
   startCandidate,
@@ -22,7 +22,6 @@ import { readFence, resetFence } from './fenced-resource.js'
 
 const LEASE_MS = 1_000
 /** Leaders killed, one every 2 s: 5 by default (about 15 s); `npm run load:election` kills 15 (30 s). */
-const KILL_ROUNDS = Number(process.env.ELECTION_KILL_ROUNDS ?? 5)
 
 describe.skipIf(!redisAvailable)('leader election across processes (Redis)', () => {
   let store: RedisServer
@@ -68,23 +67,15 @@ describe.skipIf(!redisAvailable)('leader election across processes (Redis)', () 
 
   it(
     '5 candidates in 5 processes, the leader SIGKILLed every 2 s: never two leaders, terms only grow',
-    async () => {
-      const name = `killed-${++count}`
-      const observer = locks.observe(name)
-      try {
-        const result = await killLeadersEvery({
-          spawn: (id) => startCandidate(id, env(), name, LEASE_MS),
-          observer,
-          check,
-          rounds: KILL_ROUNDS,
-          intervalMs: 2_000,
-          candidates,
-        })
-        console.log(describeKillLoop('election redis kill loop', result))
-      } finally {
-        await observer.close()
-      }
-    },
+    () =>
+      runKillLoop({
+        label: 'election redis kill loop',
+        name: `killed-${++count}`,
+        observe: (name) => locks.observe(name),
+        spawn: (id, name) => startCandidate(id, env(), name, LEASE_MS),
+        check,
+        candidates,
+      }),
     60_000 + 8_000 * KILL_ROUNDS,
   )
 

@@ -17,10 +17,10 @@ import {
   type ZooKeeperEnsemble,
 } from '../../support/zookeeper.js'
 import {
-  describeKillLoop,
   exactlyOneLeader,
   expectNoOverlap,
-  killLeadersEvery,
+  runKillLoop,
+  KILL_ROUNDS,
   nextLeader,
   pauseTheLeader,
   startCandidate,
@@ -32,7 +32,6 @@ const SESSION_MS = 1_000
 /** The restart test's sessions: the longest the test servers grant, so a loaded machine's pauses do not churn terms. */
 const RESTART_SESSION_MS = 2_000
 /** Leaders killed, one every 2 s (about 10 s of kills). */
-const KILL_ROUNDS = Number(process.env.ELECTION_KILL_ROUNDS ?? 5)
 
 describe.skipIf(!zookeeperAvailable || !redisAvailable)('leader election across processes (ZooKeeper)', () => {
   let server: ZooKeeperEnsemble
@@ -84,23 +83,15 @@ describe.skipIf(!zookeeperAvailable || !redisAvailable)('leader election across 
 
   it(
     '5 candidates in 5 processes, the leader SIGKILLed every 2 s: never two leaders, terms only grow',
-    async () => {
-      const name = `killed-${++count}`
-      const observer = locks.observe(name)
-      try {
-        const result = await killLeadersEvery({
-          spawn: (id) => startCandidate(id, env(), name, SESSION_MS),
-          observer,
-          check,
-          rounds: KILL_ROUNDS,
-          intervalMs: 2_000,
-          candidates,
-        })
-        console.log(describeKillLoop('election zookeeper kill loop', result))
-      } finally {
-        await observer.close()
-      }
-    },
+    () =>
+      runKillLoop({
+        label: 'election zookeeper kill loop',
+        name: `killed-${++count}`,
+        observe: (name) => locks.observe(name),
+        spawn: (id, name) => startCandidate(id, env(), name, SESSION_MS),
+        check,
+        candidates,
+      }),
     60_000 + 10_000 * KILL_ROUNDS,
   )
 
