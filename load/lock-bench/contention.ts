@@ -4,6 +4,11 @@
  * lock − when the previous one began to release it, over every consecutive pair of holds,
  * whichever processes they were in: how long the lock sat idle between holders while
  * others were waiting. Throughput = holds per second of the whole run.
+ *
+ * Before the measured holds, every process contends for a warm-up key, 10 holds each (unmeasured):
+ * the first hand-offs otherwise time the JIT, the script cache and the first subscription.
+ * No process closes until every process has reported, so that none is timed while others
+ * tear down (both showed as the slowest hand-offs: the first and the last).
  */
 import type { ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
@@ -38,17 +43,23 @@ export async function measureContention(
   env: NodeJS.ProcessEnv,
   processes: number,
   holds: number,
+  warmUpHolds = 10,
 ): Promise<ContentionResult> {
   const file = fileURLToPath(new URL('./contention-process.ts', import.meta.url))
   const children = Array.from({ length: processes }, () => forkTs(file, env))
   const key = `bench:contention:${contender.replace(/[^a-z0-9]+/gi, '-')}:${process.pid}`
   try {
     const ready = children.map((child) => next(child, 'ready', 60_000))
-    for (const child of children) child.send({ type: 'start', contender, key, holds } satisfies ToContention)
+    for (const child of children)
+      child.send({ type: 'start', contender, key, holds, warmUpHolds } satisfies ToContention)
     await Promise.all(ready)
+    const warm = children.map((child) => next(child, 'warm', 300_000))
+    for (const child of children) child.send({ type: 'warm-up' } satisfies ToContention)
+    await Promise.all(warm)
     const done = children.map((child) => next<ContentionReport>(child, 'done', 300_000))
     for (const child of children) child.send({ type: 'go' } satisfies ToContention)
     const reports = await Promise.all(done)
+    for (const child of children) child.send({ type: 'close' } satisfies ToContention)
     const all = reports.flatMap((report) => report.holds).sort((a, b) => a.acquiredAt - b.acquiredAt)
     const handoffMs = all.slice(1).map((hold, i) => hold.acquiredAt - all[i]!.releasedAt)
     const spanS = all.length > 1 ? (all.at(-1)!.releasedAt - all[0]!.acquiredAt) / 1000 : Number.NaN

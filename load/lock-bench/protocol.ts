@@ -8,8 +8,18 @@ export type FromWaiter =
   | { type: 'released'; key: string }
   | { type: 'error'; message: string }
 
-/** The contention phase: the parent tells each process which contender and key, then 'go'. */
-export type ToContention = { type: 'start'; contender: string; key: string; holds: number } | { type: 'go' }
+/**
+ * The contention phase: the parent tells each process which contender and key ('start'), then
+ * 'warm-up' (every process contends on a key of its own for `warmUpHolds` holds, unmeasured),
+ * then 'go' (the measured holds), then 'close' once every process has reported, so that no
+ * process tears down while the others are still measured.
+ */
+export type ToContention =
+  | { type: 'start'; contender: string; key: string; holds: number; warmUpHolds: number }
+  | { type: 'warm-up' }
+  | { type: 'go' }
+  | { type: 'close' }
+export type FromContention = { type: 'ready' } | { type: 'warm' } | ContentionReport | { type: 'closed' }
 /** A contention process's holds, in its order; `error`: why it stopped early. */
 export interface ContentionReport {
   type: 'done'
