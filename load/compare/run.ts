@@ -41,6 +41,8 @@ const USAGE = `Usage: npm run compare -- [options]
 
   --bench LIST       comma-separated: ${BENCHES.join(', ')} (default: all three, about 6 minutes)
   --quick            short runs of everything (about 2 minutes): to check the harness, not to publish
+  --time-scale N     the macro runs' length as a share of the load/ scenarios' (default 0.4, --quick 0.25;
+                     1 = zipf's full 8 s per peer, steadier req/s on a small machine)
   --caches LIST      cache peers (default: ${CACHE_PEER_NAMES.join(', ')})
   --scenarios LIST   macro scenarios (default: ${MACRO_SCENARIOS.join(', ')})
   --locks LIST       lock peers (default: ${LOCK_PEERS.map((p) => p.name).join(', ')})
@@ -68,6 +70,7 @@ async function main(): Promise<void> {
     options: {
       bench: { type: 'string' },
       quick: { type: 'boolean', default: false },
+      'time-scale': { type: 'string' },
       caches: { type: 'string' },
       scenarios: { type: 'string' },
       locks: { type: 'string' },
@@ -87,6 +90,9 @@ async function main(): Promise<void> {
       'locks',
     ) ?? LOCK_PEERS.map((p) => p.name)
   const quick = values.quick
+  const timeScale = values['time-scale'] === undefined ? (quick ? 0.25 : 0.4) : Number(values['time-scale'])
+  if (!(timeScale > 0 && timeScale <= 4))
+    throw new Error(`--time-scale: expected a number in (0, 4], got ${values['time-scale']}`)
   const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 
   const startedAt = new Date()
@@ -126,7 +132,7 @@ async function main(): Promise<void> {
         scenarios,
         workers: 4,
         dbLatencyMs: 50,
-        timeScale: quick ? 0.25 : 0.4,
+        timeScale,
         onRun: (scenario, peer, row) =>
           console.log(
             dim(`  ${scenario} · ${peer}: ${row.dbQueries} DB queries, ${Math.round(row.traffic.reqPerSec)} req/s`),
