@@ -125,6 +125,38 @@ describe.skipIf(!redisAvailable)('locks.semaphore() on Redis', () => {
     await locks.close()
   })
 
+  it("a waiter woken for a permit runs withPermit's fn before its UNSUBSCRIBE is sent (its channel is its own)", async () => {
+    const locks = locksOf()
+    const sem = locks.semaphore('unsub', { permits: 1 })
+    const holder = await sem.acquire()
+    const sent: string[] = []
+    const sendCommand = Redis.prototype.sendCommand
+    Redis.prototype.sendCommand = function (this: Redis, ...args: Parameters<Redis['sendCommand']>) {
+      sent.push(args[0].name)
+      return sendCommand.apply(this, args)
+    }
+    try {
+      const served = sem.withPermit(() => void sent.push('fn'), { wait: '10s' })
+      await until(async () => (await redis.admin().zcard(keys('unsub').queue)) === 1, 'the waiter in line')
+      const [owner] = await redis.admin().zrange(keys('unsub').queue, 0, 0)
+      await until(
+        async () =>
+          Number(((await redis.admin().pubsub('NUMSUB', `${keys('unsub').wake}${owner}`)) as unknown[])[1]) === 1,
+        'the waiter subscribed',
+      )
+      sent.length = 0
+      await holder.release()
+      await served
+      await until(() => sent.some((name) => name.endsWith('unsubscribe')), 'the UNSUBSCRIBE sent')
+      const fnAt = sent.indexOf('fn')
+      expect(fnAt).toBeGreaterThanOrEqual(0)
+      expect(sent.findIndex((name) => name.endsWith('unsubscribe'))).toBeGreaterThan(fnAt)
+    } finally {
+      Redis.prototype.sendCommand = sendCommand
+      await locks.close()
+    }
+  })
+
   it('a wait that runs out or is aborted leaves the line at once, so it holds nobody up', async () => {
     const locks = locksOf()
     const sem = locks.semaphore('leave', { permits: 1 })

@@ -9,6 +9,7 @@ import type { StoreSettings } from '../../backend.js'
 import { acquireWaiting, type Wakeup } from '../../waiting.js'
 import { boundedRedisCall } from '../bounded-call.js'
 import { leasedHold } from '../leased-hold.js'
+import { onOwnChannel } from '../own-channel.js'
 import type { SubscribedWaits } from '../subscribed-waits.js'
 
 const SCRIPTS = {
@@ -82,7 +83,10 @@ export class FairRedisLocks {
         },
         () =>
           this.parts.subscribed.take(async () =>
-            handOffs(await this.parts.notifier.subscribe(`${line.wake}${owner}`), (token) => (granted = token)),
+            handOffs(
+              onOwnChannel(await this.parts.notifier.subscribe(`${line.wake}${owner}`)),
+              (token) => (granted = token),
+            ),
           ),
       )
       return held
@@ -175,12 +179,6 @@ function handOffs(wakeup: Required<Wakeup>, onGranted: (token: string) => void):
       return message
     },
     interrupt: () => wakeup.interrupt(),
-    release: () => {
-      // A pending next() wakes now (an abort); the UNSUBSCRIBE waits for the next turn of the
-      // event loop, so that a head handed the lock runs its critical section first. Safe to
-      // defer: the channel is this waiter's alone, nobody subscribes to it again.
-      wakeup.interrupt()
-      setImmediate(() => wakeup.release())
-    },
+    release: () => wakeup.release(),
   }
 }

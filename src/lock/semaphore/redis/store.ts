@@ -6,6 +6,7 @@ import type { Notifier } from '../../../redis/notifier.js'
 import { registerScripts, type ClientWith } from '../../../redis/scripts.js'
 import type { ServerProbe } from '../../../redis/server-probe.js'
 import { boundedRedisCall } from '../../redis/bounded-call.js'
+import { onOwnChannel } from '../../redis/own-channel.js'
 import type { SubscribedWaits } from '../../redis/subscribed-waits.js'
 import type { StoreSettings } from '../../backend.js'
 import { acquireWaiting } from '../../waiting.js'
@@ -101,7 +102,10 @@ export class RedisSemaphores implements SemaphoreStore {
           // The next attempt is also the heartbeat: at least every lease/3.
           return { busyForMs: Math.min(untilExpiry, request.leaseMs / 3) }
         },
-        () => this.parts.subscribed.take(() => this.parts.notifier.subscribe(`${keys.wake}${owner}`)),
+        () =>
+          this.parts.subscribed.take(async () =>
+            onOwnChannel(await this.parts.notifier.subscribe(`${keys.wake}${owner}`)),
+          ),
       )
       return held
     } finally {
