@@ -138,7 +138,7 @@ describe.skipIf(!redisAvailable)('locks.semaphore() on Redis', () => {
     try {
       const served = sem.withPermit(() => void sent.push('fn'), { wait: '10s' })
       await until(async () => (await redis.admin().zcard(keys('unsub').queue)) === 1, 'the waiter in line')
-      const [owner] = await redis.admin().zrange(keys('unsub').queue, 0, 0)
+      const [owner] = await redis.admin().zrange(keys('unsub').queue, '0', '0')
       await until(
         async () =>
           Number(((await redis.admin().pubsub('NUMSUB', `${keys('unsub').wake}${owner}`)) as unknown[])[1]) === 1,
