@@ -3,7 +3,8 @@
  * for a warm-up key `warmUpHolds` times (JIT, script cache, subscriptions; unmeasured);
  * on 'go', takes the measured key `holds` times with the contender's lock, holds it 3–7 ms
  * each time, and reports when it got it and when it began to release it
- * (performance.timeOrigin + performance.now()); on 'close', closes its lock and leaves.
+ * (performance.timeOrigin + performance.now()), and how late the hold's timer fired (the
+ * machine's own wake-up delay, the floor under any hand-off); on 'close', closes its lock and leaves.
  * env BENCH_REDIS_URLS (comma-separated), plus the consensus servers'.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -22,10 +23,11 @@ async function take(lock: BenchLock, key: string, times: number): Promise<Conten
   for (let i = 0; i < times; i++) {
     const release = await lock.acquire(key, 60_000)
     const acquiredAt = now()
-    await sleep(3 + Math.random() * 4)
+    const holdMs = 3 + Math.random() * 4
+    await sleep(holdMs)
     const releasedAt = now()
     await release()
-    holds.push({ acquiredAt, releasedAt, pid: process.pid })
+    holds.push({ acquiredAt, releasedAt, pid: process.pid, timerLateMs: releasedAt - acquiredAt - holdMs })
   }
   return holds
 }

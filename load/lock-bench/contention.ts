@@ -17,6 +17,8 @@ import type { ContentionReport, ToContention } from './protocol.js'
 
 export interface ContentionResult {
   handoffMs: number[]
+  /** How late each hold's timer fired, in every process: the machine's wake-up delay, which any hand-off also pays. */
+  timerLateMs: number[]
   /** Share of hand-offs that went to another process (the rest: the releasing process took it again). */
   toOtherProcess: number
   /** Consecutive holds that overlapped (the next got it before the previous began to release): two holders. */
@@ -65,6 +67,7 @@ export async function measureContention(
     const spanS = all.length > 1 ? (all.at(-1)!.releasedAt - all[0]!.acquiredAt) / 1000 : Number.NaN
     return {
       handoffMs,
+      timerLateMs: all.map((hold) => hold.timerLateMs),
       overlaps: handoffMs.filter((ms) => ms < 0).length,
       toOtherProcess: all.slice(1).filter((hold, i) => hold.pid !== all[i]!.pid).length / Math.max(1, all.length - 1),
       holdsPerSecond: all.length / spanS,

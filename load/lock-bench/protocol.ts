@@ -19,10 +19,10 @@ export type ToContention =
   | { type: 'warm-up' }
   | { type: 'go' }
   | { type: 'close' }
-export type FromContention = { type: 'ready' } | { type: 'warm' } | ContentionReport | { type: 'closed' }
 /** A contention process's holds, in its order; `error`: why it stopped early. */
 export interface ContentionReport {
   type: 'done'
-  holds: { acquiredAt: number; releasedAt: number; pid: number }[]
+  /** `timerLateMs`: how much later than asked the hold's 3–7 ms timer fired. */
+  holds: { acquiredAt: number; releasedAt: number; pid: number; timerLateMs: number }[]
   error?: string
 }

@@ -146,6 +146,7 @@ async function main(): Promise<void> {
         f(quantile(contended.handoffMs, 0.5)),
         f(quantile(contended.handoffMs, 0.99)),
         f(Math.max(...contended.handoffMs)),
+        `${f(quantile(contended.timerLateMs, 0.99))} / ${f(Math.max(...contended.timerLateMs))}`,
         contended.holdsPerSecond.toFixed(0),
         `${(contended.toOtherProcess * 100).toFixed(0)} %`,
       ])
@@ -165,6 +166,7 @@ async function main(): Promise<void> {
           `${CONTENTION}-proc hand-off p50`,
           'p99',
           'max',
+          'timer late p99 / max',
           'holds/s',
           'to another process',
         ],
