@@ -60,14 +60,6 @@ export class CacheCore {
   readonly background = new Set<Promise<unknown>>()
   /** Background refreshes running now (grace and early refresh), capped by `maxBackgroundRefreshes`. */
   refreshing = 0
-  /**
-   * What an early refresh costs beyond its load, as measured here (ms; 0 until measured): up
-   * at once to a longer one, down by a quarter of the gap per shorter one, so a few quick
-   * refreshes do not forget how long a busy moment's took: from the hit that started it to the new value in this process's L1 (the
-   * lock lookup, the commit, and the commit message reaching this process). XFetch's δ is the
-   * load alone, so under a busy event loop the refresh could land after expiry; see dueForEarlyRefresh.
-   */
-  refreshOverheadMs = 0
   /** Key → local time until which no early or background refresh is tried (one is under way elsewhere). */
   readonly refreshHolds = new Map<string, number>()
   /** Keys whose reload in another process this one is listening for (see watchReload). */
@@ -246,11 +238,7 @@ export class CacheCore {
     if (rule.kind === 'off' || now < (this.refreshHolds.get(call.key) ?? 0)) return false
     const remaining = entry.freshUntil - now
     if (rule.kind === 'threshold') return remaining <= entry.ttlMs * (1 - rule.fraction)
-    // XFetch: refresh when now − δ·β·ln(rand) ≥ expiry. And at the latest once what is left is
-    // what a refresh takes end to end here (load + overhead, never more than half the ttl): the
-    // random draw alone starts some refreshes too late for them to land before expiry.
-    const overhead = this.refreshOverheadMs
-    if (overhead > 0 && remaining <= Math.min(entry.loadMs + overhead, entry.ttlMs / 2)) return true
+    // XFetch: refresh when now − δ·β·ln(rand) ≥ expiry.
     return -entry.loadMs * rule.beta * Math.log(Math.random()) >= remaining
   }
 
@@ -266,16 +254,6 @@ export class CacheCore {
       if (this.refreshHolds.size >= MAX_REFRESH_HOLDS) this.refreshHolds.clear()
     }
     this.refreshHolds.set(key, until)
-  }
-
-  /**
-   * An early refresh started at `startedAt` (performance.now()) has put a value of `loadMs`
-   * into L1 now: what it took beyond the load goes into `refreshOverheadMs`.
-   */
-  noteRefreshDone(startedAt: number, loadMs: number): void {
-    const sample = Math.max(0, performance.now() - startedAt - loadMs)
-    const previous = this.refreshOverheadMs
-    this.refreshOverheadMs = sample >= previous ? sample : previous + (sample - previous) / 4
   }
 
   /** Counts a background refresh while it runs, for the `maxBackgroundRefreshes` cap. */

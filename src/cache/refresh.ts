@@ -33,19 +33,13 @@ export class Refresher {
     if (core.refreshing >= core.settings.maxBackgroundRefreshes) return // the value in hand is served; a later read retries
     core.holdRefresh(call.key, now + core.settings.lock.lease)
     const refresh = { ...call, background: true }
-    // An early refresh is timed, from this hit to the new value in L1 (see refreshOverheadMs).
-    const startedAt = mode === 'refresh' ? now : undefined
     core.countRefresh(
-      core.flights.start(call.key, { fallback: current }, () => this.refresh(refresh, mode, current, startedAt))
-        .promise,
+      core.flights.start(call.key, { fallback: current }, () => this.refresh(refresh, mode, current)).promise,
     )
   }
 
-  /**
-   * A background refresh: take the lock without waiting; someone else refreshing is fine.
-   * `startedAt`: when an early refresh was decided, to time it (undefined: not timed).
-   */
-  async refresh(call: Call, mode: LookupMode, current: Entry, startedAt?: number): Promise<Resolution> {
+  /** A background refresh: take the lock without waiting; someone else refreshing is fine. */
+  async refresh(call: Call, mode: LookupMode, current: Entry): Promise<Resolution> {
     const { core } = this
     const notes: FlightNotes = { fallback: current }
     if (!core.store) return this.leader.lead(call, undefined, notes)
@@ -59,7 +53,7 @@ export class Refresher {
     } catch {
       return this.unreachable(call, current, notes)
     }
-    return this.refreshed(call, found, { keys, owner, current, notes, startedAt })
+    return this.refreshed(call, found, { keys, owner, current, notes })
   }
 
   /**
@@ -79,10 +73,10 @@ export class Refresher {
   private refreshed(
     call: Call,
     found: Lookup,
-    asked: { keys: EntryKeys; owner: string; current: Entry; notes: FlightNotes; startedAt: number | undefined },
+    asked: { keys: EntryKeys; owner: string; current: Entry; notes: FlightNotes },
   ): Promise<Resolution> | Resolution {
     const { core } = this
-    const { keys, owner, notes, startedAt } = asked
+    const { keys, owner, notes } = asked
     let { current } = asked
     const stored = core.entries.decode(call.key, found)
     // Our copy is older than a delete's fence (its broadcast was missed): no answer and no
@@ -92,7 +86,7 @@ export class Refresher {
     if (stored && found.state === 'fresh' && found.lock !== 'won') {
       core.remember(call, stored)
       if (found.lock === 'held')
-        this.watchReload(call, keys, stored, Number(found.lockArg), startedAt) // an early refresh elsewhere
+        this.watchReload(call, keys, stored, Number(found.lockArg)) // an early refresh elsewhere
       else core.refreshHolds.delete(call.key)
       return { value: stored.value, outcome: 'hit', shareable: true }
     }
@@ -106,11 +100,10 @@ export class Refresher {
       this.leader.checkReplicated(call.key, found)
       const lockValue = `${owner}:${found.lockArg}`
       const lock = { keys, token: found.lockArg, lockValue, lockedAt: found.sentAt, serverAt: found.serverNow }
-      const led = this.leader.lead(call, lock, notes)
-      return startedAt === undefined ? led : led.then((resolution) => this.timed(call, startedAt, resolution))
+      return this.leader.lead(call, lock, notes)
     }
     const now = performance.now()
-    if (found.lock === 'held' && kept) this.watchReload(call, keys, current, Number(found.lockArg), startedAt)
+    if (found.lock === 'held' && kept) this.watchReload(call, keys, current, Number(found.lockArg))
     else if (found.lock === 'backoff') core.holdRefresh(call.key, now + Number(found.lockArg))
     if (kept && now < kept.freshUntil) return { value: kept.value, outcome: 'hit', shareable: true }
     if (kept && now < kept.graceUntil) return { value: kept.value, outcome: 'stale', shareable: true }
@@ -119,22 +112,14 @@ export class Refresher {
     return this.foreground({ ...call, background: false }, notes)
   }
 
-  /** A refresh led here is done (committed, in L1): times it for refreshOverheadMs. */
-  private timed(call: Call, startedAt: number, resolution: Resolution): Resolution {
-    const entry = this.core.memory?.get(call.key)
-    if (entry && resolution.outcome === 'loaded') this.core.noteRefreshDone(startedAt, entry.loadMs)
-    return resolution
-  }
-
   /**
    * Another process holds the lock and reloads the key while this one serves `current`
    * (stale, or soon stale): listen on the key's channel and adopt the committed value from
    * its message. No refresh is tried meanwhile, but only for a delay derived from the
    * entry's measured load time (and how long the lock has been held), never a whole lease:
    * then the next call re-checks Redis, so a lost message costs about one load time.
-   * `startedAt`: when this process decided an early refresh, to time it until the value is adopted.
    */
-  watchReload(call: Call, keys: EntryKeys, current: Entry, lockPttl: number, startedAt?: number): void {
+  watchReload(call: Call, keys: EntryKeys, current: Entry, lockPttl: number): void {
     const { core } = this
     const { lease, pollInterval, maxPollInterval } = core.settings.lock
     const heldFor = Math.max(0, lease - lockPttl)
@@ -148,7 +133,7 @@ export class Refresher {
     core.waitsOpen++
     core.waitsSubscribed++
     core.track(
-      this.adoptReload(call, keys, current, until, watch, startedAt).finally(() => {
+      this.adoptReload(call, keys, current, until, watch).finally(() => {
         core.waitsOpen--
         core.waitsSubscribed--
         core.watching.delete(call.key)
@@ -164,7 +149,6 @@ export class Refresher {
     current: Entry,
     until: number,
     watch: { forgotten: boolean },
-    startedAt: number | undefined,
   ): Promise<void> {
     const { store, entries } = this.core
     let subscription: Subscription | undefined
@@ -176,10 +160,7 @@ export class Refresher {
         const message = await subscription.next(until - performance.now())
         entry = message ? await entries.committedEntry(call.key, keys, message) : undefined
       }
-      if (entry && !watch.forgotten && newerVersion(entry.version, current.version)) {
-        this.core.remember(call, entry)
-        if (startedAt !== undefined) this.core.noteRefreshDone(startedAt, entry.loadMs)
-      }
+      if (entry && !watch.forgotten && newerVersion(entry.version, current.version)) this.core.remember(call, entry)
     } catch {
       // Redis unavailable: the hold runs out and the next call re-checks.
     } finally {

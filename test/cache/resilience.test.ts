@@ -75,35 +75,6 @@ describe('timeouts (in-process)', () => {
     expect(rate(5)).toBeGreaterThan(0.9)
     await cache.close()
   })
-
-  it('XFetch starts a refresh by the time one took here at the latest (load + measured overhead, at most half the ttl)', async () => {
-    const cache = createCache({ ttl: '1m', earlyRefresh: 'xfetch' })
-    const { core } = cacheParts(cache)
-    const call = { key: 'k', policy: { ttl: 60_000, earlyRefresh: { kind: 'xfetch', beta: 1 } } } as never
-    const rate = (remaining: number, ttlMs = 60_000) => {
-      let hits = 0
-      for (let i = 0; i < 4000; i++)
-        if (core.dueForEarlyRefresh(call, { freshUntil: 1000 + remaining, loadMs: 50, ttlMs } as never, 1000)) hits++
-      return hits / 4000
-    }
-    // Nothing measured yet: XFetch alone (e^-6 at 300 ms left with δ = 50 ms).
-    expect(rate(300)).toBeLessThan(0.01)
-    // A refresh took 350 ms beyond its load: from 400 ms left on, every hit starts one.
-    core.noteRefreshDone(performance.now() - 400, 50)
-    expect(core.refreshOverheadMs).toBeGreaterThanOrEqual(350)
-    expect(rate(300)).toBe(1)
-    expect(rate(395)).toBe(1)
-    expect(rate(500)).toBeLessThan(0.01)
-    // Never earlier than half the ttl.
-    expect(rate(300, 500)).toBeLessThan(0.01)
-    expect(rate(240, 500)).toBe(1)
-    // A quicker refresh lowers the estimate by a quarter of the gap, not at once.
-    const before = core.refreshOverheadMs
-    core.noteRefreshDone(performance.now() - 60, 50)
-    expect(core.refreshOverheadMs).toBeLessThan(before)
-    expect(core.refreshOverheadMs).toBeGreaterThan(before - (before - 10) / 4 - 5)
-    await cache.close()
-  })
 })
 
 describe.skipIf(!redisAvailable)('resilience with Redis', () => {
