@@ -32,9 +32,11 @@ end
 local function enqueue(queue, beats, owner, nowUs, nowMs, beatMs)
   redis.call('ZADD', queue, 'NX', nowUs, owner)
   redis.call('ZADD', beats, nowMs + beatMs, owner)
+  -- Only ever lengthened: a short-beat waiter must not expire the line of a long-beat one.
   local keep = beatMs * 2
-  redis.call('PEXPIRE', queue, keep)
-  redis.call('PEXPIRE', beats, keep)
+  for _, key in ipairs({queue, beats}) do
+    if redis.call('PTTL', key) < keep then redis.call('PEXPIRE', key, keep) end
+  end
 end
 
 local function leave(queue, beats, owner)
