@@ -14,12 +14,22 @@ local function zsetOnly(key)
   if kind ~= 'zset' and kind ~= 'none' then redis.call('DEL', key) end
 end
 
--- Drops the waiters whose beat ran out.
+-- Drops the waiters whose beat ran out, and beats no waiter sets (past nowMs + 2^31-1 ms,
+-- planted: they would never run out).
 local function pruneWaiters(queue, beats, nowMs)
-  local dead = redis.call('ZRANGEBYSCORE', beats, '-inf', nowMs)
-  if #dead > 0 then
-    redis.call('ZREM', queue, unpack(dead))
-    redis.call('ZREMRANGEBYSCORE', beats, '-inf', nowMs)
+  for _, range in ipairs({{'-inf', nowMs}, {'(' .. (nowMs + 2147483647), '+inf'}}) do
+    local dead = redis.call('ZRANGEBYSCORE', beats, range[1], range[2])
+    if #dead > 0 then
+      redis.call('ZREM', queue, unpack(dead))
+      redis.call('ZREMRANGEBYSCORE', beats, range[1], range[2])
+    end
+  end
+  -- A head with no beat (the beats key evicted or replaced while the line survived) could
+  -- never be found dead, and would block the line for as long as others keep it alive.
+  for _ = 1, 1000 do
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not head or redis.call('ZSCORE', beats, head) then break end
+    redis.call('ZREM', queue, head)
   end
 end
 
