@@ -50,3 +50,21 @@ describe.skipIf(!redisAvailable)('a line whose head has no usable beat', () => {
     await locks.close()
   })
 })
+
+describe.skipIf(!redisAvailable)('a semaphore permit that could never expire', () => {
+  const redis = useRedisServer({ flush: true })
+  const NS = 'adv23inf'
+
+  it('a permit planted at +inf, or past now + 2^31-1 ms (no lease is that long), is freed, not held forever', async () => {
+    const locks = createLocks({ redis: redis.client(), namespace: NS })
+    const keys = semaphoreKeys(NS, 's')
+    const farFuture = Date.now() + 2 ** 31 + 60_000
+    await redis.admin().zadd(keys.holders, '+inf', 'ghost-a:0', farFuture, 'ghost-b:0')
+    const sem = locks.semaphore('s', { permits: 2 })
+    const held = await sem.acquire(2, { lease: 300, wait: 1_000 })
+    expect(await redis.admin().zrange(keys.holders, 0, -1)).toHaveLength(2)
+    await held.release()
+    expect(await redis.admin().zcard(keys.holders)).toBe(0)
+    await locks.close()
+  })
+})
