@@ -62,7 +62,7 @@ describe.skipIf(!redisAvailable)('a semaphore permit that could never expire', (
     await redis.admin().zadd(keys.holders, '+inf', 'ghost-a:0', farFuture, 'ghost-b:0')
     const sem = locks.semaphore('s', { permits: 2 })
     const held = await sem.acquire(2, { lease: 300, wait: 1_000 })
-    expect(await redis.admin().zrange(keys.holders, 0, -1)).toHaveLength(2)
+    expect(await redis.admin().zcard(keys.holders)).toBe(2)
     await held.release()
     expect(await redis.admin().zcard(keys.holders)).toBe(0)
     await locks.close()
