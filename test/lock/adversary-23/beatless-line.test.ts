@@ -55,16 +55,35 @@ describe.skipIf(!redisAvailable)('a semaphore permit that could never expire', (
   const redis = useRedisServer({ flush: true })
   const NS = 'adv23inf'
 
-  it('a permit planted at +inf, or past now + 2^31-1 ms (no lease is that long), is freed, not held forever', async () => {
+  it('a permit planted at +inf, or past now + 2^32 ms (twice the longest lease), is freed, not held forever', async () => {
     const locks = createLocks({ redis: redis.client(), namespace: NS })
     const keys = semaphoreKeys(NS, 's')
-    const farFuture = Date.now() + 2 ** 31 + 60_000
+    const farFuture = Date.now() + 2 ** 32 + 60_000
     await redis.admin().zadd(keys.holders, '+inf', 'ghost-a:0', farFuture, 'ghost-b:0')
     const sem = locks.semaphore('s', { permits: 2 })
     const held = await sem.acquire(2, { lease: 300, wait: 1_000 })
     expect(await redis.admin().zcard(keys.holders)).toBe(2)
     await held.release()
     expect(await redis.admin().zcard(keys.holders)).toBe(0)
+    await locks.close()
+  })
+
+  it('a permit and a waiter on the longest lease (2^31-1 ms) are kept: not taken for planted ones', async () => {
+    const locks = createLocks({ redis: redis.client(), namespace: NS })
+    const keys = semaphoreKeys(NS, 'max')
+    const sem = locks.semaphore('max', { permits: 1 })
+    const longest = 2 ** 31 - 1
+    const held = await sem.acquire(1, { lease: longest })
+    const gaveUp = new AbortController()
+    const waiting = sem.acquire(1, { lease: longest, wait: 5_000, signal: gaveUp.signal }).catch(() => undefined)
+    await expect.poll(() => redis.admin().zcard(keys.queue), { timeout: 3_000 }).toBe(1)
+    // Others' attempts prune: neither the permit nor the waiter's place goes.
+    for (let i = 0; i < 3; i++) expect(await sem.tryAcquire(1)).toBeUndefined()
+    expect(await redis.admin().zcard(keys.holders)).toBe(1)
+    expect(await redis.admin().zcard(keys.queue)).toBe(1)
+    gaveUp.abort()
+    await waiting
+    await held.release()
     await locks.close()
   })
 })

@@ -14,10 +14,11 @@ local function zsetOnly(key)
   if kind ~= 'zset' and kind ~= 'none' then redis.call('DEL', key) end
 end
 
--- Drops the waiters whose beat ran out, and beats no waiter sets (past nowMs + 2^31-1 ms,
--- planted: they would never run out).
+-- Drops the waiters whose beat ran out, and beats that no waiter sets (planted past
+-- nowMs + 2^32 ms, twice the longest beat: slack for a server clock stepped back), which
+-- would never run out.
 local function pruneWaiters(queue, beats, nowMs)
-  for _, range in ipairs({{'-inf', nowMs}, {'(' .. (nowMs + 2147483647), '+inf'}}) do
+  for _, range in ipairs({{'-inf', nowMs}, {'(' .. (nowMs + 4294967296), '+inf'}}) do
     local dead = redis.call('ZRANGEBYSCORE', beats, range[1], range[2])
     if #dead > 0 then
       redis.call('ZREM', queue, unpack(dead))
