@@ -20,10 +20,12 @@ end
 local function pruneWaiters(queue, beats, nowMs)
   for _, range in ipairs({{'-inf', nowMs}, {'(' .. (nowMs + 4294967296), '+inf'}}) do
     local dead = redis.call('ZRANGEBYSCORE', beats, range[1], range[2])
-    if #dead > 0 then
-      redis.call('ZREM', queue, unpack(dead))
-      redis.call('ZREMRANGEBYSCORE', beats, range[1], range[2])
+    -- In slices: unpack of thousands of values (a process with that many waiters killed)
+    -- overflows Lua's stack, and would fail every script on the key while they stay.
+    for i = 1, #dead, 1000 do
+      redis.call('ZREM', queue, unpack(dead, i, math.min(i + 999, #dead)))
     end
+    if #dead > 0 then redis.call('ZREMRANGEBYSCORE', beats, range[1], range[2]) end
   end
   -- A head with no beat (the beats key evicted or replaced while the line survived) could
   -- never be found dead, and would block the line for as long as others keep it alive.
