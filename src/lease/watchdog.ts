@@ -75,6 +75,12 @@ export class LeaseWatchdog {
   private leaseMs: number
   /** Send time of the newest renewal the store confirmed (initially: of the acquisition). */
   private confirmedSentAt: number
+  /**
+   * The earliest deadline of the renewals unanswered since that confirmation: one that got
+   * no reply may still have run, and a shorter lease (`extend(shorter)`) may be in force in
+   * the store. `Infinity` when there is none.
+   */
+  private unansweredUntil = Infinity
   private renewTimer: (() => void) | undefined
   private deadlineTimer: (() => void) | undefined
   private holdTimer: (() => void) | undefined
@@ -105,7 +111,7 @@ export class LeaseWatchdog {
 
   /** The `performance.now()` instant the lease is given up at, unless a renewal is confirmed first. */
   get deadline(): number {
-    return this.confirmedSentAt + this.leaseMs - leaseMarginMs(this.leaseMs)
+    return Math.min(this.confirmedSentAt + this.leaseMs - leaseMarginMs(this.leaseMs), this.unansweredUntil)
   }
 
   /** The error the lease was lost with, if it was. */
@@ -159,6 +165,13 @@ export class LeaseWatchdog {
     try {
       renewed = await this.options.renew(leaseMs)
     } catch (error) {
+      // No answer, but it may have run: a shorter lease than the one confirmed would then
+      // end the lock sooner, so the deadline comes no later than that lease's.
+      const until = sentAt + leaseMs - leaseMarginMs(leaseMs)
+      if (until < this.deadline) {
+        this.unansweredUntil = until
+        if (!this.lostWith && !this.stopped) this.armDeadline()
+      }
       // Unreachable: the lock lives on until its lease runs out, so keep trying; the
       // deadline timer gives it up in time if no renewal gets through.
       if (this.renewing && !this.stopped)
@@ -175,6 +188,7 @@ export class LeaseWatchdog {
     this.scheduleRenewal(sentAt + leaseMs / 3)
     if (this.lostWith) return false // confirmed after the deadline: the holder was told, and lost is final
     this.confirmedSentAt = Math.max(this.confirmedSentAt, sentAt)
+    this.unansweredUntil = Infinity // sent after any unanswered one, so it ran after it
     this.armDeadline()
     return true
   }

@@ -50,6 +50,10 @@ export class PostgresSemaphores implements SemaphoreStore {
               beatMs,
               this.tables.channel,
             ],
+            // Still running when given up (queued behind the semaphore's lock, or slow): the
+            // release below runs on another connection and may come first, so give back
+            // again once the attempt is over, or it leaves a permit nobody holds for a lease.
+            () => void this.release(request, owner).catch(() => {}),
           ).catch((error: unknown) => {
             // No answer (a timeout, or the connection reset after the server committed): the
             // permits may be taken; give back whatever this owner took, not a lease later.
@@ -71,16 +75,20 @@ export class PostgresSemaphores implements SemaphoreStore {
     this.notifications.close()
   }
 
+  /** One statement, bounded by `timeout`; `afterTimedOut` runs once a statement that timed out is over. */
   private async call<T extends Record<string, unknown>>(
     what: string,
     sql: string,
     values: unknown[],
+    afterTimedOut?: () => void,
   ): Promise<T[keyof T]> {
+    const query = this.settings.pool.query(sql, values)
     const result = await boundedBackendCall(
       'postgres',
       what,
-      this.settings.pool.query(sql, values),
+      query,
       this.settings.timeoutMs,
+      afterTimedOut && (() => void query.then(afterTimedOut, afterTimedOut)),
     )
     return Object.values(result.rows[0] ?? {})[0] as T[keyof T]
   }

@@ -14,12 +14,25 @@ local function zsetOnly(key)
   if kind ~= 'zset' and kind ~= 'none' then redis.call('DEL', key) end
 end
 
--- Drops the waiters whose beat ran out.
+-- Drops the waiters whose beat ran out, and beats that no waiter sets (planted past
+-- nowMs + 2^32 ms, twice the longest beat: slack for a server clock stepped back), which
+-- would never run out.
 local function pruneWaiters(queue, beats, nowMs)
-  local dead = redis.call('ZRANGEBYSCORE', beats, '-inf', nowMs)
-  if #dead > 0 then
-    redis.call('ZREM', queue, unpack(dead))
-    redis.call('ZREMRANGEBYSCORE', beats, '-inf', nowMs)
+  for _, range in ipairs({{'-inf', nowMs}, {'(' .. (nowMs + 4294967296), '+inf'}}) do
+    local dead = redis.call('ZRANGEBYSCORE', beats, range[1], range[2])
+    -- In slices: unpack of thousands of values (a process with that many waiters killed)
+    -- overflows Lua's stack, and would fail every script on the key while they stay.
+    for i = 1, #dead, 1000 do
+      redis.call('ZREM', queue, unpack(dead, i, math.min(i + 999, #dead)))
+    end
+    if #dead > 0 then redis.call('ZREMRANGEBYSCORE', beats, range[1], range[2]) end
+  end
+  -- A head with no beat (the beats key evicted or replaced while the line survived) could
+  -- never be found dead, and would block the line for as long as others keep it alive.
+  for _ = 1, 1000 do
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not head or redis.call('ZSCORE', beats, head) then break end
+    redis.call('ZREM', queue, head)
   end
 end
 
@@ -32,9 +45,11 @@ end
 local function enqueue(queue, beats, owner, nowUs, nowMs, beatMs)
   redis.call('ZADD', queue, 'NX', nowUs, owner)
   redis.call('ZADD', beats, nowMs + beatMs, owner)
+  -- Only ever lengthened: a short-beat waiter must not expire the line of a long-beat one.
   local keep = beatMs * 2
-  redis.call('PEXPIRE', queue, keep)
-  redis.call('PEXPIRE', beats, keep)
+  for _, key in ipairs({queue, beats}) do
+    if redis.call('PTTL', key) < keep then redis.call('PEXPIRE', key, keep) end
+  end
 end
 
 local function leave(queue, beats, owner)
