@@ -1,5 +1,5 @@
 /**
- * A fair-lock user in its own process for test/lock/adversary-23/fair-churn.cross-process.test.ts:
+ * A fair-lock user in its own process for test/lock/attacks/fair-churn.cross-process.test.ts:
  * `rounds` withLock calls on one key, every other one aborted after 0–8 ms (often while in
  * line, sometimes as the lock is handed to it). Inside, it counts holders in Redis (the
  * protected resource): `inside` while held, `overlaps` when it was not alone.
