@@ -1,8 +1,14 @@
 import { AsyncResource } from 'node:async_hooks'
 import type { WaitOutcome } from '../events.js'
-import type { EntryKeys } from './redis/keys.js'
+import { lockKeyOf, type EntryKeys } from './redis/keys.js'
 import type { NewsListener, Subscription } from '../redis/notifier.js'
-import { POLL_ONLY_MAX_MS, type PollBackoff, type PollWait, type Sleeper } from '../redis/poll-scheduler.js'
+import {
+  POLL_ONLY_MAX_MS,
+  type LockNamer,
+  type PollBackoff,
+  type PollWait,
+  type Sleeper,
+} from '../redis/poll-scheduler.js'
 import type { Lookup } from './redis/store.js'
 import { messageKind } from './call.js'
 import type { CacheCore } from './core.js'
@@ -49,7 +55,7 @@ function backoffOf(core: CacheCore, maxMs: number, firstMs: number): PollBackoff
  * No promise or async call stays suspended on it: the message handler (`news`) or the poll
  * (`wake`) hands it to the cache's wake queue, which `resume`s the flight with a plain call.
  */
-export class Wait implements Sleeper, NewsListener, Resumable {
+export class Wait implements Sleeper, NewsListener, Resumable, LockNamer {
   private readonly core: CacheCore
   private readonly key: string
   private readonly since: number
@@ -106,7 +112,12 @@ export class Wait implements Sleeper, NewsListener, Resumable {
     // commit. The budget (maxPollRate) counts calls of up to 500 keys: 20,000 such waits cost
     // about 80,000 PTTL a second in some 160 calls.
     const maxMs = this.subscribed ? maxPollInterval : Math.min(maxPollInterval, POLL_ONLY_MAX_MS)
-    this.poll = polls!.enrol(keys.lock, deadline, backoffOf(this.core, maxMs, Math.min(pollInterval, maxMs)))
+    this.poll = polls!.enrol(this, deadline, backoffOf(this.core, maxMs, Math.min(pollInterval, maxMs)))
+  }
+
+  /** The key's lock, named when a poll is sent (see LockNamer). */
+  lockName(): string {
+    return lockKeyOf(this.core.settings.namespace, this.key)
   }
 
   /** `performance.now()` when the wait runs out: 0 until subscribed. */

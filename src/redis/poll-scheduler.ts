@@ -42,6 +42,14 @@ export interface PollBackoff {
   readonly maxMs: number
 }
 
+/**
+ * What names a wait's lock, asked each time a poll is sent: a cache's wait builds the name from
+ * its key then, rather than hold it all the while it waits (about 80 B of each parked wait).
+ */
+export interface LockNamer {
+  lockName(): string
+}
+
 /** A wait taken into a poll call, with the round of its sleep it answers for. */
 interface Polled {
   readonly wait: PollWait
@@ -117,8 +125,11 @@ export class PollScheduler {
     for (const wait of this.enrolled) wait.interrupt()
   }
 
-  /** One waiter's wait on `lock`, until `deadline` (a `performance.now()` time). End it with `end()`. */
-  enrol(lock: string, deadline: number, backoff: PollBackoff): PollWait {
+  /**
+   * One waiter's wait on `lock` (its name, or what names it when polled), until `deadline` (a
+   * `performance.now()` time). End it with `end()`.
+   */
+  enrol(lock: string | LockNamer, deadline: number, backoff: PollBackoff): PollWait {
     return new PollWait(this, lock, deadline, backoff)
   }
 
@@ -228,13 +239,19 @@ export class PollWait implements Timed {
 
   constructor(
     private readonly scheduler: PollScheduler,
-    readonly lock: string,
+    private readonly lockNamer: string | LockNamer,
     deadline: number,
     private readonly backoff: PollBackoff,
   ) {
     this.pollMs = backoff.firstMs
     scheduler.track(this, true)
     this.deadline = scheduler.timeline.schedule(deadline, this)
+  }
+
+  /** The name of the lock waited on. */
+  get lock(): string {
+    const namer = this.lockNamer
+    return typeof namer === 'string' ? namer : namer.lockName()
   }
 
   /** The timeline's call: the deadline came, or the next poll is due. */
