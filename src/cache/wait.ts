@@ -55,7 +55,7 @@ function backoffOf(core: CacheCore, maxMs: number, firstMs: number): PollBackoff
  * No promise or async call stays suspended on it: the message handler (`news`) or the poll
  * (`wake`) hands it to the cache's wake queue, which `resume`s the flight with a plain call.
  */
-export class Wait implements Sleeper, NewsListener, Resumable, LockNamer {
+export class Wait extends AsyncResource implements Sleeper, NewsListener, Resumable, LockNamer {
   private readonly core: CacheCore
   private readonly key: string
   private readonly since: number
@@ -67,22 +67,23 @@ export class Wait implements Sleeper, NewsListener, Resumable, LockNamer {
   private parked: Parked | undefined
   /** The news it is resumed with: the leader's message, or undefined (re-check). */
   private message: Buffer | undefined
-  /**
-   * The caller's async context, taken at park: the flight goes on in it (the `waited` event
-   * and its span under the caller's, a loader run after the wait seeing the caller's
-   * AsyncLocalStorage), not in the context of whatever read the news.
-   */
-  private context: AsyncResource | undefined
 
   /**
    * Takes one of the `maxPendingWaits` and, when `subscribed`, one of the `maxWaits` (the
    * caller checked they are free), and emits `wait`.
+   *
+   * The wait is the AsyncResource of the caller's async context, taken here, in the flight's
+   * own chain of calls: a resumed flight goes on in it (the `waited` event and its span under
+   * the caller's, a loader run after the wait seeing the caller's AsyncLocalStorage), not in
+   * the context of whatever read the news. A resource of its own, taken at park, was some
+   * 30 B more of each parked wait.
    */
   constructor(
     core: CacheCore,
     key: string,
     private readonly subscribed: boolean,
   ) {
+    super('stampede-guard.wait')
     this.core = core
     this.key = key
     core.waitsOpen++
@@ -136,7 +137,6 @@ export class Wait implements Sleeper, NewsListener, Resumable, LockNamer {
    */
   park(flight: Parked, lockPttl: number): void {
     this.parked = flight
-    this.context = new AsyncResource('stampede-guard.wait')
     if (!this.poll!.sleep(this, lockPttl)) return this.news(undefined) // over already
     this.subscription?.listen(this) // a message queued meanwhile answers at once
   }
@@ -163,9 +163,8 @@ export class Wait implements Sleeper, NewsListener, Resumable, LockNamer {
   resume(): void {
     const flight = this.parked
     const message = this.message
-    const context = this.context
-    this.parked = this.message = this.context = undefined
-    if (flight) context!.runInAsyncScope(flight.woken, flight, message)
+    this.parked = this.message = undefined
+    if (flight) this.runInAsyncScope(flight.woken, flight, message)
   }
 
   /** Gives back the poll slot, the subscription and the budgets' slots; idempotent. */

@@ -227,6 +227,10 @@ export interface Sleeper {
 export class PollWait implements Timed {
   /** Which sleep a poll answers for: bumped by each sleep's end and each poll that finds the lock held. */
   round = 0
+  /**
+   * Whole milliseconds, always: a field that only ever holds small integers is stored in the
+   * object itself, where one fractional value makes V8 box it (16 B more for each wait).
+   */
   private pollMs: number
   /** The next poll on the timeline, while sleeping; and the deadline (entries, not closures: see Deadlines.schedule). */
   private nextPoll: DeadlineEntry | undefined
@@ -243,7 +247,7 @@ export class PollWait implements Timed {
     deadline: number,
     private readonly backoff: PollBackoff,
   ) {
-    this.pollMs = backoff.firstMs
+    this.pollMs = Math.max(1, Math.floor(backoff.firstMs))
     scheduler.track(this, true)
     this.deadline = scheduler.timeline.schedule(deadline, this)
   }
@@ -356,7 +360,7 @@ export class PollWait implements Timed {
     const ms = this.pollSoon ? 1 : Math.max(1, Math.min(this.pollMs, busyForMs + 1))
     this.pollSoon = false
     // Jittered below the cap only: ±25 % around maxMs stretched a "5 s at most" sleep to 6.25 s.
-    this.pollMs = nextBackoff(this.pollMs, this.backoff.maxMs)
+    this.pollMs = Math.max(1, Math.floor(nextBackoff(this.pollMs, this.backoff.maxMs)))
     this.nextPoll = this.scheduler.timeline.schedule(performance.now() + ms, this)
   }
 }
