@@ -1,4 +1,4 @@
-import { Deadlines, type DeadlineEntry, type Due, type Timed } from '../deadlines.js'
+import { Deadlines, type DeadlineEntry, type Timed } from '../deadlines.js'
 import { keySlot } from './failing-clock.js'
 import { nextBackoff } from '../timers.js'
 import { repliesFor } from './batches.js'
@@ -224,7 +224,7 @@ export interface Sleeper {
  * `Sleeper` until a poll finds the lock gone (or fails), the deadline, or `interrupt()`;
  * `pause()` is the same as a promise, also ended by a message on a subscription.
  */
-export class PollWait implements Timed, Due {
+export class PollWait implements Timed {
   /** Which sleep a poll answers for: bumped by each sleep's end and each poll that finds the lock held. */
   round = 0
   /**
