@@ -14,7 +14,8 @@ export interface DeadlineEntry {
   readonly at: number
 }
 
-interface Due extends DeadlineEntry {
+/** An entry on the timeline: what is told when `at` comes (undefined once fired or cancelled). */
+export interface Due extends DeadlineEntry {
   fire: (() => void) | Timed | undefined
 }
 
@@ -46,6 +47,17 @@ export class Deadlines {
     this.push(due)
     if (at < this.armedFor) this.arm()
     return due
+  }
+
+  /**
+   * As `schedule()`, with an object of the caller's as the entry (its `at` and `fire` set):
+   * `fire.due(entry)` is called at `at`. A PollWait is its own deadline's entry, one object
+   * fewer for each wait. It must not be scheduled again while on the timeline (not yet fired
+   * or, if cancelled, not yet dropped).
+   */
+  scheduleEntry(entry: Due): void {
+    this.push(entry)
+    if (entry.at < this.armedFor) this.arm()
   }
 
   /** Cancels a scheduled entry; a no-op once it fired or was cancelled. */

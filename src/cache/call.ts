@@ -58,6 +58,14 @@ export interface FlightNotes {
 }
 
 /**
+ * A flight's notes, every field set: `lookingUp`, added later to a `{ fallback }` literal,
+ * went to a property array of its own (some 30 B more for each of 20,000 parked waits).
+ */
+export function newFlightNotes(): FlightNotes {
+  return { fallback: undefined, lookingUp: undefined }
+}
+
+/**
  * The entry's lock this process holds for one load, and its fencing token; or, after a wait
  * ran out (`lockValue` ''), the bare token alone. Not a run-once claim (src/lock/run-once.ts).
  */

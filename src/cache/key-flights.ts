@@ -1,7 +1,7 @@
 import type { Flight } from '../memory/single-flight.js'
 import type { PolicyOptions } from '../options.js'
 import type { Answers } from './answers.js'
-import type { Call, FlightNotes, Resolution } from './call.js'
+import { type Call, type FlightNotes, type Resolution, newFlightNotes } from './call.js'
 import type { CacheCore } from './core.js'
 import type { LoadLeader } from './lead.js'
 import type { Resolver } from './resolve.js'
@@ -43,7 +43,7 @@ export class KeyFlights {
     if (!running)
       return this.timeouts.withTimeouts(
         call,
-        core.flights.start(call.key, { fallback: undefined }, (notes) => this.resolver.resolve(call, notes)),
+        core.flights.start(call.key, newFlightNotes(), (notes) => this.resolver.resolve(call, notes)),
         false,
       )
     return this.#join(call, running)
@@ -61,7 +61,7 @@ export class KeyFlights {
       const again = () => this.#forceFly(call)
       return running.promise.then(again, again)
     }
-    const flight = core.flights.start(call.key, { fallback: undefined }, (notes) => this.resolver.resolve(call, notes))
+    const flight = core.flights.start(call.key, newFlightNotes(), (notes) => this.resolver.resolve(call, notes))
     this.#forced.add(flight.promise)
     return this.timeouts.withTimeouts(call, flight, false)
   }

@@ -5,7 +5,7 @@ import type { CallOptions } from '../options.js'
 import { batchesOf } from '../redis/batches.js'
 import type { Answers } from './answers.js'
 import { BatchLoads, type BatchLoader } from './batch-loads.js'
-import type { Call, Resolution } from './call.js'
+import { type Call, type Resolution, newFlightNotes } from './call.js'
 import type { CacheCore } from './core.js'
 import type { FreshRead } from './redis/fresh-reads.js'
 import { entryKeys, type EntryKeys } from './redis/keys.js'
@@ -73,7 +73,7 @@ export async function getOrLoadMany<V>(
   if (toLookUp.length > 0) {
     const lookups = new ManyLookups(core, core.store!, toLookUp, loads)
     for (const call of toLookUp) {
-      const flight = core.flights.start(call.key, { fallback: undefined }, (notes) =>
+      const flight = core.flights.start(call.key, newFlightNotes(), (notes) =>
         parts.resolver.resolveBatched(call, notes, lookups),
       )
       answers.set(call.key, parts.timeouts.withTimeouts(call, flight, false))

@@ -1,25 +1,12 @@
 import { newOwnerId } from './owner-ids.js'
-import { fallbackValid, type Entry } from '../entry.js'
-import { CacheClosedError, LoaderConcurrencyError, RedisUnavailableError, RemoteLoaderError } from '../errors.js'
+import type { Entry } from '../entry.js'
+import { LoaderConcurrencyError, RedisUnavailableError, RemoteLoaderError } from '../errors.js'
 import type { FreshRead } from './redis/fresh-reads.js'
-import { entryKeys, type EntryKeys } from './redis/keys.js'
 import type { Lookup, LookupMode, RedisStore } from './redis/store.js'
-import type { Answers } from './answers.js'
-import { type Call, type FlightNotes, type HeldEntryLock, type Resolution, messageKind } from './call.js'
-import type { CacheCore } from './core.js'
-import type { LoadLeader } from './lead.js'
+import type { Call, FlightNotes, HeldEntryLock, Resolution } from './call.js'
 import { endedBeforeLoading } from './loader-permits.js'
-import type { Refresher } from './refresh.js'
-import { type Parked, Wait } from './wait.js'
 import type { FirstLookup } from './batched-lookups.js'
-
-/** What a flight needs of the cache's parts (the `Resolver` hands itself). */
-export interface FlightParts {
-  readonly core: CacheCore
-  readonly leader: LoadLeader
-  readonly refresher: Refresher
-  readonly answers: Answers
-}
+import { type FlightParts, PARKED, type Step, WaitingFlight } from './flight-wait.js'
 
 /** The flight's first lookup answered (or failed): from now on its joined callers' waitTimeouts run. */
 function lookedUp(notes: FlightNotes): void {
@@ -28,21 +15,11 @@ function lookedUp(notes: FlightNotes): void {
   if (Array.isArray(postponed)) for (const resume of postponed) resume()
 }
 
-/** The flight is parked on its wait: its `woken()` goes on, called from the cache's wake queue. */
-const PARKED = Symbol('parked')
-
-/**
- * What one answer of the script leads to: the caller's answer; undefined to look up again;
- * PARKED (wait for news); or a load of the caller's own, run once the flight is done with
- * Redis (its wait given back, an abandoned lock released), whose errors are the loader's and
- * nothing else's.
- */
-type Step = Resolution | undefined | typeof PARKED | (() => Promise<Resolution>)
-
 /**
  * A flight after its fresh read found nothing: the get-or-lock script, asked until one of
  * its answers settles the flight. Each kind of answer has its method (fresh, backoff, won,
- * held), and a wait on another process's load is a `Wait`.
+ * held), and a wait on another process's load is a `Wait`, started, parked and given up by
+ * the methods of `WaitingFlight` (flight-wait.ts), which also holds the state the two share.
  *
  * The loop, as callbacks rather than one async function, so that a waiting flight holds no
  * suspended call chain (20,000 waits held 4.5 KB each that way), only this object and its Wait:
@@ -53,46 +30,29 @@ type Step = Resolution | undefined | typeof PARKED | (() => Promise<Resolution>)
  *                 │                          └─ PARKED ─▶ … ─▶ woken ─▶ afterPause ─▶ take
  *                 └──────────── any failure ─▶ failed (unreachable) ─▶ finish
  */
-export class RedisFlight implements Parked {
-  private readonly core: CacheCore
-  /** The key's Redis names, built when first needed; a parked flight drops them (see awaitLeader). */
-  private names: EntryKeys | undefined
-  /** Set after the fresh read: a hit needs none. */
-  private owner = ''
+export class RedisFlight extends WaitingFlight {
   private mode: LookupMode
   /** A forced refresh that found the lock held: the version then stored, which that load's commit replaces. */
   private versionWhenHeld: string | undefined
-  /** Past this point a RedisUnavailableError is the loader's own. */
-  private handedOff = false
   /** A lookup of `owner` got no answer: it may take the lock yet. Undone once the flight is done with `owner`. */
   private abandoned = false
   /** The lock is the lead's to commit or release. */
   private won = false
   /** This process's last load of the key is still trying to commit: the failover is waited out for it, as a waiter would. */
   private readonly committing: boolean
-  private readonly failoverDeadline: number
-  private wait: Wait | undefined
   /** Lookups asked for: the first may be the batch's. */
   private lookups = 0
   /** Settles the caller's promise, once, from finish() or failed(). */
   private resolve!: (answer: Resolution | Promise<Resolution>) => void
 
-  constructor(
-    private readonly parts: FlightParts,
-    private readonly store: RedisStore,
-    private readonly call: Call,
-    private readonly notes: FlightNotes,
-    /** The first lookup, made by getOrLoadMany's batch; undefined: the flight sends its own. */
-    private readonly first?: FirstLookup,
-  ) {
-    this.core = parts.core
-    this.committing = this.core.committing.has(call.key)
-    this.mode = call.force ? 'refresh' : 'read'
-    this.failoverDeadline = performance.now() + call.policy.waitTimeout
-  }
+  /** The first lookup, made by getOrLoadMany's batch; undefined: the flight sends its own. */
+  private readonly first: FirstLookup | undefined
 
-  private get keys(): EntryKeys {
-    return (this.names ??= entryKeys(this.core.settings.namespace, this.call.key))
+  constructor(parts: FlightParts, store: RedisStore, call: Call, notes: FlightNotes, first?: FirstLookup) {
+    super(parts, store, call, notes)
+    this.first = first
+    this.committing = parts.core.committing.has(call.key)
+    this.mode = call.force ? 'refresh' : 'read'
   }
 
   /** start(), as a promise. */
@@ -368,67 +328,6 @@ export class RedisFlight implements Parked {
       return this.giveUp(false)
     }
     return this.awaitLeader(this.wait, pttl)
-  }
-
-  /** Subscribes first, then re-checks (undefined), so the leader's commit message cannot fall between the two. */
-  private async startWait(): Promise<Step> {
-    const { core, call } = this
-    if (core.waitsOpen >= core.settings.maxPendingWaits) {
-      core.events.emit('wait-capped', { key: call.key, waits: core.waitsOpen, polled: false })
-      return this.giveUp(true)
-    }
-    // Past maxWaits the wait still waits, on the shared budgeted poll alone (no subscription).
-    const subscribed = core.subscribedWaitFree()
-    if (!subscribed) core.events.emit('wait-capped', { key: call.key, waits: core.waitsSubscribed, polled: true })
-    this.wait = new Wait(core, call.key, subscribed)
-    await this.wait.subscribe(this.keys, this.failoverDeadline, call.policy.waitTimeout)
-    return undefined
-  }
-
-  /** Parks until the leader's message, a poll finding the lock gone (or failing), or the deadline: then afterPause(). */
-  private awaitLeader(wait: Wait, pttl: number): Step {
-    wait.park(this, pttl)
-    // Its four names and their flattened copies were some 300 B of each of 20,000 parked
-    // waits: rebuilt (two concatenations) when it resumes, which most waits do once.
-    this.names = undefined
-    return PARKED
-  }
-
-  /** The pause's news: the leader's message answers; without one (undefined), re-check. */
-  private afterPause(wait: Wait, message: Buffer | undefined): Step | Promise<Step> {
-    if (message === undefined) return this.core.closed ? this.closedWait() : undefined // close() woke it (see PollScheduler.interruptAll)
-    if (messageKind(message) === 'u') wait.release() // loads uncached: no longer a wait
-    return this.parts.answers.onLeaderMessage(this.call, this.keys, message, this.notes.fallback).then((answer) => {
-      if (answer) wait.endedByMessage(message)
-      return answer // undefined: no news, or the lock was released without a value
-    })
-  }
-
-  /** Not waiting (the wait ran out, or was not allowed past maxPendingWaits: `capped`): stale, else onWaitTimeout or (capped) LockWaitTimeoutError. */
-  private async giveUp(capped: boolean): Promise<Resolution> {
-    const { call, core, notes, keys } = this
-    this.wait?.release()
-    const timedOut = this.parts.answers.waitTimedOut(call, notes.fallback, capped)
-    if (timedOut) return timedOut
-    // Load without the lock; a fresh token still fences the result against newer ones.
-    const { lease } = core.settings.lock
-    const found = await this.store.getOrLock(keys, this.owner, lease, 'token', core.retentionMs)
-    notes.fallback = core.entries.unlessDeleted(call.key, notes.fallback, found.fence)
-    this.handedOff = true
-    const lock = { keys, token: found.lockArg, lockValue: '', lockedAt: 0, serverAt: found.serverNow }
-    return await this.parts.leader.lead(call, lock, notes)
-  }
-
-  /**
-   * close() was called: the wait ends now rather than at waitTimeout (a closing process must
-   * not hang on another's load). A stale copy still serves; else CacheClosedError, not
-   * onWaitTimeout: 'load' would start new work close() then waits for, 'throw' would misname it.
-   */
-  private closedWait(): Resolution {
-    this.wait?.release()
-    if (!fallbackValid(this.notes.fallback, performance.now())) throw new CacheClosedError()
-    this.wait?.ended('timeout')
-    return this.core.stale(this.call.key, this.notes.fallback, 'wait-timeout')
   }
 
   /**

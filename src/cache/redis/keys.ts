@@ -24,6 +24,11 @@ export function freshKeyOf(namespace: string, key: string): string {
   return `${entryName(namespace, key)}:v`
 }
 
+/** `EntryKeys.lock` alone: what a poll of a waited-on lock sends. */
+export function lockKeyOf(namespace: string, key: string): string {
+  return `${entryName(namespace, key)}:lock`
+}
+
 function entryName(namespace: string, key: string): string {
   return `${namespace}:${hashTag('k', 'h', key)}`
 }
