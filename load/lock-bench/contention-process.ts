@@ -4,9 +4,11 @@
  * on 'go', takes the measured key `holds` times with the contender's lock, holds it 3–7 ms
  * each time, and reports when it got it and when it began to release it
  * (performance.timeOrigin + performance.now()), and how late the hold's timer fired (the
- * machine's own wake-up delay, the floor under any hand-off); on 'close', closes its lock and leaves.
+ * machine's own wake-up delay, the floor under any hand-off) and its GC pauses meanwhile;
+ * on 'close', closes its lock and leaves.
  * env BENCH_REDIS_URLS (comma-separated), plus the consensus servers'.
  */
+import { PerformanceObserver } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { consensusEnvFromProcess } from './consensus-contenders.js'
 import { BENCH_CONTENDERS } from './contenders.js'
@@ -42,8 +44,15 @@ process.once('message', async (message: Extract<ToContention, { type: 'start' }>
   await take(lock, `${message.key}:warm-up`, message.warmUpHolds).catch(failed)
   process.send?.({ type: 'warm' })
   await nextMessage() // 'go': every process has warmed up
+  const gcPauses: ContentionReport['gcPauses'] = []
+  const gc = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries())
+      gcPauses.push({ at: performance.timeOrigin + entry.startTime, ms: entry.duration })
+  })
+  gc.observe({ entryTypes: ['gc'] })
   if (error === undefined) holds = await take(lock, message.key, message.holds).catch((caught) => (failed(caught), []))
-  process.send?.({ type: 'done', holds, error } satisfies ContentionReport)
+  gc.disconnect()
+  process.send?.({ type: 'done', holds, gcPauses, error } satisfies ContentionReport)
   await nextMessage() // 'close': every process has finished its measured holds
   await lock.close()
   process.disconnect()

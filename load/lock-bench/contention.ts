@@ -19,6 +19,8 @@ export interface ContentionResult {
   handoffMs: number[]
   /** How late each hold's timer fired, in every process: the machine's wake-up delay, which any hand-off also pays. */
   timerLateMs: number[]
+  /** The slowest hand-offs, each with the GC pauses that overlapped it in the releasing or the taking process. */
+  slowest: { ms: number; gcMs: number }[]
   /** Share of hand-offs that went to another process (the rest: the releasing process took it again). */
   toOtherProcess: number
   /** Consecutive holds that overlapped (the next got it before the previous began to release): two holders. */
@@ -64,10 +66,24 @@ export async function measureContention(
     for (const child of children) child.send({ type: 'close' } satisfies ToContention)
     const all = reports.flatMap((report) => report.holds).sort((a, b) => a.acquiredAt - b.acquiredAt)
     const handoffMs = all.slice(1).map((hold, i) => hold.acquiredAt - all[i]!.releasedAt)
+    const pausesOf = new Map(reports.map((report, i) => [report.holds[0]?.pid ?? -i, report.gcPauses]))
+    const gcDuring = (from: number, to: number, pids: number[]) =>
+      pids
+        .flatMap((pid) => pausesOf.get(pid) ?? [])
+        .filter((pause) => pause.at < to && pause.at + pause.ms > from)
+        .reduce((sum, pause) => sum + pause.ms, 0)
+    const slowest = handoffMs
+      .map((ms, i) => ({
+        ms,
+        gcMs: gcDuring(all[i]!.releasedAt, all[i + 1]!.acquiredAt, [all[i]!.pid, all[i + 1]!.pid]),
+      }))
+      .sort((a, b) => b.ms - a.ms)
+      .slice(0, 3)
     const spanS = all.length > 1 ? (all.at(-1)!.releasedAt - all[0]!.acquiredAt) / 1000 : Number.NaN
     return {
       handoffMs,
       timerLateMs: all.map((hold) => hold.timerLateMs),
+      slowest,
       overlaps: handoffMs.filter((ms) => ms < 0).length,
       toOtherProcess: all.slice(1).filter((hold, i) => hold.pid !== all[i]!.pid).length / Math.max(1, all.length - 1),
       holdsPerSecond: all.length / spanS,

@@ -24,5 +24,7 @@ export interface ContentionReport {
   type: 'done'
   /** `timerLateMs`: how much later than asked the hold's 3–7 ms timer fired. */
   holds: { acquiredAt: number; releasedAt: number; pid: number; timerLateMs: number }[]
+  /** The process's GC pauses during its measured holds: start (same clock as the holds) and duration, ms. */
+  gcPauses: { at: number; ms: number }[]
   error?: string
 }

@@ -132,6 +132,13 @@ async function main(): Promise<void> {
       const contended = await measureContention(contender.name, childEnv, CONTENTION, HOLDS)
       if (contended.errors.length > 0)
         console.log(dim(`  ${contender.name} contention errors: ${contended.errors.join('; ')}`))
+      console.log(
+        dim(
+          `  ${contender.name}: slowest hand-offs ${contended.slowest
+            .map((h) => `${h.ms.toFixed(2)} ms (GC meanwhile ${h.gcMs.toFixed(2)} ms)`)
+            .join(', ')}`,
+        ),
+      )
       if (contended.overlaps > 0) console.log(bold(`  ${contender.name}: ${contended.overlaps} OVERLAPPING holds`))
       const f = (n: number) => n.toFixed(2)
       rows.push([
