@@ -12,16 +12,24 @@ import { createCache, type Cache } from '../../../src/index.js'
 import { entryKeys } from '../../../src/cache/redis/keys.js'
 import { redisAvailable } from '../../support/redis.js'
 import { useRedisServer } from '../../support/redis-suite.js'
+import { scriptFiles, scriptOf } from '../../support/script-calls.js'
 import { gate, until } from '../../support/timing.js'
 
 const NS = 'notice-attack'
 
-/** Counts the GETs of `key` that `client` sends. */
-function countGets(client: Redis, key: string): { gets: number } {
-  const counted = { gets: 0 }
+/** Counts the GETs of `key` that `client` sends, and the replies to its lookups (get-or-lock scripts). */
+function countGets(client: Redis, key: string): { gets: number; scriptReplies: number } {
+  const counted = { gets: 0, scriptReplies: 0 }
+  const files = scriptFiles()
   const send = client.sendCommand.bind(client)
-  client.sendCommand = ((command: { name: string; args: unknown[] }, ...rest: unknown[]) => {
-    if (command.name.toLowerCase() === 'get' && String(command.args[0]) === key) counted.gets++
+  client.sendCommand = ((command: { name: string; args: unknown[]; promise: Promise<unknown> }, ...rest: unknown[]) => {
+    const name = command.name.toLowerCase()
+    if (name === 'get' && String(command.args[0]) === key) counted.gets++
+    if (scriptOf(command, files)?.startsWith('get-or-lock'))
+      command.promise.then(
+        () => counted.scriptReplies++,
+        () => undefined,
+      )
     return (send as (...a: unknown[]) => unknown)(command, ...rest)
   }) as typeof client.sendCommand
   return counted
@@ -57,11 +65,17 @@ describe.skipIf(!redisAvailable)('attack: the commit notice of a large value', (
       const [, subscribers] = (await admin.pubsub('NUMSUB', keys.channel)) as [string, number]
       return Number(subscribers) >= 1
     }, 'the waiter to subscribe')
+    // Parked: its first lookup and the re-check after subscribing have both answered 'held'.
+    await until(() => reads.scriptReplies >= 2, 'the waiter to park')
     const before = reads.gets
 
     // A notice with nothing behind it (as if the value was deleted before the waiter read it).
+    const lookups = reads.scriptReplies
     await admin.publish(keys.channel, `n|${Date.now()}`)
     await until(() => reads.gets >= before + 1, 'the waiter to read the empty fresh copy')
+    // Its re-check answered (the lock is held: it parks again) before the corrupt copy is planted,
+    // which that lookup would otherwise find and remove first.
+    await until(() => reads.scriptReplies >= lookups + 1, 'the re-check after the empty notice')
     // A notice whose fresh copy is corrupt.
     await admin.set(keys.fresh, 'not|a|record', 'PX', 60_000)
     await admin.publish(keys.channel, `n|${Date.now()}`)
