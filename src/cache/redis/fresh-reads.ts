@@ -1,3 +1,4 @@
+import { AsyncResource } from 'node:async_hooks'
 import type { CacheEmitter } from '../../events.js'
 import { RedisUnavailableError } from '../../errors.js'
 import type { CircuitBreaker } from './breaker.js'
@@ -99,7 +100,10 @@ export class FreshReadBatch {
       // so that requests arriving one per socket event (HTTP) share the MGET too.
       setImmediate(this.sendReads)
     }
-    this.pendingReads.push(read)
+    // The MGET's reply runs in the context of the caller that scheduled it: each read is answered
+    // in its own caller's, or a miss would go on, up to its loader and its wait, in a neighbour's
+    // AsyncLocalStorage. (No cheaper test of "same context": AsyncLocalStorage.run keeps the async id.)
+    this.pendingReads.push(new ScopedReader(read))
   }
 
   /**
@@ -126,6 +130,21 @@ export class FreshReadBatch {
   done(count: number): void {
     this.unanswered -= count
     for (let i = 0; i < count; i++) this.budget.release()
+  }
+}
+
+/** A read answered in the async context of the caller that asked for it (see queueRead). */
+class ScopedReader extends AsyncResource implements FreshReader {
+  readonly freshKey: string
+  constructor(private readonly read: FreshReader) {
+    super('stampede-guard.fresh-read')
+    this.freshKey = read.freshKey
+  }
+  found(found: FreshRead): void {
+    this.runInAsyncScope(this.read.found, this.read, found)
+  }
+  failed(error: unknown): void {
+    this.runInAsyncScope(this.read.failed, this.read, error)
   }
 }
 
