@@ -94,10 +94,12 @@ describe.skipIf(!redisAvailable)('waiting on many keys held by another process',
     // A fixed window: the waiter's polls, and the holder's renewals.
     await sleep(1_500) // past the burst of first lookups and polls still queued behind them
     const WINDOW_MS = 3_000
+    // The window opens with the first count: the holder's answer (a round trip to its process,
+    // long on a loaded machine) comes inside it, not before it.
+    const startedAt = performance.now()
     const pollsBefore = snapshot(sent, 'poll-locks.lua')
     const lookupsBefore = snapshot(sent, 'get-or-lock.lua')
     const renewalsBefore = snapshot(await held.request<ScriptCounts>({ op: 'sent' }), 'extend-many.lua')
-    const startedAt = performance.now()
     await sleep(WINDOW_MS)
     const elapsedS = (performance.now() - startedAt) / 1000
     const polls = {
@@ -195,7 +197,10 @@ describe.skipIf(!redisAvailable)('waiting on many keys held by another process',
     )
     // The waiter's commands: its poll calls only (no lookups while every lock is held), at most
     // 4 a second plus the one saved up (and one more for a call sent as the window closed).
-    expect(waiterScripts).toBe(polls.calls)
+    // The server counts a call when it runs, the clients when they send it, and the counts are
+    // read one after another: a call in flight at either edge of the window (a poll, or a
+    // holder's renewal) can fall in one count and not the other, so they agree to within 2.
+    expect(Math.abs(waiterScripts - polls.calls)).toBeLessThanOrEqual(2)
     expect(waiterScripts).toBeLessThanOrEqual(CALLS_PER_SECOND * elapsedS + 1 + 1)
     // Each key is polled about once a second (1,950 unsubscribed, 1 s backoff): many keys a call.
     expect(polls.keys).toBeGreaterThanOrEqual(COUNT)

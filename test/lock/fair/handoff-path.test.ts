@@ -98,9 +98,18 @@ describe.skipIf(!redisAvailable)('fair hand-off path, counted', () => {
     } as Redis['sendCommand']
     const waiterSide = spanCounter()
     const releaserSide = spanCounter()
-    instrument(waiterSide, () => waiterSide.start())
+    // A waiter's heartbeat (an attempt every lease/3) can go out between the check below and
+    // the release on a loaded machine; its reply would then land inside the span. Such a round
+    // is measured again (counted, at most 10 times): it times the heartbeat, not the hand-off.
+    let attemptInFlightAtMessage = false
+    let remeasured = 0
+    instrument(waiterSide, () => {
+      attemptInFlightAtMessage = inFlight > 0
+      waiterSide.start()
+    })
     const samples: { waiter: Span; releaser: Span }[] = []
-    for (let round = 0; round < 5; round++) {
+    while (samples.length < 5) {
+      expect(remeasured).toBeLessThanOrEqual(10)
       const holder = await holderLocks.acquire('k', { lease: '10s' })
       let waiter: Span | undefined
       const served = waiterLocks.withLock('k', () => void (waiter = waiterSide.stop()), { lease: '10s', wait: '10s' })
@@ -125,8 +134,11 @@ describe.skipIf(!redisAvailable)('fair hand-off path, counted', () => {
       await served
       expect(waiter).toBeDefined()
       expect(releaser).toBeDefined()
-      samples.push({ waiter: waiter!, releaser: releaser! })
+      if (attemptInFlightAtMessage) remeasured++
+      else samples.push({ waiter: waiter!, releaser: releaser! })
     }
+    if (remeasured > 0)
+      console.log(`[fair hand-off path] ${remeasured} round(s) measured again: a heartbeat was in flight`)
     for (const { waiter, releaser } of samples) {
       console.log(
         `[fair hand-off path] message -> fn: ${waiter.turns} microtask turns, ${waiter.timers} timers, commands [${waiter.commands.join(', ')}]; release() -> script sent: ${releaser.turns} turns, ${releaser.timers} timers, commands [${releaser.commands.join(', ')}]`,
