@@ -18,6 +18,7 @@ import { LRUCache } from 'lru-cache'
 import { Redis } from 'ioredis'
 import { commandStats } from './arithmetic.js'
 import { cachePeer, type CacheContext, type PeerCache } from './caches.js'
+import { product } from './from-load.js'
 
 export interface MicroOptions {
   redisUrl: string
@@ -49,17 +50,6 @@ export interface MicroResult {
 const KEYS = 1_000
 const CONCURRENCY = 64
 
-/** A typical API payload, ~600 bytes of JSON (as in bench-hit-path). */
-const product = (id: number) => ({
-  id,
-  name: `widget ${id}`,
-  price: 9.99,
-  currency: 'EUR',
-  stock: 42,
-  tags: ['blue', 'small', 'metal', 'sale'],
-  description: 'A small blue metal widget. '.repeat(12),
-  updatedAt: '2026-01-01T00:00:00.000Z',
-})
 const instantLoad = async (key: string) => product(Number(key.replace(/\D/g, '')) || 0)
 
 export async function runMicro(options: MicroOptions): Promise<MicroResult> {

@@ -11,6 +11,7 @@
 import { Redis } from 'ioredis'
 import { createCache } from '../../src/index.js'
 import { startPrivateRedis } from '../shared/redis-server.js'
+import { product } from '../shared/product.js'
 
 const KEYS = 100
 const RUNS = 200_000
@@ -19,17 +20,6 @@ const ROUNDS = 9
 const privateRedis = process.env.REDIS_URL ? undefined : await startPrivateRedis()
 const redis = new Redis(process.env.REDIS_URL ?? privateRedis!.url)
 const namespace = `bench-overhead-${process.pid}`
-// The same ~500-byte product as bench:hit.
-const product = (id: number) => ({
-  id,
-  name: `widget ${id}`,
-  price: 9.99,
-  currency: 'EUR',
-  stock: 42,
-  tags: ['blue', 'small', 'metal', 'sale'],
-  description: 'A small blue metal widget. '.repeat(12),
-  updatedAt: '2026-01-01T00:00:00.000Z',
-})
 const cache = createCache({ redis, ttl: '1h', namespace, l1: false })
 for (let i = 0; i < KEYS; i++) await cache.getOrLoad(`p${i}`, async () => product(i))
 const stored = new Map<string, Buffer>()

@@ -23,6 +23,7 @@ import { createCache, type CacheOptions } from '../../src/index.js'
 import { instrument, type InstrumentOptions } from '../../src/observability/index.js'
 import { findRedisServer, startPrivateRedis } from '../shared/redis-server.js'
 import { benchValues } from './values.js'
+import { product } from '../shared/product.js'
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
 const KEYS = 1_000
@@ -172,17 +173,6 @@ if (process.env.BENCH_ONLY === 'values') {
   process.exit(0)
 }
 
-// A typical API payload, ~600 bytes of JSON.
-const product = (id: number) => ({
-  id,
-  name: `widget ${id}`,
-  price: 9.99,
-  currency: 'EUR',
-  stock: 42,
-  tags: ['blue', 'small', 'metal', 'sale'],
-  description: 'A small blue metal widget. '.repeat(12),
-  updatedAt: '2026-01-01T00:00:00.000Z',
-})
 const loader = async () => product(1)
 const keyOf = (i: number) => `p${i % KEYS}`
 
