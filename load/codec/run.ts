@@ -12,20 +12,12 @@ import { jsonCodec, msgpackCodec } from '../../src/index.js'
 import type { Codec } from '../../src/codecs.js'
 import { resolveCompression } from '../../src/compression.js'
 import { compressed, decodeValue, encodeValue, valueFormat } from '../../src/stored-value.js'
+import { product } from '../shared/product.js'
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 7)
 const CALLS = 50_000
 
-const plainRow = {
-  id: 1,
-  name: 'widget 1',
-  price: 9.99,
-  currency: 'EUR',
-  stock: 42,
-  tags: ['blue', 'small', 'metal', 'sale'],
-  description: 'A small blue metal widget. '.repeat(12),
-  updatedAt: '2026-01-01T00:00:00.000Z',
-}
+const plainRow = product(1)
 const datedRow = { ...plainRow, updatedAt: new Date('2026-01-01T00:00:00.000Z') }
 
 const largeRows = {
