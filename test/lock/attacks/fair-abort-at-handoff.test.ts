@@ -48,13 +48,15 @@ describe.skipIf(!redisAvailable)('fair: a waiter leaving as the lock is handed t
     return { nextWaitedMs, leaverGot }
   }
 
-  it('in every order, the next in line has the lock within 1 s (the lease is 5 s), and the line ends empty', async () => {
+  // The bug this guards against leaves the lock to its 5 s lease; half of it is the bound, so a
+  // hand-off slowed by a busy 2-core machine is not mistaken for it.
+  it('in every order, the next in line has the lock within half the 5 s lease, and the line ends empty', async () => {
     const orders: Order[] = ['abort-then-release', 'release-then-abort', 'release-turn-abort', 'release-1ms-abort']
     const slow: string[] = []
     for (let i = 0; i < 40; i++) {
       const order = orders[i % orders.length]!
       const { nextWaitedMs } = await round(`k${i}`, order)
-      if (nextWaitedMs > 1_000) slow.push(`${order}: ${Math.round(nextWaitedMs)} ms`)
+      if (nextWaitedMs > 2_500) slow.push(`${order}: ${Math.round(nextWaitedMs)} ms`)
       expect(await inLine(`k${i}`)).toBe(0)
       expect(await redis.admin().exists(`${NS}:{l:k${i}}:lock`)).toBe(0)
     }
@@ -74,7 +76,7 @@ describe.skipIf(!redisAvailable)('fair: a waiter leaving as the lock is handed t
       await sleep(55 + (i % 10))
       await holder.release()
       outcomes[await waiter]++
-      await until(async () => (await redis.admin().exists(`${NS}:{l:${key}}:lock`)) === 0, 'the lock free', 1_000)
+      await until(async () => (await redis.admin().exists(`${NS}:{l:${key}}:lock`)) === 0, 'the lock free', 2_500)
       expect(await inLine(key)).toBe(0)
     }
     expect(outcomes.busy + outcomes.held).toBe(20)
