@@ -32,6 +32,8 @@ export interface MacroOptions {
   workers: number
   dbLatencyMs: number
   timeScale: number
+  /** Rounds per scenario, each starting one peer later (default 1). */
+  repeat?: number
   onRun?(scenario: ScenarioName, peer: string, result: MacroRow): void
 }
 
@@ -48,6 +50,8 @@ export interface MacroRow {
   oldestServedMs: number
   staleServed: number
   staleShare: number
+  /** The app workers' CPU per request served (µs): what throughput costs, robust to a noisy machine. */
+  workerCpuUsPerRequest: number
 }
 
 export interface MacroScenario {
@@ -57,10 +61,13 @@ export interface MacroScenario {
   connections: number
   ttlMs: number
   staleMs: number
+  /** Per peer, its median round by req/s (its only round without --repeat). */
   rows: MacroRow[]
+  /** Every round's rows, in the peers' order: adjacent runs, so ratios within a round are fair. */
+  rounds: MacroRow[][]
 }
 
-const OURS = 'stampede-guard'
+export const OURS = 'stampede-guard'
 
 export async function runMacro(options: MacroOptions): Promise<MacroScenario[]> {
   const app = await startAppCluster({
@@ -77,54 +84,25 @@ export async function runMacro(options: MacroOptions): Promise<MacroScenario[]> 
     for (const [index, name] of options.scenarios.entries()) {
       const scenario = getScenario(name, options.timeScale)
       const { ttlMs, staleTtlMs: staleMs } = scenario.cache
-      const rows: MacroRow[] = []
-      // Each scenario starts with the next peer: no peer always runs first (cold JIT) or last.
-      const order = options.peers.map((_, i) => options.peers[(i + index) % options.peers.length]!)
-      for (const peer of order) {
-        cachePeer(peer) // an unknown name fails here, before any traffic
-        const runId = `${name}-${peer.replace(/\W+/g, '-')}-${randomBytes(4).toString('hex')}`
-        await app.configure({
-          runId,
-          mode: peer,
-          namespace: `sg-compare:${runId}`,
-          cache: { ttl: ttlMs, staleTtl: staleMs, staleIfError: staleMs, earlyRefresh: false, l1: true },
-          dbLatencyMs: options.dbLatencyMs,
-        })
-        const trafficStart = absoluteNow()
-        const timeline = scheduleTimeline(scenario, app, undefined)
-        let traffic: TrafficResult
-        try {
-          traffic = await runTraffic({
-            url: app.url,
-            connections: scenario.connections,
-            durationMs: scenario.durationMs,
-            pathFor: pathSampler(scenario),
-          })
-        } finally {
-          await timeline.done
+      const rounds: MacroRow[][] = []
+      for (let round = 0; round < (options.repeat ?? 1); round++) {
+        // Each scenario and round starts with the next peer: no peer always runs first (cold JIT) or last.
+        const shift = index + round
+        const order = options.peers.map((_, i) => options.peers[(i + shift) % options.peers.length]!)
+        const rows: MacroRow[] = []
+        for (const peer of order) {
+          const row = await runPeer(app, options, name, peer)
+          rows.push(row)
+          options.onRun?.(name, peer, row)
         }
-        await sleep(100) // loads started in the last moments are counted
-        const collected = await app.collect(runId)
-        const per100ms = binsFromStart(collected.bins, trafficStart, scenario.durationMs)
-        const staleServed = collected.stats.stale ?? 0
-        const row: MacroRow = {
-          peer,
-          dbQueries: per100ms.reduce((a, b) => a + b, 0),
-          failedQueries: collected.failedQueries,
-          peakQueriesPerSec: peakPerSecond(per100ms),
-          queriesVsOurs: null,
-          traffic,
-          errorsServed: traffic.non2xx + traffic.errors,
-          oldestServedMs: collected.oldestServedMs,
-          staleServed,
-          staleShare: traffic.requests > 0 ? staleServed / traffic.requests : 0,
-        }
-        rows.push(row)
-        options.onRun?.(name, peer, row)
+        rows.sort((a, b) => options.peers.indexOf(a.peer) - options.peers.indexOf(b.peer))
+        rounds.push(rows)
       }
-      rows.sort((a, b) => options.peers.indexOf(a.peer) - options.peers.indexOf(b.peer))
-      const ours = rows.find((r) => r.peer === OURS)
-      if (ours) for (const r of rows) r.queriesVsOurs = ours.dbQueries > 0 ? r.dbQueries / ours.dbQueries : null
+      const rows = options.peers.map((peer) => medianRound(rounds.map((r) => r.find((row) => row.peer === peer)!)))
+      for (const r of rounds.flat()) {
+        const oursThen = rounds.find((round) => round.includes(r))!.find((row) => row.peer === OURS)
+        r.queriesVsOurs = oursThen && oursThen.dbQueries > 0 ? r.dbQueries / oursThen.dbQueries : null
+      }
       results.push({
         name,
         title: scenario.title,
@@ -133,12 +111,64 @@ export async function runMacro(options: MacroOptions): Promise<MacroScenario[]> 
         ttlMs,
         staleMs,
         rows,
+        rounds,
       })
     }
   } finally {
     await app.stop()
   }
   return results
+}
+
+/** One measured run of one peer in one scenario. */
+async function runPeer(app: AppCluster, options: MacroOptions, name: ScenarioName, peer: string): Promise<MacroRow> {
+  const scenario = getScenario(name, options.timeScale)
+  const { ttlMs, staleTtlMs: staleMs } = scenario.cache
+  cachePeer(peer) // an unknown name fails here, before any traffic
+  const runId = `${name}-${peer.replace(/\W+/g, '-')}-${randomBytes(4).toString('hex')}`
+  await app.configure({
+    runId,
+    mode: peer,
+    namespace: `sg-compare:${runId}`,
+    cache: { ttl: ttlMs, staleTtl: staleMs, staleIfError: staleMs, earlyRefresh: false, l1: true },
+    dbLatencyMs: options.dbLatencyMs,
+  })
+  const trafficStart = absoluteNow()
+  const timeline = scheduleTimeline(scenario, app, undefined)
+  let traffic: TrafficResult
+  try {
+    traffic = await runTraffic({
+      url: app.url,
+      connections: scenario.connections,
+      durationMs: scenario.durationMs,
+      pathFor: pathSampler(scenario),
+    })
+  } finally {
+    await timeline.done
+  }
+  await sleep(100) // loads started in the last moments are counted
+  const collected = await app.collect(runId)
+  const per100ms = binsFromStart(collected.bins, trafficStart, scenario.durationMs)
+  const staleServed = collected.stats.stale ?? 0
+  return {
+    peer,
+    dbQueries: per100ms.reduce((a, b) => a + b, 0),
+    failedQueries: collected.failedQueries,
+    peakQueriesPerSec: peakPerSecond(per100ms),
+    queriesVsOurs: null,
+    traffic,
+    errorsServed: traffic.non2xx + traffic.errors,
+    oldestServedMs: collected.oldestServedMs,
+    staleServed,
+    staleShare: traffic.requests > 0 ? staleServed / traffic.requests : 0,
+    workerCpuUsPerRequest: traffic.requests > 0 ? (collected.cpuMs * 1000) / traffic.requests : 0,
+  }
+}
+
+/** The round whose req/s is the median of a peer's rounds (the lower middle for an even count). */
+function medianRound(rows: MacroRow[]): MacroRow {
+  const sorted = [...rows].sort((a, b) => a.traffic.reqPerSec - b.traffic.reqPerSec)
+  return sorted[Math.floor((sorted.length - 1) / 2)]!
 }
 
 /**

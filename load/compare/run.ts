@@ -25,6 +25,7 @@ import {
   lockSummaryTable,
   lockTables,
   macroSummaryTable,
+  macroRoundTables,
   macroTables,
   microTable,
   renderMarkdown,
@@ -43,6 +44,8 @@ const USAGE = `Usage: npm run compare -- [options]
   --quick            short runs of everything (about 2 minutes): to check the harness, not to publish
   --time-scale N     the macro runs' length as a share of the load/ scenarios' (default 0.4, --quick 0.25;
                      1 = zipf's full 8 s per peer, steadier req/s on a small machine)
+  --repeat N         run each macro scenario N times, each round starting one peer later; the table shows
+                     each peer's median round, and a second table every round's ratio to ours (default: 1)
   --caches LIST      cache peers (default: ${CACHE_PEER_NAMES.join(', ')})
   --scenarios LIST   macro scenarios (default: ${MACRO_SCENARIOS.join(', ')})
   --locks LIST       lock peers (default: ${LOCK_PEERS.map((p) => p.name).join(', ')})
@@ -71,6 +74,7 @@ async function main(): Promise<void> {
       bench: { type: 'string' },
       quick: { type: 'boolean', default: false },
       'time-scale': { type: 'string' },
+      repeat: { type: 'string' },
       caches: { type: 'string' },
       scenarios: { type: 'string' },
       locks: { type: 'string' },
@@ -93,6 +97,9 @@ async function main(): Promise<void> {
   const timeScale = values['time-scale'] === undefined ? (quick ? 0.25 : 0.4) : Number(values['time-scale'])
   if (!(timeScale > 0 && timeScale <= 4))
     throw new Error(`--time-scale: expected a number in (0, 4], got ${values['time-scale']}`)
+  const repeat = values.repeat === undefined ? 1 : Number(values.repeat)
+  if (!(Number.isInteger(repeat) && repeat >= 1 && repeat <= 20))
+    throw new Error(`--repeat: expected a whole number from 1 to 20, got ${values.repeat}`)
   const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 
   const startedAt = new Date()
@@ -133,12 +140,13 @@ async function main(): Promise<void> {
         workers: 4,
         dbLatencyMs: 50,
         timeScale,
+        repeat,
         onRun: (scenario, peer, row) =>
           console.log(
             dim(`  ${scenario} · ${peer}: ${row.dbQueries} DB queries, ${Math.round(row.traffic.reqPerSec)} req/s`),
           ),
       })
-      show(macroTables(macro))
+      show([...macroTables(macro), ...macroRoundTables(macro)])
     }
     if (benches.includes('micro')) {
       console.log(bold('■ 2. hit-path micro-benchmark (mitata), this process, one Redis'))

@@ -3,7 +3,7 @@
  * same rows: one `Table` per benchmark section.
  */
 import { factor, int, ms, renderGrid } from './from-load.js'
-import type { MacroScenario } from './macro.js'
+import { OURS, type MacroRow, type MacroScenario } from './macro.js'
 import type { MicroResult } from './micro.js'
 import type { LockResults } from './locks.js'
 
@@ -33,7 +33,18 @@ const percent = (share: number) => `${(100 * share).toFixed(1)} %`
 export function macroTables(scenarios: MacroScenario[]): Table[] {
   return scenarios.map((s) => ({
     title: `${s.title} (${s.connections} connections, ${(s.durationMs / 1000).toFixed(1)} s per peer, ttl ${s.ttlMs / 1000} s + ${s.staleMs / 1000} s stale)`,
-    headers: ['cache', 'DB queries', 'vs ours', 'p50 ms', 'p99 ms', 'req/s', 'errors served', 'oldest served', 'stale'],
+    headers: [
+      'cache',
+      'DB queries',
+      'vs ours',
+      'p50 ms',
+      'p99 ms',
+      'req/s',
+      'app CPU µs/req',
+      'errors served',
+      'oldest served',
+      'stale',
+    ],
     rows: s.rows.map((r) => [
       r.peer,
       int(r.dbQueries) + (r.failedQueries ? ` (${int(r.failedQueries)} failed)` : ''),
@@ -41,11 +52,51 @@ export function macroTables(scenarios: MacroScenario[]): Table[] {
       ms(r.traffic.latencyMs.p50),
       ms(r.traffic.latencyMs.p99),
       int(r.traffic.reqPerSec),
+      r.workerCpuUsPerRequest.toFixed(0),
       int(r.errorsServed),
       seconds(r.oldestServedMs),
       percent(r.staleShare),
     ]),
   }))
+}
+
+/**
+ * A scenario run with `--repeat N`: per peer, each round's req/s and p99 beside ours in the
+ * same round. Rounds are adjacent in time, so a ratio within one round is what a shared,
+ * noisy machine still measures fairly; the main table shows each peer's median round.
+ */
+export function macroRoundTables(scenarios: MacroScenario[]): Table[] {
+  return scenarios
+    .filter((s) => s.rounds.length > 1)
+    .map((s) => {
+      const ratios = (peer: string, of: (r: MacroRow) => number) =>
+        s.rounds
+          .map((round) => {
+            const ours = round.find((r) => r.peer === OURS)
+            const theirs = round.find((r) => r.peer === peer)!
+            return ours ? (of(ours) / of(theirs)).toFixed(2) : '—'
+          })
+          .join(' ')
+      return {
+        title: `${s.name}, ${s.rounds.length} rounds, each starting one peer later: ours ÷ this peer in the same round`,
+        headers: [
+          'cache',
+          'req/s per round',
+          'p99 ms per round',
+          'app CPU µs/req per round',
+          'ours req/s ÷ this',
+          'ours p99 ÷ this',
+        ],
+        rows: s.rows.map(({ peer }) => [
+          peer,
+          s.rounds.map((round) => int(round.find((r) => r.peer === peer)!.traffic.reqPerSec)).join(' '),
+          s.rounds.map((round) => ms(round.find((r) => r.peer === peer)!.traffic.latencyMs.p99)).join(' '),
+          s.rounds.map((round) => round.find((r) => r.peer === peer)!.workerCpuUsPerRequest.toFixed(0)).join(' '),
+          ratios(peer, (r) => r.traffic.reqPerSec),
+          ratios(peer, (r) => r.traffic.latencyMs.p99),
+        ]),
+      }
+    })
 }
 
 /** ns → "123 ns" / "12.3 µs". */

@@ -25,6 +25,8 @@ export interface Collected {
   stats: Record<string, number>
   /** Age of the oldest value any worker answered with (ms since the database read it). */
   oldestServedMs: number
+  /** CPU time the workers used over the run (user + system, ms, summed over workers). */
+  cpuMs: number
   /** One per worker, when the run was probed. */
   probes: ProbeReport[]
 }
@@ -136,8 +138,8 @@ export async function startAppCluster(options: AppClusterOptions): Promise<AppCl
     async collect(runId) {
       const done = next('collected', runId, 15_000)
       send({ type: 'collect', runId })
-      const { bins, failedQueries, stats, oldestServedMs, probes } = await done
-      return { bins, failedQueries, stats, oldestServedMs, probes }
+      const { bins, failedQueries, stats, oldestServedMs, cpuMs, probes } = await done
+      return { bins, failedQueries, stats, oldestServedMs, cpuMs, probes }
     },
     onQueries(listener) {
       queryListeners.push(listener)

@@ -97,6 +97,7 @@ process.on('message', (message: HarnessToPrimary) => {
         const stats: Record<string, number> = {}
         let failedQueries = 0
         let oldestServedMs = 0
+        let cpuMs = 0
         const probes: ProbeReport[] = []
         for (const a of answers) {
           if (a.probe) probes.push(a.probe)
@@ -104,8 +105,18 @@ process.on('message', (message: HarnessToPrimary) => {
           mergeBins(bins, a.bins)
           mergeStats(stats, a.stats)
           failedQueries += a.failedQueries
+          cpuMs += a.cpuMs
         }
-        toHarness({ type: 'collected', runId: message.runId, bins, failedQueries, stats, oldestServedMs, probes })
+        toHarness({
+          type: 'collected',
+          runId: message.runId,
+          bins,
+          failedQueries,
+          stats,
+          oldestServedMs,
+          cpuMs,
+          probes,
+        })
       })
       break
     }

@@ -48,6 +48,8 @@ export type PrimaryToHarness =
       failedQueries: number
       stats: Record<string, number>
       oldestServedMs: number
+      /** CPU time (user + system, ms) the worker(s) used since the run was configured. */
+      cpuMs: number
       /** One per worker, when the run was probed. */
       probes: ProbeReport[]
     }
@@ -67,6 +69,8 @@ export type WorkerToPrimary =
       failedQueries: number
       stats: Record<string, number>
       oldestServedMs: number
+      /** CPU time (user + system, ms) the worker(s) used since the run was configured. */
+      cpuMs: number
       probe?: ProbeReport
     }
   | { type: 'fatal'; message: string }

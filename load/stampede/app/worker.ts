@@ -82,6 +82,9 @@ const createLoader: typeof createItemLoader = loaderModule
   ? ((await import(pathToFileURL(loaderModule).href)) as { createItemLoader: typeof createItemLoader }).createItemLoader
   : createItemLoader
 
+/** CPU usage when the current run was configured: each run reports only its own. */
+let cpuAtConfigure = process.cpuUsage()
+
 async function configure(next: RunConfig): Promise<void> {
   const previous = loader
   loader = undefined
@@ -93,7 +96,13 @@ async function configure(next: RunConfig): Promise<void> {
   probe.active = false
   loader = await createLoader(next, { queryDatabase, redis, naiveRedis: getNaiveRedis, probe })
   if (next.probe) probe.start()
+  cpuAtConfigure = process.cpuUsage()
   send({ type: 'configured', runId: next.runId })
+}
+
+function cpuMsSince(start: NodeJS.CpuUsage): number {
+  const used = process.cpuUsage(start)
+  return (used.user + used.system) / 1000
 }
 
 process.on('message', (message: PrimaryToWorker) => {
@@ -115,6 +124,7 @@ process.on('message', (message: PrimaryToWorker) => {
         failedQueries,
         stats: loader?.stats() ?? {},
         oldestServedMs,
+        cpuMs: cpuMsSince(cpuAtConfigure),
         ...(run?.probe ? { probe: probe.take() } : {}),
       })
       break
