@@ -18,6 +18,8 @@ import {
   scheduleTimeline,
   startAppCluster,
   type AppCluster,
+  warmUp,
+  type WarmUpReport,
   type ScenarioName,
   type TrafficResult,
 } from './from-load.js'
@@ -34,6 +36,9 @@ export interface MacroOptions {
   timeScale: number
   /** Rounds per scenario, each starting one peer later (default 1). */
   repeat?: number
+  /** Unmeasured zipf traffic through every peer first, until req/s settles or this budget (ms) is spent. */
+  warmUpBudgetMs: number
+  onWarmUp?(report: WarmUpReport): void
   onRun?(scenario: ScenarioName, peer: string, result: MacroRow): void
 }
 
@@ -80,7 +85,21 @@ export async function runMacro(options: MacroOptions): Promise<MacroScenario[]> 
   })
   const results: MacroScenario[] = []
   try {
-    await warmUp(app, options)
+    const report = await warmUp({
+      app,
+      modes: options.peers,
+      runFor: (peer, runId) => ({
+        runId,
+        mode: peer,
+        namespace: `sg-compare:${runId}`,
+        cache: { ttl: 2_000, staleTtl: 10_000, staleIfError: 10_000, earlyRefresh: false, l1: true },
+        dbLatencyMs: options.dbLatencyMs,
+      }),
+      pathFor: pathSampler(getScenario('zipf')),
+      connections: getScenario('zipf').connections,
+      budgetMs: options.warmUpBudgetMs,
+    })
+    options.onWarmUp?.(report)
     for (const [index, name] of options.scenarios.entries()) {
       const scenario = getScenario(name, options.timeScale)
       const { ttlMs, staleTtlMs: staleMs } = scenario.cache
@@ -169,24 +188,4 @@ async function runPeer(app: AppCluster, options: MacroOptions, name: ScenarioNam
 function medianRound(rows: MacroRow[]): MacroRow {
   const sorted = [...rows].sort((a, b) => a.traffic.reqPerSec - b.traffic.reqPerSec)
   return sorted[Math.floor((sorted.length - 1) / 2)]!
-}
-
-/**
- * Half a second of zipf traffic through every peer, not measured: each worker has imported
- * and JIT-compiled every peer's hit and miss paths before the first measured run, so no
- * peer pays for being first.
- */
-async function warmUp(app: AppCluster, options: MacroOptions): Promise<void> {
-  const scenario = getScenario('zipf')
-  for (const peer of options.peers) {
-    const runId = `warm-up-${peer.replace(/\W+/g, '-')}-${randomBytes(4).toString('hex')}`
-    await app.configure({
-      runId,
-      mode: peer,
-      namespace: `sg-compare:${runId}`,
-      cache: { ttl: 200, staleTtl: 200, staleIfError: 200, earlyRefresh: false, l1: true },
-      dbLatencyMs: options.dbLatencyMs,
-    })
-    await runTraffic({ url: app.url, connections: 20, durationMs: 500, pathFor: pathSampler(scenario) })
-  }
 }

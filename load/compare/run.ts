@@ -10,6 +10,7 @@ import { parseArgs } from 'node:util'
 import {
   bold,
   describeSource,
+  describeWarmUp,
   dim,
   findRedisServer,
   machineInfo,
@@ -141,6 +142,9 @@ async function main(): Promise<void> {
         dbLatencyMs: 50,
         timeScale,
         repeat,
+        // --quick: one pass, to check the harness; a full run warms until req/s settles.
+        warmUpBudgetMs: quick ? 2_000 * caches.length : 40_000,
+        onWarmUp: (report) => console.log(dim(`  ${describeWarmUp(report, caches)}`)),
         onRun: (scenario, peer, row) =>
           console.log(
             dim(`  ${scenario} · ${peer}: ${row.dbQueries} DB queries, ${Math.round(row.traffic.reqPerSec)} req/s`),

@@ -19,6 +19,8 @@ export interface CliOptions {
   dbLatencyMs: number
   timeScale: number
   repeat: number
+  /** Warm-up budget (ms): unmeasured traffic through every mode until req/s settles. */
+  warmUpMs: number
   connections: number | undefined
   noPrivateRedis: boolean
   writeFiles: boolean
@@ -46,6 +48,8 @@ export const USAGE = `Usage: npm run load -- [options]
   --db-latency MS     latency of one database query (default: 50)
   --time-scale X      multiply every scenario's duration (default: 1; 0.5 = half as long)
   --repeat N          run the modes N times, interleaved and each round starting one mode later (default: 1)
+  --warm-up S         unmeasured zipf traffic through every mode first, 2 s each per pass, until a
+                      pass's req/s is within 10 % of the last, or S seconds have gone (default: 30; 0 = none)
   --connections N     override every scenario's number of connections
   --no-private-redis  never start a redis-server (in-process mode unless REDIS_URL is set)
   --no-files          do not write load/results/<timestamp>.json and the SVG charts
@@ -92,6 +96,7 @@ export function parseCliArgs(argv: string[]): CliOptions {
       'db-latency': { type: 'string' },
       'time-scale': { type: 'string' },
       repeat: { type: 'string' },
+      'warm-up': { type: 'string' },
       connections: { type: 'string' },
       'no-private-redis': { type: 'boolean' },
       'no-files': { type: 'boolean' },
@@ -125,6 +130,7 @@ export function parseCliArgs(argv: string[]): CliOptions {
     dbLatencyMs: values['db-latency'] ? positive(values['db-latency'], 'db-latency', true) : 50,
     timeScale: values['time-scale'] ? positive(values['time-scale'], 'time-scale') : 1,
     repeat: values.repeat ? Math.round(positive(values.repeat, 'repeat')) : 1,
+    warmUpMs: values['warm-up'] ? positive(values['warm-up'], 'warm-up', true) * 1000 : 30_000,
     connections: values.connections ? Math.round(positive(values.connections, 'connections')) : undefined,
     noPrivateRedis: values['no-private-redis'] ?? false,
     writeFiles: !(values['no-files'] ?? false),

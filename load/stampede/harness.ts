@@ -31,6 +31,7 @@ import { getScenario, type Scenario, type ScenarioName } from './scenarios.js'
 import { runTraffic } from './traffic.js'
 import { zipfSampler } from './zipf.js'
 import { summarizePhases } from './report/phases.js'
+import { warmUp, type WarmUpReport } from './warm-up.js'
 import { redisUsage, usageBetween, type RedisUsage } from './redis-usage.js'
 
 /** Scenarios whose runs time each miss's phases (load/stampede/app/miss-probe.ts): the many-keys one, or LOAD_PROBE=<list>. */
@@ -48,6 +49,11 @@ export interface LoadOptions {
    * shared machine a neighbour's burst then hurts every mode alike, and no mode is always first.
    */
   repeat?: number
+  /**
+   * Unmeasured zipf traffic through every mode before the first measured run, until req/s
+   * settles or this budget (ms) is spent (warm-up.ts). Default 0: none (the tests' short runs).
+   */
+  warmUpBudgetMs?: number
   /** Use this Redis (REDIS_URL). Undefined: start a private one if redis-server exists, else in-process mode. */
   redisUrl: string | undefined
   /** Never start a redis-server, even if one is installed (forces in-process mode without redisUrl). */
@@ -62,6 +68,8 @@ export interface LoadOptions {
 export interface HarnessEvents {
   /** Once, after setup: the planned traffic time (for a progress bar) and what was set up. */
   onPlan?(plan: { totalMs: number; redis: string; database: string; workers: number; notes: string[] }): void
+  /** After the warm-up, when there was one. */
+  onWarmUp?(report: WarmUpReport, modes: readonly string[]): void
   onRunStart?(scenario: Scenario, mode: ModeName): void
   /** About 4× a second while traffic flows. */
   onTick?(tick: { scenario: ScenarioName; mode: ModeName; elapsedMs: number; dbQueries: number }): void
@@ -133,6 +141,24 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
       workers: app.workers,
       notes,
     })
+
+    if ((options.warmUpBudgetMs ?? 0) > 0) {
+      const zipf = getScenario('zipf', 1, options.connections)
+      const report = await warmUp({
+        app,
+        modes,
+        runFor(mode, runId) {
+          const namespace = `sg-load:${runId}`
+          namespaces.push(namespace)
+          const cache = cacheOptionsFor(mode as ModeName, zipf.cache, redis.url !== undefined)
+          return { runId, mode, namespace, cache, dbLatencyMs: options.dbLatencyMs }
+        },
+        pathFor: pathSampler(zipf),
+        connections: zipf.connections,
+        budgetMs: options.warmUpBudgetMs,
+      })
+      events.onWarmUp?.(report, modes)
+    }
 
     // Live DB query counts of the current run, for onTick.
     let liveRunId = ''

@@ -11,6 +11,7 @@ import { renderMarkdownTable, renderTable } from './report/table.js'
 import { renderTerminalChart } from './report/terminal-chart.js'
 import { renderPhases } from './report/phases.js'
 import { renderRepeats } from './report/repeats.js'
+import { describeWarmUp } from './warm-up.js'
 import { writeResults } from './report/results-file.js'
 import path from 'node:path'
 import { CONTENDERS } from './coupons/contenders.js'
@@ -45,6 +46,7 @@ async function main(): Promise<void> {
     dbLatencyMs: options.dbLatencyMs,
     timeScale: options.timeScale,
     repeat: options.repeat,
+    warmUpBudgetMs: options.warmUpMs,
     connections: options.connections,
     redisUrl: process.env.REDIS_URL || undefined,
     noPrivateRedis: options.noPrivateRedis,
@@ -60,6 +62,9 @@ async function main(): Promise<void> {
         for (const note of plan.notes) console.log(`  note:     ${note}`)
         console.log('')
         progress.onPlan?.(plan)
+      },
+      onWarmUp(report, modes) {
+        progress.printAbove(() => console.log(dim(`  ${describeWarmUp(report, modes)}\n`)))
       },
       onScenarioEnd(scenario) {
         progress.printAbove(() => {
