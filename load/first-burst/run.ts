@@ -8,6 +8,10 @@
  * Two variants: the processes await `cache.ready()` before they say they are up (a server
  * awaiting it before it listens), or they say so right after createCache (set-up runs in
  * the background and races the burst).
+ *
+ * BENCH_DEBUG=1 prints each round's processes: `L` loaded (`loader@` ms after its go) or `w`
+ * waited, its go in ms after the leader's, `conn+` ms when its Redis connection came up after
+ * its go (a process still starting up), and its callers' p50 and max.
  */
 import { randomBytes } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
@@ -74,7 +78,8 @@ async function round(url: string, awaitReady: boolean, key: string): Promise<{ w
         all
           .map(
             (b) =>
-              `${b.led ? 'L' : 'w'} go${(b.goAt - leaderGo).toFixed(1)} p50 ${percentile(
+              `${b.led ? `L loader@${b.loaderMs!.toFixed(1)}` : 'w'} go${(b.goAt - leaderGo).toFixed(1)} ` +
+              `${b.connectedMs > 0 ? `conn+${b.connectedMs.toFixed(1)} ` : ''}p50 ${percentile(
                 b.samples.map((s) => s.ms).sort((x, y) => x - y),
                 50,
               ).toFixed(1)} max ${Math.max(...b.samples.map((s) => s.ms)).toFixed(1)}`,
