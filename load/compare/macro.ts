@@ -18,6 +18,8 @@ import {
   scheduleTimeline,
   startAppCluster,
   type AppCluster,
+  redisUsage,
+  usageBetween,
   warmUp,
   type WarmUpReport,
   type ScenarioName,
@@ -57,6 +59,10 @@ export interface MacroRow {
   staleShare: number
   /** The app workers' CPU per request served (µs): what throughput costs, robust to a noisy machine. */
   workerCpuUsPerRequest: number
+  /** Redis server CPU per request served (µs, INFO cpu). */
+  redisCpuUsPerRequest: number
+  /** Command → calls per request served (INFO commandstats; a script's own calls are counted too). */
+  redisCallsPerRequest: Record<string, number>
 }
 
 export interface MacroScenario {
@@ -152,6 +158,7 @@ async function runPeer(app: AppCluster, options: MacroOptions, name: ScenarioNam
     cache: { ttl: ttlMs, staleTtl: staleMs, staleIfError: staleMs, earlyRefresh: false, l1: true },
     dbLatencyMs: options.dbLatencyMs,
   })
+  const usageBefore = await redisUsage(options.redisUrl)
   const trafficStart = absoluteNow()
   const timeline = scheduleTimeline(scenario, app, undefined)
   let traffic: TrafficResult
@@ -167,6 +174,8 @@ async function runPeer(app: AppCluster, options: MacroOptions, name: ScenarioNam
   }
   await sleep(100) // loads started in the last moments are counted
   const collected = await app.collect(runId)
+  const server = usageBetween(usageBefore, await redisUsage(options.redisUrl))
+  const perRequest = (n: number) => (traffic.requests > 0 ? n / traffic.requests : 0)
   const per100ms = binsFromStart(collected.bins, trafficStart, scenario.durationMs)
   const staleServed = collected.stats.stale ?? 0
   return {
@@ -180,7 +189,11 @@ async function runPeer(app: AppCluster, options: MacroOptions, name: ScenarioNam
     oldestServedMs: collected.oldestServedMs,
     staleServed,
     staleShare: traffic.requests > 0 ? staleServed / traffic.requests : 0,
-    workerCpuUsPerRequest: traffic.requests > 0 ? (collected.cpuMs * 1000) / traffic.requests : 0,
+    workerCpuUsPerRequest: perRequest(collected.cpuMs * 1000),
+    redisCpuUsPerRequest: perRequest(server.cpuMs * 1000),
+    redisCallsPerRequest: Object.fromEntries(
+      Object.entries(server.commands).map(([name, { calls }]) => [name, perRequest(calls)]),
+    ),
   }
 }
 

@@ -57,6 +57,15 @@ const USAGE = `Usage: npm run compare -- [options]
 Environment: DATABASE_URL (PostgreSQL for the locks; default postgres://postgres@127.0.0.1:5432/test).
 Redis: a private redis-server on a free loopback port, started and stopped by this run.`
 
+/** "get 1.02, evalsha 0.09, …": the five commands most called per request. */
+function topCalls(calls: Record<string, number>): string {
+  const top = Object.entries(calls)
+    .filter(([name]) => !/^(info|config|client|hello)/.test(name))
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 5)
+  return top.map(([name, n]) => `${name} ${n.toFixed(3)}`).join(', ') || 'none'
+}
+
 function list(raw: string | undefined, valid: readonly string[], what: string): string[] | undefined {
   if (raw === undefined) return undefined
   const items = raw
@@ -147,7 +156,11 @@ async function main(): Promise<void> {
         onWarmUp: (report) => console.log(dim(`  ${describeWarmUp(report, caches)}`)),
         onRun: (scenario, peer, row) =>
           console.log(
-            dim(`  ${scenario} · ${peer}: ${row.dbQueries} DB queries, ${Math.round(row.traffic.reqPerSec)} req/s`),
+            dim(
+              `  ${scenario} · ${peer}: ${row.dbQueries} DB queries, ${Math.round(row.traffic.reqPerSec)} req/s; ` +
+                `app CPU ${row.workerCpuUsPerRequest.toFixed(0)} µs/req, Redis CPU ${row.redisCpuUsPerRequest.toFixed(1)} µs/req; ` +
+                `Redis calls/req ${topCalls(row.redisCallsPerRequest)}`,
+            ),
           ),
       })
       show([...macroTables(macro), ...macroRoundTables(macro)])
