@@ -66,3 +66,10 @@ export function commandStats(info: string, runs: number): { usec: number; comman
   }
   return { usec: usec / runs, commands: top.join(' + ') + (inner.length ? ` (+ ${inner.join(' + ')})` : '') }
 }
+
+/** The item whose `value` is the median (the lower middle for an even count): a peer's median round. */
+export function lowerMedianBy<T>(items: readonly T[], value: (item: T) => number): T {
+  if (items.length === 0) throw new Error('lowerMedianBy: no items')
+  const sorted = [...items].sort((a, b) => value(a) - value(b))
+  return sorted[Math.floor((sorted.length - 1) / 2)]!
+}

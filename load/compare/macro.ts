@@ -26,6 +26,7 @@ import {
   type TrafficResult,
 } from './from-load.js'
 import { cachePeer } from './caches.js'
+import { lowerMedianBy } from './arithmetic.js'
 
 export const MACRO_SCENARIOS: ScenarioName[] = ['cold', 'expiry', 'zipf', 'flaky']
 
@@ -123,7 +124,12 @@ export async function runMacro(options: MacroOptions): Promise<MacroScenario[]> 
         rows.sort((a, b) => options.peers.indexOf(a.peer) - options.peers.indexOf(b.peer))
         rounds.push(rows)
       }
-      const rows = options.peers.map((peer) => medianRound(rounds.map((r) => r.find((row) => row.peer === peer)!)))
+      const rows = options.peers.map((peer) =>
+        lowerMedianBy(
+          rounds.map((r) => r.find((row) => row.peer === peer)!),
+          (row) => row.traffic.reqPerSec,
+        ),
+      )
       for (const r of rounds.flat()) {
         const oursThen = rounds.find((round) => round.includes(r))!.find((row) => row.peer === OURS)
         r.queriesVsOurs = oursThen && oursThen.dbQueries > 0 ? r.dbQueries / oursThen.dbQueries : null
@@ -195,10 +201,4 @@ async function runPeer(app: AppCluster, options: MacroOptions, name: ScenarioNam
       Object.entries(server.commands).map(([name, { calls }]) => [name, perRequest(calls)]),
     ),
   }
-}
-
-/** The round whose req/s is the median of a peer's rounds (the lower middle for an even count). */
-function medianRound(rows: MacroRow[]): MacroRow {
-  const sorted = [...rows].sort((a, b) => a.traffic.reqPerSec - b.traffic.reqPerSec)
-  return sorted[Math.floor((sorted.length - 1) / 2)]!
 }

@@ -39,10 +39,7 @@ export async function warmUp(options: WarmUpOptions): Promise<WarmUpReport> {
   const tolerance = options.tolerance ?? 0.1
   const startedAt = Date.now()
   const passes: number[] = []
-  const settled = () => {
-    const [before, last] = passes.slice(-2)
-    return before !== undefined && last !== undefined && Math.abs(last - before) <= tolerance * before
-  }
+  const settled = () => hasSettled(passes, tolerance)
   const passMs = sliceMs * options.modes.length
   while (!settled() && Date.now() - startedAt + passMs <= budgetMs) {
     let requests = 0
@@ -62,6 +59,12 @@ export async function warmUp(options: WarmUpOptions): Promise<WarmUpReport> {
     passes.push(ms > 0 ? (requests * 1000) / ms : 0)
   }
   return { passes, settled: settled(), elapsedMs: Date.now() - startedAt }
+}
+
+/** Whether the last pass's req/s is within `tolerance` (a share) of the pass before it. */
+export function hasSettled(passes: readonly number[], tolerance: number): boolean {
+  const [before, last] = passes.slice(-2)
+  return before !== undefined && last !== undefined && before > 0 && Math.abs(last - before) <= tolerance * before
 }
 
 /** "warm-up: 3 passes over lock, full, 2.0 s each (req/s 7,412 → 12,380 → 12,901), settled". */

@@ -1,6 +1,6 @@
 /** The arithmetic of `npm run compare` (load/compare/arithmetic.ts): lock hand-offs and Redis cost per call. Pure, no processes. */
 import { describe, expect, it } from 'vitest'
-import { commandStats, handoffs, quantile, type Hold } from '../../load/compare/arithmetic.js'
+import { commandStats, handoffs, lowerMedianBy, quantile, type Hold } from '../../load/compare/arithmetic.js'
 
 const hold = (process: number, askedAt: number, acquiredAt: number, releasedAt: number): Hold => ({
   process,
@@ -64,5 +64,14 @@ describe('compare: Redis cost per call from INFO commandstats', () => {
     )
     expect(stats.usec).toBeCloseTo(5)
     expect(stats.commands).toBe('evalsha ×1.00 (+ get ×1.00)')
+  })
+})
+
+describe("compare: a peer's median round", () => {
+  it('picks the round with the median req/s, the lower middle for an even count', () => {
+    const rounds = [{ r: 9 }, { r: 3 }, { r: 5 }]
+    expect(lowerMedianBy(rounds, (x) => x.r)).toBe(rounds[2])
+    expect(lowerMedianBy([{ r: 4 }, { r: 1 }, { r: 8 }, { r: 6 }], (x) => x.r)).toEqual({ r: 4 })
+    expect(() => lowerMedianBy([], (x: number) => x)).toThrow(/no items/)
   })
 })
