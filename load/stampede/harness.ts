@@ -142,23 +142,8 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
       notes,
     })
 
-    if ((options.warmUpBudgetMs ?? 0) > 0) {
-      const zipf = getScenario('zipf', 1, options.connections)
-      const report = await warmUp({
-        app,
-        modes,
-        runFor(mode, runId) {
-          const namespace = `sg-load:${runId}`
-          namespaces.push(namespace)
-          const cache = cacheOptionsFor(mode as ModeName, zipf.cache, redis.url !== undefined)
-          return { runId, mode, namespace, cache, dbLatencyMs: options.dbLatencyMs }
-        },
-        pathFor: pathSampler(zipf),
-        connections: zipf.connections,
-        budgetMs: options.warmUpBudgetMs,
-      })
-      events.onWarmUp?.(report, modes)
-    }
+    if ((options.warmUpBudgetMs ?? 0) > 0)
+      events.onWarmUp?.(await warmUpModes(app, modes, options, redis.url !== undefined, namespaces), modes)
 
     // Live DB query counts of the current run, for onTick.
     let liveRunId = ''
@@ -285,6 +270,30 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
 }
 
 /** The request path for each request of a scenario. */
+/** The warm-up before the measured runs (warm-up.ts), through `modes` on zipf traffic; its namespaces join `namespaces`. */
+async function warmUpModes(
+  app: AppCluster,
+  modes: ModeName[],
+  options: LoadOptions,
+  withRedis: boolean,
+  namespaces: string[],
+): Promise<WarmUpReport> {
+  const zipf = getScenario('zipf', 1, options.connections)
+  return warmUp({
+    app,
+    modes,
+    runFor(mode, runId) {
+      const namespace = `sg-load:${runId}`
+      namespaces.push(namespace)
+      const cache = cacheOptionsFor(mode as ModeName, zipf.cache, withRedis)
+      return { runId, mode, namespace, cache, dbLatencyMs: options.dbLatencyMs }
+    },
+    pathFor: pathSampler(zipf),
+    connections: zipf.connections,
+    budgetMs: options.warmUpBudgetMs,
+  })
+}
+
 export function pathSampler(scenario: Scenario): () => string {
   const keys = scenario.keys
   if (keys.kind === 'single') {
