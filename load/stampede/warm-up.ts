@@ -70,5 +70,5 @@ export function hasSettled(passes: readonly number[], tolerance: number): boolea
 /** "warm-up: 3 passes over lock, full, 2.0 s each (req/s 7,412 → 12,380 → 12,901), settled". */
 export function describeWarmUp(report: WarmUpReport, modes: readonly string[], sliceMs = 2_000): string {
   const rates = report.passes.map((r) => Math.round(r).toLocaleString('en-US')).join(' → ')
-  return `warm-up: ${report.passes.length} passes over ${modes.join(', ')}, ${(sliceMs / 1000).toFixed(1)} s each (req/s ${rates}), ${report.settled ? 'settled' : 'not settled within its budget'}`
+  return `warm-up: ${report.passes.length} ${report.passes.length === 1 ? 'pass' : 'passes'} over ${modes.join(', ')}, ${(sliceMs / 1000).toFixed(1)} s each (req/s ${rates}), ${report.settled ? 'settled' : 'not settled within its budget'}`
 }
