@@ -49,7 +49,8 @@ export const USAGE = `Usage: npm run load -- [options]
   --time-scale X      multiply every scenario's duration (default: 1; 0.5 = half as long)
   --repeat N          run the modes N times, interleaved and each round starting one mode later (default: 1)
   --warm-up S         unmeasured zipf traffic through every mode first, 2 s each per pass, until a
-                      pass's req/s is within 10 % of the last, or S seconds have gone (default: 30; 0 = none)
+                      pass's req/s is within 10 % of the last, or the next pass would end after S seconds
+                      (the first always runs; default: 30; 0 = none)
   --connections N     override every scenario's number of connections
   --no-private-redis  never start a redis-server (in-process mode unless REDIS_URL is set)
   --no-files          do not write load/results/<timestamp>.json and the SVG charts
