@@ -82,6 +82,13 @@ function positive(raw: string, name: string, allowZero = false): number {
   return n
 }
 
+/** A whole number ≥ 1: `Math.round` of a positive number let `--repeat 0.4` mean zero rounds, i.e. no runs. */
+function count(raw: string, name: string): number {
+  const n = Number(raw)
+  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a whole number ≥ 1, got '${raw}'`)
+  return n
+}
+
 export function parseCliArgs(argv: string[]): CliOptions {
   const { values } = parseArgs({
     args: argv,
@@ -127,12 +134,12 @@ export function parseCliArgs(argv: string[]): CliOptions {
       .filter(Boolean),
     modes: MODE_NAMES.filter((m) => modes.includes(m)),
     frameworks: frameworkArg ? list(frameworkArg, FRAMEWORKS, isFramework, 'framework') : [],
-    workers: values.workers ? Math.round(positive(values.workers, 'workers')) : 4,
+    workers: values.workers ? count(values.workers, 'workers') : 4,
     dbLatencyMs: values['db-latency'] ? positive(values['db-latency'], 'db-latency', true) : 50,
     timeScale: values['time-scale'] ? positive(values['time-scale'], 'time-scale') : 1,
-    repeat: values.repeat ? Math.round(positive(values.repeat, 'repeat')) : 1,
+    repeat: values.repeat ? count(values.repeat, 'repeat') : 1,
     warmUpMs: values['warm-up'] ? positive(values['warm-up'], 'warm-up', true) * 1000 : 30_000,
-    connections: values.connections ? Math.round(positive(values.connections, 'connections')) : undefined,
+    connections: values.connections ? count(values.connections, 'connections') : undefined,
     noPrivateRedis: values['no-private-redis'] ?? false,
     writeFiles: !(values['no-files'] ?? false),
     markdown: values.markdown ?? false,
