@@ -142,9 +142,10 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
       notes,
     })
 
+    let warmUpReport: WarmUpReport | null = null
     if ((options.warmUpBudgetMs ?? 0) > 0) {
       const zipf = getScenario('zipf', 1, options.connections)
-      const report = await warmUp({
+      const report = (warmUpReport = await warmUp({
         app,
         modes,
         runFor(mode, runId) {
@@ -156,7 +157,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
         pathFor: pathSampler(zipf),
         connections: zipf.connections,
         budgetMs: options.warmUpBudgetMs,
-      })
+      }))
       events.onWarmUp?.(report, modes)
     }
 
@@ -273,6 +274,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
         redis: redis.label,
         database: describeSource(options.source),
         modes,
+        warmUp: warmUpReport,
       },
       notes,
       scenarios: results,
