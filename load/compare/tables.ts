@@ -190,8 +190,11 @@ export function macroSummaryTable(scenarios: MacroScenario[]): Table {
   const row = (s: MacroScenario, peer: string) => s.rows.find((r) => r.peer === peer)
   const zipf = scenarios.find((s) => s.name === 'zipf')
   const flaky = scenarios.find((s) => s.name === 'flaky')
+  const rounds = scenarios[0]?.rounds.length ?? 1
   return {
-    title: 'stampede macro-benchmark: DB queries (× ours) per scenario, errors served, zipf latency',
+    title:
+      'stampede macro-benchmark: DB queries (× ours) per scenario, errors served, zipf latency' +
+      (rounds > 1 ? `; each peer's median of ${rounds} rounds by req/s, × ours in that same round` : ''),
     headers: [
       'cache',
       ...scenarios.map((s) => `${s.name} queries`),

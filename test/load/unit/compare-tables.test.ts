@@ -1,7 +1,7 @@
 /** What `npm run compare --repeat N` prints (load/compare/tables.ts): pure, no processes. */
 import { describe, expect, it } from 'vitest'
 import type { MacroRow, MacroScenario } from '../../../load/compare/macro.js'
-import { macroRoundTables, macroTables } from '../../../load/compare/tables.js'
+import { macroRoundTables, macroSummaryTable, macroTables } from '../../../load/compare/tables.js'
 
 const row = (peer: string, dbQueries: number, reqPerSec: number, queriesVsOurs: number | null): MacroRow => ({
   peer,
@@ -38,6 +38,10 @@ describe('compare: tables with --repeat', () => {
     const [table] = macroTables([scenario([round1, round2], [round2[0]!, round1[1]!])])
     expect(table!.title).toMatch(/median of 2 rounds by req\/s, vs ours against ours in that same round/)
     expect(macroTables([scenario([round1], round1)])[0]!.title).not.toMatch(/median/)
+    expect(macroSummaryTable([scenario([round1, round2], [round2[0]!, round1[1]!])]).title).toMatch(
+      /median of 2 rounds by req\/s, × ours in that same round/,
+    )
+    expect(macroSummaryTable([scenario([round1], round1)]).title).not.toMatch(/median/)
   })
 
   it("shows every round's DB queries against ours in the same round", () => {
