@@ -73,7 +73,9 @@ export function startsAnotherPass(
   budgetMs: number,
   tolerance: number,
 ): boolean {
-  if (budgetMs <= 0 || hasSettled(passes, tolerance)) return false
+  // No modes (all dropped for want of Redis): a pass would take no time and await nothing, so
+  // the loop would spin synchronously, pushing empty passes, until the budget ran out.
+  if (budgetMs <= 0 || passMs <= 0 || hasSettled(passes, tolerance)) return false
   return passes.length === 0 || elapsedMs + passMs <= budgetMs
 }
 

@@ -21,6 +21,7 @@ describe('load: warm-up budget', () => {
   it('runs the first pass whenever there is a budget, even one shorter than a pass', () => {
     expect(startsAnotherPass([], 0, 8_000, 3_000, 0.1)).toBe(true)
     expect(startsAnotherPass([], 0, 8_000, 0, 0.1)).toBe(false)
+    expect(startsAnotherPass([], 0, 0, 30_000, 0.1)).toBe(false) // no modes: no pass, no spinning
   })
 
   it('runs a later pass only if it ends within the budget, and none once settled', () => {
