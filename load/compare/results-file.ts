@@ -7,7 +7,7 @@ import { mkdir, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import * as vega from 'vega'
 import * as vegaLite from 'vega-lite'
-import { RESULTS_DIR, timestampForFile, type MachineInfo } from './from-load.js'
+import { RESULTS_DIR, timestampForFile, type MachineInfo, type WarmUpReport } from './from-load.js'
 import type { MacroScenario } from './macro.js'
 import type { MicroResult } from './micro.js'
 import type { LockResults } from './locks.js'
@@ -21,6 +21,8 @@ export interface CompareResults {
   configurations: { caches: Record<string, string>; locks: Record<string, string> }
   quick: boolean
   macro: MacroScenario[] | undefined
+  /** The macro benchmark's unmeasured warm-up (load/stampede/warm-up.ts), when it ran. */
+  macroWarmUp?: WarmUpReport
   micro: MicroResult | undefined
   locks: LockResults | undefined
 }

@@ -16,6 +16,7 @@ import {
   machineInfo,
   startPrivateRedis,
   type ScenarioName,
+  type WarmUpReport,
 } from './from-load.js'
 import { CACHE_PEER_NAMES, CACHE_PEERS } from './caches.js'
 import { LOCK_PEERS } from './lock-peers.js'
@@ -138,6 +139,7 @@ async function main(): Promise<void> {
     tables.push(...more)
   }
   let macro: MacroScenario[] | undefined
+  let macroWarmUp: WarmUpReport | undefined
   let micro: MicroResult | undefined
   let lockResults: LockResults | undefined
   try {
@@ -153,7 +155,10 @@ async function main(): Promise<void> {
         repeat,
         // --quick: one pass, to check the harness; a full run warms until req/s settles.
         warmUpBudgetMs: quick ? 2_000 * caches.length : 40_000,
-        onWarmUp: (report) => console.log(dim(`  ${describeWarmUp(report, caches)}`)),
+        onWarmUp: (report) => {
+          macroWarmUp = report
+          console.log(dim(`  ${describeWarmUp(report, caches)}`))
+        },
         onRun: (scenario, peer, row) =>
           console.log(
             dim(
@@ -216,6 +221,7 @@ async function main(): Promise<void> {
       },
       quick,
       macro,
+      macroWarmUp,
       micro,
       locks: lockResults,
     })

@@ -32,7 +32,13 @@ const percent = (share: number) => `${(100 * share).toFixed(1)} %`
 
 export function macroTables(scenarios: MacroScenario[]): Table[] {
   return scenarios.map((s) => ({
-    title: `${s.title} (${s.connections} connections, ${(s.durationMs / 1000).toFixed(1)} s per peer, ttl ${s.ttlMs / 1000} s + ${s.staleMs / 1000} s stale)`,
+    title:
+      `${s.title} (${s.connections} connections, ${(s.durationMs / 1000).toFixed(1)} s per peer, ttl ${s.ttlMs / 1000} s + ${s.staleMs / 1000} s stale)` +
+      // With rounds, the rows come from different rounds: say so, or a reader divides two rows
+      // and gets another "vs ours" than the one shown (which is against ours in that peer's round).
+      (s.rounds.length > 1
+        ? `; each peer's median of ${s.rounds.length} rounds by req/s, vs ours against ours in that same round`
+        : ''),
     headers: [
       'cache',
       'DB queries',
@@ -84,6 +90,7 @@ export function macroRoundTables(scenarios: MacroScenario[]): Table[] {
           'req/s per round',
           'p99 ms per round',
           'app CPU µs/req per round',
+          'DB queries ÷ ours (this ÷ ours)',
           'ours req/s ÷ this',
           'ours p99 ÷ this',
         ],
@@ -92,6 +99,12 @@ export function macroRoundTables(scenarios: MacroScenario[]): Table[] {
           s.rounds.map((round) => int(round.find((r) => r.peer === peer)!.traffic.reqPerSec)).join(' '),
           s.rounds.map((round) => ms(round.find((r) => r.peer === peer)!.traffic.latencyMs.p99)).join(' '),
           s.rounds.map((round) => round.find((r) => r.peer === peer)!.workerCpuUsPerRequest.toFixed(0)).join(' '),
+          s.rounds
+            .map((round) => {
+              const vs = round.find((r) => r.peer === peer)!.queriesVsOurs
+              return vs === null ? '—' : vs.toFixed(2)
+            })
+            .join(' '),
           ratios(peer, (r) => r.traffic.reqPerSec),
           ratios(peer, (r) => r.traffic.latencyMs.p99),
         ]),
@@ -177,8 +190,11 @@ export function macroSummaryTable(scenarios: MacroScenario[]): Table {
   const row = (s: MacroScenario, peer: string) => s.rows.find((r) => r.peer === peer)
   const zipf = scenarios.find((s) => s.name === 'zipf')
   const flaky = scenarios.find((s) => s.name === 'flaky')
+  const rounds = scenarios[0]?.rounds.length ?? 1
   return {
-    title: 'stampede macro-benchmark: DB queries (× ours) per scenario, errors served, zipf latency',
+    title:
+      'stampede macro-benchmark: DB queries (× ours) per scenario, errors served, zipf latency' +
+      (rounds > 1 ? `; each peer's median of ${rounds} rounds by req/s, × ours in that same round` : ''),
     headers: [
       'cache',
       ...scenarios.map((s) => `${s.name} queries`),

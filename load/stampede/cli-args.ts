@@ -49,7 +49,8 @@ export const USAGE = `Usage: npm run load -- [options]
   --time-scale X      multiply every scenario's duration (default: 1; 0.5 = half as long)
   --repeat N          run the modes N times, interleaved and each round starting one mode later (default: 1)
   --warm-up S         unmeasured zipf traffic through every mode first, 2 s each per pass, until a
-                      pass's req/s is within 10 % of the last, or S seconds have gone (default: 30; 0 = none)
+                      pass's req/s is within 10 % of the last, or the next pass would end after S seconds
+                      (the first always runs; default: 30; 0 = none)
   --connections N     override every scenario's number of connections
   --no-private-redis  never start a redis-server (in-process mode unless REDIS_URL is set)
   --no-files          do not write load/results/<timestamp>.json and the SVG charts
@@ -78,6 +79,13 @@ function positive(raw: string, name: string, allowZero = false): number {
   const n = Number(raw)
   if (!Number.isFinite(n) || n < 0 || (!allowZero && n === 0))
     throw new Error(`--${name} must be a ${allowZero ? 'non-negative' : 'positive'} number, got '${raw}'`)
+  return n
+}
+
+/** A whole number ≥ 1: `Math.round` of a positive number let `--repeat 0.4` mean zero rounds, i.e. no runs. */
+function count(raw: string, name: string): number {
+  const n = Number(raw)
+  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a whole number ≥ 1, got '${raw}'`)
   return n
 }
 
@@ -126,12 +134,12 @@ export function parseCliArgs(argv: string[]): CliOptions {
       .filter(Boolean),
     modes: MODE_NAMES.filter((m) => modes.includes(m)),
     frameworks: frameworkArg ? list(frameworkArg, FRAMEWORKS, isFramework, 'framework') : [],
-    workers: values.workers ? Math.round(positive(values.workers, 'workers')) : 4,
+    workers: values.workers ? count(values.workers, 'workers') : 4,
     dbLatencyMs: values['db-latency'] ? positive(values['db-latency'], 'db-latency', true) : 50,
     timeScale: values['time-scale'] ? positive(values['time-scale'], 'time-scale') : 1,
-    repeat: values.repeat ? Math.round(positive(values.repeat, 'repeat')) : 1,
+    repeat: values.repeat ? count(values.repeat, 'repeat') : 1,
     warmUpMs: values['warm-up'] ? positive(values['warm-up'], 'warm-up', true) * 1000 : 30_000,
-    connections: values.connections ? Math.round(positive(values.connections, 'connections')) : undefined,
+    connections: values.connections ? count(values.connections, 'connections') : undefined,
     noPrivateRedis: values['no-private-redis'] ?? false,
     writeFiles: !(values['no-files'] ?? false),
     markdown: values.markdown ?? false,

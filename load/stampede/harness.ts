@@ -142,8 +142,11 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
       notes,
     })
 
-    if ((options.warmUpBudgetMs ?? 0) > 0)
-      events.onWarmUp?.(await warmUpModes(app, modes, options, redis.url !== undefined, namespaces), modes)
+    const warmUpReport =
+      (options.warmUpBudgetMs ?? 0) > 0
+        ? await warmUpModes(app, modes, options, redis.url !== undefined, namespaces)
+        : null
+    if (warmUpReport) events.onWarmUp?.(warmUpReport, modes)
 
     // Live DB query counts of the current run, for onTick.
     let liveRunId = ''
@@ -258,6 +261,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResults> {
         redis: redis.label,
         database: describeSource(options.source),
         modes,
+        warmUp: warmUpReport,
       },
       notes,
       scenarios: results,

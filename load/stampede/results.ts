@@ -8,6 +8,7 @@ import type { ModeName } from './modes.js'
 import type { ScenarioName } from './scenarios.js'
 import type { TrafficResult } from './traffic.js'
 import type { PhaseSummary } from './report/phase-summary.js'
+import type { WarmUpReport } from './warm-up.js'
 
 export interface ModeResult {
   mode: ModeName
@@ -64,6 +65,8 @@ export interface LoadResults {
     redis: string
     database: string
     modes: ModeName[]
+    /** The unmeasured warm-up before the first run (load/stampede/warm-up.ts); null: none (--warm-up 0). */
+    warmUp?: WarmUpReport | null
   }
   notes: string[]
   scenarios: ScenarioResult[]

@@ -37,6 +37,10 @@ describe.skipIf(!redisAvailable)('load: cold burst on one key (reduced)', () => 
     return found
   }
 
+  it('runs no warm-up unless asked: the cold burst must meet a cold app', () => {
+    expect(results.settings.warmUp).toBeNull()
+  })
+
   it('lock: exactly one database query for the whole burst, across all workers', () => {
     const lock = mode('lock')
     expect(lock.traffic.requests).toBeGreaterThan(100) // the burst really happened
