@@ -1,0 +1,105 @@
+/**
+ * `npm run bench:fleet-cpu`: what the cache costs a fleet in CPU, outside any HTTP framework.
+ * P processes each run `loops` loops calling getOrLoad on Zipf-distributed keys (1,000 keys,
+ * s = 1, the zipf scenario's cache options, a 50 ms loader), pausing `gap-ms` between calls,
+ * so that the call rate is an app's, not a tight loop's. Each round runs the fleet in-process
+ * (no Redis: each process loads on its own) and over one Redis, one after the other.
+ *
+ * Per variant: calls and loads, the fleet's CPU per call and per load (every thread), the
+ * main thread's share (the rest is V8's helper threads: GC and compilation), the kernel's
+ * share, and the Redis commands per load. The difference per call between the two variants
+ * is what sharing the cache through Redis costs at this rate; `npm run load` shows the same
+ * cost inside an Express app, where HTTP's CPU hides most of it.
+ */
+import { randomBytes } from 'node:crypto'
+import { fileURLToPath } from 'node:url'
+import { parseArgs } from 'node:util'
+import type { ChildProcess } from 'node:child_process'
+import { forkTs } from '../shared/fork-ts.js'
+import { benchRedis } from '../shared/redis-server.js'
+import type { FleetChildToParent, FleetParentToChild } from './protocol.js'
+
+const { values: args } = parseArgs({
+  options: {
+    processes: { type: 'string', default: '4' },
+    seconds: { type: 'string', default: '8' },
+    loops: { type: 'string', default: '25' },
+    'gap-ms': { type: 'string', default: '8' },
+    rounds: { type: 'string', default: '2' },
+  },
+})
+const PROCESSES = Number(args.processes)
+const DURATION_MS = Number(args.seconds) * 1000
+const LOOPS = Number(args.loops)
+const GAP_MS = Number(args['gap-ms'])
+const ROUNDS = Number(args.rounds)
+for (const [name, n] of Object.entries({ PROCESSES, DURATION_MS, LOOPS, ROUNDS }))
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${name}: expected a whole number ≥ 1`)
+if (!(GAP_MS >= 0)) throw new Error('--gap-ms: expected a number ≥ 0')
+
+type Done = Extract<FleetChildToParent, { type: 'done' }>
+
+function next<T extends FleetChildToParent['type']>(child: ChildProcess, type: T, timeoutMs: number) {
+  return new Promise<Extract<FleetChildToParent, { type: T }>>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`child ${child.pid}: no '${type}' within ${timeoutMs} ms`)),
+      timeoutMs,
+    )
+    child.on('message', (m: FleetChildToParent) => {
+      if (m.type !== type) return
+      clearTimeout(timer)
+      resolve(m as Extract<FleetChildToParent, { type: T }>)
+    })
+  })
+}
+
+async function fleet(redisUrl: string): Promise<Done[]> {
+  const file = fileURLToPath(new URL('./process.ts', import.meta.url))
+  const env = { BENCH_REDIS_URL: redisUrl, BENCH_NAMESPACE: `sg-fleet-${randomBytes(4).toString('hex')}` }
+  const children = Array.from({ length: PROCESSES }, () => forkTs(file, env))
+  try {
+    await Promise.all(children.map((c) => next(c, 'ready', 60_000)))
+    const done = children.map((c) => next(c, 'done', DURATION_MS + 30_000))
+    for (const c of children)
+      c.send({ type: 'go', durationMs: DURATION_MS, gapMs: GAP_MS, loops: LOOPS } satisfies FleetParentToChild)
+    return await Promise.all(done)
+  } finally {
+    for (const c of children) if (c.exitCode === null) c.kill()
+  }
+}
+
+function describe(label: string, results: Done[]): { cpuPerCall: number } {
+  const sum = (f: (d: Done) => number) => results.reduce((a, d) => a + f(d), 0)
+  const calls = sum((d) => d.calls)
+  const loads = sum((d) => d.loads)
+  const cpu = sum((d) => d.cpuUs)
+  const commands: Record<string, number> = {}
+  for (const d of results) for (const [k, v] of Object.entries(d.commands)) commands[k] = (commands[k] ?? 0) + v
+  const perLoad = Object.entries(commands)
+    .filter(([, n]) => n / loads >= 0.01)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, n]) => `${k} ${(n / loads).toFixed(2)}`)
+    .join(', ')
+  console.log(
+    `${label.padEnd(11)} calls ${calls.toLocaleString('en-US').padStart(7)}  loads ${loads.toLocaleString('en-US').padStart(6)}` +
+      `  CPU ${(cpu / calls).toFixed(1).padStart(6)} µs/call ${(cpu / loads).toFixed(0).padStart(5)} µs/load` +
+      `  main thread ${((100 * sum((d) => d.mainThreadUs)) / cpu).toFixed(0)} %, kernel ${((100 * sum((d) => d.systemUs)) / cpu).toFixed(0)} %` +
+      (perLoad ? `  Redis commands per load: ${perLoad}` : ''),
+  )
+  return { cpuPerCall: cpu / calls }
+}
+
+const { url, privateServer } = await benchRedis('bench:fleet-cpu')
+console.log(
+  `fleet CPU: ${PROCESSES} processes × ${LOOPS} loops, a call then ${GAP_MS} ms of pause, ${DURATION_MS / 1000} s per run, ` +
+    `1,000 Zipf keys, ttl 2 s + 10 s stale, 50 ms loader, ${ROUNDS} rounds`,
+)
+try {
+  for (let round = 1; round <= ROUNDS; round++) {
+    const local = describe(`in-process`, await fleet(''))
+    const shared = describe(`over Redis`, await fleet(url))
+    console.log(`  round ${round}: Redis adds ${(shared.cpuPerCall - local.cpuPerCall).toFixed(1)} µs of CPU per call`)
+  }
+} finally {
+  await privateServer?.stop()
+}
