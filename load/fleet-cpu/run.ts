@@ -10,6 +10,8 @@
  * share, and the Redis commands per load. The difference per call between the two variants
  * is what sharing the cache through Redis costs at this rate; `npm run load` shows the same
  * cost inside an Express app, where HTTP's CPU hides most of it.
+ *
+ * BENCH_NODE_FLAGS (space-separated) go to every process: `--cpu-prof`, `--trace-deopt`…
  */
 import { randomBytes } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
@@ -56,7 +58,8 @@ function next<T extends FleetChildToParent['type']>(child: ChildProcess, type: T
 async function fleet(redisUrl: string): Promise<Done[]> {
   const file = fileURLToPath(new URL('./process.ts', import.meta.url))
   const env = { BENCH_REDIS_URL: redisUrl, BENCH_NAMESPACE: `sg-fleet-${randomBytes(4).toString('hex')}` }
-  const children = Array.from({ length: PROCESSES }, () => forkTs(file, env))
+  const flags = process.env.BENCH_NODE_FLAGS?.split(' ').filter(Boolean) ?? []
+  const children = Array.from({ length: PROCESSES }, () => forkTs(file, env, flags))
   try {
     await Promise.all(children.map((c) => next(c, 'ready', 60_000)))
     const done = children.map((c) => next(c, 'done', DURATION_MS + 30_000))
