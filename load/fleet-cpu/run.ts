@@ -55,6 +55,17 @@ function next<T extends FleetChildToParent['type']>(child: ChildProcess, type: T
   })
 }
 
+function exited(child: ChildProcess, graceMs: number): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve()
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), graceMs)
+    child.once('exit', () => {
+      clearTimeout(timer)
+      resolve()
+    })
+  })
+}
+
 async function fleet(redisUrl: string): Promise<Done[]> {
   const file = fileURLToPath(new URL('./process.ts', import.meta.url))
   const env = { BENCH_REDIS_URL: redisUrl, BENCH_NAMESPACE: `sg-fleet-${randomBytes(4).toString('hex')}` }
@@ -67,7 +78,8 @@ async function fleet(redisUrl: string): Promise<Done[]> {
       c.send({ type: 'go', durationMs: DURATION_MS, gapMs: GAP_MS, loops: LOOPS } satisfies FleetParentToChild)
     return await Promise.all(done)
   } finally {
-    for (const c of children) if (c.exitCode === null) c.kill()
+    // Each process exits by itself after its report (a profile is written then); a stuck one is killed.
+    await Promise.all(children.map((c) => exited(c, 5_000)))
   }
 }
 
