@@ -8,7 +8,7 @@ import path from 'node:path'
 import * as vega from 'vega'
 import * as vegaLite from 'vega-lite'
 import { RESULTS_DIR, timestampForFile, type MachineInfo, type WarmUpReport } from './from-load.js'
-import type { MacroScenario } from './macro.js'
+import type { MacroScenario } from './macro-results.js'
 import type { MicroResult } from './micro.js'
 import type { LockResults } from './locks.js'
 

@@ -3,7 +3,7 @@
  * same rows: one `Table` per benchmark section.
  */
 import { factor, int, ms, renderGrid } from './from-load.js'
-import { OURS, type MacroRow, type MacroScenario } from './macro.js'
+import { OURS, type MacroRow, type MacroScenario } from './macro-results.js'
 import type { MicroResult } from './micro.js'
 import type { LockResults } from './locks.js'
 

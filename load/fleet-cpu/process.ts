@@ -1,6 +1,7 @@
 /**
  * One process of `npm run bench:fleet-cpu`: a cache as the zipf scenario configures `full`
- * (over Redis at BENCH_REDIS_URL, or in-process when it is empty), called by `loops`
+ * (over Redis at BENCH_REDIS_URL, or in-process when it is empty; or, with BENCH_CACHE=spinlock,
+ * the seed's spin lock over that Redis), called by `loops`
  * concurrent loops on Zipf-distributed keys, each pausing `gapMs` between calls, with a 50 ms
  * loader. Reports its calls, loads, CPU (all threads, and the main thread alone) and the
  * Redis commands it sent.
@@ -9,6 +10,7 @@ import { readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import { createCache } from '../../src/index.js'
+import { SpinLockCache } from '../wakeup/spin-lock-cache.js'
 import { zipfSampler } from '../stampede/zipf.js'
 import type { FleetChildToParent, FleetParentToChild } from './protocol.js'
 
@@ -24,9 +26,14 @@ if (redis) {
   }) as typeof redis.sendCommand
 }
 const options = { namespace: process.env.BENCH_NAMESPACE!, ttl: 2_000, staleTtl: 10_000, staleIfError: 10_000 }
-const cache = redis
-  ? createCache({ ...options, redis, earlyRefresh: 'xfetch', l1: { max: 10_000 } })
-  : createCache({ ...options, earlyRefresh: 'xfetch', l1: { max: 10_000 } })
+// BENCH_CACHE=spinlock: the seed's spin lock (a GET per call, no L1), the reference for what a
+// Redis round trip per call costs at this rate.
+const cache =
+  process.env.BENCH_CACHE === 'spinlock' && redis
+    ? new SpinLockCache(redis, options.ttl)
+    : redis
+      ? createCache({ ...options, redis, earlyRefresh: 'xfetch', l1: { max: 10_000 } })
+      : createCache({ ...options, earlyRefresh: 'xfetch', l1: { max: 10_000 } })
 const nextKey = zipfSampler(1_000, 1)
 
 /** CPU time of this process's main thread (its task id is the pid), µs, from /proc. */
@@ -69,7 +76,7 @@ process.on('message', async (m: FleetParentToChild) => {
     mainThreadUs: mainUs,
     commands,
   })
-  await cache.close()
+  if ('close' in cache) await cache.close()
   redis?.disconnect()
   process.exit(0)
 })

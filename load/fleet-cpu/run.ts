@@ -5,6 +5,9 @@
  * so that the call rate is an app's, not a tight loop's. Each round runs the fleet in-process
  * (no Redis: each process loads on its own) and over one Redis, one after the other.
  *
+ * A third run is the seed's spin lock over the same Redis (a `GET` per call, no L1): what a
+ * Redis round trip per call costs at this rate.
+ *
  * Per variant: calls and loads, the fleet's CPU per call and per load (every thread), the
  * main thread's share (the rest is V8's helper threads: GC and compilation), the kernel's
  * share, and the Redis commands per load. The difference per call between the two variants
@@ -66,9 +69,13 @@ function exited(child: ChildProcess, graceMs: number): Promise<void> {
   })
 }
 
-async function fleet(redisUrl: string): Promise<Done[]> {
+async function fleet(redisUrl: string, cache: 'ours' | 'spinlock' = 'ours'): Promise<Done[]> {
   const file = fileURLToPath(new URL('./process.ts', import.meta.url))
-  const env = { BENCH_REDIS_URL: redisUrl, BENCH_NAMESPACE: `sg-fleet-${randomBytes(4).toString('hex')}` }
+  const env = {
+    BENCH_REDIS_URL: redisUrl,
+    BENCH_NAMESPACE: `sg-fleet-${randomBytes(4).toString('hex')}`,
+    BENCH_CACHE: cache,
+  }
   const flags = process.env.BENCH_NODE_FLAGS?.split(' ').filter(Boolean) ?? []
   const children = Array.from({ length: PROCESSES }, () => forkTs(file, env, flags))
   try {
@@ -113,7 +120,11 @@ try {
   for (let round = 1; round <= ROUNDS; round++) {
     const local = describe(`in-process`, await fleet(''))
     const shared = describe(`over Redis`, await fleet(url))
-    console.log(`  round ${round}: Redis adds ${(shared.cpuPerCall - local.cpuPerCall).toFixed(1)} µs of CPU per call`)
+    const spin = describe(`spin lock`, await fleet(url, 'spinlock'))
+    console.log(
+      `  round ${round}: over Redis adds ${(shared.cpuPerCall - local.cpuPerCall).toFixed(1)} µs of CPU per call` +
+        ` to in-process; the spin lock (a GET per call) adds ${(spin.cpuPerCall - local.cpuPerCall).toFixed(1)}`,
+    )
   }
 } finally {
   await privateServer?.stop()

@@ -1,6 +1,6 @@
 /** What `npm run compare --repeat N` prints (load/compare/tables.ts): pure, no processes. */
 import { describe, expect, it } from 'vitest'
-import type { MacroRow, MacroScenario } from '../../../load/compare/macro.js'
+import type { MacroRow, MacroScenario } from '../../../load/compare/macro-results.js'
 import { macroRoundTables, macroSummaryTable, macroTables } from '../../../load/compare/tables.js'
 
 const row = (peer: string, dbQueries: number, reqPerSec: number, queriesVsOurs: number | null): MacroRow => ({
