@@ -47,10 +47,17 @@ function mainThreadUs(): number {
 process.on('message', async (m: FleetParentToChild) => {
   let calls = 0
   let loads = 0
-  const until = Date.now() + m.durationMs
-  const cpuBefore = process.cpuUsage()
-  const mainBefore = mainThreadUs()
-  for (const name of Object.keys(commands)) delete commands[name]
+  const until = Date.now() + m.warmUpMs + m.durationMs
+  let cpuBefore = process.cpuUsage()
+  let mainBefore = mainThreadUs()
+  // Measured from the end of the warm-up: V8 has compiled the hot paths by then.
+  setTimeout(() => {
+    calls = 0
+    loads = 0
+    for (const name of Object.keys(commands)) delete commands[name]
+    cpuBefore = process.cpuUsage()
+    mainBefore = mainThreadUs()
+  }, m.warmUpMs)
   await Promise.all(
     Array.from({ length: m.loops }, async () => {
       while (Date.now() < until) {

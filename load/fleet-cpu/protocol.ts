@@ -1,5 +1,5 @@
 /** Messages between `npm run bench:fleet-cpu` and its processes. */
-export type FleetParentToChild = { type: 'go'; durationMs: number; gapMs: number; loops: number }
+export type FleetParentToChild = { type: 'go'; warmUpMs: number; durationMs: number; gapMs: number; loops: number }
 export type FleetChildToParent =
   | { type: 'ready' }
   | {

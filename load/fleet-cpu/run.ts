@@ -28,18 +28,25 @@ const { values: args } = parseArgs({
   options: {
     processes: { type: 'string', default: '4' },
     seconds: { type: 'string', default: '8' },
+    'warm-up': { type: 'string', default: '3' },
     loops: { type: 'string', default: '25' },
     'gap-ms': { type: 'string', default: '8' },
     rounds: { type: 'string', default: '2' },
+    variants: { type: 'string', default: 'in-process,redis,spinlock' },
   },
 })
 const PROCESSES = Number(args.processes)
 const DURATION_MS = Number(args.seconds) * 1000
 const LOOPS = Number(args.loops)
+const WARM_UP_MS = Number(args['warm-up']) * 1000
 const GAP_MS = Number(args['gap-ms'])
 const ROUNDS = Number(args.rounds)
 for (const [name, n] of Object.entries({ PROCESSES, DURATION_MS, LOOPS, ROUNDS }))
   if (!Number.isInteger(n) || n < 1) throw new Error(`${name}: expected a whole number ≥ 1`)
+const VARIANTS = new Set(args.variants.split(',').map((v) => v.trim()))
+for (const v of VARIANTS)
+  if (!['in-process', 'redis', 'spinlock'].includes(v)) throw new Error(`--variants: unknown '${v}'`)
+if (!(WARM_UP_MS >= 0)) throw new Error('--warm-up: expected seconds ≥ 0')
 if (!(GAP_MS >= 0)) throw new Error('--gap-ms: expected a number ≥ 0')
 
 type Done = Extract<FleetChildToParent, { type: 'done' }>
@@ -80,9 +87,15 @@ async function fleet(redisUrl: string, cache: 'ours' | 'spinlock' = 'ours'): Pro
   const children = Array.from({ length: PROCESSES }, () => forkTs(file, env, flags))
   try {
     await Promise.all(children.map((c) => next(c, 'ready', 60_000)))
-    const done = children.map((c) => next(c, 'done', DURATION_MS + 30_000))
+    const done = children.map((c) => next(c, 'done', WARM_UP_MS + DURATION_MS + 30_000))
     for (const c of children)
-      c.send({ type: 'go', durationMs: DURATION_MS, gapMs: GAP_MS, loops: LOOPS } satisfies FleetParentToChild)
+      c.send({
+        type: 'go',
+        warmUpMs: WARM_UP_MS,
+        durationMs: DURATION_MS,
+        gapMs: GAP_MS,
+        loops: LOOPS,
+      } satisfies FleetParentToChild)
     return await Promise.all(done)
   } finally {
     // Each process exits by itself after its report (a profile is written then); a stuck one is killed.
@@ -113,18 +126,19 @@ function describe(label: string, results: Done[]): { cpuPerCall: number } {
 
 const { url, privateServer } = await benchRedis('bench:fleet-cpu')
 console.log(
-  `fleet CPU: ${PROCESSES} processes × ${LOOPS} loops, a call then ${GAP_MS} ms of pause, ${DURATION_MS / 1000} s per run, ` +
+  `fleet CPU: ${PROCESSES} processes × ${LOOPS} loops, a call then ${GAP_MS} ms of pause, ${DURATION_MS / 1000} s per run after ${WARM_UP_MS / 1000} s unmeasured, ` +
     `1,000 Zipf keys, ttl 2 s + 10 s stale, 50 ms loader, ${ROUNDS} rounds`,
 )
 try {
   for (let round = 1; round <= ROUNDS; round++) {
-    const local = describe(`in-process`, await fleet(''))
-    const shared = describe(`over Redis`, await fleet(url))
-    const spin = describe(`spin lock`, await fleet(url, 'spinlock'))
-    console.log(
-      `  round ${round}: over Redis adds ${(shared.cpuPerCall - local.cpuPerCall).toFixed(1)} µs of CPU per call` +
-        ` to in-process; the spin lock (a GET per call) adds ${(spin.cpuPerCall - local.cpuPerCall).toFixed(1)}`,
-    )
+    const local = VARIANTS.has('in-process') ? describe(`in-process`, await fleet('')) : undefined
+    const shared = VARIANTS.has('redis') ? describe(`over Redis`, await fleet(url)) : undefined
+    const spin = VARIANTS.has('spinlock') ? describe(`spin lock`, await fleet(url, 'spinlock')) : undefined
+    if (local && shared && spin)
+      console.log(
+        `  round ${round}: over Redis adds ${(shared.cpuPerCall - local.cpuPerCall).toFixed(1)} µs of CPU per call` +
+          ` to in-process; the spin lock (a GET per call) adds ${(spin.cpuPerCall - local.cpuPerCall).toFixed(1)}`,
+      )
   }
 } finally {
   await privateServer?.stop()
