@@ -67,6 +67,8 @@ describe.skipIf(!redisAvailable)('tags', () => {
     // when reloaded without it: at worst, one reload too many.
     version = 3
     await b.deleteByTag('category:7')
+    // a drops its L1 copy when b's broadcast arrives, asynchronously (docs/tags.md): wait for it.
+    await heardEverything(suite.admin(), [a], 'after-2')
     expect(await a.getOrLoad('list', loader)).toBe('v3')
   })
 
