@@ -20,7 +20,7 @@ import { randomBytes } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import type { ChildProcess } from 'node:child_process'
-import { forkTs } from '../shared/fork-ts.js'
+import { BenchChild } from '../shared/bench-child.js'
 import { benchRedis } from '../shared/redis-server.js'
 import type { FleetChildToParent, FleetParentToChild } from './protocol.js'
 
@@ -51,20 +51,6 @@ if (!(GAP_MS >= 0)) throw new Error('--gap-ms: expected a number ≥ 0')
 
 type Done = Extract<FleetChildToParent, { type: 'done' }>
 
-function next<T extends FleetChildToParent['type']>(child: ChildProcess, type: T, timeoutMs: number) {
-  return new Promise<Extract<FleetChildToParent, { type: T }>>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`child ${child.pid}: no '${type}' within ${timeoutMs} ms`)),
-      timeoutMs,
-    )
-    child.on('message', (m: FleetChildToParent) => {
-      if (m.type !== type) return
-      clearTimeout(timer)
-      resolve(m as Extract<FleetChildToParent, { type: T }>)
-    })
-  })
-}
-
 function exited(child: ChildProcess, graceMs: number): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve()
   return new Promise((resolve) => {
@@ -84,10 +70,13 @@ async function fleet(redisUrl: string, cache: 'ours' | 'spinlock' = 'ours'): Pro
     BENCH_CACHE: cache,
   }
   const flags = process.env.BENCH_NODE_FLAGS?.split(' ').filter(Boolean) ?? []
-  const children = Array.from({ length: PROCESSES }, () => forkTs(file, env, flags))
+  const children = Array.from(
+    { length: PROCESSES },
+    () => new BenchChild<FleetChildToParent, FleetParentToChild>(file, env, 60_000, flags),
+  )
   try {
-    await Promise.all(children.map((c) => next(c, 'ready', 60_000)))
-    const done = children.map((c) => next(c, 'done', WARM_UP_MS + DURATION_MS + 30_000))
+    await Promise.all(children.map((c) => c.next('ready')))
+    const done = children.map((c) => c.next('done', undefined, WARM_UP_MS + DURATION_MS + 30_000))
     for (const c of children)
       c.send({
         type: 'go',
@@ -95,11 +84,11 @@ async function fleet(redisUrl: string, cache: 'ours' | 'spinlock' = 'ours'): Pro
         durationMs: DURATION_MS,
         gapMs: GAP_MS,
         loops: LOOPS,
-      } satisfies FleetParentToChild)
+      })
     return await Promise.all(done)
   } finally {
     // Each process exits by itself after its report (a profile is written then); a stuck one is killed.
-    await Promise.all(children.map((c) => exited(c, 5_000)))
+    await Promise.all(children.map((c) => exited(c.proc, 5_000)))
   }
 }
 

@@ -18,8 +18,10 @@ export class BenchChild<ToParent extends Message, ToChild> {
     file: string,
     env: NodeJS.ProcessEnv,
     private readonly timeoutMs = 10_000,
+    /** Node flags for the child (`--cpu-prof`…), before tsx's. */
+    nodeFlags: string[] = [],
   ) {
-    this.proc = forkTs(file, env)
+    this.proc = forkTs(file, env, nodeFlags)
     this.proc.on('message', (m: ToParent) => {
       if (m.type === 'error') console.error(`child ${this.proc.pid}: ${(m as Message as ErrorMessage).message}`)
       for (const listener of this.listeners) listener(m)
