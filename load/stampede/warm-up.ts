@@ -31,6 +31,8 @@ export interface WarmUpReport {
   passes: number[]
   settled: boolean
   elapsedMs: number
+  /** Traffic per mode per pass (ms). */
+  sliceMs: number
 }
 
 export async function warmUp(options: WarmUpOptions): Promise<WarmUpReport> {
@@ -58,7 +60,7 @@ export async function warmUp(options: WarmUpOptions): Promise<WarmUpReport> {
     }
     passes.push(ms > 0 ? (requests * 1000) / ms : 0)
   }
-  return { passes, settled: settled(), elapsedMs: Date.now() - startedAt }
+  return { passes, settled: settled(), elapsedMs: Date.now() - startedAt, sliceMs }
 }
 
 /**
@@ -86,7 +88,7 @@ export function hasSettled(passes: readonly number[], tolerance: number): boolea
 }
 
 /** "warm-up: 3 passes over lock, full, 2.0 s each (req/s 7,412 → 12,380 → 12,901), settled". */
-export function describeWarmUp(report: WarmUpReport, modes: readonly string[], sliceMs = 2_000): string {
+export function describeWarmUp(report: WarmUpReport, modes: readonly string[]): string {
   const rates = report.passes.map((r) => Math.round(r).toLocaleString('en-US')).join(' → ')
-  return `warm-up: ${report.passes.length} ${report.passes.length === 1 ? 'pass' : 'passes'} over ${modes.join(', ')}, ${(sliceMs / 1000).toFixed(1)} s each (req/s ${rates}), ${report.settled ? 'settled' : 'not settled within its budget'}`
+  return `warm-up: ${report.passes.length} ${report.passes.length === 1 ? 'pass' : 'passes'} over ${modes.join(', ')}, ${(report.sliceMs / 1000).toFixed(1)} s each (req/s ${rates}), ${report.settled ? 'settled' : 'not settled within its budget'}`
 }
